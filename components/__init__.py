@@ -1,0 +1,1 @@
+"""tpu-vllm's components: one concern per module."""

@@ -1,0 +1,178 @@
+"""Memory and cost arithmetic for one TPU chip, from the build log's measurements.
+
+Pure functions and data, no Pulumi imports: the plan, the outputs, the settings
+warnings and the benchmark all read the same numbers from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+
+# HBM the runtime reports on one v5e chip ("total_hbm_limit_gb=15.75GiB"); size
+# against this, never the 16 GB marketing figure.
+V5E_HBM_BYTES = int(15.75 * GIB)
+
+# Everything outside --gpu-memory-utilization's cap; compiled XLA programs live
+# here, which is why 0.95 dies at XLA program allocation.
+HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION = 0.92
+FAILING_GPU_MEMORY_UTILIZATION = 0.95
+
+# Pallas keeps blocks per request constant as max-model-len grows.
+BLOCKS_PER_REQUEST = 512
+
+# "keep clients x context < 250,000 tokens - about 78% of the KV pool".
+KV_LOAD_RULE_OF_THUMB = 0.78
+
+# Cold and warm boot, seconds (the log's final configuration).
+COLD_BOOT_SECONDS = 857
+WARM_BOOT_SECONDS = 497
+
+# USD per chip-hour, Cloud Billing Catalog, us-west4 (the log's cost table).
+USD_PER_CHIP_HOUR = {
+    "spot": 0.5779,
+    "flex-start": 0.6000,
+    "on-demand": 1.2000,
+    "1-year": 0.8400,
+    "3-year": 0.5400,
+}
+
+# A forgotten weekend on a node that never stops itself (the log: 60 h).
+FORGOTTEN_WEEKEND_HOURS = 60
+
+
+@dataclass(frozen=True)
+class KvLayerGroup:
+    """Layers that own a KV cache and share one geometry."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class ModelGeometry:
+    """What the KV and memory arithmetic needs to know about one checkpoint."""
+
+    weights_bytes: int
+    kv_layer_groups: tuple[KvLayerGroup, ...]
+    kv_element_bytes: int
+    # The largest single multimodal item, in tokens; with chunked multimodal
+    # input disabled, max-num-batched-tokens must be at least this.
+    max_tokens_per_mm_item: int | None
+    num_key_value_heads: int
+
+
+# gemma-4-E2B-it (the log's config table): 35 layers, 20 KV-shared, so 15 own a
+# cache: 12 sliding at head_dim 256 and 3 full-attention at 512, one KV head.
+# weights_bytes is the measured cap (0.92 x 15.75 GiB) minus the measured
+# 5,923,602,432-byte KV pool, i.e. the "8.97 GiB" of the boot log unrounded.
+GEMMA_4_E2B_IT = ModelGeometry(
+    weights_bytes=int(V5E_HBM_BYTES * 0.92) - 5_923_602_432,
+    kv_layer_groups=(
+        KvLayerGroup(layers=12, kv_heads=1, head_dim=256),
+        KvLayerGroup(layers=3, kv_heads=1, head_dim=512),
+    ),
+    kv_element_bytes=2,
+    max_tokens_per_mm_item=2496,
+    num_key_value_heads=1,
+)
+
+MODEL_GEOMETRIES: dict[str, ModelGeometry] = {"google/gemma-4-E2B-it": GEMMA_4_E2B_IT}
+
+
+def geometry_for(model: str) -> ModelGeometry | None:
+    """The measured geometry of a model, or None: an unknown model gets no numbers."""
+    return MODEL_GEOMETRIES.get(model)
+
+
+def kv_bytes_per_token(geometry: ModelGeometry) -> int:
+    """K and V for every cache-owning layer, at the geometry's own head_dim."""
+    return sum(
+        group.layers * group.kv_heads * 2 * group.head_dim * geometry.kv_element_bytes
+        for group in geometry.kv_layer_groups
+    )
+
+
+def hbm_cap_bytes(gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BYTES) -> int:
+    """What the engine may allocate for weights and KV."""
+    return int(hbm_bytes * gpu_memory_utilization)
+
+
+def outside_cap_bytes(gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BYTES) -> int:
+    """HBM the knob does not govern: compiled XLA programs come out of this."""
+    return hbm_bytes - hbm_cap_bytes(gpu_memory_utilization, hbm_bytes)
+
+
+def kv_pool_bytes(geometry: ModelGeometry, gpu_memory_utilization: float) -> int:
+    return hbm_cap_bytes(gpu_memory_utilization) - geometry.weights_bytes
+
+
+def block_size_for(max_model_len: int) -> int:
+    """The block size the Pallas backend picks: 512 blocks per request, power of two."""
+    return max(16, next_power_of_two(-(-max_model_len // BLOCKS_PER_REQUEST)))
+
+
+def next_power_of_two(value: int) -> int:
+    """The compiled bucket a token budget really runs as."""
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class KvBudget:
+    kv_bytes_per_token: int
+    hbm_cap_bytes: int
+    kv_pool_bytes: int
+    outside_cap_bytes: int
+    block_size: int
+    kv_blocks: int
+    kv_tokens: int
+
+    @property
+    def load_limit_tokens(self) -> int:
+        """clients x context above this costs tail latency, not throughput."""
+        return int(self.kv_tokens * KV_LOAD_RULE_OF_THUMB)
+
+
+def kv_budget(
+    geometry: ModelGeometry,
+    gpu_memory_utilization: float,
+    max_model_len: int,
+    kv_pool_override_bytes: int | None = None,
+) -> KvBudget:
+    """Whole blocks only: the engine allocates the pool in blocks of block_size tokens."""
+    per_token = kv_bytes_per_token(geometry)
+    pool = kv_pool_override_bytes or kv_pool_bytes(geometry, gpu_memory_utilization)
+    block_size = block_size_for(max_model_len)
+    blocks = max(pool, 0) // (per_token * block_size)
+    return KvBudget(
+        kv_bytes_per_token=per_token,
+        hbm_cap_bytes=hbm_cap_bytes(gpu_memory_utilization),
+        kv_pool_bytes=pool,
+        outside_cap_bytes=outside_cap_bytes(gpu_memory_utilization),
+        block_size=block_size,
+        kv_blocks=blocks,
+        kv_tokens=blocks * block_size,
+    )
+
+
+def cost_per_hour_usd(pricing: str, chips: int = 1) -> float:
+    return USD_PER_CHIP_HOUR[pricing] * chips
+
+
+def max_spend_usd(pricing: str, run_seconds: int, chips: int = 1) -> float:
+    """The most one run can cost before its run duration stops it."""
+    return cost_per_hour_usd(pricing, chips) * run_seconds / 3600
+
+
+def usd_per_million_output_tokens(pricing: str, output_tokens_per_second: float) -> float:
+    return cost_per_hour_usd(pricing) / (output_tokens_per_second * 3600) * 1_000_000
+
+
+def forgotten_weekend_usd(pricing: str) -> float:
+    return cost_per_hour_usd(pricing) * FORGOTTEN_WEEKEND_HOURS
+
+
+def gib(value_bytes: int) -> float:
+    return value_bytes / GIB

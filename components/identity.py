@@ -1,0 +1,35 @@
+"""The TPU VM's own identity: a dedicated service account with no project-level roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+
+@dataclass
+class VmIdentityArgs:
+    project: str
+    account_id: str
+    """6-30 characters; one account per stack."""
+
+
+class VmIdentity(pulumi.ComponentResource):
+    """Access is granted per secret (components/secrets.py), never on the project."""
+
+    account: gcp.serviceaccount.Account
+    email: pulumi.Output[str]
+
+    def __init__(self, name: str, args: VmIdentityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:identity:VmIdentity", name, None, opts)
+        self.account = gcp.serviceaccount.Account(
+            f"{name}-sa",
+            project=args.project,
+            account_id=args.account_id,
+            display_name="tpu-vllm TPU VM",
+            description="Runs the TPU VM; reads only its own secrets.",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.email = self.account.email
+        self.register_outputs({"email": self.email})

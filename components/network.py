@@ -1,0 +1,50 @@
+"""Firewall rules on the node's network tag: SSH in, the serving port closed to outsiders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+
+
+@dataclass
+class NodeFirewallArgs:
+    project: str
+    network: str
+    name_prefix: str
+    target_tag: str
+    serving_port: int
+    ssh_source_ranges: list[str]
+    internal_source_ranges: list[str]
+    """VPC ranges that may call the endpoint."""
+    serving_source_ranges: list[str] = field(default_factory=list)
+    """Outside ranges; none by default (the SSH tunnel is the way in)."""
+
+
+class NodeFirewall(pulumi.ComponentResource):
+    rules: dict[str, gcp.compute.Firewall]
+
+    def __init__(self, name: str, args: NodeFirewallArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:network:NodeFirewall", name, None, opts)
+        wanted = {
+            "ssh": ("22", args.ssh_source_ranges),
+            "serving-internal": (str(args.serving_port), args.internal_source_ranges),
+            "serving-external": (str(args.serving_port), args.serving_source_ranges),
+        }
+        self.rules = {
+            rule: gcp.compute.Firewall(
+                f"{name}-{rule}",
+                project=args.project,
+                network=args.network,
+                name=f"{args.name_prefix}-{rule}",
+                direction="INGRESS",
+                allows=[{"protocol": "tcp", "ports": [port]}],
+                source_ranges=ranges,
+                target_tags=[args.target_tag],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for rule, (port, ranges) in wanted.items()
+            if ranges
+        }
+        self.register_outputs({"rules": [rule.name for rule in self.rules.values()]})

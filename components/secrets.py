@@ -1,0 +1,96 @@
+"""Secret Manager secrets (HF token, vLLM API key) and their secret-level IAM bindings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
+
+
+@dataclass
+class StackSecretsArgs:
+    project: str
+    prefix: str
+    """Secret ids start with this (one set per stack)."""
+    vm_service_account_email: pulumi.Input[str]
+    hf_token: pulumi.Output[str] | None
+    """A Pulumi secret; when given, the stack keeps the version itself."""
+    existing_hf_token_secret: str
+    """Otherwise the id of a secret made by hand (`gcloud secrets create hf-token ...`)."""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class StackSecrets(pulumi.ComponentResource):
+    """Only the VM's service account can read the secrets, and only these ones."""
+
+    hf_token_secret_name: pulumi.Output[str]
+    """projects/<project>/secrets/<id>: what the startup script reads."""
+    api_key_secret_name: pulumi.Output[str]
+    api_key: pulumi.Output[str]
+    hf_token_source: str
+
+    def __init__(self, name: str, args: StackSecretsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:secrets:StackSecrets", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        member = pulumi.Output.concat("serviceAccount:", args.vm_service_account_email)
+
+        if args.hf_token is not None:
+            hf_secret = self._secret(f"{name}-hf-token", f"{args.prefix}-hf-token", args, child)
+            gcp.secretmanager.SecretVersion(
+                f"{name}-hf-token-version",
+                secret=hf_secret.id,
+                secret_data=pulumi.Output.secret(args.hf_token),
+                opts=child,
+            )
+            hf_secret_id: pulumi.Input[str] = hf_secret.secret_id
+            self.hf_token_source = f"managed by the stack (secret {args.prefix}-hf-token)"
+        else:
+            hf_secret_id = args.existing_hf_token_secret
+            self.hf_token_source = (
+                f"your secret {args.existing_hf_token_secret!r}, made by hand: printf '%s' "
+                f"\"$HF_TOKEN\" | gcloud secrets create {args.existing_hf_token_secret} "
+                f"--data-file=- --project={args.project}"
+            )
+        self._grant(f"{name}-hf-token-accessor", args.project, hf_secret_id, member, child)
+
+        api_key = random.RandomPassword(
+            f"{name}-api-key", length=48, special=False, opts=child
+        )
+        api_secret = self._secret(f"{name}-api-key", f"{args.prefix}-api-key", args, child)
+        gcp.secretmanager.SecretVersion(
+            f"{name}-api-key-version", secret=api_secret.id, secret_data=api_key.result, opts=child
+        )
+        self._grant(f"{name}-api-key-accessor", args.project, api_secret.secret_id, member, child)
+
+        self.hf_token_secret_name = pulumi.Output.concat(
+            "projects/", args.project, "/secrets/", hf_secret_id
+        )
+        self.api_key_secret_name = pulumi.Output.concat(
+            "projects/", args.project, "/secrets/", api_secret.secret_id
+        )
+        self.api_key = pulumi.Output.secret(api_key.result)
+        self.register_outputs({
+            "hf_token_secret_name": self.hf_token_secret_name,
+            "api_key_secret_name": self.api_key_secret_name,
+        })
+
+    @staticmethod
+    def _secret(name: str, secret_id: str, args: StackSecretsArgs, opts: pulumi.ResourceOptions):
+        return gcp.secretmanager.Secret(
+            name,
+            project=args.project,
+            secret_id=secret_id,
+            replication={"auto": {}},
+            labels=args.labels,
+            opts=opts,
+        )
+
+    @staticmethod
+    def _grant(name, project, secret_id, member, opts) -> gcp.secretmanager.SecretIamMember:
+        return gcp.secretmanager.SecretIamMember(
+            name, project=project, secret_id=secret_id, role=ACCESSOR_ROLE, member=member, opts=opts
+        )

@@ -1,0 +1,34 @@
+"""The Google APIs the stack needs, enabled by the stack and never disabled by destroy."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+REQUIRED_APIS = (
+    "tpu.googleapis.com",
+    "secretmanager.googleapis.com",
+    "compute.googleapis.com",
+    "iam.googleapis.com",
+)
+
+
+class ProjectServices(pulumi.ComponentResource):
+    """Enables each API; `disable_on_destroy=False` so destroy never breaks other users of the project."""
+
+    services: list[gcp.projects.Service]
+
+    def __init__(self, name: str, project: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:project:Services", name, None, opts)
+        self.services = [
+            gcp.projects.Service(
+                f"{name}-{api.split('.')[0]}",
+                project=project,
+                service=api,
+                disable_on_destroy=False,
+                disable_dependent_services=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for api in REQUIRED_APIS
+        ]
+        self.register_outputs({"services": [service.service for service in self.services]})

@@ -1,0 +1,1 @@
+"""Offline tools: the plan (and, later, the benchmark)."""

@@ -1,0 +1,130 @@
+"""Pulumi mocks that give each resource type plausible outputs and record what was registered.
+
+Shared by the offline plan and the tests, so both see the program the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime.mocks import MockMonitor
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+REDACTED = "[secret]"
+MOCK_PROJECT_NUMBER = "123456789012"
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    """As the engine would receive them; Pulumi secrets still wrapped (see redact)."""
+    custom: bool
+
+
+def is_wrapped_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270"
+
+
+def redact(value: Any) -> Any:
+    """Every Pulumi secret becomes "[secret]"; the rest is left as sent."""
+    if is_wrapped_secret(value):
+        return REDACTED
+    if isinstance(value, dict):
+        return {key: redact(item) for key, item in value.items() if key != "__provider"}
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def unwrap(value: Any) -> Any:
+    if is_wrapped_secret(value):
+        return unwrap(value["value"])
+    if isinstance(value, dict):
+        return {key: unwrap(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap(item) for item in value]
+    return value
+
+
+@dataclass
+class StackMocks(pulumi.runtime.Mocks):
+    project: str
+    registrations: list[Registration] = field(default_factory=list)
+    parents: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    urn_names: dict[str, str] = field(default_factory=dict)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        parent = self.parents.get((args.typ, args.name))
+        self.registrations.append(Registration(
+            type=args.typ, name=args.name, parent=parent, inputs=dict(args.inputs),
+            custom=bool(args.custom),
+        ))
+        plain = unwrap(args.inputs)
+        outputs = {**plain, **self._outputs(args.typ, args.name, plain)}
+        return f"{args.name}-id", outputs
+
+    def _outputs(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        if typ == "gcp:serviceaccount/account:Account":
+            return {"email": f"{inputs['accountId']}@{inputs.get('project', self.project)}.iam.gserviceaccount.com"}
+        if typ == "gcp:secretmanager/secret:Secret":
+            return {"name": f"projects/{MOCK_PROJECT_NUMBER}/secrets/{inputs['secretId']}"}
+        if typ == "random:index/randomPassword:RandomPassword":
+            return {"result": "mock-generated-api-key-" + "x" * 25}
+        if typ == "tls:index/privateKey:PrivateKey":
+            return {
+                "publicKeyOpenssh": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm\n",
+                "privateKeyOpenssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n",
+            }
+        if typ == "pulumi-python:dynamic/tpu-vllm:QueuedResource" or typ.endswith(":QueuedResource"):
+            spec = inputs["body"]["tpu"]["nodeSpec"][0]
+            return {
+                "queuedResourceName": f"{inputs['parent']}/queuedResources/{inputs['queuedResourceId']}",
+                "nodeName": f"{spec['parent']}/nodes/{spec['nodeId']}",
+                "state": "ACTIVE",
+                "internalIp": "10.128.0.2",
+                "externalIp": "203.0.113.10",
+                "terminationTime": "(set by GCP when the node becomes ACTIVE)",
+                "provisioningModel": inputs["body"].get("provisioningModel", ""),
+            }
+        if typ == "command:remote:Command":
+            return {"stdout": "", "stderr": ""}
+        return {}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
+        return {}, []
+
+
+class RecordingMonitor(MockMonitor):
+    """MockMonitor that also tells the mocks each resource's parent."""
+
+    def __init__(self, mocks: StackMocks):
+        super().__init__(mocks)
+        self._stack_mocks = mocks
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        if request.type != "pulumi:pulumi:Stack":
+            self._stack_mocks.parents[(request.type, request.name)] = (
+                self._stack_mocks.urn_names.get(request.parent) if request.parent else None
+            )
+        response = super().RegisterResource(request)
+        self._stack_mocks.urn_names[response.urn] = request.name
+        return response
+
+
+def install(project: str, stack: str) -> StackMocks:
+    """Set the mocks; call before importing any program code."""
+    mocks = StackMocks(project=project)
+    quiet = logging.getLogger("tpu-vllm.mock-engine")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False  # the plan reports warnings itself, once
+    pulumi.runtime.set_mocks(
+        mocks, project="tpu-vllm", stack=stack, preview=False, logger=quiet,
+        monitor=RecordingMonitor(mocks),
+    )
+    return mocks

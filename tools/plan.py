@@ -1,0 +1,201 @@
+"""Offline plan: run the real program under Pulumi mocks with a stack's config file.
+
+No Pulumi CLI, no plugins, no credentials. Reviewers read a change with it:
+
+    python -m tools.plan --stack dev          # readable
+    python -m tools.plan --stack dev --json   # one JSON object
+
+Secrets (and `secure:` values it cannot decrypt) appear only as "[secret]".
+An invalid config exits 2 with every problem listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PLACEHOLDER_PROJECT = "PLACEHOLDER-set-gcp-project"
+SECRET_PLACEHOLDER = "[secret]"
+
+
+def _strip_secure(value: Any) -> tuple[Any, bool]:
+    """Replace `{secure: ...}` ciphertext (which needs the Pulumi CLI to decrypt) with a marker."""
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SECRET_PLACEHOLDER, True
+    if isinstance(value, dict):
+        found = False
+        cleaned = {}
+        for key, item in value.items():
+            cleaned[key], secret = _strip_secure(item)
+            found = found or secret
+        return cleaned, found
+    if isinstance(value, list):
+        pairs = [_strip_secure(item) for item in value]
+        return [item for item, _ in pairs], any(secret for _, secret in pairs)
+    return value, False
+
+
+def read_stack_config(path: Path) -> tuple[dict[str, str], list[str]]:
+    """Pulumi.<stack>.yaml -> (engine-style config map, secret keys)."""
+    document = yaml.safe_load(path.read_text()) or {}
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in (document.get("config") or {}).items():
+        if ":" not in key:
+            key = f"tpu-vllm:{key}"
+        value, secret = _strip_secure(value)
+        if secret:
+            secret_keys.append(key)
+        config[key] = value if isinstance(value, str) else json.dumps(value)
+    return config, secret_keys
+
+
+def budget_summary(settings: Any) -> dict[str, Any]:
+    from components import budget
+
+    pricing = settings.tpu.provisioning_model
+    summary: dict[str, Any] = {
+        "pricing": pricing,
+        "cost_per_hour_usd": budget.cost_per_hour_usd(pricing),
+        "max_spend_usd": (round(budget.max_spend_usd(pricing, settings.tpu.run_seconds), 4)
+                          if pricing == "flex-start" else None),
+        "forgotten_weekend_usd": (None if pricing == "flex-start"
+                                  else round(budget.forgotten_weekend_usd(pricing), 2)),
+        "usd_per_million_output_tokens_at_1496_5_tok_s": round(
+            budget.usd_per_million_output_tokens(pricing, 1496.5), 4),
+    }
+    kv = settings.kv_budget()
+    if kv is None:
+        summary.update(dict.fromkeys(
+            ["kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib",
+             "kv_pool_gib", "outside_cap_gib", "load_limit_tokens"], "unknown"))
+    else:
+        summary.update({
+            "kv_bytes_per_token": kv.kv_bytes_per_token,
+            "kv_tokens": kv.kv_tokens,
+            "kv_blocks": kv.kv_blocks,
+            "block_size": kv.block_size,
+            "hbm_cap_gib": round(budget.gib(kv.hbm_cap_bytes), 2),
+            "kv_pool_gib": round(budget.gib(kv.kv_pool_bytes), 2),
+            "outside_cap_gib": round(budget.gib(kv.outside_cap_bytes), 2),
+            "load_limit_tokens": kv.load_limit_tokens,
+        })
+    summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    return summary
+
+
+def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
+    """Everything the plan shows, as data. Raises SettingsError on a bad config."""
+    config_path = config_dir / f"Pulumi.{stack}.yaml"
+    if not config_path.exists():
+        raise FileNotFoundError(f"no stack config {config_path}; pass --stack NAME for Pulumi.NAME.yaml")
+    config, secret_keys = read_stack_config(config_path)
+    notes = []
+    if not config.get("gcp:project"):
+        config["gcp:project"] = PLACEHOLDER_PROJECT
+        notes.append(f"gcp:project is not set; the plan uses {PLACEHOLDER_PROJECT!r}. "
+                     "Set it with: pulumi config set gcp:project YOUR_PROJECT")
+
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    from tools import mocks as stack_mocks
+
+    os.environ.pop("PULUMI_CONFIG", None)
+    recorder = stack_mocks.install(project=config["gcp:project"], stack=stack)
+    runtime_config.set_all_config(config, secret_keys)
+
+    from components import settings as settings_module
+
+    loaded = settings_module.from_pulumi_config()  # raises SettingsError before anything registers
+
+    from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    sys.path.insert(0, str(ROOT))
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    _sync_await(wait_for_rpcs())
+
+    outputs = {}
+    for name, value in get_root_resource().outputs.items():
+        output = pulumi.Output.from_input(value)
+        secret = _sync_await(output.is_secret())
+        outputs[name] = SECRET_PLACEHOLDER if secret else _sync_await(output.future())
+
+    return {
+        "stack": stack,
+        "project": config["gcp:project"],
+        "notes": notes,
+        "warnings": loaded.warnings,
+        "budget": budget_summary(loaded.settings),
+        "resources": [
+            {"type": r.type, "name": r.name, "parent": r.parent,
+             "inputs": stack_mocks.redact(r.inputs)}
+            for r in recorder.registrations
+        ],
+        "outputs": outputs,
+    }
+
+
+KEY_INPUTS = ("service", "accountId", "secretId", "role", "member", "name", "size", "type",
+              "zone", "sourceRanges", "allows", "targetTags", "algorithm", "length")
+
+
+def render_text(plan: dict[str, Any]) -> str:
+    lines = [f"tpu-vllm offline plan: stack {plan['stack']}, project {plan['project']}", ""]
+    lines += [f"note: {note}" for note in plan["notes"]]
+    lines += [f"warning: {warning}" for warning in plan["warnings"]]
+    lines += ["", f"resources ({len(plan['resources'])}):"]
+    for resource in plan["resources"]:
+        parent = f"  (in {resource['parent']})" if resource["parent"] else ""
+        lines.append(f"  + {resource['type']}  {resource['name']}{parent}")
+        inputs = resource["inputs"]
+        for key in KEY_INPUTS:
+            if key in inputs and inputs[key] not in (None, [], {}):
+                lines.append(f"        {key}: {json.dumps(inputs[key])}")
+        if "body" in inputs:
+            body = json.loads(json.dumps(inputs["body"]))
+            metadata = body["tpu"]["nodeSpec"][0]["node"]["metadata"]
+            if "startup-script" in metadata:
+                metadata["startup-script"] = f"<startup/startup.sh, {len(metadata['startup-script'])} bytes>"
+            lines += ["        body: " + line for line in json.dumps(body, indent=2).splitlines()]
+        if "create" in inputs:
+            lines.append(f"        create: {inputs['create']}")
+    lines += ["", "budget:"]
+    lines += [f"  {key}: {value}" for key, value in plan["budget"].items()]
+    lines += ["", "outputs:"]
+    lines += [f"  {key}: {value}" for key, value in plan["outputs"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="dev", help="reads Pulumi.<stack>.yaml (default: dev)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--config-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    from components.settings import SettingsError
+
+    try:
+        plan = run_plan(args.stack, args.config_dir)
+    except SettingsError as error:
+        print(error.render(), file=sys.stderr)
+        return 2
+    except (FileNotFoundError, yaml.YAMLError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(plan, indent=2, default=str) if args.json else render_text(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
