@@ -103,6 +103,10 @@ def gcloud_equivalent(body: dict[str, Any], queued_resource_id: str) -> str:
 class TpuApiError(Exception):
     """A refusal from the TPU API, with what to do about it."""
 
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
 
 def _log(message: str) -> None:
     # The dynamic-provider host has no engine log stream; stderr reaches the CLI's diagnostics.
@@ -140,7 +144,7 @@ class TpuApi:
 
     retry_base_seconds: float = 1.0
     max_attempts: int = 6
-    sleep: Any = field(default=time.sleep, repr=False)
+    sleep: Any = field(default=lambda seconds: time.sleep(seconds), repr=False)
     _service: Any = field(default=None, repr=False)
 
     @property
@@ -175,7 +179,7 @@ class TpuApi:
                 if status in allow:
                     return None
                 if status not in TRANSIENT_STATUSES or attempt == self.max_attempts:
-                    raise TpuApiError(_explain(action, status, message, payload)) from None
+                    raise TpuApiError(_explain(action, status, message, payload), status) from None
                 retry_after = error.resp.get("retry-after")
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
                 _log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
@@ -348,7 +352,8 @@ class QueuedResourceProvider(ResourceProvider):
                 operation = api.delete(name)
                 break
             except TpuApiError as error:
-                if ("400" not in str(error) and "409" not in str(error)) or time.monotonic() > deadline:
+                # 400/409 FAILED_PRECONDITION: the API will not delete it yet (e.g. PROVISIONING).
+                if error.status not in (400, 409) or time.monotonic() > deadline:
                     raise TpuApiError(
                         f"{error}. The request could not be deleted in time; finish by hand: "
                         f"{_hand_delete_command(props)}"

@@ -1,0 +1,84 @@
+"""A threaded loopback HTTP server whose responses come from one `handle` method."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+class Request:
+    def __init__(self, method: str, raw_path: str, headers: Any, body: bytes):
+        parts = urlsplit(raw_path)
+        self.method = method
+        self.path = parts.path
+        self.query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body or b"{}")
+
+
+class Response:
+    def __init__(self, status: int = 200, body: Any = None, headers: dict[str, str] | None = None,
+                 raw: bytes | None = None):
+        self.status = status
+        self.headers = headers or {}
+        if raw is not None:
+            self.data = raw
+        else:
+            self.data = json.dumps(body if body is not None else {}).encode()
+            self.headers.setdefault("Content-Type", "application/json")
+
+
+class FakeServer:
+    """Subclass and implement handle(request) -> Response."""
+
+    def __init__(self) -> None:
+        fake = self
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                request = Request(self.command, self.path, self.headers, self.rfile.read(length))
+                with fake.lock:
+                    fake.requests.append(request)
+                    response = fake.handle(request)
+                if response is None:  # drop the connection, like a reset
+                    self.close_connection = True
+                    return
+                self.send_response(response.status)
+                for key, value in response.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(response.data)))
+                self.end_headers()
+                self.wfile.write(response.data)
+
+            do_GET = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def handle(self, request: Request) -> Response | None:
+        raise NotImplementedError
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,78 @@
+"""The budget must reproduce every figure of the build log."""
+
+import pytest
+
+from components import budget
+from components.budget import GEMMA_4_E2B_IT, GIB
+
+
+def test_kv_bytes_per_token_counts_both_head_dims():
+    # 12 sliding x 256 + 3 full x 512, one KV head, K and V, bf16.
+    assert budget.kv_bytes_per_token(GEMMA_4_E2B_IT) == 12_288 + 6_144 == 18_432
+
+
+def test_cap_kv_pool_and_remainder_at_0_92():
+    kv = budget.kv_budget(GEMMA_4_E2B_IT, 0.92, 32768)
+    assert round(kv.hbm_cap_bytes / GIB, 2) == 14.49
+    assert kv.kv_pool_bytes == 5_923_602_432
+    assert round(kv.kv_pool_bytes / GIB, 2) == 5.52
+    assert round(GEMMA_4_E2B_IT.weights_bytes / GIB, 2) == 8.97
+    assert round(kv.outside_cap_bytes / GIB, 2) == 1.26
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "block_size", "blocks", "tokens"),
+    [(16384, 32, 10_043, 321_376), (32768, 64, 5_021, 321_344)],
+)
+def test_kv_tokens_in_whole_blocks(max_model_len, block_size, blocks, tokens):
+    kv = budget.kv_budget(GEMMA_4_E2B_IT, 0.92, max_model_len)
+    assert (kv.block_size, kv.kv_blocks, kv.kv_tokens) == (block_size, blocks, tokens)
+    assert max_model_len // kv.block_size == budget.BLOCKS_PER_REQUEST
+
+
+def test_pinned_pool_gives_the_same_tokens():
+    kv = budget.kv_budget(GEMMA_4_E2B_IT, 0.92, 16384, kv_pool_override_bytes=5_923_602_432)
+    assert kv.kv_tokens == 321_376
+
+
+def test_0_95_sizes_as_the_log_predicted():
+    kv = budget.kv_budget(GEMMA_4_E2B_IT, 0.95, 32768)
+    assert round(kv.hbm_cap_bytes / GIB, 2) == 14.96
+    assert round(kv.kv_pool_bytes / GIB, 2) == 5.99
+    assert kv.kv_tokens == 348_864
+
+
+def test_load_rule_of_thumb_is_about_250k_tokens():
+    kv = budget.kv_budget(GEMMA_4_E2B_IT, 0.92, 32768)
+    assert 249_000 < kv.load_limit_tokens < 251_000
+
+
+@pytest.mark.parametrize(
+    ("pricing", "rate"),
+    [("spot", 0.5779), ("flex-start", 0.6), ("on-demand", 1.2), ("1-year", 0.84), ("3-year", 0.54)],
+)
+def test_cost_per_hour(pricing, rate):
+    assert budget.cost_per_hour_usd(pricing) == pytest.approx(rate)
+
+
+def test_max_spend_of_one_four_hour_flex_start_run():
+    assert budget.max_spend_usd("flex-start", 4 * 3600) == pytest.approx(2.40)
+
+
+@pytest.mark.parametrize(("pricing", "usd"), [("flex-start", 0.111), ("spot", 0.107), ("on-demand", 0.223)])
+def test_usd_per_million_output_tokens_at_peak(pricing, usd):
+    assert round(budget.usd_per_million_output_tokens(pricing, 1496.5), 3) == usd
+
+
+def test_forgotten_weekend_on_spot_is_about_35_dollars():
+    assert round(budget.forgotten_weekend_usd("spot")) == 35
+
+
+def test_unknown_model_has_no_geometry():
+    assert budget.geometry_for("meta-llama/Llama-3-8B") is None
+    assert budget.geometry_for("google/gemma-4-E2B-it") is GEMMA_4_E2B_IT
+
+
+@pytest.mark.parametrize(("value", "bucket"), [(2496, 4096), (4096, 4096), (2048, 2048), (3000, 4096), (17, 32)])
+def test_token_budget_rounds_up_to_power_of_two_bucket(value, bucket):
+    assert budget.next_power_of_two(value) == bucket

@@ -1,0 +1,208 @@
+"""Each rule of the build log: a passing and a failing case, with key, value and fix in the message."""
+
+import pytest
+
+from components import settings as s
+
+
+def load(**sections):
+    return s.load(sections, project="proj", stack="dev")
+
+
+def problems(**sections):
+    with pytest.raises(s.SettingsError) as caught:
+        load(**sections)
+    return caught.value.problems
+
+
+def one_problem(**sections):
+    found = problems(**sections)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_defaults_are_the_logs_final_configuration():
+    cfg = load().settings
+    assert (cfg.tpu.zone, cfg.tpu.accelerator_type, cfg.tpu.runtime_version) == (
+        "us-west4-a", "v5litepod-1", "v2-alpha-tpuv5-lite")
+    assert cfg.tpu.provisioning_model == "flex-start" and cfg.tpu.run_seconds == 14400
+    assert cfg.vllm.gpu_memory_utilization == 0.92 and cfg.vllm.max_num_batched_tokens == 4096
+
+
+@pytest.mark.parametrize("spelling", ["v5e-1", "v5e", "V5E-1", "tpu-v5e-1", "v5lite-1"])
+def test_marketing_spellings_are_errors(spelling):
+    message = one_problem(tpu={"acceleratorType": spelling})
+    assert "tpu-vllm:tpu.acceleratorType" in message and spelling in message
+    assert "spelled v5litepod-1 in every API call and CLI argument" in message
+
+
+def test_more_chips_are_refused_with_the_mqa_reason():
+    message = one_problem(tpu={"acceleratorType": "v5litepod-4"})
+    assert "one KV head" in message and "v5litepod-1" in message
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("4h", 14400), ("90m", 5400), ("2d", 172800), ("1h30m", 5400)])
+def test_human_durations(text, seconds):
+    assert load(tpu={"maxRunDuration": text}).settings.tpu.run_seconds == seconds
+
+
+@pytest.mark.parametrize("text", ["30s", "8d", "4 hours", "forever"])
+def test_run_duration_outside_1m_to_7d_or_unreadable_is_an_error(text):
+    message = one_problem(tpu={"maxRunDuration": text})
+    assert "tpu-vllm:tpu.maxRunDuration" in message and text in message
+
+
+@pytest.mark.parametrize("zone", ["europe-west4-a", "europe-west4-b"])
+def test_flex_start_rejecting_zones_are_errors_quoting_the_api(zone):
+    message = one_problem(tpu={"zone": zone})
+    assert 'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"' in message
+    assert "us-west4-a" in message
+
+
+def test_unverified_zone_warns():
+    warnings = load(tpu={"zone": "us-east5-a"}).warnings
+    assert any("only verified in us-west4-a" in w for w in warnings)
+
+
+@pytest.mark.parametrize(("model", "weekend"), [("spot", "$35"), ("on-demand", "$72")])
+def test_spot_and_on_demand_warn_that_nothing_stops_billing(model, weekend):
+    warnings = load(tpu={"provisioningModel": model}).warnings
+    assert any("nothing stops its billing" in w and weekend in w for w in warnings)
+
+
+def test_run_duration_with_spot_is_an_error():
+    message = one_problem(tpu={"provisioningModel": "spot", "maxRunDuration": "4h"})
+    assert "only flex-start accepts a run duration" in message
+
+
+def test_flex_start_spelled_like_the_api_gets_a_fix():
+    message = one_problem(tpu={"provisioningModel": "FLEX_START"})
+    assert "'flex-start'" in message
+
+
+@pytest.mark.parametrize("value", [0.95, 0.97, 1.0])
+def test_memory_utilization_0_95_and_above_is_an_error(value):
+    message = one_problem(vllm={"gpuMemoryUtilization": value})
+    assert "691 s" in message and "0.92" in message and str(value) in message
+
+
+@pytest.mark.parametrize(("value", "margin"), [(0.93, "291 MB"), (0.94, "127 MB")])
+def test_memory_utilization_0_93_and_0_94_warn(value, margin):
+    warnings = load(vllm={"gpuMemoryUtilization": value}).warnings
+    assert any(margin in w and "37 MB" in w for w in warnings)
+
+
+def test_memory_utilization_0_92_is_silent():
+    assert not any("gpuMemoryUtilization" in w for w in load(vllm={"gpuMemoryUtilization": 0.92}).warnings)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "bfloat16"])
+def test_kv_dtype_auto_and_bf16_are_fine(dtype):
+    assert not any("kvCacheDtype" in w for w in load(vllm={"kvCacheDtype": dtype}).warnings)
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+def test_fp8_kv_warns_it_buys_nothing(dtype):
+    warnings = load(vllm={"kvCacheDtype": dtype}).warnings
+    assert any("1.000x" in w and "2%" in w for w in warnings)
+
+
+def test_int8_kv_is_not_a_cli_choice():
+    assert "invalid choice: 'int8'" in one_problem(vllm={"kvCacheDtype": "int8"})
+
+
+@pytest.mark.parametrize("dtype", ["int8_per_token_head", "nvfp4", "fp8_inc", "fp8_ds_mla", "turboquant_3bit"])
+def test_kv_dtypes_that_kill_the_server_are_errors(dtype):
+    assert "kills the server at boot" in one_problem(vllm={"kvCacheDtype": dtype})
+
+
+def test_unknown_kv_dtype_lists_the_accepted_values():
+    message = one_problem(vllm={"kvCacheDtype": "fp4"})
+    assert "auto" in message and "fp8_e4m3" in message and "turboquant_*" in message
+
+
+def test_batched_tokens_not_a_power_of_two_warns_with_its_bucket():
+    warnings = load(vllm={"maxNumBatchedTokens": 3000}).warnings
+    assert any("compiles as the 4096 bucket" in w and "-24.7%" in w for w in warnings)
+
+
+def test_batched_tokens_below_multimodal_floor_quotes_the_servers_error():
+    message = one_problem(vllm={"maxNumBatchedTokens": 2048})
+    assert "max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens (2048)" in message
+
+
+def test_text_only_lifts_the_multimodal_floor():
+    loaded = load(vllm={"maxNumBatchedTokens": 2048, "limitMmPerPrompt": {"image": 0, "audio": 0}})
+    assert loaded.settings.vllm.max_num_batched_tokens == 2048
+
+
+def test_tensor_parallel_other_than_one_is_an_error():
+    assert "one KV head (full MQA)" in one_problem(vllm={"tensorParallelSize": 2})
+
+
+def test_pinned_block_size_is_an_error():
+    assert "512 blocks per request" in one_problem(vllm={"blockSize": 32})
+
+
+def test_pinned_max_num_seqs_warns():
+    assert any("maxNumSeqs=64" in w for w in load(vllm={"maxNumSeqs": 64}).warnings)
+
+
+def test_planned_load_over_78_percent_of_the_pool_warns():
+    assert not any(w.startswith("load:") for w in load(load={"clients": 16, "contextTokens": 1024}).warnings)
+    warnings = load(load={"clients": 64, "contextTokens": 8192}).warnings
+    assert any(w.startswith("load:") and "524,288" in w for w in warnings)
+
+
+@pytest.mark.parametrize(("section", "typo", "near"), [
+    ("vllm", "maxModelLenn", "maxModelLen"), ("tpu", "zon", "zone"), ("cache", "sizeGB", "sizeGb")])
+def test_unknown_keys_name_the_nearest_valid_key(section, typo, near):
+    message = one_problem(**{section: {typo: 1}})
+    assert f"tpu-vllm:{section}.{typo}" in message and f"did you mean '{near}'" in message
+
+
+def test_unknown_top_level_key():
+    assert "did you mean 'vllm'" in one_problem(vlm={})
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems(
+        tpu={"acceleratorType": "v5e-1", "zone": "europe-west4-a"},
+        vllm={"gpuMemoryUtilization": 0.95, "kvCacheDtype": "int8", "maxNumBatchedTokens": 2048,
+              "tensorParallelSize": 4, "blockSize": 32, "maxModelLenn": 1},
+    )
+    keys = ["acceleratorType", "zone", "gpuMemoryUtilization", "kvCacheDtype", "maxNumBatchedTokens",
+            "tensorParallelSize", "blockSize", "maxModelLenn"]
+    for key in keys:
+        assert any(key in problem for problem in found), key
+
+
+def test_public_serving_needs_an_explicit_opt_in():
+    assert "allowPublicServing" in one_problem(access={"servingSourceRanges": ["0.0.0.0/0"]})
+    loaded = load(access={"servingSourceRanges": ["0.0.0.0/0"], "allowPublicServing": True})
+    assert any("open to the internet" in w for w in loaded.warnings)
+
+
+def test_bad_cidr_is_an_error():
+    assert "203.0.113.7/32" in one_problem(access={"sshSourceRanges": ["my-laptop"]})
+
+
+def test_hf_token_and_existing_secret_together_is_an_error():
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({"hfToken": "x", "hfTokenSecret": "hf-token"}, "p", "dev", explicit_hf_secret=True)
+    assert "remove one" in caught.value.problems[0]
+
+
+def test_secret_values_never_appear_in_messages():
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({"hfToken": {"not": "a string CANARY-SETTINGS"}}, "p", "dev")
+    assert "CANARY-SETTINGS" not in caught.value.render()
+
+
+def test_warnings_are_shown_once():
+    warnings = load(vllm={"kvCacheDtype": "fp8"}).warnings
+    assert len(warnings) == len(set(warnings))
+
+
+def test_short_health_timeout_is_an_error():
+    assert "cold start" in one_problem(vllm={"healthTimeout": "5m"})
