@@ -29,10 +29,14 @@ while (($#)); do
     *) echo "serve.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-for required in STATUS_FILE ENV_FILE CONTAINER PORT MODEL; do
-  [[ -n "${!required}" ]] || { echo "serve.sh: missing --${required,,}" >&2; exit 2; }
+for required in STATUS_FILE:status ENV_FILE:env-file CONTAINER:container PORT:port MODEL:model; do
+  variable="${required%%:*}"
+  [[ -n "${!variable}" ]] || { echo "serve.sh: missing --${required#*:}" >&2; exit 2; }
 done
 (($#)) || { echo "serve.sh: no docker run arguments after --" >&2; exit 2; }
+for timeout in "$STATUS_TIMEOUT" "$HEALTH_TIMEOUT" "$PORT"; do
+  [[ "$timeout" =~ ^[0-9]+$ ]] || { echo "serve.sh: $timeout is not a whole number" >&2; exit 2; }
+done
 
 BASE_URL="http://127.0.0.1:$PORT"
 WORK_DIR="$(mktemp -d)"
@@ -45,17 +49,19 @@ die() {
 }
 
 wait_for_startup() {
-  local waited=0 status=""
+  local deadline=$((SECONDS + STATUS_TIMEOUT)) next_note=$SECONDS status=""
   while :; do
     status="$(cat "$STATUS_FILE" 2>/dev/null || true)"
     case "$status" in
       ready) say "boot script finished: secrets and cache disk in place"; return 0 ;;
       failed:*) die "the boot script $status (full log: sudo journalctl -u google-startup-scripts)" ;;
     esac
-    ((waited >= STATUS_TIMEOUT)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
-    ((waited % 30 == 0)) && say "waiting for the boot script (${status:-not started}, ${waited}s)"
+    ((SECONDS >= deadline)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
+    if ((SECONDS >= next_note)); then
+      say "waiting for the boot script (${status:-not started})"
+      next_note=$((SECONDS + 30))
+    fi
     sleep "$POLL"
-    waited=$((waited + POLL))
   done
 }
 
@@ -84,22 +90,21 @@ report_progress() {
 }
 
 wait_for_health() {
-  local waited=0 code
+  local started=$SECONDS deadline=$((SECONDS + HEALTH_TIMEOUT)) code
   while :; do
     code="$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "$BASE_URL/health" 2>/dev/null)" || code="000"
-    [[ "$code" == 200 ]] && { say "healthy after ${waited}s"; return 0; }
+    [[ "$code" == 200 ]] && { say "healthy after $((SECONDS - started))s"; return 0; }
     if ! container_running; then
       printf '[tpu-vllm] the container exited; last lines of its log:\n' >&2
       docker logs --tail 60 "$CONTAINER" >&2 2>&1 || true
       die "vllm exited before it became healthy"
     fi
     report_progress
-    if ((waited >= HEALTH_TIMEOUT)); then
+    if ((SECONDS >= deadline)); then
       docker logs --tail 60 "$CONTAINER" >&2 2>&1 || true
       die "/health did not answer 200 within ${HEALTH_TIMEOUT}s (last: $code); the container is left running for you to inspect: sudo docker logs $CONTAINER"
     fi
     sleep "$POLL"
-    waited=$((waited + POLL))
   done
 }
 

@@ -13,7 +13,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components import queued_resource as qr
 from tests.discovery_schema import load_document, validate, validate_queued_resource
-from tests.fakes.tpu_api import Fault, FakeTpuApi
+from tests.fakes.tpu_api import FakeTpuApi, Fault
 
 PARENT = "projects/proj/locations/us-west4-a"
 

@@ -25,6 +25,10 @@ class Registration:
     inputs: dict[str, Any]
     """As the engine would receive them; Pulumi secrets still wrapped (see redact)."""
     custom: bool
+    dependencies: list[str] = field(default_factory=list)
+    """Names of the resources it waits for (explicit and through its inputs)."""
+    retain_on_delete: bool = False
+    delete_before_replace: bool = False
 
 
 def is_wrapped_secret(value: Any) -> bool:
@@ -56,17 +60,18 @@ def unwrap(value: Any) -> Any:
 class StackMocks(pulumi.runtime.Mocks):
     project: str
     registrations: list[Registration] = field(default_factory=list)
-    parents: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    fixed_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per resource type, outputs that replace the defaults (tests use canaries here)."""
     urn_names: dict[str, str] = field(default_factory=dict)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        parent = self.parents.get((args.typ, args.name))
+        options = self.options.get((args.typ, args.name), {})
         self.registrations.append(Registration(
-            type=args.typ, name=args.name, parent=parent, inputs=dict(args.inputs),
-            custom=bool(args.custom),
+            type=args.typ, name=args.name, inputs=dict(args.inputs), custom=bool(args.custom), **options,
         ))
         plain = unwrap(args.inputs)
-        outputs = {**plain, **self._outputs(args.typ, args.name, plain)}
+        outputs = {**plain, **self._outputs(args.typ, args.name, plain), **self.fixed_outputs.get(args.typ, {})}
         return f"{args.name}-id", outputs
 
     def _outputs(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -109,17 +114,24 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
         if request.type != "pulumi:pulumi:Stack":
-            self._stack_mocks.parents[(request.type, request.name)] = (
-                self._stack_mocks.urn_names.get(request.parent) if request.parent else None
-            )
+            names = self._stack_mocks.urn_names
+            dependencies = set(request.dependencies)
+            for urns in request.propertyDependencies.values():
+                dependencies.update(urns.urns)
+            self._stack_mocks.options[(request.type, request.name)] = {
+                "parent": names.get(request.parent) if request.parent else None,
+                "dependencies": sorted(names.get(urn, urn) for urn in dependencies),
+                "retain_on_delete": bool(request.retainOnDelete),
+                "delete_before_replace": bool(request.deleteBeforeReplace),
+            }
         response = super().RegisterResource(request)
         self._stack_mocks.urn_names[response.urn] = request.name
         return response
 
 
-def install(project: str, stack: str) -> StackMocks:
+def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None) -> StackMocks:
     """Set the mocks; call before importing any program code."""
-    mocks = StackMocks(project=project)
+    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {})
     quiet = logging.getLogger("tpu-vllm.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # the plan reports warnings itself, once

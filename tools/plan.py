@@ -16,6 +16,7 @@ import json
 import os
 import runpy
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,49 @@ def budget_summary(settings: Any) -> dict[str, Any]:
     return summary
 
 
+@dataclass
+class ProgramRun:
+    registrations: list[Any]
+    warnings: list[str]
+    settings: Any
+    outputs: dict[str, tuple[Any, bool]]
+    """name -> (value, is_secret)."""
+
+
+def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
+                fixed_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+    """Run __main__.py once under mocks in this process. Raises SettingsError on a bad config."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    from tools import mocks as stack_mocks
+
+    os.environ.pop("PULUMI_CONFIG", None)
+    recorder = stack_mocks.install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs)
+    runtime_config.set_all_config(config, secret_keys)
+
+    from components import settings as settings_module
+
+    loaded = settings_module.from_pulumi_config()  # raises SettingsError before anything registers
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    _sync_await(wait_for_rpcs())
+
+    outputs = {}
+    for name, value in get_root_resource().outputs.items():
+        output = pulumi.Output.from_input(value)
+        outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
+    return ProgramRun(recorder.registrations, loaded.warnings, loaded.settings, outputs)
+
+
 def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
     """Everything the plan shows, as data. Raises SettingsError on a bad config."""
+    from tools.mocks import redact
+
     config_path = config_dir / f"Pulumi.{stack}.yaml"
     if not config_path.exists():
         raise FileNotFoundError(f"no stack config {config_path}; pass --stack NAME for Pulumi.NAME.yaml")
@@ -103,45 +145,19 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
         config["gcp:project"] = PLACEHOLDER_PROJECT
         notes.append(f"gcp:project is not set; the plan uses {PLACEHOLDER_PROJECT!r}. "
                      "Set it with: pulumi config set gcp:project YOUR_PROJECT")
-
-    import pulumi
-    from pulumi.runtime import config as runtime_config
-
-    from tools import mocks as stack_mocks
-
-    os.environ.pop("PULUMI_CONFIG", None)
-    recorder = stack_mocks.install(project=config["gcp:project"], stack=stack)
-    runtime_config.set_all_config(config, secret_keys)
-
-    from components import settings as settings_module
-
-    loaded = settings_module.from_pulumi_config()  # raises SettingsError before anything registers
-
-    from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
-    from pulumi.runtime.sync_await import _sync_await
-
-    sys.path.insert(0, str(ROOT))
-    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-    _sync_await(wait_for_rpcs())
-
-    outputs = {}
-    for name, value in get_root_resource().outputs.items():
-        output = pulumi.Output.from_input(value)
-        secret = _sync_await(output.is_secret())
-        outputs[name] = SECRET_PLACEHOLDER if secret else _sync_await(output.future())
-
+    program = run_program(config, secret_keys, stack)
     return {
         "stack": stack,
         "project": config["gcp:project"],
         "notes": notes,
-        "warnings": loaded.warnings,
-        "budget": budget_summary(loaded.settings),
+        "warnings": program.warnings,
+        "budget": budget_summary(program.settings),
         "resources": [
-            {"type": r.type, "name": r.name, "parent": r.parent,
-             "inputs": stack_mocks.redact(r.inputs)}
-            for r in recorder.registrations
+            {"type": r.type, "name": r.name, "parent": r.parent, "inputs": redact(r.inputs)}
+            for r in program.registrations
         ],
-        "outputs": outputs,
+        "outputs": {name: SECRET_PLACEHOLDER if secret else value
+                    for name, (value, secret) in program.outputs.items()},
     }
 
 

@@ -37,7 +37,7 @@ class Response:
 class FakeServer:
     """Subclass and implement handle(request) -> Response."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         fake = self
         self.requests: list[Request] = []
         self.lock = threading.Lock()
@@ -66,7 +66,7 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

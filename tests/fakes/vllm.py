@@ -1,0 +1,41 @@
+"""A fake OpenAI-compatible vLLM server: health sequence, API key, chat and tool calls."""
+
+from __future__ import annotations
+
+import json
+
+from tests.fakes.http import FakeServer, Request, Response
+
+
+class FakeVllm(FakeServer):
+    def __init__(self, api_key: str, model: str, unhealthy_first: int = 0, tool_calls_work: bool = True,
+                 port: int = 0):
+        super().__init__(port)
+        self.api_key = api_key
+        self.model = model
+        self.unhealthy_first = unhealthy_first
+        self.tool_calls_work = tool_calls_work
+
+    def handle(self, request: Request) -> Response:
+        if request.path == "/health":
+            if self.unhealthy_first > 0:
+                self.unhealthy_first -= 1
+                return Response(503, raw=b"")
+            return Response(200, raw=b"")
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return Response(401, {"error": "Unauthorized"})
+        if request.path == "/v1/models":
+            return Response(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        if request.path == "/v1/chat/completions":
+            body = request.json()
+            if body.get("tools") and self.tool_calls_work:
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": "call_1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]}
+            else:
+                message = {"role": "assistant", "content": "Hi there, lovely to meet you."}
+            return Response(200, {"id": "chatcmpl-1", "model": self.model,
+                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+        if request.path == "/v1/completions":
+            return Response(200, {"choices": [{"text": ""}]})  # what -it models really return
+        return Response(404, {"error": "not found"})

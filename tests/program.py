@@ -1,0 +1,70 @@
+"""Helpers to run the program under mocks (in a subprocess) and query what it registered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tools.mocks import is_wrapped_secret
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV_CONFIG = ROOT / "Pulumi.dev.yaml"
+
+
+def dev_config(project: str = "proj") -> dict[str, str]:
+    from tools.plan import read_stack_config
+
+    config, _ = read_stack_config(DEV_CONFIG)
+    return {**config, "gcp:project": project}
+
+
+def run(config: dict[str, Any], secret_keys: list[str] | None = None,
+        fixed_outputs: dict[str, dict[str, Any]] | None = None) -> Program:
+    encoded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
+    request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs}
+    completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
+                               capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return Program(json.loads(completed.stdout), completed.stderr)
+
+
+def with_section(config: dict[str, str], section: str, **values: Any) -> dict[str, str]:
+    key = f"tpu-vllm:{section}"
+    merged = {**json.loads(config.get(key, "{}")), **values}
+    return {**config, key: json.dumps(merged)}
+
+
+class Program:
+    def __init__(self, data: dict[str, Any], stderr: str):
+        self.data = data
+        self.stderr = stderr
+        self.registrations = data.get("registrations", [])
+        self.problems = data.get("problems")
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [r for r in self.registrations if r["type"] == type_]
+
+    def one(self, type_: str) -> dict[str, Any]:
+        found = self.of_type(type_)
+        assert len(found) == 1, [r["name"] for r in found]
+        return found[0]
+
+    def named(self, name: str) -> dict[str, Any]:
+        return next(r for r in self.registrations if r["name"] == name)
+
+    def output(self, name: str) -> dict[str, Any]:
+        return self.data["outputs"][name]
+
+
+def plain_occurrences(value: Any, needle: str, path: str = "") -> list[str]:
+    """Paths where `needle` appears outside a Pulumi secret."""
+    if is_wrapped_secret(value):
+        return []
+    if isinstance(value, dict):
+        return [hit for key, item in value.items() for hit in plain_occurrences(item, needle, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [hit for index, item in enumerate(value) for hit in plain_occurrences(item, needle, f"{path}[{index}]")]
+    return [path] if isinstance(value, str) and needle in value else []

@@ -1,0 +1,32 @@
+"""Runs the real program once under mocks in a fresh process; JSON in on stdin, JSON out.
+
+Pulumi's runtime is process-global, so each configuration gets its own process.
+Secrets stay wrapped in the output so tests can see exactly where they went.
+"""
+
+import dataclasses
+import json
+import sys
+
+from components.settings import SettingsError
+from tools.plan import run_program
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    try:
+        program = run_program(request["config"], request.get("secret_keys", []), request.get("stack", "dev"),
+                              request.get("fixed_outputs"))
+    except SettingsError as error:
+        json.dump({"problems": error.problems}, sys.stdout)
+        return 0
+    json.dump({
+        "registrations": [dataclasses.asdict(r) for r in program.registrations],
+        "warnings": program.warnings,
+        "outputs": {name: {"value": value, "secret": secret} for name, (value, secret) in program.outputs.items()},
+    }, sys.stdout, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

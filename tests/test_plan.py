@@ -1,0 +1,112 @@
+"""`python -m tools.plan`: the offline plan reviewers read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CANARY = "v1:CANARYciphertextTHATmustNOTleak"
+
+
+def plan(*args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess:
+    extra = ["--config-dir", str(config_dir)] if config_dir else []
+    return subprocess.run([sys.executable, "-m", "tools.plan", *args, *extra], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def dev_json():
+    result = plan("--stack", "dev", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_json_shape(dev_json):
+    assert set(dev_json) >= {"resources", "warnings", "budget"}
+    for resource in dev_json["resources"]:
+        assert set(resource) == {"type", "name", "parent", "inputs"}
+    assert {"kv_bytes_per_token", "kv_tokens", "hbm_cap_gib", "kv_pool_gib", "cost_per_hour_usd",
+            "max_spend_usd"} <= set(dev_json["budget"])
+
+
+def test_budget_is_the_logs(dev_json):
+    budget = dev_json["budget"]
+    assert budget["kv_bytes_per_token"] == 18_432
+    assert budget["kv_tokens"] == 321_344
+    assert (budget["hbm_cap_gib"], budget["kv_pool_gib"], budget["outside_cap_gib"]) == (14.49, 5.52, 1.26)
+    assert (budget["cost_per_hour_usd"], budget["max_spend_usd"]) == (0.6, 2.4)
+
+
+def test_the_queued_resource_body_is_shown_whole(dev_json):
+    queued = next(r for r in dev_json["resources"] if r["type"].endswith(":QueuedResource"))
+    body = queued["inputs"]["body"]
+    assert body["provisioningModel"] == "FLEX_START" and body["runDuration"]["maxRunDuration"] == "14400s"
+    assert "__provider" not in queued["inputs"]
+    assert queued["parent"] == "tpu"
+
+
+def test_unset_project_uses_a_marked_placeholder(dev_json):
+    assert dev_json["project"] == "PLACEHOLDER-set-gcp-project"
+    assert any("pulumi config set gcp:project" in note for note in dev_json["notes"])
+
+
+def test_secrets_are_redacted(dev_json):
+    outputs = dev_json["outputs"]
+    assert outputs["apiKey"] == "[secret]" and outputs["sshPrivateKey"] == "[secret]"
+    version = next(r for r in dev_json["resources"] if r["name"] == "secrets-api-key-version")
+    assert version["inputs"]["secretData"] == "[secret]"
+    assert "mock-generated-api-key" not in json.dumps(dev_json)
+
+
+def test_text_plan_shows_resources_budget_and_warnings():
+    result = plan("--stack", "dev")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in text
+    assert '"maxRunDuration": "14400s"' in text
+    assert "kv_tokens: 321344" in text
+    assert "warning: access.sshSourceRanges" in text
+    assert "vllm serve google/gemma-4-E2B-it" in text
+
+
+def write_stack(tmp_path: Path, config: dict) -> Path:
+    (tmp_path / "Pulumi.review.yaml").write_text(yaml.safe_dump({"config": config}))
+    return tmp_path
+
+
+def test_secure_values_it_cannot_decrypt_are_redacted(tmp_path):
+    directory = write_stack(tmp_path, {"gcp:project": "proj", "tpu-vllm:hfToken": {"secure": CANARY}})
+    result = plan("--stack", "review", "--json", config_dir=directory)
+    assert result.returncode == 0, result.stderr
+    assert "CANARYciphertext" not in result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    hf_version = next(r for r in data["resources"] if r["name"] == "secrets-hf-token-version")
+    assert hf_version["inputs"]["secretData"] == "[secret]"
+    assert data["outputs"]["hfTokenSource"].startswith("managed by the stack")
+
+
+def test_bad_config_exits_2_with_every_problem_and_no_traceback(tmp_path):
+    directory = write_stack(tmp_path, {
+        "gcp:project": "proj",
+        "tpu-vllm:tpu": {"acceleratorType": "v5e-1", "zone": "europe-west4-b", "maxRunDuration": "9d"},
+        "tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95, "kvCacheDtype": "int8", "tensorParallelSize": 2,
+                          "maxNumBatchedTokens": 2048, "blockSize": 16, "maxModelLenn": 1},
+    })
+    result = plan("--stack", "review", config_dir=directory)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    for key in ("acceleratorType", "zone", "maxRunDuration", "gpuMemoryUtilization", "kvCacheDtype",
+                "tensorParallelSize", "maxNumBatchedTokens", "blockSize", "did you mean 'maxModelLen'"):
+        assert key in result.stderr, key
+    assert result.stdout == ""
+
+
+def test_missing_stack_file_exits_2():
+    result = plan("--stack", "nope")
+    assert result.returncode == 2 and "Pulumi.nope.yaml" in result.stderr

@@ -1,0 +1,198 @@
+"""The whole program under Pulumi mocks: what it registers, wires and never leaks."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from components import serve_command, settings
+from components.vllm_server import SERVE_SCRIPT
+from tests import program as harness
+from tests.discovery_schema import validate_queued_resource
+from tools.mocks import is_wrapped_secret
+
+QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
+HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
+API_CANARY = "CANARYprogramAPIKEY0123456789abcdefghijklmnop"
+KEY_CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYprivateKEY\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return harness.run(harness.dev_config())
+
+
+@pytest.fixture(scope="module")
+def canary():
+    config = {**harness.dev_config(), "tpu-vllm:hfToken": HF_CANARY}
+    return harness.run(
+        config, secret_keys=["tpu-vllm:hfToken"],
+        fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": API_CANARY},
+                       "tls:index/privateKey:PrivateKey": {"privateKeyOpenssh": KEY_CANARY}},
+    )
+
+
+def body_of(program):
+    return program.one(QR_TYPE)["inputs"]["body"]
+
+
+def test_dev_stack_registers_one_flex_start_queued_resource(dev):
+    queued = dev.one(QR_TYPE)
+    body = queued["inputs"]["body"]
+    assert body["provisioningModel"] == "FLEX_START"
+    assert body["runDuration"] == {"maxRunDuration": "14400s"}
+    spec = body["tpu"]["nodeSpec"][0]
+    assert spec["parent"] == "projects/proj/locations/us-west4-a"
+    assert spec["node"]["acceleratorType"] == "v5litepod-1"
+    assert spec["node"]["runtimeVersion"] == "v2-alpha-tpuv5-lite"
+    assert validate_queued_resource(body) == []
+    assert queued["delete_before_replace"] is True
+
+
+def test_node_runs_as_the_stacks_own_service_account(dev):
+    account = dev.one("gcp:serviceaccount/account:Account")
+    node = body_of(dev)["tpu"]["nodeSpec"][0]["node"]
+    assert node["serviceAccount"] == {
+        "email": f"{account['inputs']['accountId']}@proj.iam.gserviceaccount.com",
+        "scope": ["https://www.googleapis.com/auth/cloud-platform"]}
+
+
+def test_accessor_binding_is_on_each_secret_and_nowhere_on_the_project(dev):
+    email = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["serviceAccount"]["email"]
+    bindings = dev.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert sorted(b["inputs"]["secretId"] for b in bindings) == ["hf-token", "tpu-vllm-dev-api-key"]
+    for binding in bindings:
+        assert binding["inputs"]["role"] == "roles/secretmanager.secretAccessor"
+        assert binding["inputs"]["member"] == f"serviceAccount:{email}"
+    assert not [r for r in dev.registrations if r["type"].startswith("gcp:projects/iAM")]
+    metadata = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    assert metadata["tpu-vllm-hf-token-secret"] == "projects/proj/secrets/hf-token"
+    assert metadata["tpu-vllm-api-key-secret"] == "projects/proj/secrets/tpu-vllm-dev-api-key"
+
+
+def test_required_apis_are_enabled_and_never_disabled_on_destroy(dev):
+    services = dev.of_type("gcp:projects/service:Service")
+    assert {s["inputs"]["service"] for s in services} >= {
+        "tpu.googleapis.com", "secretmanager.googleapis.com", "compute.googleapis.com"}
+    assert all(s["inputs"]["disableOnDestroy"] is False for s in services)
+
+
+def test_startup_script_is_the_static_file(dev):
+    metadata = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    assert metadata["startup-script"] == (harness.ROOT / "startup/startup.sh").read_text()
+
+
+def test_the_serving_port_is_closed_to_the_internet_by_default(dev):
+    rules = dev.of_type("gcp:compute/firewall:Firewall")
+    tag = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["tags"]
+    assert tag == ["tpu-vllm-dev"]
+    for rule in rules:
+        assert rule["inputs"]["targetTags"] == tag
+        if rule["inputs"]["allows"][0]["ports"] == ["8000"]:
+            assert "0.0.0.0/0" not in rule["inputs"]["sourceRanges"]
+    assert {r["name"] for r in rules} == {"firewall-ssh", "firewall-serving-internal"}
+
+
+def test_listed_serving_ranges_get_their_own_rule_and_an_external_endpoint():
+    config = harness.with_section(harness.dev_config(), "access", servingSourceRanges=["198.51.100.0/24"])
+    program = harness.run(config)
+    external = program.named("firewall-serving-external")
+    assert external["inputs"]["sourceRanges"] == ["198.51.100.0/24"]
+    assert program.output("externalEndpoint")["value"] == "http://203.0.113.10:8000/v1"
+
+
+def test_cache_disk_is_balanced_pd_attached_read_write(dev):
+    disk = dev.one("gcp:compute/disk:Disk")
+    assert disk["inputs"]["type"] == "pd-balanced" and disk["inputs"]["zone"] == "us-west4-a"
+    assert disk["retain_on_delete"] is False
+    attached = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["dataDisks"]
+    assert attached == [{"sourceDisk": f"projects/proj/zones/us-west4-a/disks/{disk['inputs']['name']}",
+                         "mode": "READ_WRITE"}]
+
+
+def test_keep_on_destroy_retains_the_disk():
+    program = harness.run(harness.with_section(harness.dev_config(), "cache", keepOnDestroy=True))
+    assert program.one("gcp:compute/disk:Disk")["retain_on_delete"] is True
+
+
+def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
+    serve = dev.one("command:remote:Command")
+    inputs = serve["inputs"]
+    assert "tpu-qr" in serve["dependencies"]
+    # The connection carries the private key, so Pulumi keeps the whole object secret.
+    assert is_wrapped_secret(inputs["connection"])
+    connection = inputs["connection"]["value"]
+    assert (connection["host"], connection["user"]) == ("203.0.113.10", "tpu-vllm")
+    assert inputs["triggers"][0] == "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev"
+    assert inputs["stdin"] == SERVE_SCRIPT.read_text()
+    cfg = settings.load({}, "proj", "dev").settings
+    assert inputs["create"].endswith(shlex.join(serve_command.docker_run_args(cfg)))
+    assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
+
+
+def test_outputs_for_a_newcomer(dev):
+    assert dev.output("sshTunnelCommand")["value"] == (
+        "ssh -i ~/.ssh/tpu-vllm-dev -N -L 8000:127.0.0.1:8000 tpu-vllm@203.0.113.10")
+    assert dev.output("apiKey")["secret"] is True
+    assert dev.output("sshPrivateKey")["secret"] is True
+    assert dev.output("kvTokens")["value"] == 321_344
+    assert dev.output("costPerHourUsd")["value"] == 0.6
+    assert dev.output("maxSpendPerRunUsd")["value"] == 2.4
+    assert dev.output("vllmServeCommand")["value"].startswith("vllm serve google/gemma-4-E2B-it --dtype bfloat16")
+
+
+def test_canaries_appear_only_as_pulumi_secrets(canary):
+    for needle in (HF_CANARY, API_CANARY, "CANARYprivateKEY"):
+        for registration in canary.registrations:
+            assert harness.plain_occurrences(registration["inputs"], needle) == [], registration["name"]
+        for name, output in canary.data["outputs"].items():
+            assert needle not in json.dumps(output["value"]) or output["secret"], name
+        assert needle not in canary.stderr
+
+
+def test_canaries_are_not_in_metadata_the_startup_script_or_command_text(canary):
+    metadata = body_of(canary)["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    serve = canary.one("command:remote:Command")["inputs"]
+    text = json.dumps(metadata) + serve["create"] + serve["stdin"]
+    for needle in (HF_CANARY, API_CANARY, "CANARYprivateKEY"):
+        assert needle not in text
+
+
+def test_a_stack_managed_hf_token_lives_in_its_own_secret_version(canary):
+    versions = {v["name"]: v for v in canary.of_type("gcp:secretmanager/secretVersion:SecretVersion")}
+    assert set(versions) == {"secrets-hf-token-version", "secrets-api-key-version"}
+    assert is_wrapped_secret(versions["secrets-hf-token-version"]["inputs"]["secretData"])
+    assert is_wrapped_secret(versions["secrets-api-key-version"]["inputs"]["secretData"])
+    secret = canary.named("secrets-hf-token")
+    assert secret["inputs"]["replication"] == {"auto": {}}
+    assert secret["inputs"]["labels"]["app"] == "tpu-vllm"
+    metadata = body_of(canary)["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    assert metadata["tpu-vllm-hf-token-secret"] == "projects/proj/secrets/tpu-vllm-dev-hf-token"
+
+
+def test_a_user_supplied_ssh_key_replaces_the_generated_one():
+    config = harness.with_section(harness.dev_config(), "access",
+                                  sshPublicKey="ssh-ed25519 AAAAuserkey me@laptop")
+    config["tpu-vllm:sshPrivateKey"] = KEY_CANARY
+    program = harness.run(config, secret_keys=["tpu-vllm:sshPrivateKey"])
+    assert not program.of_type("tls:index/privateKey:PrivateKey")
+    metadata = body_of(program)["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    assert metadata["ssh-keys"] == "tpu-vllm:ssh-ed25519 AAAAuserkey me@laptop"
+    assert harness.plain_occurrences(program.one("command:remote:Command")["inputs"], "CANARYprivateKEY") == []
+
+
+def test_a_bad_config_registers_nothing():
+    program = harness.run(harness.with_section(harness.dev_config(), "vllm", gpuMemoryUtilization=0.95))
+    assert program.problems and "0.95" in program.problems[0]
+    assert program.registrations == []
+
+
+def test_missing_project_is_a_clear_error():
+    config = {k: v for k, v in harness.dev_config().items() if k != "gcp:project"}
+    config["gcp:project"] = ""
+    program = harness.run(config)
+    assert program.problems == [
+        "gcp:project is not set: run `pulumi config set gcp:project YOUR_PROJECT` "
+        "(the project that pays for the TPU)"]
