@@ -33,6 +33,7 @@ WAITING_STATES = {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING
 GONE_STATES = {"SUSPENDED", "SUSPENDING", "FAILED", "MISSING"}
 # Inputs whose change is a new request; the rest only tune how the provider waits.
 REQUEST_KEYS = ("body", "parent", "queuedResourceId")
+TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds")
 TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
 
 
@@ -325,9 +326,8 @@ class QueuedResourceProvider(ResourceProvider):
         replaces = [key for key in REQUEST_KEYS if olds.get(key) != news.get(key)]
         if olds.get("state") in GONE_STATES:
             replaces.append("state")
-        tuning_changed = any(
-            olds.get(key) != news.get(key) for key in news if key not in REQUEST_KEYS and key != "__provider"
-        )
+        # Only named inputs count: the None placeholders for outputs must not look like changes.
+        tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
         # The old request must go first: it holds the node id, the quota and the disk.
         return DiffResult(
             changes=bool(replaces) or tuning_changed,
@@ -336,8 +336,8 @@ class QueuedResourceProvider(ResourceProvider):
         )
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        observed = {key: olds.get(key) for key in olds if key not in news}
-        return UpdateResult(outs={**observed, **news})
+        """Only how the provider waits changed; the request and what was observed stay."""
+        return UpdateResult(outs={**olds, **{key: news[key] for key in TUNING_KEYS if key in news}})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         self._delete(self._api(props), props)

@@ -110,3 +110,25 @@ def test_bad_config_exits_2_with_every_problem_and_no_traceback(tmp_path):
 def test_missing_stack_file_exits_2():
     result = plan("--stack", "nope")
     assert result.returncode == 2 and "Pulumi.nope.yaml" in result.stderr
+
+
+SEVEN_BAD_CONFIGS = [
+    ({"tpu-vllm:tpu": {"acceleratorType": "v5e-1"}}, "tpu.acceleratorType", "v5e-1", "set it to v5litepod-1"),
+    ({"tpu-vllm:tpu": {"zone": "europe-west4-a"}}, "tpu.zone", "europe-west4-a", "set it to us-west4-a"),
+    ({"tpu-vllm:tpu": {"maxRunDuration": "10d"}}, "tpu.maxRunDuration", "10d", "set something like 4h"),
+    ({"tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95}}, "vllm.gpuMemoryUtilization", "0.95", "set it to 0.92"),
+    ({"tpu-vllm:vllm": {"kvCacheDtype": "int8"}}, "vllm.kvCacheDtype", "int8", "set it to auto"),
+    ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "Use 4096"),
+    ({"tpu-vllm:vllm": {"maxModelLenn": 16384}}, "vllm.maxModelLenn", "maxModelLenn", "did you mean 'maxModelLen'"),
+]
+
+
+@pytest.mark.parametrize(("config", "key", "value", "fix"), SEVEN_BAD_CONFIGS,
+                         ids=[case[1] for case in SEVEN_BAD_CONFIGS])
+def test_seven_bad_configs_each_fail_with_key_value_and_fix(tmp_path, config, key, value, fix):
+    directory = write_stack(tmp_path, {"gcp:project": "proj", **config})
+    result = plan("--stack", "review", config_dir=directory)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    problem = next(line for line in result.stderr.splitlines() if f"tpu-vllm:{key}" in line)
+    assert value in problem and fix in problem

@@ -257,3 +257,15 @@ def test_provider_survives_pickling_and_holds_no_credentials(api):
     assert isinstance(restored, qr.QueuedResourceProvider)
     assert vars(restored) == {}
     assert restored.diff("id", {**props(), "state": "ACTIVE"}, props()).changes is False
+
+
+def test_no_spurious_update_when_inputs_carry_output_placeholders(api):
+    # The resource declares its outputs as None-valued inputs (how dynamic resources expose attributes).
+    api()
+    provider = qr.QueuedResourceProvider()
+    placeholders = dict.fromkeys(["queuedResourceName", "nodeName", "state", "externalIp", "internalIp"])
+    created = provider.create({**placeholders, **props()})
+    diff = provider.diff(created.id, created.outs, {**placeholders, **props()})
+    assert not diff.changes
+    updated = provider.update(created.id, created.outs, {**placeholders, **props(pollSeconds=1)})
+    assert updated.outs["externalIp"] == "34.0.0.7" and updated.outs["pollSeconds"] == 1
