@@ -59,7 +59,9 @@ firewall = NodeFirewall(
                      target_tag=node_tag, serving_port=cfg.vllm.port,
                      ssh_source_ranges=cfg.access.ssh_source_ranges,
                      internal_source_ranges=cfg.access.internal_source_ranges,
-                     serving_source_ranges=cfg.access.serving_source_ranges),
+                     serving_source_ranges=cfg.access.serving_source_ranges,
+                     ssh_from_anywhere_allowed=cfg.access.allow_ssh_from_anywhere,
+                     public_serving_allowed=cfg.access.allow_public_serving),
     after_services,
 )
 ssh = SshAccess(

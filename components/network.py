@@ -20,6 +20,12 @@ class NodeFirewallArgs:
     """VPC ranges that may call the endpoint."""
     serving_source_ranges: list[str] = field(default_factory=list)
     """Outside ranges; none by default (the SSH tunnel is the way in)."""
+    ssh_from_anywhere_allowed: bool = False
+    public_serving_allowed: bool = False
+
+
+# Policies read this from a rule's description: the stack owner opted in, in reviewed config.
+OPT_IN_MARKER = "0.0.0.0/0 explicitly allowed by tpu-vllm:access."
 
 
 class NodeFirewall(pulumi.ComponentResource):
@@ -28,9 +34,10 @@ class NodeFirewall(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeFirewallArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:network:NodeFirewall", name, None, opts)
         wanted = {
-            "ssh": ("22", args.ssh_source_ranges),
-            "serving-internal": (str(args.serving_port), args.internal_source_ranges),
-            "serving-external": (str(args.serving_port), args.serving_source_ranges),
+            "ssh": ("22", args.ssh_source_ranges, args.ssh_from_anywhere_allowed, "allowSshFromAnywhere"),
+            "serving-internal": (str(args.serving_port), args.internal_source_ranges, False, ""),
+            "serving-external": (str(args.serving_port), args.serving_source_ranges,
+                                 args.public_serving_allowed, "allowPublicServing"),
         }
         self.rules = {
             rule: gcp.compute.Firewall(
@@ -42,9 +49,17 @@ class NodeFirewall(pulumi.ComponentResource):
                 allows=[{"protocol": "tcp", "ports": [port]}],
                 source_ranges=ranges,
                 target_tags=[args.target_tag],
+                description=_description(rule, ranges, allowed, setting),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for rule, (port, ranges) in wanted.items()
+            for rule, (port, ranges, allowed, setting) in wanted.items()
             if ranges
         }
         self.register_outputs({"rules": [rule.name for rule in self.rules.values()]})
+
+
+def _description(rule: str, ranges: list[str], allowed: bool, setting: str) -> str:
+    text = f"tpu-vllm {rule}"
+    if allowed and "0.0.0.0/0" in ranges:
+        text += f"; {OPT_IN_MARKER}{setting}"
+    return text

@@ -352,8 +352,10 @@ def _check_cidrs(values: list[str]) -> list[str]:
 class AccessSettings(_Section):
     """Who can reach the node (config key `tpu-vllm:access`)."""
 
-    ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
-    """Where Pulumi's SSH connection comes from; narrow it to your address."""
+    ssh_source_ranges: list[str] = Field(default_factory=list)
+    """Where Pulumi's SSH connection comes from: your address, e.g. 203.0.113.7/32."""
+    allow_ssh_from_anywhere: bool = False
+    """Explicit opt-in for 0.0.0.0/0 on SSH (key-only auth)."""
     serving_source_ranges: list[str] = Field(default_factory=list)
     """Outside ranges that may call the endpoint directly; none by default (use the tunnel)."""
     internal_source_ranges: list[str] = Field(default_factory=lambda: ["10.128.0.0/9"])
@@ -579,10 +581,22 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
         warnings.append(
             "access.allowPublicServing: the endpoint is open to the internet; only the API key stands in front of it"
         )
-    if "0.0.0.0/0" in access.ssh_source_ranges:
+    narrow_ssh = ("pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' "
+                  "\"$(curl -s ifconfig.me)/32\"")
+    if not access.ssh_source_ranges:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
+            f"this machine, so the firewall must let it in; set your address: {narrow_ssh}"
+        )
+    elif "0.0.0.0/0" in access.ssh_source_ranges and not access.allow_ssh_from_anywhere:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = {access.ssh_source_ranges}: opens SSH to the whole "
+            f"internet; use your address ({narrow_ssh}), or set access.allowSshFromAnywhere true "
+            "if you mean it (key-only auth)"
+        )
+    elif "0.0.0.0/0" in access.ssh_source_ranges:
         warnings.append(
-            "access.sshSourceRanges: SSH (key-only) is open to any address; narrow it with "
-            "pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' <your-ip>/32"
+            f"access.allowSshFromAnywhere: SSH (key-only) is open to any address; narrow it with {narrow_ssh}"
         )
     if (access.ssh_public_key is None) != (settings.ssh_private_key is None):
         errors.append(
@@ -621,15 +635,19 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
             "keeps the token (hfToken) or it uses your secret (hfTokenSecret); remove one"
         )
     document = {"project": project, "stack": stack, **raw}
+    failed_keys: list[str] = []
     try:
         settings = Settings.model_validate(document, context=context)
     except ValidationError as error:
         problems += [_describe(item) for item in error.errors()]
+        failed_keys = [_config_key(tuple(item["loc"])) for item in error.errors()]
         # Drop the failing keys and check the rest too, so every problem shows in one run.
         settings = _validate_without(document, [item["loc"] for item in error.errors()])
     warnings = list(context["warnings"])
     if settings is not None:
-        problems += [p for p in _cross_checks(settings, warnings) if p not in problems]
+        # A key already reported stands at its default in the pruned copy; say nothing more of it.
+        problems += [p for p in _cross_checks(settings, warnings)
+                     if not any(p.startswith(f"{key} ") for key in failed_keys)]
     if problems:
         raise SettingsError(problems)
     # One warning once, however many validators saw it.

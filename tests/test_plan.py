@@ -71,7 +71,7 @@ def test_text_plan_shows_resources_budget_and_warnings():
     assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in text
     assert '"maxRunDuration": "14400s"' in text
     assert "kv_tokens: 321344" in text
-    assert "warning: access.sshSourceRanges" in text
+    assert "warning: access.allowSshFromAnywhere" in text
     assert "vllm serve google/gemma-4-E2B-it" in text
 
 
@@ -81,7 +81,8 @@ def write_stack(tmp_path: Path, config: dict) -> Path:
 
 
 def test_secure_values_it_cannot_decrypt_are_redacted(tmp_path):
-    directory = write_stack(tmp_path, {"gcp:project": "proj", "tpu-vllm:hfToken": {"secure": CANARY}})
+    directory = write_stack(tmp_path, {"gcp:project": "proj", "tpu-vllm:hfToken": {"secure": CANARY},
+                                       "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}})
     result = plan("--stack", "review", "--json", config_dir=directory)
     assert result.returncode == 0, result.stderr
     assert "CANARYciphertext" not in result.stdout + result.stderr

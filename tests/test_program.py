@@ -18,6 +18,8 @@ HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
 API_CANARY = "CANARYprogramAPIKEY0123456789abcdefghijklmnop"
 KEY_CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYprivateKEY\n-----END OPENSSH PRIVATE KEY-----\n"
 
+SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+
 
 @pytest.fixture(scope="module")
 def dev():
@@ -127,7 +129,7 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     assert (connection["host"], connection["user"]) == ("203.0.113.10", "tpu-vllm")
     assert inputs["triggers"][0] == "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev"
     assert inputs["stdin"] == SERVE_SCRIPT.read_text()
-    cfg = settings.load({}, "proj", "dev").settings
+    cfg = settings.load(SSH, "proj", "dev").settings
     assert inputs["create"].endswith(shlex.join(serve_command.docker_run_args(cfg)))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 

@@ -21,6 +21,8 @@ vllm serve google/gemma-4-E2B-it \
     --enable-auto-tool-choice --tool-call-parser gemma4 --reasoning-parser gemma4
 """
 
+SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+
 
 def dev_settings():
     config = dev_config()
@@ -45,7 +47,7 @@ def test_docker_run_adds_only_the_cache_mount_and_the_env_file():
 
 
 def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
-    cfg = settings.load({"vllm": {"weightsOnDisk": True}}, "proj", "dev").settings
+    cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "proj", "dev").settings
     args = serve_command.docker_run_args(cfg)
     assert "HF_HOME=/root/.cache/huggingface" in args
     assert "/mnt/tpu-vllm-cache/huggingface:/root/.cache/huggingface" in args
@@ -53,7 +55,7 @@ def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
 
 def test_optional_flags_render_only_when_set():
     cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "port": 8080,
-                                  "enablePrefixCaching": False}}, "proj", "dev").settings
+                                  "enablePrefixCaching": False}, **SSH}, "proj", "dev").settings
     rendered = serve_command.render_serve_command(cfg.vllm)
     assert "--kv-cache-memory 5923602432" in rendered and "--port 8080" in rendered
     assert "--no-enable-prefix-caching" in rendered and "--block-size" not in rendered

@@ -6,6 +6,8 @@ from components import settings as s
 
 
 def load(**sections):
+    sections.setdefault("access", {})
+    sections["access"] = {"sshSourceRanges": ["198.51.100.7/32"], **sections["access"]}
     return s.load(sections, project="proj", stack="dev")
 
 
@@ -13,6 +15,19 @@ def problems(**sections):
     with pytest.raises(s.SettingsError) as caught:
         load(**sections)
     return caught.value.problems
+
+
+def test_ssh_needs_source_ranges():
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({}, "proj", "dev")
+    assert "tpu-vllm:access.sshSourceRanges = []" in caught.value.problems[0]
+    assert "ifconfig.me" in caught.value.problems[0]
+
+
+def test_ssh_from_anywhere_needs_an_explicit_opt_in():
+    assert "allowSshFromAnywhere" in one_problem(access={"sshSourceRanges": ["0.0.0.0/0"]})
+    loaded = load(access={"sshSourceRanges": ["0.0.0.0/0"], "allowSshFromAnywhere": True})
+    assert any("open to any address" in w for w in loaded.warnings)
 
 
 def one_problem(**sections):
