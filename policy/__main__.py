@@ -1,0 +1,48 @@
+"""CrossGuard entry point: `pulumi preview --policy-pack policy`. The rules live in rules.py."""
+
+import sys
+from pathlib import Path
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    PolicyPack,
+    ResourceValidationPolicy,
+    StackValidationPolicy,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rules  # noqa: E402 - the pack's own directory, wherever Pulumi starts it from
+
+CONFIG_SCHEMA = PolicyConfigSchema(properties={
+    "allowUnboundedBilling": {"type": "boolean", "default": False},
+    "allowOpenSsh": {"type": "boolean", "default": False},
+    "allowPublicServing": {"type": "boolean", "default": False},
+    "honorStackOptIns": {"type": "boolean", "default": True},
+    "servingPort": {"type": "integer", "default": 8000},
+})
+
+
+def resource_policy(name, check, description):
+    def validate(args, report_violation):
+        for message in check(args.resource_type, args.props, args.get_config()):
+            report_violation(message)
+
+    return ResourceValidationPolicy(name=name, description=description, validate=validate,
+                                    config_schema=CONFIG_SCHEMA)
+
+
+def stack_policy(name, check, description):
+    def validate(args, report_violation):
+        resources = [(resource.resource_type, resource.props) for resource in args.resources]
+        for message in check(resources, args.get_config()):
+            report_violation(message)
+
+    return StackValidationPolicy(name=name, description=description, validate=validate,
+                                 config_schema=CONFIG_SCHEMA)
+
+
+POLICIES = [resource_policy(name, check, text) for name, (check, text) in rules.RESOURCE_RULES.items()]
+POLICIES += [stack_policy(name, check, text) for name, (check, text) in rules.STACK_RULES.items()]
+
+PolicyPack(name="tpu-vllm", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)
