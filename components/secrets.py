@@ -50,6 +50,7 @@ class StackSecrets(pulumi.ComponentResource):
             self.hf_token_source = f"managed by the stack (secret {args.prefix}-hf-token)"
         else:
             hf_secret_id = args.existing_hf_token_secret
+            _require_existing_secret(args.project, hf_secret_id)
             self.hf_token_source = (
                 f"your secret {args.existing_hf_token_secret!r}, made by hand: printf '%s' "
                 f"\"$HF_TOKEN\" | gcloud secrets create {args.existing_hf_token_secret} "
@@ -94,3 +95,18 @@ class StackSecrets(pulumi.ComponentResource):
         return gcp.secretmanager.SecretIamMember(
             name, project=project, secret_id=secret_id, role=ACCESSOR_ROLE, member=member, opts=opts
         )
+
+
+def _require_existing_secret(project: str, secret_id: str) -> None:
+    """Fail at preview, before anything is created, if the hand-made secret is not there.
+
+    Looks up the secret's metadata only; its value never enters the program.
+    """
+    try:
+        gcp.secretmanager.get_secret(project=project, secret_id=secret_id)
+    except Exception as error:  # the provider's own error text is the useful part
+        raise pulumi.RunError(
+            f"tpu-vllm:hfTokenSecret = {secret_id!r}: cannot read that secret in project {project} ({error}). "
+            f"Create it: printf '%s' \"$HF_TOKEN\" | gcloud secrets create {secret_id} --data-file=- "
+            f"--project={project}; or let the stack keep the token: pulumi config set --secret tpu-vllm:hfToken"
+        ) from None

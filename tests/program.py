@@ -22,9 +22,11 @@ def dev_config(project: str = "proj") -> dict[str, str]:
 
 
 def run(config: dict[str, Any], secret_keys: list[str] | None = None,
-        fixed_outputs: dict[str, dict[str, Any]] | None = None) -> Program:
+        fixed_outputs: dict[str, dict[str, Any]] | None = None,
+        failing_calls: dict[str, str] | None = None) -> Program:
     encoded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
-    request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs}
+    request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs,
+               "failing_calls": failing_calls}
     completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
                                capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert completed.returncode == 0, completed.stderr
@@ -41,7 +43,7 @@ class Program:
     def __init__(self, data: dict[str, Any], stderr: str):
         self.data = data
         self.stderr = stderr
-        self.registrations = data.get("registrations", [])
+        self.registrations = data["registrations"]
         self.problems = data.get("problems")
 
     def of_type(self, type_: str) -> list[dict[str, Any]]:

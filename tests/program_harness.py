@@ -8,19 +8,16 @@ import dataclasses
 import json
 import sys
 
-from components.settings import SettingsError
 from tools.plan import run_program
 
 
 def main() -> int:
     request = json.load(sys.stdin)
-    try:
-        program = run_program(request["config"], request.get("secret_keys", []), request.get("stack", "dev"),
-                              request.get("fixed_outputs"))
-    except SettingsError as error:
-        json.dump({"problems": error.problems}, sys.stdout)
-        return 0
+    # The program validates its own settings, as under `pulumi up`.
+    program = run_program(request["config"], request.get("secret_keys", []), request.get("stack", "dev"),
+                          request.get("fixed_outputs"), request.get("failing_calls"), validate_first=False)
     json.dump({
+        "problems": [program.error] if program.error else None,
         "registrations": [dataclasses.asdict(r) for r in program.registrations],
         "warnings": program.warnings,
         "outputs": {name: {"value": value, "secret": secret} for name, (value, secret) in program.outputs.items()},

@@ -187,14 +187,34 @@ def test_a_user_supplied_ssh_key_replaces_the_generated_one():
 
 def test_a_bad_config_registers_nothing():
     program = harness.run(harness.with_section(harness.dev_config(), "vllm", gpuMemoryUtilization=0.95))
-    assert program.problems and "0.95" in program.problems[0]
-    assert program.registrations == []
+    assert program.problems and "tpu-vllm:vllm.gpuMemoryUtilization = 0.95" in program.problems[0]
+    assert program.registrations == []  # settings are checked before the first resource
 
 
 def test_missing_project_is_a_clear_error():
     config = {k: v for k, v in harness.dev_config().items() if k != "gcp:project"}
     config["gcp:project"] = ""
     program = harness.run(config)
-    assert program.problems == [
-        "gcp:project is not set: run `pulumi config set gcp:project YOUR_PROJECT` "
-        "(the project that pays for the TPU)"]
+    [problem] = program.problems
+    assert "gcp:project is not set: run `pulumi config set gcp:project YOUR_PROJECT`" in problem
+    assert program.registrations == []
+
+
+def test_a_missing_hand_made_hf_secret_stops_the_preview_with_the_fix():
+    program = harness.run(harness.dev_config(), failing_calls={
+        "gcp:secretmanager/getSecret:getSecret": "Error 404: Secret [projects/proj/secrets/hf-token] not found"})
+    [problem] = program.problems
+    assert "tpu-vllm:hfTokenSecret = 'hf-token'" in problem and "not found" in problem
+    assert "gcloud secrets create hf-token --data-file=- --project=proj" in problem
+    assert "pulumi config set --secret tpu-vllm:hfToken" in problem
+    # The lookup comes before any secret, binding or TPU is declared.
+    registered = {r["type"] for r in program.registrations}
+    assert not registered & {"gcp:secretmanager/secretIamMember:SecretIamMember", "gcp:compute/disk:Disk",
+                             "pulumi-python:dynamic/tpu-vllm:QueuedResource"}
+
+
+def test_a_stack_managed_token_needs_no_lookup():
+    config = {**harness.dev_config(), "tpu-vllm:hfToken": HF_CANARY}
+    program = harness.run(config, secret_keys=["tpu-vllm:hfToken"],
+                          failing_calls={"gcp:secretmanager/getSecret:getSecret": "must not be called"})
+    assert program.problems is None

@@ -269,3 +269,14 @@ def test_no_spurious_update_when_inputs_carry_output_placeholders(api):
     assert not diff.changes
     updated = provider.update(created.id, created.outs, {**placeholders, **props(pollSeconds=1)})
     assert updated.outs["externalIp"] == "34.0.0.7" and updated.outs["pollSeconds"] == 1
+
+
+def test_an_existing_request_with_the_same_id_is_explained(api):
+    server = api()
+    provider = qr.QueuedResourceProvider()
+    provider.create(props())
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.create(props())
+    assert "409" in str(caught.value) and "already exists" in str(caught.value)
+    assert "queued-resources delete" in str(caught.value)
+    assert len(server.created_bodies) == 1

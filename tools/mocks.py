@@ -63,6 +63,8 @@ class StackMocks(pulumi.runtime.Mocks):
     options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fixed_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per resource type, outputs that replace the defaults (tests use canaries here)."""
+    failing_calls: dict[str, str] = field(default_factory=dict)
+    """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
@@ -102,6 +104,8 @@ class StackMocks(pulumi.runtime.Mocks):
         return {}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
+        if args.token in self.failing_calls:
+            raise Exception(self.failing_calls[args.token])
         return {}, []
 
 
@@ -129,9 +133,10 @@ class RecordingMonitor(MockMonitor):
         return response
 
 
-def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None) -> StackMocks:
+def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None,
+            failing_calls: dict[str, str] | None = None) -> StackMocks:
     """Set the mocks; call before importing any program code."""
-    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {})
+    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {}, failing_calls=failing_calls or {})
     quiet = logging.getLogger("tpu-vllm.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # the plan reports warnings itself, once

@@ -100,11 +100,18 @@ class ProgramRun:
     settings: Any
     outputs: dict[str, tuple[Any, bool]]
     """name -> (value, is_secret)."""
+    error: str | None = None
+    """The program's own RunError, if it stopped (bad config, a missing secret)."""
 
 
 def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
-                fixed_outputs: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
-    """Run __main__.py once under mocks in this process. Raises SettingsError on a bad config."""
+                fixed_outputs: dict[str, dict[str, Any]] | None = None,
+                failing_calls: dict[str, str] | None = None, validate_first: bool = True) -> ProgramRun:
+    """Run __main__.py once under mocks in this process.
+
+    validate_first: check the settings before the program runs and raise SettingsError (the
+    plan's exit 2); otherwise the program's own RunError is returned with what it registered.
+    """
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
@@ -113,17 +120,26 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
     from tools import mocks as stack_mocks
 
     os.environ.pop("PULUMI_CONFIG", None)
-    recorder = stack_mocks.install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs)
+    recorder = stack_mocks.install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs,
+                                   failing_calls=failing_calls)
     runtime_config.set_all_config(config, secret_keys)
 
     from components import settings as settings_module
 
-    loaded = settings_module.from_pulumi_config()  # raises SettingsError before anything registers
+    loaded = settings_module.from_pulumi_config() if validate_first else None
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    try:
+        namespace = runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    except pulumi.RunError as error:
+        try:
+            _sync_await(wait_for_rpcs())  # let what was already registered reach the mocks
+        except Exception:  # noqa: BLE001 - the failure behind the RunError, already reported by it
+            pass
+        return ProgramRun(recorder.registrations, [], None, {}, error=str(error))
     _sync_await(wait_for_rpcs())
+    loaded = loaded or namespace["loaded"]
 
     outputs = {}
     for name, value in get_root_resource().outputs.items():
