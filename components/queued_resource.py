@@ -8,6 +8,7 @@ and the offline plan show exactly what is sent.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
