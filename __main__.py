@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pulumi
 
-from components import budget, serve_command
+from components import boot_contract, budget, serve_command
 from components.cache_disk import CacheDisk, CacheDiskArgs
 from components.identity import VmIdentity, VmIdentityArgs
 from components.network import NodeFirewall, NodeFirewallArgs
@@ -90,17 +90,11 @@ body = pulumi.Output.all(
     network=cfg.tpu.network,
     subnetwork=cfg.tpu.subnetwork,
     service_account_email=values[0],
-    metadata={
-        # Names and places only: the VM fetches the values itself at boot.
-        "startup-script": startup_script,
-        "ssh-keys": values[4],
-        "enable-oslogin": "FALSE",
-        "tpu-vllm-hf-token-secret": values[2],
-        "tpu-vllm-api-key-secret": values[3],
-        "tpu-vllm-cache-device": cfg.cache.device_name,
-        "tpu-vllm-cache-mount": cfg.cache.mount_point,
-        "tpu-vllm-image": cfg.vllm.image,
-    },
+    metadata=boot_contract.node_metadata(
+        startup_script=startup_script, ssh_keys=values[4], hf_token_secret=values[2],
+        api_key_secret=values[3], cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point,
+        image=cfg.vllm.image,
+    ),
     data_disks=[values[1]],
     tags=[node_tag],
     labels=labels,
@@ -111,7 +105,7 @@ node = TpuNode(
         body=body,
         parent=f"projects/{cfg.project}/locations/{cfg.tpu.zone}",
         queued_resource_id=cfg.node_id,
-        wait_seconds=cfg.tpu.queue_seconds + 1800,
+        queue_seconds=cfg.tpu.queue_seconds,
     ),
     pulumi.ResourceOptions(depends_on=[secrets, cache, firewall, *services.services]),
 )

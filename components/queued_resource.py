@@ -36,6 +36,8 @@ GONE_STATES = {"SUSPENDED", "SUSPENDING", "FAILED", "MISSING"}
 REQUEST_KEYS = ("body", "parent", "queuedResourceId")
 TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds")
 TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
+# After the queue deadline, how long provisioning itself may take before the provider gives up.
+PROVISIONING_GRACE_SECONDS = 1800
 
 
 def queued_resource_body(
@@ -400,8 +402,8 @@ class TpuNodeArgs:
     parent: str
     """projects/<project>/locations/<zone>."""
     queued_resource_id: str
-    wait_seconds: int
-    """Bound on queue + provisioning; past it the request is deleted."""
+    queue_seconds: int
+    """How long the request may wait for capacity; the provider waits this plus provisioning."""
     poll_seconds: float = 15.0
     delete_wait_seconds: int = 1200
 
@@ -424,7 +426,7 @@ class TpuNode(pulumi.ComponentResource):
                 "body": args.body,
                 "parent": args.parent,
                 "queuedResourceId": args.queued_resource_id,
-                "waitSeconds": args.wait_seconds,
+                "waitSeconds": args.queue_seconds + PROVISIONING_GRACE_SECONDS,
                 "pollSeconds": args.poll_seconds,
                 "deleteWaitSeconds": args.delete_wait_seconds,
             },

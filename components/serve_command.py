@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import shlex
 
+from components.boot_contract import ENV_FILE
 from components.settings import Settings, VllmSettings
 
 CONTAINER_NAME = "tpu-vllm"
-# Written by startup/startup.sh; the container reads its secrets from here.
-ENV_FILE = "/etc/tpu-vllm/env"
-READY_MARKER = "/var/lib/tpu-vllm/startup-status"
 # Inside the container: the XLA compile cache (~197 MB in the log) lives here.
 CONTAINER_CACHE_DIR = "/root/.cache/vllm"
 CONTAINER_HF_DIR = "/root/.cache/huggingface"

@@ -464,14 +464,11 @@ def _config_key(loc: tuple[Any, ...]) -> str:
 
 
 def _valid_keys_at(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] | None = Settings
+    """The keys allowed where an unknown one was found: top level, or inside one section."""
     if len(loc) == 1:
         return list(TOP_LEVEL_KEYS)
-    if len(loc) == 2:
-        model = TOP_LEVEL_KEYS.get(str(loc[0]))
-    else:
-        return []
-    return [field.alias or name for name, field in model.model_fields.items()] if model else []
+    section = TOP_LEVEL_KEYS.get(str(loc[0])) if len(loc) == 2 else None
+    return [field.alias or name for name, field in section.model_fields.items()] if section else []
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components import serve_command
+from components import boot_contract, serve_command
 from components.settings import Settings
 
 SERVE_SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "serve.sh"
@@ -23,8 +23,8 @@ def serve_script_text() -> str:
 def remote_command_text(settings: Settings) -> str:
     """`sudo bash -s -- ...`: flags only; the script arrives on stdin, secrets stay on the VM."""
     args = [
-        "--status", serve_command.READY_MARKER,
-        "--env-file", serve_command.ENV_FILE,
+        "--status", boot_contract.STATUS_FILE,
+        "--env-file", boot_contract.ENV_FILE,
         "--container", serve_command.CONTAINER_NAME,
         "--port", str(settings.vllm.port),
         "--model", settings.vllm.model,

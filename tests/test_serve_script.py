@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components import serve_command, settings
+from components import boot_contract, serve_command, settings
 from components.vllm_server import remote_command_text
 from tests.fakes.vllm import FakeVllm
 from tests.shims import make_shims
@@ -46,13 +46,15 @@ def free_port() -> int:
 class Serve:
     def __init__(self, tmp_path: Path, port: int, status: str | None = "ready", **env):
         self.root = tmp_path / "root"
-        (self.root / "etc/tpu-vllm").mkdir(parents=True)
-        (self.root / "etc/tpu-vllm/env").write_text(f"HF_TOKEN=hf_unused\nVLLM_API_KEY={API_CANARY}\n")
+        env_file = self.root / boot_contract.ENV_FILE.lstrip("/")
+        env_file.parent.mkdir(parents=True)
+        env_file.write_text(f"HF_TOKEN=hf_unused\nVLLM_API_KEY={API_CANARY}\n")
         (self.root / "tmp").mkdir()
         (self.root / "tmp/libtpu_lockfile").touch()
         if status is not None:
-            (self.root / "var/lib/tpu-vllm").mkdir(parents=True)
-            (self.root / "var/lib/tpu-vllm/startup-status").write_text(status + "\n")
+            status_file = self.root / boot_contract.STATUS_FILE.lstrip("/")
+            status_file.parent.mkdir(parents=True)
+            status_file.write_text(status + "\n")
         self.log = tmp_path / "commands.log"
         self.env = make_shims(tmp_path / "bin", self.log, {"docker": FAKE_DOCKER})
         self.env.update({"STARTUP_ROOT": str(self.root), "FAKE_VLLM_LOG": VLLM_LOG, **env})

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from components import boot_contract as contract
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, FakeMetadata, FakeSecretManager
 from tests.shims import make_shims
 
@@ -21,8 +22,8 @@ CANARIES = (HF_CANARY, API_CANARY, ACCESS_TOKEN)
 
 
 def attributes(**extra):
-    values = {"tpu-vllm-hf-token-secret": HF_SECRET, "tpu-vllm-api-key-secret": API_SECRET,
-              "tpu-vllm-image": "vllm/vllm-tpu:nightly", "tpu-vllm-cache-mount": "/mnt/tpu-vllm-cache"}
+    values = {contract.HF_TOKEN_SECRET_ATTRIBUTE: HF_SECRET, contract.API_KEY_SECRET_ATTRIBUTE: API_SECRET,
+              contract.IMAGE_ATTRIBUTE: "vllm/vllm-tpu:nightly", contract.CACHE_MOUNT_ATTRIBUTE: "/mnt/tpu-vllm-cache"}
     values.update(extra)
     return {key: value for key, value in values.items() if value is not None}
 
@@ -49,7 +50,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        return (self.root / "var/lib/tpu-vllm/startup-status").read_text().strip()
+        return (self.root / contract.STATUS_FILE.lstrip("/")).read_text().strip()
 
     @property
     def commands(self) -> str:
@@ -83,8 +84,8 @@ def test_success_writes_a_root_only_env_file_and_the_ready_marker(tmp_path, serv
     run = Run(tmp_path, metadata.url, secretmanager.url)
     result = run()
     assert result.returncode == 0, result.stderr
-    env_dir = run.root / "etc/tpu-vllm"
-    env_file = env_dir / "env"
+    env_file = run.root / contract.ENV_FILE.lstrip("/")
+    env_dir = env_file.parent
     assert env_file.read_text() == f"HF_TOKEN={HF_CANARY}\nVLLM_API_KEY={API_CANARY}\n"
     assert stat.S_IMODE(env_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
@@ -104,7 +105,7 @@ def test_403_names_the_missing_binding_and_the_service_account(tmp_path, servers
     assert run().returncode == 1
     assert "roles/secretmanager.secretAccessor" in run.status
     assert "vm@proj.iam.gserviceaccount.com" in run.status
-    assert not (run.root / "etc/tpu-vllm/env").exists()
+    assert not (run.root / contract.ENV_FILE.lstrip("/")).exists()
     assert len(secretmanager.requests) == 1  # a 403 is not retried
     run.assert_no_canary_anywhere()
 
@@ -172,8 +173,8 @@ DISK_FAKES = {
 
 
 def test_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(tmp_path, servers):
-    metadata, secretmanager = servers(FakeMetadata(attributes(**{"tpu-vllm-cache-device": "persistent-disk-1"})),
-                                      good_secrets())
+    with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"})
+    metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
     run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES)
     device = run.root / "dev/disk/by-id/google-persistent-disk-1"
     device.parent.mkdir(parents=True)
@@ -186,3 +187,13 @@ def test_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(t
                      "x-systemd.device-timeout=10s 0 2"]
     assert run.commands.count("mkfs.ext4 ") == 1
     assert run.commands.count("\nmount ") + run.commands.startswith("mount ") == 1
+
+
+def test_the_script_reads_every_attribute_the_stack_sets():
+    metadata = contract.node_metadata(startup_script="", ssh_keys="", hf_token_secret="", api_key_secret="",
+                                      cache_device="", cache_mount="", image="")
+    script = SCRIPT.read_text()
+    ours = [key for key in metadata if key.startswith("tpu-vllm-")]
+    assert len(ours) == 5
+    for key in ours:
+        assert f"metadata_attribute {key})" in script, key

@@ -86,14 +86,18 @@ class CellResult:
     def _pooled(self, name: str) -> list[float]:
         return [value for rep in self.reps for value in getattr(rep, name)]
 
+    def _rep_rates(self) -> list[float]:
+        """Aggregate rate of each repetition that completed at least one request."""
+        return [rep.aggregate_tok_s for rep in self.reps if rep.requests > rep.errors]
+
     @property
     def aggregate_tok_s(self) -> float | None:
-        values = [rep.aggregate_tok_s for rep in self.reps if rep.requests > rep.errors]
+        values = self._rep_rates()
         return statistics.fmean(values) if values else None
 
     @property
     def cv(self) -> float | None:
-        values = [rep.aggregate_tok_s for rep in self.reps if rep.requests > rep.errors]
+        values = self._rep_rates()
         if len(values) < 2 or not statistics.fmean(values):
             return None
         return statistics.stdev(values) / statistics.fmean(values)

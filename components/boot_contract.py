@@ -1,0 +1,34 @@
+"""What the Pulumi side and startup/startup.sh agree on: the metadata the VM reads, the files it writes.
+
+startup.sh is static (no templating), so it spells these names itself; tests check both
+sides against this module.
+"""
+
+from __future__ import annotations
+
+# Metadata attributes startup.sh reads (names and places only, never a secret value).
+HF_TOKEN_SECRET_ATTRIBUTE = "tpu-vllm-hf-token-secret"
+API_KEY_SECRET_ATTRIBUTE = "tpu-vllm-api-key-secret"
+CACHE_DEVICE_ATTRIBUTE = "tpu-vllm-cache-device"
+CACHE_MOUNT_ATTRIBUTE = "tpu-vllm-cache-mount"
+IMAGE_ATTRIBUTE = "tpu-vllm-image"
+
+# Files startup.sh writes; the container reads its secrets from ENV_FILE (root only).
+ENV_FILE = "/etc/tpu-vllm/env"
+STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
+
+
+def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,
+                  cache_device: str, cache_mount: str, image: str) -> dict[str, str]:
+    """The node's metadata: the static boot script, the SSH key, and where the VM finds things."""
+    return {
+        "startup-script": startup_script,
+        "ssh-keys": ssh_keys,
+        # The stack's own key in ssh-keys must be honoured (an org policy enforcing OS Login wins).
+        "enable-oslogin": "FALSE",
+        HF_TOKEN_SECRET_ATTRIBUTE: hf_token_secret,
+        API_KEY_SECRET_ATTRIBUTE: api_key_secret,
+        CACHE_DEVICE_ATTRIBUTE: cache_device,
+        CACHE_MOUNT_ATTRIBUTE: cache_mount,
+        IMAGE_ATTRIBUTE: image,
+    }
