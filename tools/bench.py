@@ -260,6 +260,11 @@ async def run_rep(endpoint: Endpoint, words: int, clients: int, requests_per_cli
 
     started = time.perf_counter()
     await asyncio.gather(*(client_loop() for _ in range(clients)))
+    return rep_stats(results, started)
+
+
+def rep_stats(results: list[RequestResult], started: float) -> RepStats:
+    """One repetition's figures, computed only from the timestamps the requests recorded."""
     good = [r for r in results if r.error is None]
     wall = (max(r.end for r in good) - started) if good else 0.0
     return RepStats(

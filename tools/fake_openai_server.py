@@ -14,7 +14,8 @@ import asyncio
 import json
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 TEMPLATE_OVERHEAD = 7  # tokens the fake chat template adds around the user's words
 
@@ -32,11 +33,21 @@ class FakeTiming:
     tokenize: bool = True
 
 
+@dataclass
+class StreamRecord:
+    """What the server saw of one streamed chat request, on time.perf_counter's clock."""
+
+    content: str
+    received: float
+    token_times: list[float] = field(default_factory=list)
+
+
 class FakeOpenAIServer:
     def __init__(self, timing: FakeTiming | None = None, host: str = "127.0.0.1", port: int = 0):
         self.timing = timing or FakeTiming()
         self.host, self.port = host, port
         self.chat_requests = 0
+        self.streams: list[StreamRecord] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
@@ -131,6 +142,9 @@ class FakeOpenAIServer:
             await self._json(writer, 200, {"choices": [{"message": {"content": "x"}}], "usage": usage})
             return
 
+        messages = body.get("messages") or [{}]
+        record = StreamRecord(content=str(messages[-1].get("content", "")), received=time.perf_counter())
+        self.streams.append(record)
         loop = asyncio.get_running_loop()
         start = loop.time()
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -141,6 +155,7 @@ class FakeOpenAIServer:
             # As fast as possible, but like a real server: one chunk per token, streams interleaved.
             await asyncio.sleep(timing.ttft)
             for _ in range(output):
+                record.token_times.append(time.perf_counter())  # before the bytes leave: a lower bound
                 writer.write(_chunk(token))
                 await asyncio.sleep(0)
             await writer.drain()
@@ -150,6 +165,7 @@ class FakeOpenAIServer:
                 delay = start + timing.ttft + index * timing.tpot - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                record.token_times.append(time.perf_counter())
                 writer.write(_chunk(token))
                 await writer.drain()
         final = json.dumps({"choices": [], "usage": usage}, separators=(",", ":")).encode()
