@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pulumi
 
-from components import boot_contract, budget, serve_command
-from components.cache_disk import CacheDisk, CacheDiskArgs
+from components import budget
 from components.identity import VmIdentity, VmIdentityArgs
-from components.network import NodeFirewall, NodeFirewallArgs
-from components.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
 from components.secrets import StackSecrets, StackSecretsArgs
 from components.services import ProjectServices
 from components.settings import SettingsError, from_pulumi_config
-from components.ssh_access import SshAccess, SshAccessArgs
-from components.vllm_server import VllmServer, VllmServerArgs
+from components.vm import boot_contract, container
+from components.vm.cache_disk import CacheDisk, CacheDiskArgs
+from components.vm.network import NodeFirewall, NodeFirewallArgs
+from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
+from components.vm.ssh_access import SshAccess, SshAccessArgs
+from components.vm.vllm_server import VllmServer, VllmServerArgs
 
 try:
     loaded = from_pulumi_config()
@@ -137,7 +138,7 @@ pulumi.export("localEndpoint", f"http://127.0.0.1:{port}/v1")
 pulumi.export("apiKey", secrets.api_key)
 pulumi.export("hfTokenSource", secrets.hf_token_source)
 pulumi.export("vllmServeCommand", server.serve_command)
-pulumi.export("dockerRunCommand", serve_command.render_docker_command(cfg))
+pulumi.export("dockerRunCommand", container.render_docker_command(cfg))
 pulumi.export("costPerHourUsd", budget.cost_per_hour_usd(pricing))
 if pricing == "flex-start":
     pulumi.export("maxSpendPerRunUsd", round(budget.max_spend_usd(pricing, cfg.tpu.run_seconds), 2))

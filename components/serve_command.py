@@ -1,4 +1,4 @@
-"""The one place the `docker run ... vllm serve ...` command is rendered from settings.
+"""The one place the `vllm serve ...` command is rendered from settings.
 
 The deploy, the offline plan and the stack outputs all call these functions, so
 what reviewers read is what runs.
@@ -9,13 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from components.boot_contract import ENV_FILE
-from components.settings import Settings, VllmSettings
-
-CONTAINER_NAME = "tpu-vllm"
-# Inside the container: the XLA compile cache (~197 MB in the log) lives here.
-CONTAINER_CACHE_DIR = "/root/.cache/vllm"
-CONTAINER_HF_DIR = "/root/.cache/huggingface"
+from components.settings import VllmSettings
 
 
 def vllm_serve_args(vllm: VllmSettings) -> list[str]:
@@ -48,27 +42,5 @@ def vllm_serve_args(vllm: VllmSettings) -> list[str]:
     return args
 
 
-def docker_run_args(settings: Settings) -> list[str]:
-    """`docker run` options, image and command; secrets come only from the env file."""
-    mount = settings.cache.mount_point
-    args = [
-        "--detach", "--name", CONTAINER_NAME,
-        "--privileged", "--net=host",
-        "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
-        "-v", f"{mount}/vllm:{CONTAINER_CACHE_DIR}",
-        "--env-file", ENV_FILE,
-    ]
-    if settings.vllm.weights_on_disk:
-        args += ["-v", f"{mount}/huggingface:{CONTAINER_HF_DIR}", "-e", f"HF_HOME={CONTAINER_HF_DIR}"]
-    else:
-        # The 9.54 GiB checkpoint downloads in ~10 s: faster than reading it back from PD.
-        args += ["-e", "HF_HOME=/dev/shm"]
-    return args + [settings.vllm.image] + vllm_serve_args(settings.vllm)
-
-
 def render_serve_command(vllm: VllmSettings) -> str:
     return shlex.join(vllm_serve_args(vllm))
-
-
-def render_docker_command(settings: Settings) -> str:
-    return shlex.join(["sudo", "docker", "run", *docker_run_args(settings)])

@@ -7,8 +7,9 @@ import shlex
 
 import pytest
 
-from components import serve_command, settings
-from components.vllm_server import SERVE_SCRIPT
+from components import settings
+from components.vm import container
+from components.vm.vllm_server import SERVE_SCRIPT
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
 from tools.mocks import is_wrapped_secret
@@ -130,7 +131,7 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     assert inputs["triggers"][0] == "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev"
     assert inputs["stdin"] == SERVE_SCRIPT.read_text()
     cfg = settings.load(SSH, "proj", "dev").settings
-    assert inputs["create"].endswith(shlex.join(serve_command.docker_run_args(cfg)))
+    assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 
 

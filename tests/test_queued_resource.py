@@ -11,7 +11,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components import queued_resource as qr
+from components.vm import queued_resource as qr
 from tests.discovery_schema import load_document, validate, validate_queued_resource
 from tests.fakes.tpu_api import FakeTpuApi, Fault
 

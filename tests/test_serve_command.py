@@ -4,6 +4,7 @@ import json
 import shlex
 
 from components import serve_command, settings
+from components.vm import container
 from tests.program import dev_config
 
 # The build log's final configuration, as run on the chip.
@@ -36,7 +37,7 @@ def test_dev_stack_renders_the_logs_final_command():
 
 
 def test_docker_run_adds_only_the_cache_mount_and_the_env_file():
-    args = serve_command.docker_run_args(dev_settings())
+    args = container.docker_run_args(dev_settings())
     image = args.index("vllm/vllm-tpu:nightly")
     options = args[:image]
     assert options == ["--detach", "--name", "tpu-vllm", "--privileged", "--net=host",
@@ -48,7 +49,7 @@ def test_docker_run_adds_only_the_cache_mount_and_the_env_file():
 
 def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
     cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "proj", "dev").settings
-    args = serve_command.docker_run_args(cfg)
+    args = container.docker_run_args(cfg)
     assert "HF_HOME=/root/.cache/huggingface" in args
     assert "/mnt/tpu-vllm-cache/huggingface:/root/.cache/huggingface" in args
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components import boot_contract, serve_command, settings
-from components.vllm_server import remote_command_text
+from components import settings
+from components.vm import boot_contract, container
+from components.vm.vllm_server import remote_command_text
 from tests.fakes.vllm import FakeVllm
 from tests.shims import make_shims
 
@@ -59,7 +60,7 @@ class Serve:
         self.env = make_shims(tmp_path / "bin", self.log, {"docker": FAKE_DOCKER})
         self.env.update({"STARTUP_ROOT": str(self.root), "FAKE_VLLM_LOG": VLLM_LOG, **env})
         cfg = settings.load({"vllm": {"port": port}, **SSH}, "proj", "dev").settings
-        self.docker_args = serve_command.docker_run_args(cfg)
+        self.docker_args = container.docker_run_args(cfg)
         # Exactly what pulumi-command sends, minus sudo (the tests run unprivileged).
         self.argv = shlex.split(remote_command_text(cfg))[4:]
 

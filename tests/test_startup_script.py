@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components import boot_contract as contract
+from components.vm import boot_contract as contract
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, FakeMetadata, FakeSecretManager
 from tests.shims import make_shims
 

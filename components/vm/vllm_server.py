@@ -10,10 +10,11 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components import boot_contract, serve_command
+from components import serve_command
 from components.settings import Settings
+from components.vm import boot_contract, container
 
-SERVE_SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "serve.sh"
+SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
 
 
 def serve_script_text() -> str:
@@ -25,11 +26,11 @@ def remote_command_text(settings: Settings) -> str:
     args = [
         "--status", boot_contract.STATUS_FILE,
         "--env-file", boot_contract.ENV_FILE,
-        "--container", serve_command.CONTAINER_NAME,
+        "--container", container.CONTAINER_NAME,
         "--port", str(settings.vllm.port),
         "--model", settings.vllm.model,
         "--health-timeout", str(settings.vllm.health_timeout_seconds),
-        "--", *serve_command.docker_run_args(settings),
+        "--", *container.docker_run_args(settings),
     ]
     return "sudo bash -s -- " + shlex.join(args)
 

@@ -1,0 +1,1 @@
+"""The single-VM wing: one flex-start TPU VM through a queued resource, served over SSH."""

@@ -1,0 +1,446 @@
+"""The flex-start TPU as a Pulumi resource, over the TPU v2alpha1 queuedResources API.
+
+pulumi-gcp's V2QueuedResource cannot express a provisioning model, a run
+duration, metadata, a service account or data disks; v2alpha1 has them all.
+The request body is a resource input, built by one pure function, so previews
+and the offline plan show exactly what is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import (
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+
+# Points the provider at another TPU API root (tests, private endpoints).
+ENDPOINT_ENV = "TPU_VLLM_TPU_API_ENDPOINT"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+PROVISIONING_MODELS = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
+WAITING_STATES = {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "STATE_UNSPECIFIED"}
+GONE_STATES = {"SUSPENDED", "SUSPENDING", "FAILED", "MISSING"}
+# Inputs whose change is a new request; the rest only tune how the provider waits.
+REQUEST_KEYS = ("body", "parent", "queuedResourceId")
+TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds")
+TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
+# After the queue deadline, how long provisioning itself may take before the provider gives up.
+PROVISIONING_GRACE_SECONDS = 1800
+
+
+def queued_resource_body(
+    *,
+    project: str,
+    zone: str,
+    node_id: str,
+    accelerator_type: str,
+    runtime_version: str,
+    provisioning_model: str,
+    run_seconds: int | None,
+    queue_seconds: int | None,
+    network: str,
+    subnetwork: str | None,
+    service_account_email: str,
+    metadata: dict[str, str],
+    data_disks: list[str],
+    tags: list[str],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The QueuedResource body, field names as in tpu.v2alpha1.json."""
+    network_config: dict[str, Any] = {"network": network, "enableExternalIps": True}
+    if subnetwork:
+        network_config["subnetwork"] = subnetwork
+    node = {
+        "acceleratorType": accelerator_type,
+        "runtimeVersion": runtime_version,
+        "networkConfig": network_config,
+        "serviceAccount": {"email": service_account_email, "scope": [CLOUD_PLATFORM_SCOPE]},
+        "metadata": dict(metadata),
+        "dataDisks": [{"sourceDisk": disk, "mode": "READ_WRITE"} for disk in data_disks],
+        "tags": list(tags),
+        "labels": dict(labels),
+    }
+    body: dict[str, Any] = {
+        "tpu": {"nodeSpec": [{
+            "parent": f"projects/{project}/locations/{zone}",
+            "nodeId": node_id,
+            "node": node,
+        }]},
+        "provisioningModel": PROVISIONING_MODELS[provisioning_model],
+    }
+    if provisioning_model == "flex-start":
+        # Top level of the QueuedResource, not schedulingConfig: this is what stops billing.
+        body["runDuration"] = {"maxRunDuration": f"{int(run_seconds)}s"}
+    if queue_seconds:
+        body["queueingPolicy"] = {"validUntilDuration": f"{int(queue_seconds)}s"}
+    return body
+
+
+def gcloud_equivalent(body: dict[str, Any], queued_resource_id: str) -> str:
+    """The gcloud command from the build log that this body corresponds to."""
+    spec = body["tpu"]["nodeSpec"][0]
+    zone = spec["parent"].rsplit("/", 1)[-1]
+    parts = [
+        "gcloud alpha compute tpus queued-resources create", queued_resource_id,
+        f"--node-id={spec['nodeId']}", f"--zone={zone}",
+        f"--accelerator-type={spec['node']['acceleratorType']}",
+        f"--runtime-version={spec['node']['runtimeVersion']}",
+        f"--provisioning-model={body['provisioningModel'].lower().replace('_', '-')}",
+    ]
+    if "runDuration" in body:
+        parts.append(f"--max-run-duration={body['runDuration']['maxRunDuration']}")
+    return " ".join(parts)
+
+
+class TpuApiError(Exception):
+    """A refusal from the TPU API, with what to do about it."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def _log(message: str) -> None:
+    # The dynamic-provider host has no engine log stream; stderr reaches the CLI's diagnostics.
+    print(f"[tpu-vllm queued resource] {message}", file=sys.stderr, flush=True)
+
+
+def _error_details(error: Any) -> tuple[int, str, dict[str, Any]]:
+    status = int(error.resp.status)
+    try:
+        payload = json.loads(error.content.decode("utf-8")).get("error", {})
+    except (ValueError, AttributeError):
+        payload = {}
+    return status, payload.get("message") or str(error), payload
+
+
+def _explain(action: str, status: int, message: str, payload: dict[str, Any]) -> str:
+    hints = []
+    for detail in payload.get("details", []):
+        permission = (detail.get("metadata") or {}).get("permission")
+        if permission:
+            hints.append(f"missing permission: {permission}")
+        for violation in detail.get("fieldViolations", []):
+            hints.append(f"field {violation.get('field')}: {violation.get('description')}")
+    if status == 403 and not hints:
+        hints.append("the deployer needs roles/tpu.admin on the project")
+    if status == 409:
+        hints.append("a queued resource with this id already exists, perhaps from an interrupted run; delete it "
+                     "with gcloud alpha compute tpus queued-resources delete ID --zone ZONE --force, or set "
+                     "tpu-vllm:tpu.nodeId")
+    suffix = f" ({'; '.join(hints)})" if hints else ""
+    return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
+
+
+@dataclass
+class TpuApi:
+    """A thin, retrying wrapper over the discovery client. Built fresh in every provider call."""
+
+    retry_base_seconds: float = 1.0
+    max_attempts: int = 6
+    sleep: Any = field(default=lambda seconds: time.sleep(seconds), repr=False)
+    _service: Any = field(default=None, repr=False)
+
+    @property
+    def service(self) -> Any:
+        if self._service is None:
+            import google.auth
+            from google.api_core.client_options import ClientOptions
+            from googleapiclient import discovery
+
+            credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+            endpoint = os.environ.get(ENDPOINT_ENV)
+            self._service = discovery.build(
+                "tpu", "v2alpha1", credentials=credentials, static_discovery=True,
+                cache_discovery=False,
+                client_options=ClientOptions(api_endpoint=endpoint) if endpoint else None,
+            )
+        return self._service
+
+    def _locations(self) -> Any:
+        return self.service.projects().locations()
+
+    def call(self, action: str, build_request: Any, allow: tuple[int, ...] = ()) -> Any:
+        """Run a request; retry transient faults, honour Retry-After; `allow` statuses return None."""
+        from googleapiclient.errors import HttpError
+
+        delay = self.retry_base_seconds
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return build_request().execute(num_retries=0)
+            except HttpError as error:
+                status, message, payload = _error_details(error)
+                if status in allow:
+                    return None
+                if status not in TRANSIENT_STATUSES or attempt == self.max_attempts:
+                    raise TpuApiError(_explain(action, status, message, payload), status) from None
+                retry_after = error.resp.get("retry-after")
+                wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
+                _log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
+            except (ConnectionError, TimeoutError, OSError) as error:
+                if attempt == self.max_attempts:
+                    raise TpuApiError(f"TPU API unreachable during {action}: {error}") from None
+                wait = delay
+                _log(f"{action}: {error.__class__.__name__}, retrying in {wait:g}s")
+            self.sleep(min(wait, 60.0))
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def create(self, parent: str, queued_resource_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call("queuedResources.create", lambda: self._locations().queuedResources().create(
+            parent=parent, queuedResourceId=queued_resource_id, body=body))
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self.call("queuedResources.get", lambda: self._locations().queuedResources().get(
+            name=name), allow=(404,))
+
+    def delete(self, name: str) -> dict[str, Any] | None:
+        return self.call("queuedResources.delete", lambda: self._locations().queuedResources().delete(
+            name=name, force=True), allow=(404,))
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        return self.call("nodes.get", lambda: self._locations().nodes().get(name=name), allow=(404,))
+
+    def get_operation(self, name: str) -> dict[str, Any]:
+        return self.call("operations.get", lambda: self._locations().operations().get(name=name))
+
+    def wait_operation(self, operation: dict[str, Any], action: str, deadline: float, poll: float) -> None:
+        while not operation.get("done"):
+            if time.monotonic() > deadline:
+                raise TpuApiError(f"{action}: operation {operation.get('name')} did not finish in time")
+            self.sleep(poll)
+            operation = self.get_operation(operation["name"])
+        if operation.get("error"):
+            error = operation["error"]
+            raise TpuApiError(f"{action} failed: {error.get('message')} (code {error.get('code')})")
+
+
+def _state(queued_resource: dict[str, Any] | None) -> str:
+    if queued_resource is None:
+        return "MISSING"
+    return (queued_resource.get("state") or {}).get("state", "STATE_UNSPECIFIED")
+
+
+def _observed(api: TpuApi, queued_resource: dict[str, Any] | None, node_name: str) -> dict[str, Any]:
+    """The outputs other resources and the user read."""
+    state = _state(queued_resource)
+    node = api.get_node(node_name) if state == "ACTIVE" else None
+    endpoint = ((node or {}).get("networkEndpoints") or [{}])[0]
+    return {
+        "queuedResourceName": (queued_resource or {}).get("name", ""),
+        "nodeName": node_name if node else "",
+        "state": state,
+        "nodeState": (node or {}).get("state", ""),
+        "internalIp": endpoint.get("ipAddress", ""),
+        "externalIp": (endpoint.get("accessConfig") or {}).get("externalIp", ""),
+        "terminationTime": ((queued_resource or {}).get("runDuration") or {}).get("terminationTime", ""),
+        "provisioningModel": (queued_resource or {}).get("provisioningModel", ""),
+    }
+
+
+def _hand_delete_command(props: dict[str, Any]) -> str:
+    zone = props["parent"].rsplit("/", 1)[-1]
+    return (f"gcloud alpha compute tpus queued-resources delete {props['queuedResourceId']} "
+            f"--zone={zone} --force --quiet")
+
+
+class QueuedResourceProvider(ResourceProvider):
+    """CRUD for one queued resource. Holds no client or credentials: it is pickled into state."""
+
+    def _api(self, props: dict[str, Any]) -> TpuApi:
+        return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)))
+
+    @staticmethod
+    def _name(props: dict[str, Any]) -> str:
+        return f"{props['parent']}/queuedResources/{props['queuedResourceId']}"
+
+    @staticmethod
+    def _node_name(props: dict[str, Any]) -> str:
+        spec = props["body"]["tpu"]["nodeSpec"][0]
+        return f"{spec['parent']}/nodes/{spec['nodeId']}"
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        api, name = self._api(props), self._name(props)
+        poll = float(props.get("pollSeconds", 15))
+        deadline = time.monotonic() + float(props.get("waitSeconds", 5400))
+        operation = api.create(props["parent"], props["queuedResourceId"], props["body"])
+        _log(f"requested {name}")
+        api.wait_operation(operation, "queuedResources.create", deadline, poll)
+
+        last_state = None
+        while True:
+            queued_resource = api.get(name)
+            state = _state(queued_resource)
+            if state != last_state:
+                _log(f"{props['queuedResourceId']}: {state}")
+                last_state = state
+            if state == "ACTIVE":
+                break
+            if state == "FAILED":
+                error = ((queued_resource["state"].get("failedData") or {}).get("error") or {})
+                self._delete_quietly(api, props)
+                raise TpuApiError(
+                    f"queued resource {props['queuedResourceId']} FAILED: "
+                    f"{error.get('message', 'no reason given')}; the request was deleted"
+                )
+            if state not in WAITING_STATES:
+                raise TpuApiError(f"queued resource {props['queuedResourceId']} is {state}, not ACTIVE")
+            if time.monotonic() > deadline:
+                self._delete_quietly(api, props)
+                raise TpuApiError(
+                    f"gave up on {props['queuedResourceId']} after {props.get('waitSeconds')} s "
+                    f"still {state} (no capacity yet); the request was deleted. Try again later "
+                    "or raise tpu-vllm:tpu.queueTimeout"
+                )
+            api.sleep(poll)
+
+        outs = {**props, **_observed(api, queued_resource, self._node_name(props))}
+        return CreateResult(id_=name, outs=outs)
+
+    def _delete_quietly(self, api: TpuApi, props: dict[str, Any]) -> None:
+        try:
+            self._delete(api, props)
+        except TpuApiError as error:
+            _log(f"could not delete the request: {error}; finish by hand: {_hand_delete_command(props)}")
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        api = self._api(props)
+        queued_resource = api.get(id_)
+        if queued_resource is None:
+            _log(f"{id_} no longer exists; the next pulumi up requests a new one")
+            return ReadResult(id_=None, outs={})
+        observed = _observed(api, queued_resource, self._node_name(props))
+        if observed["state"] in GONE_STATES:
+            _log(f"{id_} is {observed['state']} (its run duration ended or it failed; the node "
+                 "is gone); the next pulumi up replaces it with a fresh node")
+        return ReadResult(id_=id_, outs={**props, **observed})
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [key for key in REQUEST_KEYS if olds.get(key) != news.get(key)]
+        if olds.get("state") in GONE_STATES:
+            replaces.append("state")
+        # Only named inputs count: the None placeholders for outputs must not look like changes.
+        tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
+        # The old request must go first: it holds the node id, the quota and the disk.
+        return DiffResult(
+            changes=bool(replaces) or tuning_changed,
+            replaces=replaces,
+            delete_before_replace=True,
+        )
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Only how the provider waits changed; the request and what was observed stay."""
+        return UpdateResult(outs={**olds, **{key: news[key] for key in TUNING_KEYS if key in news}})
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        self._delete(self._api(props), props)
+
+    def _delete(self, api: TpuApi, props: dict[str, Any]) -> None:
+        """force=true deletes the node first; a request still PROVISIONING is retried within a bound."""
+        name = self._name(props)
+        poll = float(props.get("pollSeconds", 15))
+        deadline = time.monotonic() + float(props.get("deleteWaitSeconds", 1200))
+        while True:
+            try:
+                operation = api.delete(name)
+                break
+            except TpuApiError as error:
+                # 400/409 FAILED_PRECONDITION: the API will not delete it yet (e.g. PROVISIONING).
+                if error.status not in (400, 409) or time.monotonic() > deadline:
+                    raise TpuApiError(
+                        f"{error}. The request could not be deleted in time; finish by hand: "
+                        f"{_hand_delete_command(props)}"
+                    ) from None
+                _log(f"delete not accepted yet ({_state(api.get(name))}); retrying")
+                api.sleep(poll)
+        if operation is None:
+            return  # already gone
+        api.wait_operation(operation, "queuedResources.delete", deadline, poll)
+        while api.get(name) is not None:
+            if time.monotonic() > deadline:
+                raise TpuApiError(f"{name} is still being deleted; check: {_hand_delete_command(props)}")
+            api.sleep(poll)
+
+
+class QueuedResource(Resource, module="tpu-vllm", name="QueuedResource"):
+    """The dynamic resource; use TpuNode below rather than this directly."""
+
+    queuedResourceName: pulumi.Output[str]
+    nodeName: pulumi.Output[str]
+    state: pulumi.Output[str]
+    internalIp: pulumi.Output[str]
+    externalIp: pulumi.Output[str]
+    terminationTime: pulumi.Output[str]
+    provisioningModel: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        outputs = dict.fromkeys([
+            "queuedResourceName", "nodeName", "state", "nodeState", "internalIp", "externalIp",
+            "terminationTime", "provisioningModel",
+        ])
+        super().__init__(QueuedResourceProvider(), name, {**outputs, **props}, opts)
+
+
+@dataclass
+class TpuNodeArgs:
+    """What the TPU node is and how long the provider waits for it."""
+
+    body: pulumi.Input[dict]
+    """The QueuedResource request body, from queued_resource_body()."""
+    parent: str
+    """projects/<project>/locations/<zone>."""
+    queued_resource_id: str
+    queue_seconds: int
+    """How long the request may wait for capacity; the provider waits this plus provisioning."""
+    poll_seconds: float = 15.0
+    delete_wait_seconds: int = 1200
+
+
+class TpuNode(pulumi.ComponentResource):
+    """One flex-start (or spot / on-demand) TPU node, requested through a queued resource."""
+
+    queued_resource: QueuedResource
+    node_name: pulumi.Output[str]
+    external_ip: pulumi.Output[str]
+    internal_ip: pulumi.Output[str]
+    state: pulumi.Output[str]
+    termination_time: pulumi.Output[str]
+
+    def __init__(self, name: str, args: TpuNodeArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:tpu:TpuNode", name, None, opts)
+        self.queued_resource = QueuedResource(
+            f"{name}-qr",
+            {
+                "body": args.body,
+                "parent": args.parent,
+                "queuedResourceId": args.queued_resource_id,
+                "waitSeconds": args.queue_seconds + PROVISIONING_GRACE_SECONDS,
+                "pollSeconds": args.poll_seconds,
+                "deleteWaitSeconds": args.delete_wait_seconds,
+            },
+            pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        self.node_name = self.queued_resource.nodeName
+        self.external_ip = self.queued_resource.externalIp
+        self.internal_ip = self.queued_resource.internalIp
+        self.state = self.queued_resource.state
+        self.termination_time = self.queued_resource.terminationTime
+        self.register_outputs({
+            "node_name": self.node_name,
+            "external_ip": self.external_ip,
+            "internal_ip": self.internal_ip,
+            "state": self.state,
+            "termination_time": self.termination_time,
+        })
