@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components import budget
+from components import budget, front
 
 NAMESPACE = "tpu-vllm"
 
@@ -386,6 +386,15 @@ class AccessSettings(_Section):
         return value
 
 
+class FrontSettings(_Section):
+    """The key-checking front on the serving port (config key `tpu-vllm:front`); vLLM itself listens on loopback."""
+
+    image: str = front.DEFAULT_IMAGE
+    """The proxy's container: nginx's official image."""
+    upstream_port: int = Field(8001, ge=1, le=65535)
+    """vLLM's port on 127.0.0.1, behind the front; vllm.port is the front's."""
+
+
 class LoadSettings(_Section):
     """The load you plan to put on it (config key `tpu-vllm:load`), checked against the KV pool."""
 
@@ -399,6 +408,7 @@ TOP_LEVEL_KEYS = {
     "cache": CacheSettings,
     "access": AccessSettings,
     "load": LoadSettings,
+    "front": FrontSettings,
     "hfToken": None,
     "hfTokenSecret": None,
     "sshPrivateKey": None,
@@ -415,6 +425,7 @@ class Settings(_Section):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
+    front: FrontSettings = Field(default_factory=FrontSettings)
     hf_token: SecretStr | None = None
     """If set (as a Pulumi secret), the stack keeps it in its own Secret Manager secret."""
     hf_token_secret: str = "hf-token"
@@ -566,6 +577,12 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
                 f"{NAMESPACE}:load.contextTokens = {settings.load.context_tokens}: longer than "
                 f"vllm.maxModelLen ({vllm.max_model_len}); lower it or raise maxModelLen"
             )
+
+    if settings.front.upstream_port in (vllm.port, 22):
+        errors.append(
+            f"{NAMESPACE}:front.upstreamPort = {settings.front.upstream_port}: vLLM's loopback port must differ "
+            f"from the front's serving port (vllm.port = {vllm.port}) and from SSH (22); keep the default 8001"
+        )
 
     access = settings.access
     if "0.0.0.0/0" in access.serving_source_ranges and not access.allow_public_serving:

