@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import shlex
 
-from components.settings import VllmSettings
+from components.settings import Settings
+
+# vLLM answers only on loopback; the front (components/front.py) owns the serving port.
+LISTEN_HOST = "127.0.0.1"
 
 
-def vllm_serve_args(vllm: VllmSettings) -> list[str]:
-    """`vllm serve` and its flags, in the build log's order."""
+def vllm_serve_args(settings: Settings) -> list[str]:
+    """`vllm serve` and its flags, in the build log's order, then where it listens (behind the front)."""
+    vllm = settings.vllm
     args = [
         "vllm", "serve", vllm.model,
         "--dtype", vllm.dtype,
@@ -37,10 +41,8 @@ def vllm_serve_args(vllm: VllmSettings) -> list[str]:
         args += ["--max-num-seqs", str(vllm.max_num_seqs)]
     if vllm.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory", str(vllm.kv_cache_memory_bytes)]
-    if vllm.port != 8000:
-        args += ["--port", str(vllm.port)]
-    return args
+    return args + ["--host", LISTEN_HOST, "--port", str(settings.front.upstream_port)]
 
 
-def render_serve_command(vllm: VllmSettings) -> str:
-    return shlex.join(vllm_serve_args(vllm))
+def render_serve_command(settings: Settings) -> str:
+    return shlex.join(vllm_serve_args(settings))

@@ -32,8 +32,9 @@ def dev_settings():
     return settings.load(raw, "proj", "dev").settings
 
 
-def test_dev_stack_renders_the_logs_final_command():
-    assert serve_command.vllm_serve_args(dev_settings().vllm) == shlex.split(LOG_FINAL_COMMAND)
+def test_dev_stack_renders_the_logs_final_command_on_loopback_behind_the_front():
+    assert serve_command.vllm_serve_args(dev_settings()) == shlex.split(LOG_FINAL_COMMAND) + [
+        "--host", "127.0.0.1", "--port", "8001"]
 
 
 def test_docker_run_adds_only_the_cache_mount_and_the_env_file():
@@ -57,6 +58,7 @@ def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
 def test_optional_flags_render_only_when_set():
     cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "port": 8080,
                                   "enablePrefixCaching": False}, **SSH}, "proj", "dev").settings
-    rendered = serve_command.render_serve_command(cfg.vllm)
-    assert "--kv-cache-memory 5923602432" in rendered and "--port 8080" in rendered
+    rendered = serve_command.render_serve_command(cfg)
+    assert "--kv-cache-memory 5923602432" in rendered and "--no-enable-prefix-caching" in rendered
+    assert rendered.endswith("--host 127.0.0.1 --port 8001")  # vllm.port is the front's, not vLLM's
     assert "--no-enable-prefix-caching" in rendered and "--block-size" not in rendered

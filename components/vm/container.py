@@ -30,7 +30,7 @@ def docker_run_args(settings: Settings) -> list[str]:
     else:
         # The 9.54 GiB checkpoint downloads in ~10 s: faster than reading it back from PD.
         args += ["-e", "HF_HOME=/dev/shm"]
-    return args + [settings.vllm.image] + vllm_serve_args(settings.vllm)
+    return args + [settings.vllm.image] + vllm_serve_args(settings)
 
 
 def render_docker_command(settings: Settings) -> str:

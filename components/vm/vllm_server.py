@@ -61,7 +61,7 @@ class VllmServer(pulumi.ComponentResource):
         super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
         text = remote_command_text(args.settings)
         script = serve_script_text()
-        self.serve_command = serve_command.render_serve_command(args.settings.vllm)
+        self.serve_command = serve_command.render_serve_command(args.settings)
         self.command = command.remote.Command(
             f"{name}-serve",
             connection=command.remote.ConnectionArgs(
