@@ -178,10 +178,6 @@ def _explain(action: str, status: int, message: str, payload: dict[str, Any]) ->
             hints.append(f"field {violation.get('field')}: {violation.get('description')}")
     if status == 403 and not hints:
         hints.append("the deployer needs roles/tpu.admin on the project")
-    if status == 409:
-        hints.append("a queued resource with this id already exists, perhaps from an interrupted run; delete it "
-                     "with gcloud alpha compute tpus queued-resources delete ID --zone ZONE --force, or set "
-                     "tpu-vllm:tpu.nodeId")
     suffix = f" ({'; '.join(hints)})" if hints else ""
     return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
 
