@@ -112,7 +112,7 @@ node = TpuNode(
 )
 server = VllmServer(
     "vllm",
-    VllmServerArgs(settings=cfg, host=node.external_ip, node_name=node.node_name,
+    VllmServerArgs(settings=cfg, host=node.external_ip, node_uid=node.node_uid,
                    ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key),
 )
 

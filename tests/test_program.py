@@ -12,7 +12,7 @@ from components.vm import container
 from components.vm.vllm_server import SERVE_SCRIPT
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
-from tools.mocks import is_wrapped_secret
+from tools.mocks import MOCK_NODE_UID, is_wrapped_secret
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
@@ -128,11 +128,21 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     assert is_wrapped_secret(inputs["connection"])
     connection = inputs["connection"]["value"]
     assert (connection["host"], connection["user"]) == ("203.0.113.10", "tpu-vllm")
-    assert inputs["triggers"][0] == "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev"
+    assert inputs["triggers"][0] == MOCK_NODE_UID
     assert inputs["stdin"] == SERVE_SCRIPT.read_text()
     cfg = settings.load(SSH, "proj", "dev").settings
     assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
+
+
+def test_the_serving_step_reruns_on_every_new_node_not_only_on_a_new_name(dev):
+    # After a run ends GCP makes a new node under the same name: only its id tells them apart.
+    first = dev.one("command:remote:Command")["inputs"]["triggers"]
+    assert first[0] == MOCK_NODE_UID
+    assert "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev" not in first
+    next_node = harness.run(harness.dev_config(), fixed_outputs={QR_TYPE: {"nodeUid": "4611686018427387905"}})
+    second = next_node.one("command:remote:Command")["inputs"]["triggers"]
+    assert second[0] == "4611686018427387905" and second[1:] == first[1:]
 
 
 def test_outputs_for_a_newcomer(dev):

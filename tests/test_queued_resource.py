@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
+import uuid
 
 import dill
 import google.auth
@@ -16,6 +18,9 @@ from tests.discovery_schema import load_document, validate, validate_queued_reso
 from tests.fakes.tpu_api import FakeTpuApi, Fault
 
 PARENT = "projects/proj/locations/us-west4-a"
+NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
+HAND_DELETE = ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --project=proj "
+               "--zone=us-west4-a --force --quiet")
 
 
 def body(**overrides):
@@ -110,6 +115,8 @@ def test_create_waits_through_the_queue_to_active(api):
     assert outs["terminationTime"] == "2026-11-29T13:00:00Z"
     assert outs["provisioningModel"] == "FLEX_START"
     assert outs["nodeName"] == f"{PARENT}/nodes/tpu-vllm-dev"
+    assert outs["nodeUid"] == server.node_uids()[0] and outs["nodeUid"].isdigit()
+    assert outs["nodeCreateTime"].startswith("2026-11-29T09:")
     assert_bodies_valid(server)
     create = [r for r in server.requests if r.method == "POST"][0]
     assert create.query["queuedResourceId"] == "tpu-vllm-dev"
@@ -244,8 +251,7 @@ def test_delete_refused_past_the_bound_names_the_gcloud_command(api, monkeypatch
     monkeypatch.setattr(qr.time, "monotonic", lambda: float(next(clock)))
     with pytest.raises(qr.TpuApiError) as caught:
         provider.delete(created.id, {**created.outs, "deleteWaitSeconds": 10})
-    assert ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --zone=us-west4-a --force"
-            in str(caught.value))
+    assert HAND_DELETE in str(caught.value)
     assert not server.deleted
 
 
@@ -271,12 +277,173 @@ def test_no_spurious_update_when_inputs_carry_output_placeholders(api):
     assert updated.outs["externalIp"] == "34.0.0.7" and updated.outs["pollSeconds"] == 1
 
 
-def test_an_existing_request_with_the_same_id_is_explained(api):
+# A retried or repeated create never leaves a queued resource Pulumi does not track.
+
+def posts(server: FakeTpuApi):
+    return [r for r in server.requests if r.method == "POST" and "/queuedResources" in r.path]
+
+
+def test_every_retry_of_a_create_carries_the_same_request_id_and_a_new_create_a_new_one(api):
     server = api()
+    server.inject(Fault("POST", "/queuedResources", 503, times=2))
     provider = qr.QueuedResourceProvider()
     provider.create(props())
+    first = {r.query.get("requestId") for r in posts(server)}
+    assert len(posts(server)) == 3 and len(first) == 1
+    assert uuid.UUID(first.pop()).version == 4
+    provider.delete(NAME, props())
+    provider.create(props())
+    assert len({r.query["requestId"] for r in posts(server)}) == 2
+
+
+@pytest.mark.parametrize("lost_reply", [
+    Fault("POST", "/queuedResources", 503, after_handling=True),
+    Fault("POST", "/queuedResources", 0, drop_connection=True, after_handling=True),
+], ids=["503", "connection-reset"])
+@pytest.mark.parametrize("honour_request_id", [True, False], ids=["idempotent-api", "409-on-retry"])
+def test_a_create_whose_reply_is_lost_ends_with_exactly_one_tracked_request(api, lost_reply, honour_request_id):
+    server = api(honour_request_id=honour_request_id)
+    server.inject(lost_reply)
+    result = qr.QueuedResourceProvider().create(props())
+    assert list(server.queued) == [result.id] == [NAME]
+    assert len(server.created_bodies) == 1 and not server.deleted
+    assert result.outs["state"] == "ACTIVE" and result.outs["nodeUid"] == server.node_uids()[0]
+
+
+@pytest.mark.parametrize("state", ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"])
+def test_an_existing_request_with_this_stacks_body_is_adopted_and_waited_for(api, capsys, state):
+    # What an interrupted earlier `pulumi up` leaves: same id, same body, unknown to the state.
+    server = api()
+    server.seed(NAME, body(labels={}), state, then=[] if state == "ACTIVE" else ["PROVISIONING", "ACTIVE"])
+    result = qr.QueuedResourceProvider().create(props(body=body(labels={})))
+    assert result.id == NAME and result.outs["state"] == "ACTIVE"
+    assert result.outs["externalIp"] == "34.0.0.7" and result.outs["nodeUid"] == server.node_uids()[0]
+    assert server.created_bodies == [] and server.deleted == [] and list(server.queued) == [NAME]
+    assert f"adopting the existing request ({state})" in capsys.readouterr().err
+
+
+def test_an_existing_request_with_another_body_is_refused_with_the_exact_delete_command(api):
+    server = api()
+    server.seed(NAME, body(accelerator_type="v5litepod-4"), "WAITING_FOR_RESOURCES")
     with pytest.raises(qr.TpuApiError) as caught:
-        provider.create(props())
-    assert "409" in str(caught.value) and "already exists" in str(caught.value)
-    assert "queued-resources delete" in str(caught.value)
-    assert len(server.created_bodies) == 1
+        qr.QueuedResourceProvider().create(props())
+    message = str(caught.value)
+    assert "already exists (WAITING_FOR_RESOURCES)" in message
+    assert "differs in: tpu.nodeSpec[0].node.acceleratorType" in message
+    assert HAND_DELETE in message and "tpu-vllm:tpu.nodeId" in message
+    assert server.created_bodies == [] and server.deleted == []
+
+
+def test_a_stale_request_still_being_deleted_is_waited_out_then_requested_anew(api, capsys):
+    server = api()
+    server.seed(NAME, body(accelerator_type="v5litepod-4"), "DELETING", deleting_reads=3)
+    result = qr.QueuedResourceProvider().create(props())
+    assert result.id == NAME and result.outs["state"] == "ACTIVE"
+    assert len(server.created_bodies) == 1 and list(server.queued) == [NAME]
+    assert server.queued[NAME]["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] == "v5litepod-1"
+    assert "being deleted; waiting for it" in capsys.readouterr().err
+
+
+def test_a_stale_request_that_never_finishes_deleting_is_bounded(api, monkeypatch):
+    server = api()
+    server.seed(NAME, body(), "DELETING", deleting_reads=10**6)
+    clock = iter(range(0, 10**6, 1))
+    monkeypatch.setattr(qr.time, "monotonic", lambda: float(next(clock)))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props(deleteWaitSeconds=10))
+    assert "still being deleted" in str(caught.value) and HAND_DELETE in str(caught.value)
+    assert server.created_bodies == []
+
+
+@pytest.mark.parametrize("dead_state", ["SUSPENDED", "FAILED"])
+def test_a_dead_earlier_request_of_this_stack_is_deleted_and_requested_anew(api, dead_state):
+    server = api()
+    server.seed(NAME, body(), dead_state)
+    result = qr.QueuedResourceProvider().create(props())
+    assert server.deleted == [NAME] and len(server.created_bodies) == 1
+    assert list(server.queued) == [result.id] and result.outs["state"] == "ACTIVE"
+
+
+def test_request_comparison_ignores_what_the_server_adds_and_empty_values_it_leaves_out():
+    sent = body(labels={}, tags=[])
+    observed = copy.deepcopy(sent)
+    node = observed["tpu"]["nodeSpec"][0]["node"]
+    del node["labels"], node["tags"]
+    node.update({"name": "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev", "id": "1", "state": "READY"})
+    observed.update({"name": NAME, "createTime": "2026-11-29T09:00:00Z", "state": {"state": "ACTIVE"}})
+    observed["runDuration"]["terminationTime"] = "2026-11-29T13:00:00Z"
+    observed["queueingPolicy"] = {"validUntilTime": "2026-11-29T10:00:00Z"}
+    assert qr.request_differences(sent, observed) == []
+
+    other_script = copy.deepcopy(observed)
+    other_script["tpu"]["nodeSpec"][0]["node"]["metadata"]["startup-script"] = "#!/bin/bash\nfalse\n"
+    assert qr.request_differences(sent, other_script) == ["tpu.nodeSpec[0].node.metadata.startup-script"]
+    no_run_duration = copy.deepcopy(observed)
+    del no_run_duration["runDuration"]
+    assert qr.request_differences(sent, no_run_duration) == ["runDuration"]
+    two_disks = copy.deepcopy(observed)
+    two_disks["tpu"]["nodeSpec"][0]["node"]["dataDisks"].append({"sourceDisk": "other", "mode": "READ_WRITE"})
+    assert qr.request_differences(sent, two_disks) == ["tpu.nodeSpec[0].node.dataDisks"]
+    other_deadline = copy.deepcopy(observed)
+    other_deadline["queueingPolicy"] = {"validUntilDuration": "60s"}
+    assert qr.request_differences(sent, other_deadline) == ["queueingPolicy.validUntilDuration"]
+
+
+def test_operations_are_waited_for_until_done(api):
+    server = api(operation_polls=3)
+    qr.QueuedResourceProvider().create(props())
+    paths = [r.path for r in server.requests if r.method == "GET"]
+    operation_reads = [p for p in paths if "/operations/" in p]
+    assert len(operation_reads) == 4
+    assert paths.index(operation_reads[-1]) < next(i for i, p in enumerate(paths) if "/queuedResources/" in p)
+
+
+def test_a_new_node_after_the_run_ends_has_a_new_uid(api):
+    server = api()
+    provider = qr.QueuedResourceProvider()
+    first = provider.create(props())
+    server.suspend(first.id)
+    read = provider.read(first.id, first.outs)
+    assert read.outs["nodeUid"] == "" and read.outs["nodeName"] == ""
+    assert "state" in provider.diff(first.id, read.outs, props()).replaces
+    provider.delete(first.id, read.outs)
+    second = provider.create(props())
+    assert second.outs["nodeName"] == first.outs["nodeName"]
+    assert second.outs["nodeUid"] not in ("", first.outs["nodeUid"])
+
+
+# Progress while waiting, on an injected clock: no real waiting.
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_wait_logs_state_and_elapsed_time_at_least_every_minute(api, monkeypatch, capsys):
+    api(states=["WAITING_FOR_RESOURCES"] * 40 + ["PROVISIONING"] * 12 + ["ACTIVE"], operation_polls=0)
+    clock = FakeClock()
+    monkeypatch.setattr(qr.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(qr.time, "sleep", clock.sleep)
+    qr.QueuedResourceProvider().create(props(pollSeconds=15, waitSeconds=5400))
+    err = capsys.readouterr().err
+    progress = re.findall(r"tpu-vllm-dev: (\w+), (\d+m\d\ds) since the request \(gives up after 1h30m\)", err)
+    seconds = [int(e.split("m")[0]) * 60 + int(e.split("m")[1][:-1]) for _, e in progress]
+    assert seconds[0] == 0 and seconds == sorted(seconds)
+    assert max(b - a for a, b in zip(seconds, seconds[1:], strict=False)) <= 60
+    assert seconds[-1] == 52 * 15
+    # Not a line per poll: a line a minute, plus one per state change.
+    assert len(progress) <= 52 * 15 // 60 + 3
+    assert [state for state, _ in progress].count("PROVISIONING") >= 3
+    assert ("PROVISIONING", "10m00s") in progress and progress[-1][0] == "ACTIVE"
+
+
+def test_elapsed_time_reads_in_hours_past_the_first_hour():
+    assert qr._duration(0) == "0m00s"
+    assert qr._duration(61) == "1m01s"
+    assert qr._duration(3725) == "1h02m"

@@ -15,6 +15,8 @@ from pulumi.runtime.mocks import MockMonitor
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
 MOCK_PROJECT_NUMBER = "123456789012"
+# A TPU node's `id` is an int64 in a string; GCP gives every new node a new one.
+MOCK_NODE_UID = "4611686018427387904"
 
 
 @dataclass
@@ -93,6 +95,8 @@ class StackMocks(pulumi.runtime.Mocks):
             return {
                 "queuedResourceName": f"{inputs['parent']}/queuedResources/{inputs['queuedResourceId']}",
                 "nodeName": f"{spec['parent']}/nodes/{spec['nodeId']}",
+                "nodeUid": MOCK_NODE_UID,
+                "nodeCreateTime": "2026-01-01T00:00:00.000000Z",
                 "state": "ACTIVE",
                 "internalIp": "10.128.0.2",
                 "externalIp": "203.0.113.10",

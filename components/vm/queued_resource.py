@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +33,21 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 PROVISIONING_MODELS = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": "STANDARD"}
 WAITING_STATES = {"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "STATE_UNSPECIFIED"}
 GONE_STATES = {"SUSPENDED", "SUSPENDING", "FAILED", "MISSING"}
+# An earlier request in one of these holds the name but will never give a node.
+DEAD_STATES = {"SUSPENDED", "SUSPENDING", "FAILED"}
 # Inputs whose change is a new request; the rest only tune how the provider waits.
 REQUEST_KEYS = ("body", "parent", "queuedResourceId")
 TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds")
 TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
 # After the queue deadline, how long provisioning itself may take before the provider gives up.
 PROVISIONING_GRACE_SECONDS = 1800
+# A wait in the queue can last an hour: say where it stands at least this often, not only on changes.
+PROGRESS_LOG_SECONDS = 60
+# Outputs of the dynamic resource (declared as None inputs so Pulumi exposes them as attributes).
+OUTPUT_KEYS = (
+    "queuedResourceName", "nodeName", "nodeUid", "nodeCreateTime", "state", "nodeState", "internalIp",
+    "externalIp", "terminationTime", "provisioningModel",
+)
 
 
 def queued_resource_body(
@@ -104,6 +114,38 @@ def gcloud_equivalent(body: dict[str, Any], queued_resource_id: str) -> str:
     return " ".join(parts)
 
 
+def _is_empty(value: Any) -> bool:
+    return value in ({}, [], "", False, None)
+
+
+def request_differences(sent: Any, observed: Any, path: str = "") -> list[str]:
+    """Paths where a queued resource read back from the API differs from the body this stack sends.
+
+    Only what we send is compared: fields the server adds (name, createTime, state, terminationTime,
+    node defaults) are ignored, and a missing field equals an empty value we sent, because proto3
+    JSON leaves empty maps, lists and strings out of responses.
+    """
+    if isinstance(sent, dict):
+        if not isinstance(observed, dict):
+            return [path or "(body)"]
+        differences = []
+        for key, value in sent.items():
+            where = f"{path}.{key}" if path else key
+            if key in observed:
+                differences += request_differences(value, observed[key], where)
+            elif where == "queueingPolicy.validUntilDuration" and "validUntilTime" in observed:
+                continue  # the API may keep a relative queue deadline as the absolute time it ends
+            elif not _is_empty(value):
+                differences.append(where)
+        return differences
+    if isinstance(sent, list):
+        if not isinstance(observed, list) or len(sent) != len(observed):
+            return [path]
+        return [difference for index, (mine, theirs) in enumerate(zip(sent, observed, strict=True))
+                for difference in request_differences(mine, theirs, f"{path}[{index}]")]
+    return [] if sent == observed else [path]
+
+
 class TpuApiError(Exception):
     """A refusal from the TPU API, with what to do about it."""
 
@@ -136,10 +178,6 @@ def _explain(action: str, status: int, message: str, payload: dict[str, Any]) ->
             hints.append(f"field {violation.get('field')}: {violation.get('description')}")
     if status == 403 and not hints:
         hints.append("the deployer needs roles/tpu.admin on the project")
-    if status == 409:
-        hints.append("a queued resource with this id already exists, perhaps from an interrupted run; delete it "
-                     "with gcloud alpha compute tpus queued-resources delete ID --zone ZONE --force, or set "
-                     "tpu-vllm:tpu.nodeId")
     suffix = f" ({'; '.join(hints)})" if hints else ""
     return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
 
@@ -151,6 +189,7 @@ class TpuApi:
     retry_base_seconds: float = 1.0
     max_attempts: int = 6
     sleep: Any = field(default=lambda seconds: time.sleep(seconds), repr=False)
+    clock: Any = field(default=lambda: time.monotonic(), repr=False)
     _service: Any = field(default=None, repr=False)
 
     @property
@@ -198,9 +237,10 @@ class TpuApi:
             delay *= 2
         raise AssertionError("unreachable")
 
-    def create(self, parent: str, queued_resource_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, parent: str, queued_resource_id: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+        """`request_id` is the same on every retry, so a retry after a lost reply is the same request."""
         return self.call("queuedResources.create", lambda: self._locations().queuedResources().create(
-            parent=parent, queuedResourceId=queued_resource_id, body=body))
+            parent=parent, queuedResourceId=queued_resource_id, requestId=request_id, body=body))
 
     def get(self, name: str) -> dict[str, Any] | None:
         return self.call("queuedResources.get", lambda: self._locations().queuedResources().get(
@@ -218,7 +258,7 @@ class TpuApi:
 
     def wait_operation(self, operation: dict[str, Any], action: str, deadline: float, poll: float) -> None:
         while not operation.get("done"):
-            if time.monotonic() > deadline:
+            if self.clock() > deadline:
                 raise TpuApiError(f"{action}: operation {operation.get('name')} did not finish in time")
             self.sleep(poll)
             operation = self.get_operation(operation["name"])
@@ -241,6 +281,9 @@ def _observed(api: TpuApi, queued_resource: dict[str, Any] | None, node_name: st
     return {
         "queuedResourceName": (queued_resource or {}).get("name", ""),
         "nodeName": node_name if node else "",
+        # The node's own identity: a new node (after the run ended, or a replacement) has a new one.
+        "nodeUid": (node or {}).get("id", ""),
+        "nodeCreateTime": (node or {}).get("createTime", ""),
         "state": state,
         "nodeState": (node or {}).get("state", ""),
         "internalIp": endpoint.get("ipAddress", ""),
@@ -251,13 +294,22 @@ def _observed(api: TpuApi, queued_resource: dict[str, Any] | None, node_name: st
 
 
 def _hand_delete_command(props: dict[str, Any]) -> str:
-    zone = props["parent"].rsplit("/", 1)[-1]
+    project, zone = props["parent"].split("/")[1], props["parent"].rsplit("/", 1)[-1]
     return (f"gcloud alpha compute tpus queued-resources delete {props['queuedResourceId']} "
-            f"--zone={zone} --force --quiet")
+            f"--project={project} --zone={zone} --force --quiet")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 class QueuedResourceProvider(ResourceProvider):
     """CRUD for one queued resource. Holds no client or credentials: it is pickled into state."""
+
+    # A 409 leads to waiting out a DELETING request or deleting a dead one of ours, then a new try.
+    MAX_CREATE_ATTEMPTS = 3
 
     def _api(self, props: dict[str, Any]) -> TpuApi:
         return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)))
@@ -273,41 +325,86 @@ class QueuedResourceProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         api, name = self._api(props), self._name(props)
-        poll = float(props.get("pollSeconds", 15))
-        deadline = time.monotonic() + float(props.get("waitSeconds", 5400))
-        operation = api.create(props["parent"], props["queuedResourceId"], props["body"])
-        _log(f"requested {name}")
-        api.wait_operation(operation, "queuedResources.create", deadline, poll)
+        started = api.clock()
+        deadline = started + float(props.get("waitSeconds", 5400))
+        self._request(api, props, deadline)
+        queued_resource = self._wait_until_active(api, props, started, deadline)
+        outs = {**props, **_observed(api, queued_resource, self._node_name(props))}
+        return CreateResult(id_=name, outs=outs)
 
-        last_state = None
+    def _request(self, api: TpuApi, props: dict[str, Any], deadline: float) -> None:
+        """Request the queued resource, or adopt the one an interrupted run of this stack left behind."""
+        name, qr_id = self._name(props), props["queuedResourceId"]
+        poll = float(props.get("pollSeconds", 15))
+        for _ in range(self.MAX_CREATE_ATTEMPTS):
+            try:
+                # One id per create call: the API answers a retry of it with the first call's operation.
+                operation = api.create(props["parent"], qr_id, props["body"], str(uuid.uuid4()))
+            except TpuApiError as error:
+                if error.status != 409:
+                    raise
+                existing = api.get(name)
+                state = _state(existing)
+                if state == "MISSING":
+                    continue  # it went away in between
+                if state == "DELETING":
+                    _log(f"{qr_id}: an earlier request of that name is being deleted; waiting for it")
+                    self._wait_until_gone(api, props)
+                    continue
+                differences = request_differences(props["body"], existing)
+                if differences:
+                    raise TpuApiError(
+                        f"queued resource {qr_id} already exists ({state}) and is not what this stack "
+                        f"requests (differs in: {', '.join(differences[:6])}). If it is a leftover of this "
+                        f"stack, delete it and run pulumi up again: {_hand_delete_command(props)}; "
+                        "otherwise choose another tpu-vllm:tpu.nodeId"
+                    ) from None
+                if state in DEAD_STATES:
+                    _log(f"{qr_id}: an earlier request of this stack is {state}; deleting it and requesting anew")
+                    self._delete(api, props)
+                    continue
+                _log(f"{qr_id}: adopting the existing request ({state}); it is exactly what this stack "
+                     "requests (left by an interrupted run or a lost reply)")
+                return
+            _log(f"requested {name}")
+            api.wait_operation(operation, "queuedResources.create", deadline, poll)
+            return
+        raise TpuApiError(f"queued resource {qr_id} kept existing after {self.MAX_CREATE_ATTEMPTS} attempts "
+                          f"to request it; check it, or delete it: {_hand_delete_command(props)}")
+
+    def _wait_until_active(self, api: TpuApi, props: dict[str, Any], started: float,
+                           deadline: float) -> dict[str, Any]:
+        name, qr_id = self._name(props), props["queuedResourceId"]
+        poll = float(props.get("pollSeconds", 15))
+        limit = _duration(deadline - started)
+        last_state, last_logged = None, started
         while True:
             queued_resource = api.get(name)
             state = _state(queued_resource)
-            if state != last_state:
-                _log(f"{props['queuedResourceId']}: {state}")
-                last_state = state
+            now = api.clock()
+            # Log on a change, and before the next poll would leave a minute without a line.
+            if state != last_state or now - last_logged + poll > PROGRESS_LOG_SECONDS:
+                _log(f"{qr_id}: {state}, {_duration(now - started)} since the request (gives up after {limit})")
+                last_state, last_logged = state, now
             if state == "ACTIVE":
-                break
+                return queued_resource
             if state == "FAILED":
                 error = ((queued_resource["state"].get("failedData") or {}).get("error") or {})
                 self._delete_quietly(api, props)
                 raise TpuApiError(
-                    f"queued resource {props['queuedResourceId']} FAILED: "
+                    f"queued resource {qr_id} FAILED: "
                     f"{error.get('message', 'no reason given')}; the request was deleted"
                 )
             if state not in WAITING_STATES:
-                raise TpuApiError(f"queued resource {props['queuedResourceId']} is {state}, not ACTIVE")
-            if time.monotonic() > deadline:
+                raise TpuApiError(f"queued resource {qr_id} is {state}, not ACTIVE")
+            if now > deadline:
                 self._delete_quietly(api, props)
                 raise TpuApiError(
-                    f"gave up on {props['queuedResourceId']} after {props.get('waitSeconds')} s "
+                    f"gave up on {qr_id} after {props.get('waitSeconds')} s "
                     f"still {state} (no capacity yet); the request was deleted. Try again later "
                     "or raise tpu-vllm:tpu.queueTimeout"
                 )
             api.sleep(poll)
-
-        outs = {**props, **_observed(api, queued_resource, self._node_name(props))}
-        return CreateResult(id_=name, outs=outs)
 
     def _delete_quietly(self, api: TpuApi, props: dict[str, Any]) -> None:
         try:
@@ -351,14 +448,14 @@ class QueuedResourceProvider(ResourceProvider):
         """force=true deletes the node first; a request still PROVISIONING is retried within a bound."""
         name = self._name(props)
         poll = float(props.get("pollSeconds", 15))
-        deadline = time.monotonic() + float(props.get("deleteWaitSeconds", 1200))
+        deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
         while True:
             try:
                 operation = api.delete(name)
                 break
             except TpuApiError as error:
                 # 400/409 FAILED_PRECONDITION: the API will not delete it yet (e.g. PROVISIONING).
-                if error.status not in (400, 409) or time.monotonic() > deadline:
+                if error.status not in (400, 409) or api.clock() > deadline:
                     raise TpuApiError(
                         f"{error}. The request could not be deleted in time; finish by hand: "
                         f"{_hand_delete_command(props)}"
@@ -368,8 +465,15 @@ class QueuedResourceProvider(ResourceProvider):
         if operation is None:
             return  # already gone
         api.wait_operation(operation, "queuedResources.delete", deadline, poll)
+        self._wait_until_gone(api, props, deadline)
+
+    def _wait_until_gone(self, api: TpuApi, props: dict[str, Any], deadline: float | None = None) -> None:
+        name = self._name(props)
+        poll = float(props.get("pollSeconds", 15))
+        if deadline is None:
+            deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
         while api.get(name) is not None:
-            if time.monotonic() > deadline:
+            if api.clock() > deadline:
                 raise TpuApiError(f"{name} is still being deleted; check: {_hand_delete_command(props)}")
             api.sleep(poll)
 
@@ -379,6 +483,9 @@ class QueuedResource(Resource, module="tpu-vllm", name="QueuedResource"):
 
     queuedResourceName: pulumi.Output[str]
     nodeName: pulumi.Output[str]
+    nodeUid: pulumi.Output[str]
+    """The node's `id` (int64 as a string): every node GCP makes has its own."""
+    nodeCreateTime: pulumi.Output[str]
     state: pulumi.Output[str]
     internalIp: pulumi.Output[str]
     externalIp: pulumi.Output[str]
@@ -386,11 +493,7 @@ class QueuedResource(Resource, module="tpu-vllm", name="QueuedResource"):
     provisioningModel: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
-        outputs = dict.fromkeys([
-            "queuedResourceName", "nodeName", "state", "nodeState", "internalIp", "externalIp",
-            "terminationTime", "provisioningModel",
-        ])
-        super().__init__(QueuedResourceProvider(), name, {**outputs, **props}, opts)
+        super().__init__(QueuedResourceProvider(), name, {**dict.fromkeys(OUTPUT_KEYS), **props}, opts)
 
 
 @dataclass
@@ -413,6 +516,9 @@ class TpuNode(pulumi.ComponentResource):
 
     queued_resource: QueuedResource
     node_name: pulumi.Output[str]
+    node_uid: pulumi.Output[str]
+    """Changes with every new node, unlike node_name (fixed per stack)."""
+    node_create_time: pulumi.Output[str]
     external_ip: pulumi.Output[str]
     internal_ip: pulumi.Output[str]
     state: pulumi.Output[str]
@@ -433,12 +539,16 @@ class TpuNode(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.node_name = self.queued_resource.nodeName
+        self.node_uid = self.queued_resource.nodeUid
+        self.node_create_time = self.queued_resource.nodeCreateTime
         self.external_ip = self.queued_resource.externalIp
         self.internal_ip = self.queued_resource.internalIp
         self.state = self.queued_resource.state
         self.termination_time = self.queued_resource.terminationTime
         self.register_outputs({
             "node_name": self.node_name,
+            "node_uid": self.node_uid,
+            "node_create_time": self.node_create_time,
             "external_ip": self.external_ip,
             "internal_ip": self.internal_ip,
             "state": self.state,

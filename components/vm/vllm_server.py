@@ -44,8 +44,8 @@ class VllmServerArgs:
     settings: Settings
     host: pulumi.Input[str]
     """The node's external IP."""
-    node_name: pulumi.Input[str]
-    """Changes when GCP gives us a new node, which re-runs the serving step."""
+    node_uid: pulumi.Input[str]
+    """Changes with every new node (its own id; the name is fixed per stack): re-runs the serving step."""
     ssh_user: str
     ssh_private_key: pulumi.Output[str]
 
@@ -74,7 +74,7 @@ class VllmServer(pulumi.ComponentResource):
             ),
             create=text,
             stdin=script,
-            triggers=[args.node_name, content_hash(text, script)],
+            triggers=[args.node_uid, content_hash(text, script)],
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.stdout = self.command.stdout

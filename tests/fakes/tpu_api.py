@@ -1,22 +1,51 @@
-"""A fake TPU v2alpha1 API: queued resources with a state machine, operations, nodes, faults."""
+"""A fake TPU v2alpha1 API: queued resources with a state machine, operations, nodes, faults.
+
+It behaves like the real API where the provider's correctness depends on it:
+- `requestId` makes create idempotent: the same id again returns the first call's operation;
+  a create for a name that exists, under any other request id, is 409 ALREADY_EXISTS;
+- operations are pending (`done: false`) for `operation_polls` reads before they finish;
+- a deleted queued resource is DELETING for `deleting_reads` reads before it is gone;
+- every create body is checked against the discovery document's QueuedResource schema
+  (400 INVALID_ARGUMENT on an unknown field or enum value), and GET returns it with the
+  server's own fields added (name, createTime, state, terminationTime), empty values
+  omitted as proto3 JSON does;
+- each node that becomes READY gets its own int64 `id` and `createTime`;
+- an optional OAuth token endpoint (POST /token) and a required bearer token.
+"""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.discovery_schema import validate_queued_resource
 from tests.fakes.http import FakeServer, Request, Response
 
 QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources(?:/([^/]+))?$")
 OP_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+/operations/[^/]+)$")
 NODE_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+/nodes/([^/]+))$")
+TOKEN_PATH = "/token"
+QR_TYPE_URL = "type.googleapis.com/google.cloud.tpu.v2alpha1.QueuedResource"
+FIRST_NODE_UID = 7_301_558_120_644_123_000
+CREATE_TIME = "2026-11-29T09:00:00.123456Z"
 
 
 def error(status: int, code: str, message: str, details: list | None = None, headers=None) -> Response:
     return Response(status, {"error": {"code": status, "status": code, "message": message,
                                        "details": details or []}}, headers=headers)
+
+
+def without_empty_values(value: Any) -> Any:
+    """proto3 JSON leaves out empty maps, lists and strings and false booleans."""
+    if isinstance(value, dict):
+        kept = {key: without_empty_values(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item not in ({}, [], "", False, None)}
+    if isinstance(value, list):
+        return [without_empty_values(item) for item in value]
+    return value
 
 
 @dataclass
@@ -29,23 +58,45 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     times: int = 1
     drop_connection: bool = False
+    after_handling: bool = False
+    """The server does the work first, then the reply is lost (status or dropped connection)."""
+
+
+@dataclass
+class Operation:
+    name: str
+    target: str
+    verb: str
+    polls_left: int
 
 
 class FakeTpuApi(FakeServer):
     def __init__(self, states: list[str] | None = None, failed_message: str = "",
-                 refuse_delete: int = 0, termination_time: str = "2026-11-29T13:00:00Z"):
+                 refuse_delete: int = 0, termination_time: str = "2026-11-29T13:00:00Z",
+                 operation_polls: int = 1, deleting_reads: int = 1, honour_request_id: bool = True,
+                 access_token: str | None = None):
         super().__init__()
         # Each GET of the queued resource moves one step along this path.
         self.states = states or ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"]
         self.failed_message = failed_message
         self.refuse_delete = refuse_delete
         self.termination_time = termination_time
+        self.operation_polls = operation_polls
+        self.deleting_reads = deleting_reads
+        self.honour_request_id = honour_request_id
+        self.access_token = access_token
+        """When set, every API call must carry `Authorization: Bearer <it>`; POST /token hands it out."""
         self.faults: deque[Fault] = deque()
         self.queued: dict[str, dict[str, Any]] = {}
         self.steps: dict[str, deque[str]] = {}
+        self.deleting: dict[str, int] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
         self.created_bodies: list[dict[str, Any]] = []
         self.deleted: list[str] = []
-        self.operations = 0
+        self.operations: dict[str, Operation] = {}
+        self.request_ids: dict[str, str] = {}
+        self.token_requests: list[Request] = []
+        self.nodes_made = 0
 
     # Test controls
     def inject(self, fault: Fault) -> None:
@@ -55,6 +106,18 @@ class FakeTpuApi(FakeServer):
         """The run duration ended: GCP deletes the node and suspends the request."""
         self.queued[name]["state"] = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
         self.steps[name].clear()
+        self.nodes.pop(name, None)
+
+    def seed(self, name: str, body: dict[str, Any], state: str, then: list[str] | None = None,
+             deleting_reads: int | None = None) -> None:
+        """A queued resource this test did not create (an earlier, interrupted run's)."""
+        self._store(name, body, state)
+        # The first read shows `state`; each later one moves a step along `then`.
+        self.steps[name] = deque([state, *then] if then else [])
+        if state == "ACTIVE":
+            self._make_node(name)
+        if state == "DELETING":
+            self.deleting[name] = self.deleting_reads if deleting_reads is None else deleting_reads
 
     def _fault_for(self, request: Request) -> Fault | None:
         for fault in list(self.faults):
@@ -65,23 +128,30 @@ class FakeTpuApi(FakeServer):
                 return fault
         return None
 
-    def _operation(self, target: str, verb: str) -> Response:
-        self.operations += 1
-        location = target.split("/queuedResources/")[0]
-        return Response(200, {"name": f"{location}/operations/op-{self.operations}", "done": False,
-                              "metadata": {"target": target, "verb": verb}})
+    @staticmethod
+    def _fault_reply(fault: Fault) -> Response | None:
+        if fault.drop_connection:
+            return None
+        return error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
 
     def handle(self, request: Request) -> Response | None:
+        if request.path == TOKEN_PATH and request.method == "POST":
+            self.token_requests.append(request)
+            return Response(200, {"access_token": self.access_token or "unused", "expires_in": 3600,
+                                  "token_type": "Bearer"})
+        if self.access_token and request.headers.get("Authorization") != f"Bearer {self.access_token}":
+            return error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
         fault = self._fault_for(request)
-        if fault is not None:
-            if fault.drop_connection:
-                return None
-            return error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
+        if fault is not None and not fault.after_handling:
+            return self._fault_reply(fault)
+        response = self._route(request)
+        return self._fault_reply(fault) if fault is not None else response
 
+    def _route(self, request: Request) -> Response:
         if match := OP_PATH.match(request.path):
-            return Response(200, {"name": match.group(1), "done": True, "response": {}})
+            return self._get_operation(match.group(1))
         if match := NODE_PATH.match(request.path):
-            return self._node(match.group(1), match.group(2))
+            return self._node(match.group(1))
         match = QR_PATH.match(request.path)
         if not match:
             return error(404, "NOT_FOUND", f"no route {request.path}")
@@ -95,49 +165,123 @@ class FakeTpuApi(FakeServer):
             return self._delete(name, request)
         return error(405, "METHOD", "unsupported")
 
+    # Operations
+    def _new_operation(self, target: str, verb: str) -> Operation:
+        location = target.split("/queuedResources/")[0]
+        operation = Operation(f"{location}/operations/operation-{len(self.operations) + 1}", target, verb,
+                              self.operation_polls)
+        self.operations[operation.name] = operation
+        return operation
+
+    def _operation_view(self, operation: Operation) -> dict[str, Any]:
+        view: dict[str, Any] = {
+            "name": operation.name,
+            "metadata": {"@type": "type.googleapis.com/google.cloud.common.OperationMetadata",
+                         "createTime": CREATE_TIME, "target": operation.target, "verb": operation.verb,
+                         "apiVersion": "v2alpha1"},
+            "done": operation.polls_left <= 0,
+        }
+        if view["done"]:
+            if operation.verb == "create" and operation.target in self.queued:
+                view["response"] = {"@type": QR_TYPE_URL, **self.queued[operation.target]}
+            else:
+                view["response"] = {"@type": "type.googleapis.com/google.protobuf.Empty"}
+        return view
+
+    def _get_operation(self, name: str) -> Response:
+        operation = self.operations.get(name)
+        if operation is None:
+            return error(404, "NOT_FOUND", f"operation {name} not found")
+        view = self._operation_view(operation)
+        operation.polls_left -= 1
+        return Response(200, view)
+
+    # Queued resources
+    def _store(self, name: str, body: dict[str, Any], state: str) -> None:
+        stored = without_empty_values(copy.deepcopy(body))
+        self.queued[name] = {**stored, "name": name, "createTime": CREATE_TIME, "state": {"state": state}}
+
     def _create(self, parent: str, request: Request) -> Response:
         qr_id = request.query.get("queuedResourceId")
         name = f"{parent}/queuedResources/{qr_id}"
+        request_id = request.query.get("requestId")
+        if self.honour_request_id and request_id in self.request_ids:
+            # Idempotent: the same request again is answered with the first call's operation.
+            return Response(200, self._operation_view(self.operations[self.request_ids[request_id]]))
         if name in self.queued:
-            return error(409, "ALREADY_EXISTS", f"{name} already exists")
+            return error(409, "ALREADY_EXISTS", f"Resource '{name}' already exists")
         body = request.json()
+        problems = validate_queued_resource(body)
+        if problems:
+            return error(400, "INVALID_ARGUMENT", "; ".join(problems))
         self.created_bodies.append(body)
-        self.queued[name] = {**body, "name": name, "state": {"state": "ACCEPTED"}}
+        self._store(name, body, "CREATING")
         self.steps[name] = deque(self.states)
-        return self._operation(name, "create")
+        operation = self._new_operation(name, "create")
+        if request_id:
+            self.request_ids[request_id] = operation.name
+        return Response(200, self._operation_view(operation))
 
     def _get(self, name: str) -> Response:
         queued = self.queued.get(name)
         if queued is None:
-            return error(404, "NOT_FOUND", f"{name} not found")
-        if self.steps[name]:
+            return error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+        if name in self.deleting:
+            if self.deleting[name] <= 0:
+                self._forget(name)
+                return error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+            self.deleting[name] -= 1
+        elif self.steps[name]:
             state = self.steps[name].popleft()
             queued["state"] = {"state": state}
             if state == "FAILED":
                 queued["state"]["failedData"] = {"error": {"code": 8, "message": self.failed_message}}
-            if state == "ACTIVE" and "runDuration" in queued:
-                queued["runDuration"]["terminationTime"] = self.termination_time
+            if state == "ACTIVE":
+                self._make_node(name)
+                if "runDuration" in queued:
+                    queued["runDuration"]["terminationTime"] = self.termination_time
         return Response(200, queued)
+
+    def _forget(self, name: str) -> None:
+        for table in (self.queued, self.steps, self.deleting, self.nodes):
+            table.pop(name, None)
 
     def _delete(self, name: str, request: Request) -> Response:
         if name not in self.queued:
-            return error(404, "NOT_FOUND", f"{name} not found")
+            return error(404, "NOT_FOUND", f"Resource '{name}' was not found")
         if request.query.get("force") != "true":
             return error(400, "FAILED_PRECONDITION", "queued resource has nodes; use force")
         if self.refuse_delete > 0:
             self.refuse_delete -= 1
             return error(400, "FAILED_PRECONDITION", "cannot delete a queued resource in PROVISIONING state")
-        del self.queued[name]
-        self.deleted.append(name)
-        return self._operation(name, "delete")
+        if name not in self.deleting:
+            self.queued[name]["state"] = {"state": "DELETING"}
+            self.deleting[name] = self.deleting_reads
+            self.nodes.pop(name, None)
+            self.deleted.append(name)
+        return Response(200, self._operation_view(self._new_operation(name, "delete")))
 
-    def _node(self, name: str, node_id: str) -> Response:
-        for queued in self.queued.values():
-            spec = queued["tpu"]["nodeSpec"][0]
-            if spec["nodeId"] == node_id and queued["state"]["state"] == "ACTIVE":
-                return Response(200, {
-                    "name": name, "state": "READY", **spec["node"],
-                    "networkEndpoints": [{"ipAddress": "10.164.0.7", "port": 8470,
-                                          "accessConfig": {"externalIp": "34.0.0.7"}}],
-                })
-        return error(404, "NOT_FOUND", f"{name} not found")
+    # Nodes
+    def _make_node(self, name: str) -> None:
+        if name in self.nodes:
+            return
+        self.nodes_made += 1
+        spec = self.queued[name]["tpu"]["nodeSpec"][0]
+        self.nodes[name] = {
+            "name": f"{spec['parent']}/nodes/{spec['nodeId']}",
+            "id": str(FIRST_NODE_UID + self.nodes_made),
+            "createTime": f"2026-11-29T09:{self.nodes_made:02d}:00.000000Z",
+            "state": "READY",
+            **copy.deepcopy(spec["node"]),
+            "networkEndpoints": [{"ipAddress": "10.164.0.7", "port": 8470,
+                                  "accessConfig": {"externalIp": "34.0.0.7"}}],
+        }
+
+    def node_uids(self) -> list[str]:
+        return [node["id"] for node in self.nodes.values()]
+
+    def _node(self, node_name: str) -> Response:
+        for name, node in self.nodes.items():
+            if node["name"] == node_name and self.queued[name]["state"]["state"] == "ACTIVE":
+                return Response(200, node)
+        return error(404, "NOT_FOUND", f"Resource '{node_name}' was not found")

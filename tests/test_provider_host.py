@@ -1,0 +1,320 @@
+"""The queued-resource provider as the Pulumi engine runs it.
+
+The engine starts the `pulumi-resource-pulumi-python` plugin, which runs `python -u -m pulumi.dynamic`
+in the project directory, and speaks the ResourceProvider gRPC service to it; every request carries
+the provider pickled by `pulumi.dynamic.dynamic.serialize_provider` in the `__provider` property.
+This test does the engine's part: it starts that real host as a subprocess from the project root,
+marshals properties as the engine does (secrets, unknowns), and drives Configure, Check, Diff, Create,
+Read, Update and Delete against the fake TPU API. Credentials are real Application Default
+Credentials: a throwaway service-account key whose token endpoint is the fake server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickletools
+import select
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from google.protobuf import json_format, struct_pb2
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime import proto, rpc
+from pulumi.runtime.proto import provider_pb2_grpc
+
+import components.queued_resource as old_path_module
+from components.vm import queued_resource as qr
+from tests.fakes.tpu_api import FakeTpuApi
+from tests.program import plain_occurrences
+
+ROOT = Path(__file__).resolve().parent.parent
+TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
+URN = f"urn:pulumi:dev::tpu-vllm::tpu-vllm:tpu:TpuNode${TYPE}::tpu-qr"
+PARENT = "projects/proj/locations/us-west4-a"
+SSH_KEYS_CANARY = "tpu-vllm:ssh-ed25519 AAAACANARYsecretINPUT0123456789 tpu-vllm"
+CALL_TIMEOUT = 20  # seconds per gRPC call; the slowest (Create) takes well under one here
+START_TIMEOUT = 30  # the host imports pulumi and grpc before it prints its port
+
+
+# The engine's side of the protocol (pulumi sdk/go/common/resource/plugin/provider_plugin.go).
+
+def secret(value: Any) -> dict[str, Any]:
+    """A Pulumi secret as the engine holds it in a property map."""
+    return rpc.wrap_rpc_secret(value)
+
+
+def without_secrets(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return without_secrets(value["value"])
+    if isinstance(value, dict):
+        return {key: without_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_secrets(item) for item in value]
+    return value
+
+
+def marshal(properties: dict[str, Any], accept_secrets: bool) -> struct_pb2.Struct:
+    """MarshalProperties: secrets go as secrets only to a provider that said it accepts them."""
+    struct = struct_pb2.Struct()
+    struct.update(properties if accept_secrets else without_secrets(properties))
+    return struct
+
+
+def unmarshal(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(struct)
+
+
+def annotate_secrets(outs: dict[str, Any], ins: dict[str, Any]) -> dict[str, Any]:
+    """annotateSecrets: for a provider that does not accept secrets, the engine marks an output
+    secret where the input of the same name (recursing through objects) held one."""
+    marked = dict(outs)
+    for key, in_value in ins.items():
+        if key not in marked:
+            continue
+        out_value = marked[key]
+        both_objects = all(isinstance(v, dict) and not rpc.is_rpc_secret(v) for v in (out_value, in_value))
+        if both_objects:
+            marked[key] = annotate_secrets(out_value, in_value)
+        elif not rpc.is_rpc_secret(out_value) and contains_secrets(in_value):
+            marked[key] = secret(out_value)
+    return marked
+
+
+def contains_secrets(value: Any) -> bool:
+    if rpc.is_rpc_secret(value):
+        return True
+    if isinstance(value, dict):
+        return any(contains_secrets(item) for item in value.values())
+    if isinstance(value, list):
+        return any(contains_secrets(item) for item in value)
+    return False
+
+
+def pickled_globals(provider_blob: str) -> list[tuple[str, str]]:
+    """The (module, name) pairs a pickle imports: by reference, the provider is just its class path."""
+    strings, found = [], []
+    for opcode, argument, _ in pickletools.genops(base64.b64decode(provider_blob)):
+        if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+            strings.append(argument)
+        elif opcode.name == "STACK_GLOBAL":
+            found.append((strings[-2], strings[-1]))
+        elif opcode.name == "GLOBAL":
+            found.append(tuple(argument.split(" ", 1)))
+    return found
+
+
+def old_path_provider_blob() -> str:
+    """What state written before components/vm/ existed holds: the class under its old module."""
+    provider_class = qr.QueuedResourceProvider
+    assert old_path_module.QueuedResourceProvider is provider_class
+    provider_class.__module__ = "components.queued_resource"
+    try:
+        return serialize_provider(provider_class())
+    finally:
+        provider_class.__module__ = "components.vm.queued_resource"
+
+
+# The world around the host: the fake API, credentials, the host process.
+
+def service_account_key(path: Path, token_uri: str) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    path.write_text(json.dumps({
+        "type": "service_account", "project_id": "proj", "private_key_id": "test-key",
+        "private_key": pem, "client_email": "deployer@proj.iam.gserviceaccount.com",
+        "client_id": "1", "token_uri": token_uri,
+    }))
+
+
+class Host:
+    """`python -u -m pulumi.dynamic ENGINE_ADDRESS`, as pulumi-resource-pulumi-python runs it."""
+
+    def __init__(self, cwd: Path, env: dict[str, str], stderr_path: Path):
+        self.stderr_path = stderr_path
+        with stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+            )
+        ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT)
+        assert ready, "the provider host did not print its port"
+        port = int(self.process.stdout.readline())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.enable_http_proxy", 0)])
+        grpc.channel_ready_future(self.channel).result(timeout=START_TIMEOUT)
+        self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
+
+    def call(self, method: str, request: Any) -> Any:
+        return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+
+    def stop(self) -> tuple[str, str]:
+        """Stop the host; its stdout after the port line and its stderr."""
+        self.channel.close()
+        self.process.kill()
+        stdout = self.process.stdout.read().decode()
+        self.process.wait(timeout=CALL_TIMEOUT)
+        self.process.stdout.close()
+        return stdout, self.stderr_path.read_text()
+
+
+@pytest.fixture
+def world(tmp_path):
+    token = f"ya29.fake-{uuid.uuid4().hex}"
+    server = FakeTpuApi(access_token=token).__enter__()
+    key_file = tmp_path / "adc.json"
+    service_account_key(key_file, f"{server.url}/token")
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
+        "PULUMI_PROJECT": "tpu-vllm",  # the engine sets it for every plugin
+        qr.ENDPOINT_ENV: server.url + "/",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+    }
+    hosts: list[Host] = []
+
+    def start(cwd: Path = ROOT) -> Host:
+        host = Host(cwd, env, tmp_path / f"host-{len(hosts)}.stderr")
+        hosts.append(host)
+        return host
+
+    yield server, token, key_file, start
+    for host in hosts:
+        if host.process.poll() is None:
+            host.stop()
+    server.__exit__(None, None, None)
+
+
+def inputs(provider_blob: str, **overrides: Any) -> dict[str, Any]:
+    """The resource's inputs as the engine holds them: `__provider` is always a secret (pulumi.dynamic
+    makes it one), and the node's ssh-keys are one here too, as when they come from secret config."""
+    body = qr.queued_resource_body(
+        project="proj", zone="us-west4-a", node_id="tpu-vllm-dev", accelerator_type="v5litepod-1",
+        runtime_version="v2-alpha-tpuv5-lite", provisioning_model="flex-start", run_seconds=14400,
+        queue_seconds=3600, network="default", subnetwork=None,
+        service_account_email="vm@proj.iam.gserviceaccount.com",
+        metadata={"startup-script": "#!/bin/bash\ntrue\n"},
+        data_disks=["projects/proj/zones/us-west4-a/disks/tpu-vllm-dev-cache"],
+        tags=["tpu-vllm-dev"], labels={"app": "tpu-vllm"},
+    )
+    body["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"] = secret(SSH_KEYS_CANARY)
+    values = {"body": body, "parent": PARENT, "queuedResourceId": "tpu-vllm-dev", "waitSeconds": 60.0,
+              "pollSeconds": 0.01, "deleteWaitSeconds": 30.0, "retryBaseSeconds": 0.01,
+              "__provider": secret(provider_blob)}
+    values.update(overrides)
+    return values
+
+
+def test_the_real_host_runs_the_provider_from_the_project_root_through_every_call(world):
+    server, token, key_file, start = world
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    # Pickled by reference: the host must import it, from the project directory.
+    assert pickled_globals(provider_blob) == [("components.vm.queued_resource", "QueuedResourceProvider")]
+    host = start()
+
+    configured = host.call("Configure", proto.ConfigureRequest(
+        args=struct_pb2.Struct(), acceptSecrets=True, acceptResources=True))
+    # So the engine sends secrets as plain values and marks outputs secret by name itself,
+    # and never calls Create during a preview.
+    assert configured.acceptSecrets is False and configured.supportsPreview is False
+    accept = configured.acceptSecrets
+    ins = inputs(provider_blob)
+
+    # Preview of a new stack: the body depends on resources not made yet.
+    preview_ins = {**ins, "body": rpc.UNKNOWN}
+    checked = host.call("Check", proto.CheckRequest(
+        urn=URN, type=TYPE, name="tpu-qr", olds=struct_pb2.Struct(), news=marshal(preview_ins, accept)))
+    assert list(checked.failures) == []
+    assert unmarshal(checked.inputs)["body"] == rpc.UNKNOWN
+
+    checked = host.call("Check", proto.CheckRequest(
+        urn=URN, type=TYPE, name="tpu-qr", olds=struct_pb2.Struct(), news=marshal(ins, accept)))
+    assert unmarshal(checked.inputs) == without_secrets(ins)
+
+    created = host.call("Create", proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(ins, accept), timeout=CALL_TIMEOUT))
+    outs = unmarshal(created.properties)
+    assert created.id == f"{PARENT}/queuedResources/tpu-vllm-dev" and list(server.queued) == [created.id]
+    assert outs["state"] == "ACTIVE" and outs["externalIp"] == "34.0.0.7"
+    assert outs["nodeUid"] == server.node_uids()[0] and outs["nodeCreateTime"]
+    sent = server.created_bodies[0]["tpu"]["nodeSpec"][0]["node"]["metadata"]
+    assert sent["ssh-keys"] == SSH_KEYS_CANARY  # the API gets the value, not the secret wrapper
+    # Every secret input comes back under its own name, so the engine keeps it secret in state.
+    stored = annotate_secrets(outs, ins)
+    assert rpc.is_rpc_secret(stored["__provider"])
+    assert plain_occurrences(stored, SSH_KEYS_CANARY) == []
+    assert plain_occurrences(stored, provider_blob) == []
+
+    # Preview of a change whose body is unknown yet: a replacement, the old request deleted first.
+    diff = host.call("Diff", proto.DiffRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
+        old_inputs=marshal(ins, accept), news=marshal(preview_ins, accept)))
+    assert diff.changes == proto.DiffResponse.DIFF_SOME
+    assert list(diff.replaces) == ["body"] and diff.deleteBeforeReplace
+    diff = host.call("Diff", proto.DiffRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
+        old_inputs=marshal(ins, accept), news=marshal(ins, accept)))
+    assert diff.changes == proto.DiffResponse.DIFF_NONE
+
+    read = host.call("Read", proto.ReadRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", properties=created.properties,
+        inputs=marshal(ins, accept)))
+    assert read.id == created.id and unmarshal(read.properties)["nodeUid"] == outs["nodeUid"]
+
+    tuned = {**ins, "pollSeconds": 0.02}
+    diff = host.call("Diff", proto.DiffRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=read.properties,
+        old_inputs=marshal(ins, accept), news=marshal(tuned, accept)))
+    assert diff.changes == proto.DiffResponse.DIFF_SOME and list(diff.replaces) == []
+    updated = host.call("Update", proto.UpdateRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=read.properties,
+        old_inputs=marshal(ins, accept), news=marshal(tuned, accept)))
+    updated_outs = unmarshal(updated.properties)
+    assert updated_outs["pollSeconds"] == 0.02 and updated_outs["nodeUid"] == outs["nodeUid"]
+    assert server.created_bodies[1:] == [] and server.deleted == []
+
+    # State written before the move names the old module; refresh and destroy must still load it.
+    old_blob = old_path_provider_blob()
+    assert pickled_globals(old_blob) == [("components.queued_resource", "QueuedResourceProvider")]
+    old_state = {**updated_outs, "__provider": old_blob}
+    read = host.call("Read", proto.ReadRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", properties=marshal(old_state, accept)))
+    assert read.id == created.id and unmarshal(read.properties)["state"] == "ACTIVE"
+    host.call("Delete", proto.DeleteRequest(
+        id=created.id, urn=URN, type=TYPE, name="tpu-qr", properties=marshal(old_state, accept),
+        old_inputs=marshal(ins, accept)))
+    assert server.deleted == [created.id] and server.queued == {}
+
+    # The host used the ADC key: one token from the (fake) token endpoint, sent on every API call.
+    assert len(server.token_requests) >= 1
+    assert all(r.headers.get("Authorization") == f"Bearer {token}" for r in server.requests
+               if r.path.startswith("/v2alpha1/"))
+
+    # Progress goes to the host's stderr (the engine shows each line as a diagnostic), not stdout.
+    stdout, stderr = host.stop()
+    assert stdout == ""
+    assert f"[tpu-vllm queued resource] requested {created.id}" in stderr
+    assert "tpu-vllm-dev: ACTIVE, 0m00s since the request" in stderr
+    for leaked in (SSH_KEYS_CANARY, token, provider_blob, "PRIVATE KEY"):
+        assert leaked not in stderr
+
+
+def test_outside_the_project_directory_the_host_cannot_load_the_provider(world, tmp_path):
+    # Why the plugin must run from the project root: the provider is pickled by reference.
+    _, _, _, start = world
+    host = start(cwd=tmp_path)
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    with pytest.raises(grpc.RpcError) as caught:
+        host.call("Check", proto.CheckRequest(
+            urn=URN, type=TYPE, name="tpu-qr", olds=struct_pb2.Struct(),
+            news=marshal(without_secrets(inputs(provider_blob)), False)))
+    assert caught.value.code() == grpc.StatusCode.UNKNOWN
+    assert "No module named 'components'" in caught.value.details()
