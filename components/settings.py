@@ -880,6 +880,7 @@ def _fix(error: dict[str, Any], key: str) -> str:
         "int_parsing": f"must be a whole number{eg}",
         "int_type": f"must be a whole number{eg}",
         "int_from_float": f"must be a whole number, without a fraction{eg}",
+        "int_parsing_size": f"must be a whole number of a sensible size{eg}",
         "float_parsing": f"must be a number{eg}",
         "float_type": f"must be a number{eg}",
         "finite_number": f"must be a finite number{eg}",
@@ -911,6 +912,8 @@ def _describe(error: dict[str, Any]) -> str:
     if error["type"] == "missing":
         return f"{key}: {_fix(error, key)}"
     shown = "[secret]" if str(loc[0]) in SECRET_KEYS else json.dumps(error.get("input"), default=str)
+    if len(shown) > 120:
+        shown = shown[:100] + f"... ({len(shown)} characters)"
     return f"{key} = {shown}: {_fix(error, key)}"
 
 
