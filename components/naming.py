@@ -17,21 +17,18 @@ import unicodedata
 APP = "tpu-vllm"
 HASH_CHARS = 6
 
-# The APIs' own patterns, quoted from their discovery documents (google-api-python-client):
-# compute.v1 Disk/Firewall/Network `name`, and the items of a network tag list: "1-63
-# characters long and match the regular expression `[a-z]([-a-z0-9]*[a-z0-9])?`".
+# The APIs' own rules, quoted from their discovery documents (google-api-python-client); the
+# ids made here keep to the strictest, COMPUTE_NAME, within each API's length:
+# - compute.v1 Disk/Firewall/Network name and network tags: "1-63 characters long and match the
+#   regular expression `[a-z]([-a-z0-9]*[a-z0-9])?`";
+# - iam.v1 CreateServiceAccountRequest.accountId: "6-30 characters long, and match the regular
+#   expression `[a-z]([-a-z0-9]*[a-z0-9])`";
+# - secretmanager.v1 secretId: "maximum length of 255 characters ... letters, numerals, and the
+#   hyphen (-) and underscore (_) characters";
+# - tpu.v2alpha1 queuedResourceId and nodeId: "`^[A-Za-z0-9_.~+%-]+$`" (the node is also a VM
+#   host name, hence COMPUTE_NAME).
 COMPUTE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-# iam.v1 CreateServiceAccountRequest.accountId: "must be 6-30 characters long, and match the
-# regular expression `[a-z]([-a-z0-9]*[a-z0-9])`".
-SERVICE_ACCOUNT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
-# secretmanager.v1 secretId: "maximum length of 255 characters and can contain uppercase and
-# lowercase letters, numerals, and the hyphen (-) and underscore (_) characters".
-SECRET_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
-# tpu.v2alpha1 queuedResourceId and nodeId: "Should follow the `^[A-Za-z0-9_.~+%-]+$` regex
-# format". The node also becomes a VM host name, so the stack keeps both to COMPUTE_NAME.
-TPU_RESOURCE_ID = re.compile(r"[A-Za-z0-9_.~+%-]+")
-
-LIMITS = {"compute": 63, "service_account": 30, "secret": 255}
+LIMITS = {"compute": 63, "service_account": 30}
 
 
 def _slug(text: str) -> str:

@@ -537,10 +537,17 @@ def test_parsers_and_limits_follow_the_model_family():
     assert load(vllm={"model": "google/gemma-4-31B-it"}).settings.vllm.limit_mm_per_prompt == {"image": 4}
 
 
-def test_gemma4_parsers_on_another_model_are_errors():
-    found = problems(vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "gemma4", "reasoningParser": "gemma4"})
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "google/gemma-3-4b-it"])
+def test_gemma4_parsers_on_another_model_are_errors(model):
+    found = problems(vllm={"model": model, "toolCallParser": "gemma4", "reasoningParser": "gemma4"})
     assert len(found) == 2
-    assert all("reads only Gemma 4 output" in p and "Qwen/Qwen3-8B" in p for p in found)
+    assert all("reads only Gemma 4 output" in p and model in p for p in found)
+
+
+@pytest.mark.parametrize("model", ["google/gemma-4-E4B-it", "unsloth/gemma-4-26B-A4B-it", "/models/gemma4-e2b-ft"])
+def test_gemma4_parsers_on_any_gemma4_checkpoint_pass(model):
+    vllm = load(vllm={"model": model, "toolCallParser": "gemma4", "reasoningParser": "gemma4"}).settings.vllm
+    assert vllm.tool_call_parser == "gemma4"
 
 
 def test_another_parser_on_gemma4_is_an_error():
