@@ -26,14 +26,15 @@ except SettingsError as error:
 for warning in loaded.warnings:
     pulumi.log.warn(warning)
 cfg = loaded.settings
+# Every GCP id comes from the settings (components/naming.py), valid whatever the stack name.
 prefix = cfg.resource_prefix
-labels = {"app": "tpu-vllm", "stack": cfg.stack.lower(), **cfg.tpu.labels}
-node_tag = prefix
+labels = cfg.labels
+node_tag = cfg.network_tag
 
 services = ProjectServices("services", cfg.project)
 after_services = pulumi.ResourceOptions(depends_on=services.services)
 
-identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=f"{prefix}-vm"[:30]),
+identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=cfg.service_account_id),
                       after_services)
 secrets = StackSecrets(
     "secrets",
@@ -49,7 +50,7 @@ secrets = StackSecrets(
 )
 cache = CacheDisk(
     "cache",
-    CacheDiskArgs(project=cfg.project, zone=cfg.tpu.zone, name=f"{prefix}-cache",
+    CacheDiskArgs(project=cfg.project, zone=cfg.tpu.zone, name=cfg.cache_disk_name,
                   size_gb=cfg.cache.size_gb, disk_type=cfg.cache.disk_type,
                   keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels),
     after_services,

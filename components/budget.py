@@ -62,6 +62,10 @@ class ModelGeometry:
     # input disabled, max-num-batched-tokens must be at least this.
     max_tokens_per_mm_item: int | None
     num_key_value_heads: int
+    # The longest context the checkpoint supports (config.json max_position_embeddings); vLLM
+    # refuses a larger --max-model-len ("User-specified max_model_len ... is greater than the
+    # derived max_model_len"). None: not known.
+    max_context_tokens: int | None = None
 
 
 # gemma-4-E2B-it (the log's config table): 35 layers, 20 KV-shared, so 15 own a
@@ -77,6 +81,9 @@ GEMMA_4_E2B_IT = ModelGeometry(
     kv_element_bytes=2,
     max_tokens_per_mm_item=2496,
     num_key_value_heads=1,
+    # text_config.max_position_embeddings = 131072 in google/gemma-4-E2B-it's config.json
+    # (Google's model card: 128K context for E2B and E4B).
+    max_context_tokens=131_072,
 )
 
 MODEL_GEOMETRIES: dict[str, ModelGeometry] = {"google/gemma-4-E2B-it": GEMMA_4_E2B_IT}

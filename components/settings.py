@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -23,10 +24,11 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from components import budget, front
+from components import budget, front, naming
 
 NAMESPACE = "tpu-vllm"
 
@@ -35,8 +37,51 @@ FLEX_START_VERIFIED_ZONES = frozenset({"us-west4-a"})
 # The log: these reject it at the API whatever the quota.
 FLEX_START_REJECTING_ZONES = frozenset({"europe-west4-a", "europe-west4-b"})
 
+# Zones with TPU v5e at all: the v5e ("All v5litepod configurations") rows of Google's "TPU
+# regions and zones" page (cloud.google.com/tpu/docs/regions-zones) as it has been published:
+# us-central1-a, us-south1-a, us-west1-c, us-west4-a (current), us-east5-a/-b/-c (listed as
+# single-tenant), us-west4-b and europe-west4-b (earlier versions). europe-west4-a is the log's:
+# the API refuses flex-start there for v5litepod-1 by name, with v5e quota in the zone.
+# Google adds zones: one missing here is refused, so add it with its source.
+V5E_ZONES = frozenset({
+    "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
+    "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
+})
+assert FLEX_START_VERIFIED_ZONES | FLEX_START_REJECTING_ZONES <= V5E_ZONES
+
+# GCP allows 64 labels per resource; the stack sets two itself.
+MAX_USER_LABELS = 62
+
 MIN_RUN_SECONDS = 60
 MAX_RUN_SECONDS = 7 * 24 * 3600
+
+# sshd on the node; the container runs with --net=host, so vLLM shares the host's ports.
+SSH_PORT = 22
+
+# What vLLM registers on the log's build, vLLM 0.26.1rc1.dev125+ga7a204cc6 (main at
+# a7a204cc6ec99b375985e564f4f271e68ee8f5b8, 2026-07-30): the names in _TOOL_PARSERS_TO_REGISTER
+# (vllm/tool_parsers/__init__.py, ToolParserManager.register_lazy_module) and
+# _REASONING_PARSERS_TO_REGISTER (vllm/reasoning/__init__.py, ReasoningParserManager). Read from
+# the releases either side of that commit, 0.26.0 (2026-07-25) and 0.27.0 (2026-08-10), which
+# register exactly these; 0.27.0 adds only kimi_k3, left out as it may postdate the build.
+# Anything else makes the server exit at start: "invalid tool call parser: X (chose from {...})".
+VLLM_TOOL_CALL_PARSERS = frozenset({
+    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
+    "deepseek_v4", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite",
+    "granite-20b-fc", "granite4", "hermes", "hunyuan_a13b", "hy_v3", "inkling", "internlm", "jamba",
+    "kimi_k2", "lfm2", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5",
+    "minimax_m2", "minimax_m3", "mistral", "olmo3", "openai", "phi4_mini_json", "poolside_v1",
+    "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam",
+})
+VLLM_REASONING_PARSERS = frozenset({
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "ernie45",
+    "gemma4", "glm45", "glm47", "granite", "holo2", "hunyuan_a13b", "hy_v3", "inkling", "kimi_k2",
+    "mimo", "minimax_m2", "minimax_m2_append_think", "minimax_m3", "mistral", "nemotron_v3", "olmo3",
+    "openai_gptoss", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
+})
+# vLLM's built-in modalities on that build (MultiModalDataBuiltins, vllm/inputs/llm.py). It
+# takes any other key in --limit-mm-per-prompt and ignores it, so a typo limits nothing.
+VLLM_MODALITIES = frozenset({"image", "video", "audio", "vision_chunk"})
 
 # vLLM's --kv-cache-dtype choices on the log's build, by what they do on this stack.
 KV_DTYPES_FINE = frozenset({"auto", "bfloat16"})
@@ -48,6 +93,50 @@ KV_DTYPES_ACCEPTED = (
 )
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
+
+# The offline plan's marked stand-in for an unset gcp:project (tools/plan.py); it never reaches GCP.
+OFFLINE_PLAN_PROJECT = "PLACEHOLDER-set-gcp-project"
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What follows from a model's family: the parsers that read its output, what it can take in."""
+
+    name: str
+    pattern: re.Pattern[str]
+    """Matched against vllm.model (a Hugging Face id or a local path)."""
+    tool_call_parser: str
+    reasoning_parser: str | None
+    modalities: frozenset[str]
+    """What vLLM's model class accepts (its get_supported_mm_limits)."""
+    limit_mm_per_prompt: dict[str, int]
+    """The default multimodal contract."""
+
+
+# vLLM's gemma4_mm.py: image and video always, audio only with an audio tower (the E2B/E4B
+# checkpoints). The log's contract is {"image": 4, "audio": 1}.
+GEMMA_4 = ModelFamily(
+    name="Gemma 4", pattern=re.compile(r"gemma[-_]?4", re.IGNORECASE),
+    tool_call_parser="gemma4", reasoning_parser="gemma4",
+    modalities=frozenset({"image", "video", "audio"}), limit_mm_per_prompt={"image": 4, "audio": 1},
+)
+GEMMA_4_WITH_AUDIO = re.compile(r"gemma[-_]?4[-_]e\d+b", re.IGNORECASE)
+MODEL_FAMILIES = (GEMMA_4,)
+# Parsers that read one family's output format and nothing else.
+FAMILY_PARSERS = {"gemma4": GEMMA_4}
+
+
+def family_of(model: str) -> ModelFamily | None:
+    return next((family for family in MODEL_FAMILIES if family.pattern.search(model)), None)
+
+
+def _family_limits(model: str) -> dict[str, int]:
+    family = family_of(model)
+    if family is None:
+        return {}
+    if family is GEMMA_4 and not GEMMA_4_WITH_AUDIO.search(model):
+        return {key: count for key, count in family.limit_mm_per_prompt.items() if key != "audio"}
+    return dict(family.limit_mm_per_prompt)
 
 
 class SettingsError(Exception):
@@ -150,6 +239,59 @@ class TpuSettings(_Section):
     def _zone_shape(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
             raise ValueError("a zone looks like us-west4-a")
+        if value not in V5E_ZONES:
+            raise ValueError(
+                "there is no TPU v5e in this zone (Google's TPU regions and zones page lists v5e "
+                f"in {', '.join(sorted(V5E_ZONES))}); set it to us-west4-a, the only zone where "
+                "flex-start v5litepod-1 was run"
+            )
+        return value
+
+    @field_validator("queue_timeout")
+    @classmethod
+    def _queue_has_time(cls, value: str) -> str:
+        if parse_duration(value) == 0:
+            raise ValueError(
+                "a queued request needs time to find capacity: 0 sends no deadline to the API, "
+                "so the request would wait forever while pulumi up gives up; set it like 1h"
+            )
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network_shape(cls, value: str) -> str:
+        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?global/networks/)?([^/]*)", value)
+        if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
+            raise ValueError(
+                "a VPC network is named with 1-63 lowercase letters, digits and '-', starting "
+                "with a letter and not ending with '-' (or given as "
+                "projects/PROJECT/global/networks/NAME); the default one is default"
+            )
+        return value
+
+    @field_validator("subnetwork")
+    @classmethod
+    def _subnetwork_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?regions/[a-z]+-[a-z]+\d+/subnetworks/)?([^/]*)", value)
+        if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
+            raise ValueError(
+                "a subnetwork is named with 1-63 lowercase letters, digits and '-', starting "
+                "with a letter and not ending with '-' (or given as "
+                "projects/PROJECT/regions/REGION/subnetworks/NAME); remove the key for the "
+                "network's default"
+            )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_gcp_accepts(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = [problem for key, item in value.items() if (problem := naming.label_problem(key, item))]
+        if len(value) > MAX_USER_LABELS:
+            problems.append(f"at most {MAX_USER_LABELS} labels (GCP allows 64, the stack sets app and stack)")
+        if problems:
+            raise ValueError("; ".join(problems) + "; e.g. team: agents")
         return value
 
     @field_validator("max_run_duration", "queue_timeout")
@@ -178,6 +320,61 @@ class TpuSettings(_Section):
         return self.zone.rsplit("-", 1)[0]
 
 
+class KvLayerGroupSetting(_Section):
+    """Layers that own a KV cache and share one geometry (from the model's config.json)."""
+
+    layers: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    """num_key_value_heads (or num_global_key_value_heads for full-attention layers, if set)."""
+    head_dim: int = Field(ge=1)
+
+
+class ModelGeometrySetting(_Section):
+    """A model's memory geometry, for a model the log did not measure (`vllm.modelGeometry`)."""
+
+    weights_gib: float = Field(gt=0)
+    """Resident weights in GiB: the boot log's total_hbm_used_gb (`Memory statistics` line)."""
+    kv_layers: list[KvLayerGroupSetting] = Field(min_length=1)
+    """Only the layers that own a cache (not KV-shared ones), grouped by head_dim."""
+    max_context_tokens: int = Field(ge=256)
+    """config.json max_position_embeddings (text_config's for multimodal models)."""
+    max_tokens_per_mm_item: int | None = Field(None, ge=1)
+    """The largest multimodal item in tokens: the server's 'max_tokens_per_mm_item (N)' error."""
+    kv_element_bytes: Literal[1, 2, 4] = 2
+    """2 for bf16/fp16 KV (auto on a bf16 checkpoint)."""
+
+    @field_validator("weights_gib")
+    @classmethod
+    def _fits_the_chip(cls, value: float) -> float:
+        cap = budget.gib(budget.hbm_cap_bytes(budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
+        if value >= cap:
+            raise ValueError(
+                f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV "
+                "(15.75 GiB x 0.92); pick a smaller model (the log's E2B is 8.97 GiB)"
+            )
+        return value
+
+    def to_geometry(self) -> budget.ModelGeometry:
+        return budget.ModelGeometry(
+            weights_bytes=int(self.weights_gib * budget.GIB),
+            kv_layer_groups=tuple(budget.KvLayerGroup(layers=group.layers, kv_heads=group.kv_heads,
+                                                      head_dim=group.head_dim) for group in self.kv_layers),
+            kv_element_bytes=self.kv_element_bytes,
+            max_tokens_per_mm_item=self.max_tokens_per_mm_item,
+            num_key_value_heads=max(group.kv_heads for group in self.kv_layers),
+            max_context_tokens=self.max_context_tokens,
+        )
+
+
+# Docker's image reference grammar (distribution/reference): [host[:port]/]path[:tag][@digest].
+_IMAGE_REFERENCE = re.compile(
+    r"(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?|localhost(?::[0-9]+)?)/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
 class VllmSettings(_Section):
     """The `vllm serve` command (config key `tpu-vllm:vllm`); defaults are the log's final run."""
 
@@ -198,15 +395,114 @@ class VllmSettings(_Section):
     reasoning_parser: str | None = "gemma4"
     block_size: int | None = None
     """Not to be set: the backend scales it with max-model-len."""
-    max_num_seqs: int | None = None
+    max_num_seqs: int | None = Field(None, ge=1)
     """Leave unset (256); the log's cap at 64 made things worse."""
     kv_cache_memory_bytes: int | None = None
     """Pins the KV pool in bytes (--kv-cache-memory); the log's measured-good value is 5923602432."""
+    model_geometry: ModelGeometrySetting | None = None
+    """For a model the log did not measure: what the memory and KV checks need."""
     port: int = Field(8000, ge=1, le=65535)
     weights_on_disk: bool = False
     """Keep HF_HOME on the cache disk instead of /dev/shm (slower to load, saves the download)."""
     health_timeout: str = "30m"
     """How long the deploy waits for /health; a cold start is ~14 min."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _follow_the_model_family(cls, data: Any) -> Any:
+        """Parsers and multimodal limits not set follow the model's family (none if unknown)."""
+        if not isinstance(data, dict):
+            return data
+        model = data.get("model", DEFAULT_MODEL)
+        if not isinstance(model, str):
+            return data
+        family = family_of(model)
+        derived = {
+            "tool_call_parser": family.tool_call_parser if family else None,
+            "reasoning_parser": family.reasoning_parser if family else None,
+            "limit_mm_per_prompt": _family_limits(model),
+        }
+        filled = dict(data)
+        for name, value in derived.items():
+            if name not in data and to_camel(name) not in data:
+                filled[name] = value
+        return filled
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the VM pulls this container; set it to vllm/vllm-tpu:nightly or a pinned tag")
+        if re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value):
+            raise ValueError(
+                "an image ID from `docker images` is a config-blob ID, not a manifest digest: "
+                "docker pull by it fails with 'unexpected media type'; use the repository and a "
+                "tag, e.g. vllm/vllm-tpu:nightly, or repository@sha256:<manifest digest>"
+            )
+        if not _IMAGE_REFERENCE.fullmatch(value):
+            raise ValueError(
+                "not an image reference docker can pull; write it like vllm/vllm-tpu:nightly, "
+                "registry.example.com/team/vllm-tpu:v1 or vllm/vllm-tpu@sha256:<digest>"
+            )
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _port_free_on_the_node(cls, value: int) -> int:
+        if value == SSH_PORT:
+            raise ValueError(
+                "sshd listens on 22 on the node, and the container shares the host's network "
+                "(--net=host): vLLM could not bind it, and the firewall rule for it would open "
+                "SSH to the serving ranges; use 8000"
+            )
+        return value
+
+    @field_validator("limit_mm_per_prompt")
+    @classmethod
+    def _known_modalities(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - VLLM_MODALITIES)
+        negative = sorted(key for key, count in value.items() if count < 0)
+        problems = []
+        if unknown:
+            problems.append(
+                f"{', '.join(unknown)} is not a modality vLLM knows (it would be ignored and limit "
+                f"nothing); vLLM's are {', '.join(sorted(VLLM_MODALITIES))}"
+            )
+        if negative:
+            problems.append(
+                f"{', '.join(negative)}: a count is 0 or more (0 turns the modality off; vLLM "
+                "refuses a negative one at start)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems) + '; e.g. {"image": 4, "audio": 1}')
+        return value
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _registered_tool_parser(cls, value: str | None) -> str | None:
+        return _registered(value, VLLM_TOOL_CALL_PARSERS, "tool call parser")
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _registered_reasoning_parser(cls, value: str | None) -> str | None:
+        return _registered(value, VLLM_REASONING_PARSERS, "reasoning parser")
+
+    @field_validator("kv_cache_memory_bytes")
+    @classmethod
+    def _pool_on_the_chip(cls, value: int | None) -> int | None:
+        if value is None:
+            return value
+        if value <= 0:
+            raise ValueError(
+                "the KV pool is a positive number of bytes; the log's measured-good value is "
+                "5923602432, or remove the key to let gpuMemoryUtilization size it"
+            )
+        if value >= budget.V5E_HBM_BYTES:
+            raise ValueError(
+                f"more than the chip's whole HBM ({budget.V5E_HBM_BYTES} bytes, 15.75 GiB) before "
+                "any weights; the log's measured-good value is 5923602432"
+            )
+        return value
 
     @field_validator("gpu_memory_utilization")
     @classmethod
@@ -317,6 +613,17 @@ class VllmSettings(_Section):
     @property
     def multimodal_enabled(self) -> bool:
         return any(count > 0 for count in self.limit_mm_per_prompt.values())
+
+
+def _registered(value: str | None, registered: frozenset[str], what: str) -> str | None:
+    if value is None or value in registered:
+        return value
+    near = difflib.get_close_matches(value, sorted(registered), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise ValueError(
+        f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: "
+        f"{value}'); {hint}the log's build registers {', '.join(sorted(registered))}"
+    )
 
 
 class CacheSettings(_Section):
@@ -432,20 +739,65 @@ class Settings(_Section):
     """Otherwise, the id of a secret you created with gcloud (the log's way)."""
     ssh_private_key: SecretStr | None = None
 
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str) -> str:
+        # Resource Manager: "6 to 30 lowercase ASCII letters, digits, or hyphens. It must start
+        # with a letter. Trailing hyphens are prohibited." Legacy domain-scoped projects
+        # (example.com:my-project) can no longer be made but still exist, and Google's APIs
+        # address them by that id, so the domain prefix is accepted.
+        if value == OFFLINE_PLAN_PROJECT:
+            return value
+        if not re.fullmatch(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]", value):
+            raise ValueError(
+                "a project ID is 6-30 lowercase letters, digits and hyphens, starting with a "
+                "letter and not ending with a hyphen (the ID, not the display name or number: "
+                "gcloud projects list shows it); run pulumi config set gcp:project YOUR_PROJECT_ID"
+            )
+        return value
+
+    # Every id derived from the stack name, valid for its API (components/naming.py).
     @property
     def node_id(self) -> str:
-        return self.tpu.node_id or f"tpu-vllm-{self.stack}".lower()[:63]
+        """The queued resource and its node (TPU API; also the VM's host name)."""
+        return self.tpu.node_id or naming.stack_id(self.stack)
 
     @property
     def resource_prefix(self) -> str:
-        return f"tpu-vllm-{self.stack}".lower()[:40]
+        """At most 46 characters, so `<prefix>-<suffix>` fits 63 for every suffix the stack adds
+        (the longest is the firewall rule serving-external); also the node's network tag."""
+        return naming.stack_id(self.stack, limit=naming.LIMITS["compute"] - len("-serving-external"))
+
+    @property
+    def service_account_id(self) -> str:
+        return naming.stack_id(self.stack, "vm", limit=naming.LIMITS["service_account"])
+
+    @property
+    def cache_disk_name(self) -> str:
+        return f"{self.resource_prefix}-cache"
+
+    @property
+    def network_tag(self) -> str:
+        return self.resource_prefix
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """On every labelled resource; the user's tpu.labels win."""
+        return {"app": naming.APP, "stack": naming.label_value(self.stack), **self.tpu.labels}
 
     @property
     def stack_manages_hf_token(self) -> bool:
         return self.hf_token is not None
 
     @property
+    def family(self) -> ModelFamily | None:
+        return family_of(self.vllm.model)
+
+    @property
     def geometry(self) -> budget.ModelGeometry | None:
+        """The geometry given in vllm.modelGeometry, else the log's measured one, else None."""
+        if self.vllm.model_geometry is not None:
+            return self.vllm.model_geometry.to_geometry()
         return budget.geometry_for(self.vllm.model)
 
     def kv_budget(self) -> budget.KvBudget | None:
@@ -468,18 +820,94 @@ class Loaded:
 def _config_key(loc: tuple[Any, ...]) -> str:
     """('vllm', 'gpuMemoryUtilization') -> 'tpu-vllm:vllm.gpuMemoryUtilization'."""
     head, *rest = [str(part) for part in loc] or ["?"]
+    if head == "project":
+        return "gcp:project"
     key = f"{NAMESPACE}:{head}"
     for part in rest:
         key += f"[{part}]" if part.isdigit() else f".{part}"
     return key
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The settings model inside an annotation (X, X | None, list[X]), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((found for arg in get_args(annotation) if (found := _model_in(arg))), None)
+
+
+def _field_at(loc: tuple[Any, ...]) -> tuple[Any, type[BaseModel] | None]:
+    """The field a location names (None at the top) and the model it holds, if it is a section."""
+    model: type[BaseModel] | None = Settings
+    field = None
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue  # a list item or a map entry: the field stays the one that holds it
+        match = next((info for name, info in model.model_fields.items() if part in (name, info.alias)), None)
+        if match is None:
+            return field, None
+        field, model = match, _model_in(match.annotation)
+    return field, model
+
+
 def _valid_keys_at(loc: tuple[Any, ...]) -> list[str]:
-    """The keys allowed where an unknown one was found: top level, or inside one section."""
+    """The keys allowed where an unknown one was found: top level, or inside a section."""
     if len(loc) == 1:
         return list(TOP_LEVEL_KEYS)
-    section = TOP_LEVEL_KEYS.get(str(loc[0])) if len(loc) == 2 else None
-    return [field.alias or name for name, field in section.model_fields.items()] if section else []
+    _, model = _field_at(loc[:-1])
+    return [info.alias or name for name, info in model.model_fields.items()] if model else []
+
+
+DURATION_KEYS = frozenset({"maxRunDuration", "queueTimeout", "healthTimeout"})
+# Top-level keys whose values are never shown.
+SECRET_KEYS = frozenset({"hfToken", "sshPrivateKey", "hf_token", "ssh_private_key"})
+MAP_EXAMPLE = ', e.g. {"team": "agents"}'
+
+
+def _example(field: Any) -> Any:
+    if field is None or field.is_required():
+        return None
+    default = field.get_default(call_default_factory=True)
+    return None if default in (None, {}, []) or isinstance(default, BaseModel) else default
+
+
+def _fix(error: dict[str, Any], key: str) -> str:
+    """Pydantic's bare 'Input should be ...' said as the rule and the way to meet it."""
+    kind, ctx, loc = error["type"], error.get("ctx") or {}, tuple(error["loc"])
+    field, section = _field_at(loc)
+    example = _example(field)
+    eg = f", e.g. {json.dumps(example)}" if example is not None else ""
+    default = f" (the default is {json.dumps(example)})" if example is not None else ""
+    if str(loc[-1]) in DURATION_KEYS and kind in ("string_type", "string_sub_type"):
+        return "write durations like 4h, 90m, 2d or 1h30m"
+    if section is not None and kind in ("model_type", "model_attributes_type", "dict_type"):
+        first = next(iter(section.model_fields.values()))
+        return (f"must be a map of settings, not {type(error.get('input')).__name__}; set each key "
+                f"with pulumi config set --path '{key}.{first.alias}' VALUE")
+    messages = {
+        "greater_than_equal": f"at least {ctx.get('ge')}; set it to {ctx.get('ge')} or more{default}",
+        "greater_than": f"must be more than {ctx.get('gt')}{eg}",
+        "less_than_equal": f"at most {ctx.get('le')}; set it to {ctx.get('le')} or less{default}",
+        "less_than": f"must be less than {ctx.get('lt')}{eg}",
+        "int_parsing": f"must be a whole number{eg}",
+        "int_type": f"must be a whole number{eg}",
+        "int_from_float": f"must be a whole number, without a fraction{eg}",
+        "int_parsing_size": f"must be a whole number of a sensible size{eg}",
+        "float_parsing": f"must be a number{eg}",
+        "float_type": f"must be a number{eg}",
+        "finite_number": f"must be a finite number{eg}",
+        "bool_parsing": f"must be true or false{default}",
+        "bool_type": f"must be true or false{default}",
+        "string_type": f"must be text (quote it in YAML){eg}",
+        "literal_error": f"must be one of {ctx.get('expected')}{default}",
+        "dict_type": (f"must be a map{eg or MAP_EXAMPLE}; set entries with "
+                      f"pulumi config set --path '{key}.NAME' VALUE"),
+        "list_type": (f"must be a list{eg}; set items with pulumi config set --path '{key}[0]' VALUE"),
+        "too_short": f"needs at least {ctx.get('min_length')} item(s); see the README's Changing the model",
+        "missing": (f"is required; set it with pulumi config set --path '{key}' VALUE (see the "
+                    "README's Changing the model)"),
+        "value_error": str(error["msg"]).removeprefix("Value error, "),
+    }
+    return messages.get(kind) or f"{error['msg']}; the README's Settings table lists the values it takes"
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -487,13 +915,17 @@ def _describe(error: dict[str, Any]) -> str:
     key = _config_key(loc)
     if error["type"] == "extra_forbidden":
         valid = _valid_keys_at(loc)
-        near = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+        # A dotted top-level key (vlm.maxModelLen) is matched by its section part.
+        name = re.split(r"[.\[]", str(loc[-1]))[0] if len(loc) == 1 else str(loc[-1])
+        near = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
         hint = f"did you mean {near[0]!r}?" if near else "valid keys: " + ", ".join(valid)
         return f"{key}: unknown key ({hint}); remove or rename it"
-    value = error.get("input")
-    message = str(error["msg"]).removeprefix("Value error, ")
-    shown = "[secret]" if "token" in key.lower() or "private" in key.lower() else json.dumps(value, default=str)
-    return f"{key} = {shown}: {message}"
+    if error["type"] == "missing":
+        return f"{key}: {_fix(error, key)}"
+    shown = "[secret]" if str(loc[0]) in SECRET_KEYS else json.dumps(error.get("input"), default=str)
+    if len(shown) > 120:
+        shown = shown[:100] + f"... ({len(shown)} characters)"
+    return f"{key} = {shown}: {_fix(error, key)}"
 
 
 def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
@@ -504,10 +936,20 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
 
     if tpu.provisioning_model == "flex-start":
         seconds = tpu.run_seconds
+        deploy_seconds = budget.COLD_BOOT_SECONDS + vllm.health_timeout_seconds
         if not MIN_RUN_SECONDS <= seconds <= MAX_RUN_SECONDS:
             errors.append(
                 f"{NAMESPACE}:tpu.maxRunDuration = {tpu.max_run_duration!r}: flex-start runs "
                 "between 1 minute and 7 days; set something like 4h"
+            )
+        elif seconds < deploy_seconds:
+            errors.append(
+                f"{NAMESPACE}:tpu.maxRunDuration = {tpu.max_run_duration!r}: GCP deletes the node "
+                f"{seconds} s after it starts, before the deploy can be sure to finish: a cold "
+                f"start takes ~{budget.COLD_BOOT_SECONDS} s (the log) and the deploy waits up to "
+                f"vllm.healthTimeout ({vllm.health_timeout_seconds} s) for /health; set it to at "
+                f"least {math.ceil(deploy_seconds / 60)}m (the default is 4h), or lower "
+                "vllm.healthTimeout"
             )
         if tpu.zone in FLEX_START_REJECTING_ZONES:
             errors.append(
@@ -534,49 +976,15 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             f"costs ${weekend:.0f}. flex-start costs 3.8% more than spot and stops by itself"
         )
 
-    geometry = settings.geometry
-    floor = geometry.max_tokens_per_mm_item if geometry else None
-    if (vllm.disable_chunked_mm_input and vllm.multimodal_enabled and floor
-            and vllm.max_num_batched_tokens < floor):
+    if tpu.subnetwork and (region := re.search(r"regions/([^/]+)/", tpu.subnetwork)) \
+            and region.group(1) != tpu.region:
         errors.append(
-            f"{NAMESPACE}:vllm.maxNumBatchedTokens = {vllm.max_num_batched_tokens}: the server "
-            "refuses to start: 'ValueError: Chunked MM input disabled but "
-            f"max_tokens_per_mm_item ({floor}) is larger than max_num_batched_tokens "
-            f"({vllm.max_num_batched_tokens}). Please increase max_num_batched_tokens.' Use "
-            f"{budget.next_power_of_two(floor)}, or set limitMmPerPrompt to zeros for text only"
+            f"{NAMESPACE}:tpu.subnetwork = {tpu.subnetwork!r}: the subnetwork is in "
+            f"{region.group(1)} but the node is in {tpu.zone} ({tpu.region}); use a subnetwork of "
+            f"{tpu.region}"
         )
-    if vllm.enable_auto_tool_choice and not vllm.tool_call_parser:
-        errors.append(
-            f"{NAMESPACE}:vllm.toolCallParser = null: enableAutoToolChoice needs a parser; "
-            "set it to gemma4"
-        )
-
-    kv = settings.kv_budget()
-    if kv is None:
-        warnings.append(
-            f"vllm.model={vllm.model}: no measured geometry, so KV tokens and load checks are unknown"
-        )
-    else:
-        if kv.kv_tokens <= 0:
-            errors.append(
-                f"{NAMESPACE}:vllm.gpuMemoryUtilization = {vllm.gpu_memory_utilization}: the "
-                f"cap ({budget.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "
-                f"{budget.gib(geometry.weights_bytes):.2f} GiB of weights; use 0.92"
-            )
-        planned = settings.load.clients * settings.load.context_tokens
-        if kv.kv_tokens > 0 and planned > kv.load_limit_tokens:
-            warnings.append(
-                f"load: {settings.load.clients} clients x {settings.load.context_tokens} tokens "
-                f"= {planned:,} KV tokens, over ~78% of the {kv.kv_tokens:,}-token pool "
-                f"({kv.load_limit_tokens:,}); past it you pay in tail latency for throughput "
-                "you don't get (the log's 8K x 64 cell: TTFT 11.7 s). Keep clients x context "
-                "under that"
-            )
-        if settings.load.context_tokens > vllm.max_model_len:
-            errors.append(
-                f"{NAMESPACE}:load.contextTokens = {settings.load.context_tokens}: longer than "
-                f"vllm.maxModelLen ({vllm.max_model_len}); lower it or raise maxModelLen"
-            )
+    errors += _model_checks(settings, warnings)
+    errors += _memory_checks(settings, warnings)
 
     if settings.front.upstream_port in (vllm.port, 22):
         errors.append(
@@ -625,6 +1033,139 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
     return errors
 
 
+def _model_checks(settings: Settings, warnings: list[str]) -> list[str]:
+    """Parsers and multimodal limits against what vLLM registers and what the model family reads."""
+    errors: list[str] = []
+    vllm, family = settings.vllm, settings.family
+    registered = ", ".join(sorted(VLLM_TOOL_CALL_PARSERS))
+    if not vllm.enable_auto_tool_choice:
+        errors.append(
+            f"{NAMESPACE}:vllm.enableAutoToolChoice = false: the serving step's smoke test asks "
+            "for a tool call (startup/serve.sh), so the deploy would fail after the whole cold "
+            "start; this stack serves tool-calling agents: set it true with the model's "
+            "toolCallParser"
+        )
+    elif not vllm.tool_call_parser:
+        errors.append(
+            f"{NAMESPACE}:vllm.toolCallParser = null: enableAutoToolChoice needs a parser (vLLM "
+            "exits: '--enable-auto-tool-choice requires --tool-call-parser'), and no model family "
+            f"is known for {vllm.model}; set the one its chat template writes, one of {registered}"
+        )
+    for key, parser, own in (("toolCallParser", vllm.tool_call_parser, family and family.tool_call_parser),
+                             ("reasoningParser", vllm.reasoning_parser, family and family.reasoning_parser)):
+        owner = FAMILY_PARSERS.get(parser) if parser else None
+        if owner is not None and owner is not family:
+            errors.append(
+                f"{NAMESPACE}:vllm.{key} = {parser!r}: it reads only {owner.name} output, and "
+                f"{vllm.model} is not a {owner.name} model (its id does not say gemma-4); set the "
+                "parser for your model's family, or remove the key to follow the model (a Gemma 4 "
+                "checkpoint under another name: put gemma-4 in its name)"
+            )
+        elif family is not None and parser and own and parser != own:
+            errors.append(
+                f"{NAMESPACE}:vllm.{key} = {parser!r}: {family.name} writes its own format, which "
+                f"only the {own} parser reads; set it to {own} or remove the key"
+            )
+    if family is not None:
+        unsupported = sorted(key for key, count in vllm.limit_mm_per_prompt.items()
+                             if count > 0 and key not in _family_modalities(vllm.model, family))
+        if unsupported:
+            warnings.append(
+                f"vllm.limitMmPerPrompt: {vllm.model} takes no {', '.join(unsupported)} (vLLM "
+                f"ignores the limit, and requests with it fail); {family.name} here takes "
+                f"{', '.join(sorted(_family_modalities(vllm.model, family)))}"
+            )
+    return errors
+
+
+def _family_modalities(model: str, family: ModelFamily) -> frozenset[str]:
+    if family is GEMMA_4 and not GEMMA_4_WITH_AUDIO.search(model):
+        return family.modalities - {"audio"}
+    return family.modalities
+
+
+def _memory_checks(settings: Settings, warnings: list[str]) -> list[str]:
+    """KV pool, context and planned load against the model's geometry, or say what is unchecked."""
+    errors: list[str] = []
+    vllm, geometry = settings.vllm, settings.geometry
+    if vllm.model_geometry is not None and budget.geometry_for(vllm.model) is not None:
+        warnings.append(
+            f"vllm.modelGeometry replaces the log's measured geometry of {vllm.model}; remove it "
+            "to use the measured one"
+        )
+    if geometry is None:
+        warnings.append(
+            f"vllm.model={vllm.model}: no measured geometry, so these go unchecked: whether the "
+            "weights fit the chip, the KV pool and its token count (kvTokens), the planned load "
+            "against it, maxModelLen against the model's context, kvCacheMemoryBytes against "
+            "what is left, and the multimodal batch floor. Supply it as vllm.modelGeometry "
+            "(weightsGib, kvLayers, maxContextTokens; see the README's Changing the model)"
+        )
+        return errors
+
+    floor = geometry.max_tokens_per_mm_item
+    if (vllm.disable_chunked_mm_input and vllm.multimodal_enabled and floor
+            and vllm.max_num_batched_tokens < floor):
+        errors.append(
+            f"{NAMESPACE}:vllm.maxNumBatchedTokens = {vllm.max_num_batched_tokens}: the server "
+            "refuses to start: 'ValueError: Chunked MM input disabled but "
+            f"max_tokens_per_mm_item ({floor}) is larger than max_num_batched_tokens "
+            f"({vllm.max_num_batched_tokens}). Please increase max_num_batched_tokens.' Use "
+            f"{budget.next_power_of_two(floor)}, or set limitMmPerPrompt to zeros for text only"
+        )
+    context = geometry.max_context_tokens
+    if context and vllm.max_model_len > context:
+        errors.append(
+            f"{NAMESPACE}:vllm.maxModelLen = {vllm.max_model_len}: longer than {vllm.model}'s "
+            f"context ({context} tokens, max_position_embeddings in its config.json); the server "
+            f"refuses to start ('User-specified max_model_len ({vllm.max_model_len}) is greater "
+            f"than the derived max_model_len'); set it to {context} or less (the log's is 32768)"
+        )
+
+    pinned = vllm.kv_cache_memory_bytes
+    if pinned is not None:
+        measured = budget.kv_pool_bytes(geometry, budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
+        failing = budget.kv_pool_bytes(geometry, budget.FAILING_GPU_MEMORY_UTILIZATION)
+        if pinned >= failing:
+            errors.append(
+                f"{NAMESPACE}:vllm.kvCacheMemoryBytes = {pinned}: with "
+                f"{budget.gib(geometry.weights_bytes):.2f} GiB of weights that leaves less HBM "
+                "for compiled XLA programs than the 0.95 run, whose "
+                f"{budget.gib(failing):.2f} GiB pool died at XLA program allocation ~691 s in "
+                f"(RuntimeProgramAllocationFailure); use {max(measured, 0)} or less (the pool "
+                "gpuMemoryUtilization 0.92 leaves)"
+            )
+        elif pinned > measured:
+            warnings.append(
+                f"vllm.kvCacheMemoryBytes={pinned} is larger than the measured-good {measured} "
+                "(0.92's pool) and untested: the margin for compiled programs shrinks toward the "
+                "0.95 failure, and finding out costs a ~11 min compile"
+            )
+
+    kv = settings.kv_budget()
+    if pinned is None and kv.kv_tokens <= 0:
+        errors.append(
+            f"{NAMESPACE}:vllm.gpuMemoryUtilization = {vllm.gpu_memory_utilization}: the "
+            f"cap ({budget.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "
+            f"{budget.gib(geometry.weights_bytes):.2f} GiB of weights; use 0.92"
+        )
+    planned = settings.load.clients * settings.load.context_tokens
+    if kv.kv_tokens > 0 and planned > kv.load_limit_tokens:
+        warnings.append(
+            f"load: {settings.load.clients} clients x {settings.load.context_tokens} tokens "
+            f"= {planned:,} KV tokens, over ~78% of the {kv.kv_tokens:,}-token pool "
+            f"({kv.load_limit_tokens:,}); past it you pay in tail latency for throughput "
+            "you don't get (the log's 8K x 64 cell: TTFT 11.7 s). Keep clients x context "
+            "under that"
+        )
+    if settings.load.context_tokens > vllm.max_model_len:
+        errors.append(
+            f"{NAMESPACE}:load.contextTokens = {settings.load.context_tokens}: longer than "
+            f"vllm.maxModelLen ({vllm.max_model_len}); lower it or raise maxModelLen"
+        )
+    return errors
+
+
 def _validate_without(document: dict[str, Any], locs: list[tuple[Any, ...]]) -> Settings | None:
     pruned = json.loads(json.dumps(document, default=str))
     for loc in locs:
@@ -639,6 +1180,31 @@ def _validate_without(document: dict[str, Any], locs: list[tuple[Any, ...]]) -> 
         return None
 
 
+def _without_flat_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`pulumi config set tpu-vllm:vllm.maxModelLen 16384` (no --path) makes a key literally named
+    `vllm.maxModelLen`, which the stack never reads; say so with the --path command instead."""
+    kept: dict[str, Any] = {}
+    problems = []
+    for key, value in raw.items():
+        section = re.split(r"[.\[]", key, maxsplit=1)[0]
+        if key != section and TOP_LEVEL_KEYS.get(section) is not None:
+            shown = "[secret]" if section in SECRET_KEYS else (
+                value if isinstance(value, str) else json.dumps(value))
+            problems.append(
+                f"{NAMESPACE}:{key} = {json.dumps(shown)}: a flat key (pulumi config set without "
+                f"--path), which the stack never reads: its settings live inside the {section} "
+                f"map. Move it: pulumi config rm '{NAMESPACE}:{key}' && pulumi config set --path "
+                f"'{NAMESPACE}:{key}' {shown if shown == '[secret]' else _shell_word(str(shown))}"
+            )
+        else:
+            kept[key] = value
+    return kept, problems
+
+
+def _shell_word(text: str) -> str:
+    return text if re.fullmatch(r"[\w./:@+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
+
+
 def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False) -> Loaded:
     """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem."""
     context: dict[str, Any] = {"warnings": []}
@@ -648,6 +1214,8 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
             f"{NAMESPACE}:hfToken and {NAMESPACE}:hfTokenSecret are both set: either the stack "
             "keeps the token (hfToken) or it uses your secret (hfTokenSecret); remove one"
         )
+    raw, flat_problems = _without_flat_keys(raw)
+    problems += flat_problems
     document = {"project": project, "stack": stack, **raw}
     failed_keys: list[str] = []
     try:

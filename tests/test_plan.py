@@ -81,7 +81,7 @@ def write_stack(tmp_path: Path, config: dict) -> Path:
 
 
 def test_secure_values_it_cannot_decrypt_are_redacted(tmp_path):
-    directory = write_stack(tmp_path, {"gcp:project": "proj", "tpu-vllm:hfToken": {"secure": CANARY},
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj", "tpu-vllm:hfToken": {"secure": CANARY},
                                        "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}})
     result = plan("--stack", "review", "--json", config_dir=directory)
     assert result.returncode == 0, result.stderr
@@ -94,7 +94,7 @@ def test_secure_values_it_cannot_decrypt_are_redacted(tmp_path):
 
 def test_bad_config_exits_2_with_every_problem_and_no_traceback(tmp_path):
     directory = write_stack(tmp_path, {
-        "gcp:project": "proj",
+        "gcp:project": "my-proj",
         "tpu-vllm:tpu": {"acceleratorType": "v5e-1", "zone": "europe-west4-b", "maxRunDuration": "9d"},
         "tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95, "kvCacheDtype": "int8", "tensorParallelSize": 2,
                           "maxNumBatchedTokens": 2048, "blockSize": 16, "maxModelLenn": 1},
@@ -127,9 +127,81 @@ SEVEN_BAD_CONFIGS = [
 @pytest.mark.parametrize(("config", "key", "value", "fix"), SEVEN_BAD_CONFIGS,
                          ids=[case[1] for case in SEVEN_BAD_CONFIGS])
 def test_seven_bad_configs_each_fail_with_key_value_and_fix(tmp_path, config, key, value, fix):
-    directory = write_stack(tmp_path, {"gcp:project": "proj", **config})
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj", **config})
     result = plan("--stack", "review", config_dir=directory)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     problem = next(line for line in result.stderr.splitlines() if f"tpu-vllm:{key}" in line)
     assert value in problem and fix in problem
+
+
+MALFORMED_STACK_FILES = [
+    ("config-list", "config:\n  - tpu-vllm:vllm\n", "config: holds a list, not a map"),
+    ("config-string", "config: tpu-vllm\n", "config: holds a str, not a map"),
+    ("top-level-list", "- config\n- gcp:project\n", "holds a list, not a map"),
+    ("duplicate-key", "config:\n  tpu-vllm:vllm:\n    maxModelLen: 16384\n    maxModelLen: 32768\n",
+     "line 4, column 5: key 'maxModelLen' appears twice (first on line 3)"),
+    ("duplicate-section", "config:\n  tpu-vllm:tpu: {zone: us-west4-a}\n  tpu-vllm:tpu: {zone: us-west1-c}\n",
+     "key 'tpu-vllm:tpu' appears twice"),
+    ("syntax-error", "config:\n  tpu-vllm:vllm: {maxModelLen: [\n", "not valid YAML"),
+    ("bad-indent", "config:\n  gcp:project: my-proj\n    tpu-vllm:vllm: {}\n", "line 3, column"),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), [case[1:] for case in MALFORMED_STACK_FILES],
+                         ids=[case[0] for case in MALFORMED_STACK_FILES])
+def test_a_malformed_stack_file_names_the_file_and_the_fix(tmp_path, text, words):
+    from components.settings import SettingsError
+    from tools.plan import read_stack_config
+
+    path = tmp_path / "Pulumi.review.yaml"
+    path.write_text(text)
+    with pytest.raises(SettingsError) as caught:
+        read_stack_config(path)
+    [problem] = caught.value.problems
+    assert problem.startswith(str(path)) and words in problem
+    assert "<unicode string>" not in problem
+
+
+@pytest.mark.parametrize("text", ["", "config:\n", "# only a comment\n", "config: {}\n"])
+def test_an_empty_stack_file_is_an_empty_config(tmp_path, text):
+    from tools.plan import read_stack_config
+
+    path = tmp_path / "Pulumi.review.yaml"
+    path.write_text(text)
+    assert read_stack_config(path) == ({}, [])
+
+
+@pytest.mark.parametrize("case", ["duplicate-key", "syntax-error"])
+def test_a_malformed_stack_file_exits_2_without_a_traceback(tmp_path, case):
+    text = next(item[1] for item in MALFORMED_STACK_FILES if item[0] == case)
+    (tmp_path / "Pulumi.review.yaml").write_text(text)
+    result = plan("--stack", "review", config_dir=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "Traceback" not in result.stderr and "Pulumi.review.yaml" in result.stderr
+
+
+NEW_BAD_CONFIGS = [
+    ({"tpu-vllm:vllm.maxModelLen": "16384"}, "vllm.maxModelLen", "16384", "pulumi config set --path"),
+    ({"tpu-vllm:vllm": {"port": 22}}, "vllm.port", "22", "use 8000"),
+    ({"tpu-vllm:tpu": {"zone": "us-east4-a"}}, "tpu.zone", "us-east4-a", "set it to us-west4-a"),
+    ({"tpu-vllm:cache": {"sizeGb": 5}}, "cache.sizeGb", "5", "at least 10"),
+    ({"tpu-vllm:vllm": {"kvCacheMemoryBytes": 100_000_000_000}}, "vllm.kvCacheMemoryBytes", "100000000000",
+     "15.75 GiB"),
+]
+
+
+@pytest.mark.parametrize(("config", "key", "value", "fix"), NEW_BAD_CONFIGS, ids=[case[1] for case in NEW_BAD_CONFIGS])
+def test_new_bad_configs_fail_with_key_value_and_fix(tmp_path, config, key, value, fix):
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj",
+                                       "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}, **config})
+    result = plan("--stack", "review", config_dir=directory)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    problem = next(line for line in result.stderr.splitlines() if f"tpu-vllm:{key}" in line)
+    assert value in problem and fix in problem
+
+
+def test_a_malformed_project_fails_the_plan(tmp_path):
+    directory = write_stack(tmp_path, {"gcp:project": "My Project"})
+    result = plan("--stack", "review", config_dir=directory)
+    assert result.returncode == 2 and 'gcp:project = "My Project"' in result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -47,7 +48,7 @@ def test_dev_stack_registers_one_flex_start_queued_resource(dev):
     assert body["provisioningModel"] == "FLEX_START"
     assert body["runDuration"] == {"maxRunDuration": "14400s"}
     spec = body["tpu"]["nodeSpec"][0]
-    assert spec["parent"] == "projects/proj/locations/us-west4-a"
+    assert spec["parent"] == "projects/my-proj/locations/us-west4-a"
     assert spec["node"]["acceleratorType"] == "v5litepod-1"
     assert spec["node"]["runtimeVersion"] == "v2-alpha-tpuv5-lite"
     assert validate_queued_resource(body) == []
@@ -58,7 +59,7 @@ def test_node_runs_as_the_stacks_own_service_account(dev):
     account = dev.one("gcp:serviceaccount/account:Account")
     node = body_of(dev)["tpu"]["nodeSpec"][0]["node"]
     assert node["serviceAccount"] == {
-        "email": f"{account['inputs']['accountId']}@proj.iam.gserviceaccount.com",
+        "email": f"{account['inputs']['accountId']}@my-proj.iam.gserviceaccount.com",
         "scope": ["https://www.googleapis.com/auth/cloud-platform"]}
 
 
@@ -71,8 +72,8 @@ def test_accessor_binding_is_on_each_secret_and_nowhere_on_the_project(dev):
         assert binding["inputs"]["member"] == f"serviceAccount:{email}"
     assert not [r for r in dev.registrations if r["type"].startswith("gcp:projects/iAM")]
     metadata = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["metadata"]
-    assert metadata["tpu-vllm-hf-token-secret"] == "projects/proj/secrets/hf-token"
-    assert metadata["tpu-vllm-api-key-secret"] == "projects/proj/secrets/tpu-vllm-dev-api-key"
+    assert metadata["tpu-vllm-hf-token-secret"] == "projects/my-proj/secrets/hf-token"
+    assert metadata["tpu-vllm-api-key-secret"] == "projects/my-proj/secrets/tpu-vllm-dev-api-key"
 
 
 def test_required_apis_are_enabled_and_never_disabled_on_destroy(dev):
@@ -111,7 +112,7 @@ def test_cache_disk_is_balanced_pd_attached_read_write(dev):
     assert disk["inputs"]["type"] == "pd-balanced" and disk["inputs"]["zone"] == "us-west4-a"
     assert disk["retain_on_delete"] is False
     attached = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["dataDisks"]
-    assert attached == [{"sourceDisk": f"projects/proj/zones/us-west4-a/disks/{disk['inputs']['name']}",
+    assert attached == [{"sourceDisk": f"projects/my-proj/zones/us-west4-a/disks/{disk['inputs']['name']}",
                          "mode": "READ_WRITE"}]
 
 
@@ -130,7 +131,7 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     assert (connection["host"], connection["user"]) == ("203.0.113.10", "tpu-vllm")
     assert inputs["triggers"][0] == MOCK_NODE_UID
     assert inputs["stdin"] == SERVE_SCRIPT.read_text()
-    cfg = settings.load(SSH, "proj", "dev").settings
+    cfg = settings.load(SSH, "my-proj", "dev").settings
     assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 
@@ -182,7 +183,7 @@ def test_a_stack_managed_hf_token_lives_in_its_own_secret_version(canary):
     assert secret["inputs"]["replication"] == {"auto": {}}
     assert secret["inputs"]["labels"]["app"] == "tpu-vllm"
     metadata = body_of(canary)["tpu"]["nodeSpec"][0]["node"]["metadata"]
-    assert metadata["tpu-vllm-hf-token-secret"] == "projects/proj/secrets/tpu-vllm-dev-hf-token"
+    assert metadata["tpu-vllm-hf-token-secret"] == "projects/my-proj/secrets/tpu-vllm-dev-hf-token"
 
 
 def test_a_user_supplied_ssh_key_replaces_the_generated_one():
@@ -213,10 +214,10 @@ def test_missing_project_is_a_clear_error():
 
 def test_a_missing_hand_made_hf_secret_stops_the_preview_with_the_fix():
     program = harness.run(harness.dev_config(), failing_calls={
-        "gcp:secretmanager/getSecret:getSecret": "Error 404: Secret [projects/proj/secrets/hf-token] not found"})
+        "gcp:secretmanager/getSecret:getSecret": "Error 404: Secret [projects/my-proj/secrets/hf-token] not found"})
     [problem] = program.problems
     assert "tpu-vllm:hfTokenSecret = 'hf-token'" in problem and "not found" in problem
-    assert "gcloud secrets create hf-token --data-file=- --project=proj" in problem
+    assert "gcloud secrets create hf-token --data-file=- --project=my-proj" in problem
     assert "pulumi config set --secret tpu-vllm:hfToken" in problem
     # The lookup comes before any secret, binding or TPU is declared.
     registered = {r["type"] for r in program.registrations}
@@ -229,3 +230,22 @@ def test_a_stack_managed_token_needs_no_lookup():
     program = harness.run(config, secret_keys=["tpu-vllm:hfToken"],
                           failing_calls={"gcp:secretmanager/getSecret:getSecret": "must not be called"})
     assert program.problems is None
+
+
+def test_a_stack_name_gcp_would_refuse_still_gives_valid_unique_ids():
+    program = harness.run(harness.dev_config(), stack="My_Team.prod-eu-with-a-long-name")
+    assert program.problems is None
+    compute_name = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+    account = program.one("gcp:serviceaccount/account:Account")["inputs"]["accountId"]
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", account) and 6 <= len(account) <= 30, account
+    names = [program.one("gcp:compute/disk:Disk")["inputs"]["name"]]
+    names += [rule["inputs"]["name"] for rule in program.of_type("gcp:compute/firewall:Firewall")]
+    spec = body_of(program)["tpu"]["nodeSpec"][0]
+    names += [spec["nodeId"], program.one(QR_TYPE)["inputs"]["queuedResourceId"], *spec["node"]["tags"]]
+    for name in names:
+        assert re.fullmatch(compute_name, name), name
+    for secret in program.of_type("gcp:secretmanager/secret:Secret"):
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", secret["inputs"]["secretId"])
+    for labels in [spec["node"]["labels"], program.one("gcp:compute/disk:Disk")["inputs"]["labels"]]:
+        assert all(re.fullmatch(r"[a-z0-9_-]{0,63}", value) for value in labels.values()), labels
+    assert len(set(names)) == len(names) - 1  # the node id and the queued resource id are the same

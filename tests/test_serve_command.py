@@ -29,7 +29,7 @@ def dev_settings():
     config = dev_config()
     raw = {key.split(":", 1)[1]: json.loads(value)
            for key, value in config.items() if key.startswith("tpu-vllm:")}
-    return settings.load(raw, "proj", "dev").settings
+    return settings.load(raw, "my-proj", "dev").settings
 
 
 def test_dev_stack_renders_the_logs_final_command_on_loopback_behind_the_front():
@@ -49,7 +49,7 @@ def test_docker_run_adds_only_the_cache_mount_and_the_env_file():
 
 
 def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
-    cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "proj", "dev").settings
+    cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "my-proj", "dev").settings
     args = container.docker_run_args(cfg)
     assert "HF_HOME=/root/.cache/huggingface" in args
     assert "/mnt/tpu-vllm-cache/huggingface:/root/.cache/huggingface" in args
@@ -57,7 +57,7 @@ def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
 
 def test_optional_flags_render_only_when_set():
     cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "port": 8080,
-                                  "enablePrefixCaching": False}, **SSH}, "proj", "dev").settings
+                                  "enablePrefixCaching": False}, **SSH}, "my-proj", "dev").settings
     rendered = serve_command.render_serve_command(cfg)
     assert "--kv-cache-memory 5923602432" in rendered and "--no-enable-prefix-caching" in rendered
     assert rendered.endswith("--host 127.0.0.1 --port 8001")  # vllm.port is the front's, not vLLM's

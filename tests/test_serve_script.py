@@ -59,7 +59,7 @@ class Serve:
         self.log = tmp_path / "commands.log"
         self.env = make_shims(tmp_path / "bin", self.log, {"docker": FAKE_DOCKER})
         self.env.update({"STARTUP_ROOT": str(self.root), "FAKE_VLLM_LOG": VLLM_LOG, **env})
-        cfg = settings.load({"vllm": {"port": port}, **SSH}, "proj", "dev").settings
+        cfg = settings.load({"vllm": {"port": port}, **SSH}, "my-proj", "dev").settings
         self.docker_args = container.docker_run_args(cfg)
         # Exactly what pulumi-command sends, minus sudo (the tests run unprivileged).
         self.argv = shlex.split(remote_command_text(cfg))[4:]

@@ -1,5 +1,7 @@
 """Each rule of the build log: a passing and a failing case, with key, value and fix in the message."""
 
+import re
+
 import pytest
 
 from components import settings as s
@@ -8,7 +10,7 @@ from components import settings as s
 def load(**sections):
     sections.setdefault("access", {})
     sections["access"] = {"sshSourceRanges": ["198.51.100.7/32"], **sections["access"]}
-    return s.load(sections, project="proj", stack="dev")
+    return s.load(sections, project="my-proj", stack="dev")
 
 
 def problems(**sections):
@@ -19,7 +21,7 @@ def problems(**sections):
 
 def test_ssh_needs_source_ranges():
     with pytest.raises(s.SettingsError) as caught:
-        s.load({}, "proj", "dev")
+        s.load({}, "my-proj", "dev")
     assert "tpu-vllm:access.sshSourceRanges = []" in caught.value.problems[0]
     assert "ifconfig.me" in caught.value.problems[0]
 
@@ -228,3 +230,389 @@ def test_short_health_timeout_is_an_error():
 def test_the_front_and_vllm_cannot_share_a_port(upstream):
     problem = one_problem(front={"upstreamPort": upstream})
     assert problem.startswith(f"tpu-vllm:front.upstreamPort = {upstream}:") and "8001" in problem
+
+
+# --- Ids derived from the stack name (issue 12 §3) -------------------------------------------
+# The APIs' documented patterns, written out here independently of components/naming.py.
+COMPUTE_NAME = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # compute.v1 Disk/Firewall name, network tags: 1-63
+ACCOUNT_ID = r"[a-z]([-a-z0-9]*[a-z0-9])"  # iam.v1 CreateServiceAccountRequest.accountId: 6-30
+SECRET_ID = r"[A-Za-z0-9_-]+"  # secretmanager.v1 secretId: at most 255
+TPU_ID = r"[A-Za-z0-9_.~+%-]+"  # tpu.v2alpha1 queuedResourceId / nodeId
+LABEL_VALUE = r"[a-z0-9_-]{0,63}"  # label values (ASCII subset of [\p{Ll}\p{Lo}\p{N}_-]{0,63})
+
+AWKWARD_STACKS = ["dev", "my_stack", "prod.eu", "Prod", "UPPER", "abcdefghijklmnopqrstu",
+                  "a-very-long-stack-name-for-production-eu", "x" * 100, "___", "team.a_b-", "ümlaut"]
+
+
+def derived_ids(stack):
+    cfg = s.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", stack).settings
+    prefix = cfg.resource_prefix
+    return {
+        "node": cfg.node_id,
+        "account": cfg.service_account_id,
+        "disk": cfg.cache_disk_name,
+        "tag": cfg.network_tag,
+        "hf-secret": f"{prefix}-hf-token",
+        "api-secret": f"{prefix}-api-key",
+        **{f"firewall-{rule}": f"{prefix}-{rule}" for rule in ("ssh", "serving-internal", "serving-external")},
+        "label": cfg.labels["stack"],
+    }
+
+
+@pytest.mark.parametrize("stack", AWKWARD_STACKS)
+def test_every_derived_id_matches_its_apis_documented_pattern(stack):
+    ids = derived_ids(stack)
+    for name in ("node", "disk", "tag", "firewall-ssh", "firewall-serving-internal", "firewall-serving-external"):
+        assert re.fullmatch(COMPUTE_NAME, ids[name]) and len(ids[name]) <= 63, (name, ids[name])
+    assert re.fullmatch(TPU_ID, ids["node"])
+    assert re.fullmatch(ACCOUNT_ID, ids["account"]) and 6 <= len(ids["account"]) <= 30, ids["account"]
+    for name in ("hf-secret", "api-secret"):
+        assert re.fullmatch(SECRET_ID, ids[name]) and len(ids[name]) <= 255
+    assert re.fullmatch(LABEL_VALUE, ids["label"]), ids["label"]
+
+
+def test_a_valid_stack_name_keeps_its_readable_ids():
+    assert derived_ids("dev") == {
+        "node": "tpu-vllm-dev", "account": "tpu-vllm-dev-vm", "disk": "tpu-vllm-dev-cache",
+        "tag": "tpu-vllm-dev", "hf-secret": "tpu-vllm-dev-hf-token", "api-secret": "tpu-vllm-dev-api-key",
+        "firewall-ssh": "tpu-vllm-dev-ssh", "firewall-serving-internal": "tpu-vllm-dev-serving-internal",
+        "firewall-serving-external": "tpu-vllm-dev-serving-external", "label": "dev"}
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("my_stack", "my-stack"), ("Prod", "prod"), ("prod.eu", "prod-eu"),
+    ("a-shared-prefix-of-thirty-one-c-one", "a-shared-prefix-of-thirty-one-c-two"),
+    ("x" * 99 + "a", "x" * 99 + "b")])
+def test_stacks_that_look_alike_get_different_ids(one, other):
+    first, second = derived_ids(one), derived_ids(other)
+    assert all(first[name] != second[name] for name in first), (first, second)
+
+
+def test_derived_ids_are_stable():
+    assert derived_ids("My_Stack.eu") == derived_ids("My_Stack.eu")
+    assert derived_ids("My_Stack.eu")["account"].startswith("tpu-vllm-my-stack")
+
+
+# --- Settings that cannot work --------------------------------------------------------------
+
+def test_a_run_shorter_than_a_cold_start_plus_the_health_wait_is_an_error():
+    message = one_problem(tpu={"maxRunDuration": "30m"})
+    assert "tpu-vllm:tpu.maxRunDuration = '30m'" in message
+    assert "857 s" in message and "at least 45m" in message
+    assert load(tpu={"maxRunDuration": "45m"}).settings.tpu.run_seconds == 2700
+    # A shorter health wait makes room for a shorter run.
+    assert load(tpu={"maxRunDuration": "30m"}, vllm={"healthTimeout": "15m"}).settings.tpu.run_seconds == 1800
+
+
+@pytest.mark.parametrize("value", ["0s", "0m", "0h0m"])
+def test_a_zero_queue_timeout_is_an_error(value):
+    message = one_problem(tpu={"queueTimeout": value})
+    assert "tpu-vllm:tpu.queueTimeout" in message and "wait forever" in message and "1h" in message
+
+
+def test_a_short_queue_timeout_is_accepted():
+    assert load(tpu={"queueTimeout": "1m"}).settings.tpu.queue_seconds == 60
+
+
+def test_max_model_len_above_the_models_context_is_an_error():
+    message = one_problem(vllm={"maxModelLen": 131073})
+    assert "tpu-vllm:vllm.maxModelLen = 131073" in message
+    assert "131072" in message and "is greater than the derived max_model_len" in message
+    assert load(vllm={"maxModelLen": 131072}).settings.vllm.max_model_len == 131072
+
+
+@pytest.mark.parametrize("port", [22])
+def test_the_ssh_port_is_refused_for_vllm(port):
+    message = one_problem(vllm={"port": port})
+    assert "tpu-vllm:vllm.port = 22" in message and "sshd" in message and "use 8000" in message
+
+
+@pytest.mark.parametrize("port", [8000, 8080, 2222])
+def test_other_ports_are_accepted(port):
+    assert load(vllm={"port": port}).settings.vllm.port == port
+
+
+@pytest.mark.parametrize("image", ["", "   "])
+def test_an_empty_image_is_an_error(image):
+    message = one_problem(vllm={"image": image})
+    assert "tpu-vllm:vllm.image" in message and "vllm/vllm-tpu:nightly" in message
+
+
+def test_an_image_id_from_docker_images_is_an_error_with_the_logs_reason():
+    message = one_problem(vllm={"image": "sha256:2a4a1f82793f748e02af54d77a62e590d34d2c9c68e833a8bb00d26a878a684c"})
+    assert "config-blob ID" in message and "unexpected media type" in message
+
+
+@pytest.mark.parametrize("image", ["vllm tpu", "vllm/vllm-tpu:", "Vllm/VLLM-TPU:nightly"])
+def test_an_unpullable_image_reference_is_an_error(image):
+    assert "docker can pull" in one_problem(vllm={"image": image})
+
+
+@pytest.mark.parametrize("image", [
+    "vllm/vllm-tpu:nightly", "vllm/vllm-tpu", "us-docker.pkg.dev/my-proj/repo/vllm-tpu:v0.26.1",
+    "localhost:5000/vllm-tpu:dev",
+    "vllm/vllm-tpu@sha256:5b63034a1d04e6f9f3232f0920b81462da2e2d3d721b33cc41033b9eb38f712f"])
+def test_pullable_image_references_are_accepted(image):
+    assert load(vllm={"image": image}).settings.vllm.image == image
+
+
+@pytest.mark.parametrize(("key", "value", "near"), [
+    ("toolCallParser", "gemma", "gemma4"), ("toolCallParser", "Gemma4", "gemma4"),
+    ("reasoningParser", "gemma-4", "gemma4")])
+def test_parsers_vllm_does_not_register_are_errors(key, value, near):
+    message = one_problem(vllm={key: value})
+    assert f"tpu-vllm:vllm.{key} = \"{value}\"" in message
+    assert "vLLM does not register" in message and f"did you mean {near}" in message
+
+
+def test_the_registered_parser_lists_are_vllms():
+    assert {"gemma4", "hermes", "llama3_json", "qwen3_xml", "mistral"} <= s.VLLM_TOOL_CALL_PARSERS
+    assert {"gemma4", "qwen3", "deepseek_r1"} <= s.VLLM_REASONING_PARSERS
+    assert "gemma3" not in s.VLLM_TOOL_CALL_PARSERS  # Gemma 3 has no parser of its own
+
+
+@pytest.mark.parametrize(("limits", "words"), [
+    ({"image": -1, "audio": 1}, "0 or more"), ({"images": 4}, "not a modality vLLM knows"),
+    ({"image": 4, "speech": 1}, "vision_chunk")])
+def test_bad_multimodal_limits_are_errors(limits, words):
+    message = one_problem(vllm={"limitMmPerPrompt": limits})
+    assert "tpu-vllm:vllm.limitMmPerPrompt" in message and words in message
+
+
+@pytest.mark.parametrize("limits", [{"image": 0, "audio": 0}, {"image": 2, "video": 1}, {}])
+def test_good_multimodal_limits_are_accepted(limits):
+    assert load(vllm={"limitMmPerPrompt": limits}).settings.vllm.limit_mm_per_prompt == limits
+
+
+def test_max_num_seqs_zero_is_an_error_and_one_is_not():
+    message = one_problem(vllm={"maxNumSeqs": 0})
+    assert "tpu-vllm:vllm.maxNumSeqs = 0: at least 1" in message
+    assert load(vllm={"maxNumSeqs": 1}).settings.vllm.max_num_seqs == 1
+
+
+@pytest.mark.parametrize(("labels", "words"), [
+    ({"Team": "agents"}, "must start with a lowercase letter"), ({"team": "Agents B"}, "may hold only"),
+    ({"1team": "a"}, "must start with a lowercase letter"), ({"team": "x" * 64}, "at most 63"),
+    ({"k" + str(n): "v" for n in range(63)}, "at most 62 labels")])
+def test_labels_gcp_would_refuse_are_errors(labels, words):
+    message = one_problem(tpu={"labels": labels})
+    assert "tpu-vllm:tpu.labels" in message and words in message
+
+
+def test_labels_gcp_accepts_pass():
+    labels = {"team": "agents", "cost-center": "", "über_team": "ä-1"}
+    cfg = load(tpu={"labels": labels}).settings
+    assert cfg.labels == {"app": "tpu-vllm", "stack": "dev", **labels}
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("network", "My_Net"), ("network", "vpc-"), ("network", "projects/p/global/networks/Bad"),
+    ("subnetwork", "sub_net")])
+def test_network_names_gcp_would_refuse_are_errors(key, value):
+    message = one_problem(tpu={key: value})
+    assert f"tpu-vllm:tpu.{key}" in message and "lowercase letters" in message
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("network", "default"), ("network", "projects/my-proj/global/networks/vpc-1"),
+    ("network", "global/networks/vpc-1"), ("subnetwork", "tpu-subnet"),
+    ("subnetwork", "projects/my-proj/regions/us-west4/subnetworks/tpu-subnet")])
+def test_network_names_gcp_accepts_pass(key, value):
+    assert getattr(load(tpu={key: value}).settings.tpu, key) == value
+
+
+def test_a_subnetwork_in_another_region_is_an_error():
+    message = one_problem(tpu={"subnetwork": "regions/us-central1/subnetworks/tpu-subnet"})
+    assert "us-central1" in message and "us-west4" in message
+
+
+@pytest.mark.parametrize("project", ["proj", "My-Project", "my-project-", "1project", "my_project",
+                                     "a" * 31, "123456789012"])
+def test_a_malformed_project_is_an_error(project):
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, project, "dev")
+    [message] = caught.value.problems
+    assert message.startswith(f'gcp:project = "{project}"') and "pulumi config set gcp:project" in message
+
+
+@pytest.mark.parametrize("project", ["my-proj", "tokyo-rain-123", "a" * 30, "example.com:my-project"])
+def test_well_formed_projects_pass(project):
+    assert s.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, project, "dev").settings.project == project
+
+
+@pytest.mark.parametrize("zone", ["us-east4-a", "europe-west1-b", "asia-northeast1-a"])
+def test_a_zone_with_no_v5e_is_an_error(zone):
+    message = one_problem(tpu={"zone": zone})
+    assert f'tpu-vllm:tpu.zone = "{zone}"' in message and "no TPU v5e" in message and "us-west4-a" in message
+
+
+@pytest.mark.parametrize("zone", ["us-central1-a", "us-south1-a", "us-west1-c"])
+def test_a_v5e_zone_without_verified_flex_start_still_only_warns(zone):
+    assert any("only verified in us-west4-a" in w for w in load(tpu={"zone": zone}).warnings)
+
+
+@pytest.mark.parametrize("value", [-1, 0])
+def test_a_kv_pool_that_is_not_positive_is_an_error(value):
+    message = one_problem(vllm={"kvCacheMemoryBytes": value})
+    assert f"tpu-vllm:vllm.kvCacheMemoryBytes = {value}" in message and "5923602432" in message
+    assert "gpuMemoryUtilization = " not in message
+
+
+def test_a_kv_pool_larger_than_the_chip_is_an_error_about_the_chip():
+    message = one_problem(vllm={"kvCacheMemoryBytes": 100_000_000_000})
+    assert "tpu-vllm:vllm.kvCacheMemoryBytes = 100000000000" in message and "15.75 GiB" in message
+
+
+def test_a_kv_pool_past_what_the_0_95_run_had_is_an_error():
+    message = one_problem(vllm={"kvCacheMemoryBytes": 6_500_000_000})
+    assert "691 s" in message and "5923602432" in message
+
+
+def test_a_kv_pool_between_measured_and_failing_warns():
+    warnings = load(vllm={"kvCacheMemoryBytes": 6_200_000_000}).warnings
+    assert any("kvCacheMemoryBytes=6200000000" in w and "untested" in w for w in warnings)
+    assert not any("kvCacheMemoryBytes" in w for w in load(vllm={"kvCacheMemoryBytes": 5923602432}).warnings)
+
+
+@pytest.mark.parametrize(("key", "value", "path"), [
+    ("vllm.maxModelLen", "16384", "tpu-vllm:vllm.maxModelLen"),
+    ("tpu.zone", "us-west4-a", "tpu-vllm:tpu.zone"),
+    ("access.sshSourceRanges[0]", "198.51.100.7/32", "tpu-vllm:access.sshSourceRanges[0]")])
+def test_a_flat_key_suggests_config_set_with_path(key, value, path):
+    message = one_problem(**{key: value})
+    assert message.startswith(f'{path} = "{value}"')
+    assert f"pulumi config rm '{path}' && pulumi config set --path '{path}' {value}" in message
+
+
+def test_an_unknown_dotted_key_still_gets_the_nearest_key():
+    assert "did you mean 'vllm'" in one_problem(**{"vlm.maxModelLen": "1"})
+
+
+# --- Pydantic's own messages always say the fix ---------------------------------------------
+
+PYDANTIC_SAMPLES = [
+    ("greater_than_equal", {"cache": {"sizeGb": 5}}, "tpu-vllm:cache.sizeGb = 5: at least 10"),
+    ("less_than_equal", {"cache": {"sizeGb": 70000}}, "at most 65536; set it to 65536 or less"),
+    ("greater_than", {"vllm": {"gpuMemoryUtilization": 0}}, "must be more than 0.0, e.g. 0.92"),
+    ("int_parsing", {"vllm": {"maxModelLen": "long"}}, "must be a whole number, e.g. 32768"),
+    ("int_from_float", {"vllm": {"maxModelLen": 1.5}}, "without a fraction, e.g. 32768"),
+    ("int_type", {"load": {"clients": [1]}}, "must be a whole number, e.g. 16"),
+    ("int_parsing_size", {"load": {"clients": "9" * 5000}}, "of a sensible size, e.g. 16"),
+    ("int_parsing-dict-value", {"vllm": {"limitMmPerPrompt": {"image": "four"}}}, "must be a whole number"),
+    ("model_type-list-item", {"vllm": {"modelGeometry": {"weightsGib": 4, "kvLayers": ["x"],
+                                                        "maxContextTokens": 8192}}},
+     "--path 'tpu-vllm:vllm.modelGeometry.kvLayers[0].layers'"),
+    ("float_parsing", {"vllm": {"gpuMemoryUtilization": "most"}}, "must be a number, e.g. 0.92"),
+    ("bool_parsing", {"vllm": {"enablePrefixCaching": "maybe"}}, "must be true or false (the default is true)"),
+    ("string_type", {"tpu": {"maxRunDuration": 4}}, "write durations like 4h"),
+    ("string_type", {"vllm": {"image": 5}}, 'must be text (quote it in YAML), e.g. "vllm/vllm-tpu:nightly"'),
+    ("literal_error", {"tpu": {"provisioningModel": "preemptible"}}, "must be one of 'flex-start', 'spot' or"),
+    ("dict_type", {"tpu": {"labels": "team"}}, "must be a map, e.g. {\"team\": \"agents\"}"),
+    ("model_type", {"vllm": "google/gemma-4-E2B-it"}, "must be a map of settings, not str"),
+    ("list_type", {"access": {"internalSourceRanges": "10.0.0.0/8"}},
+     "--path 'tpu-vllm:access.internalSourceRanges[0]'"),
+    ("too_short", {"vllm": {"modelGeometry": {"weightsGib": 4, "kvLayers": [], "maxContextTokens": 8192}}},
+     "needs at least 1 item"),
+    ("missing", {"vllm": {"modelGeometry": {"weightsGib": 4, "kvLayers": [{"layers": 4, "kvHeads": 1}],
+                                            "maxContextTokens": 8192}}},
+     "tpu-vllm:vllm.modelGeometry.kvLayers[0].headDim: is required"),
+]
+
+
+@pytest.mark.parametrize(("kind", "sections", "fix"), PYDANTIC_SAMPLES, ids=[f"{k}-{i}" for i, (k, _, _) in
+                                                                           enumerate(PYDANTIC_SAMPLES)])
+def test_pydantic_errors_say_the_fix(kind, sections, fix):
+    found = problems(**sections)
+    assert any(fix in problem for problem in found), found
+    assert not any("Input should" in problem for problem in found), found
+
+
+def test_secret_keys_stay_masked_but_token_counts_do_not():
+    message = one_problem(load={"contextTokens": "many"})
+    assert 'tpu-vllm:load.contextTokens = "many"' in message
+
+
+# --- Changing the model ------------------------------------------------------------------------
+
+def test_parsers_and_limits_follow_the_model_family():
+    other = load(vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "hermes"}).settings.vllm
+    assert (other.tool_call_parser, other.reasoning_parser, other.limit_mm_per_prompt) == ("hermes", None, {})
+    e4b = load(vllm={"model": "google/gemma-4-E4B-it"}).settings.vllm
+    assert (e4b.tool_call_parser, e4b.reasoning_parser) == ("gemma4", "gemma4")
+    assert e4b.limit_mm_per_prompt == {"image": 4, "audio": 1}
+    # The 26B and 31B checkpoints have no audio tower.
+    assert load(vllm={"model": "google/gemma-4-31B-it"}).settings.vllm.limit_mm_per_prompt == {"image": 4}
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "google/gemma-3-4b-it"])
+def test_gemma4_parsers_on_another_model_are_errors(model):
+    found = problems(vllm={"model": model, "toolCallParser": "gemma4", "reasoningParser": "gemma4"})
+    assert len(found) == 2
+    assert all("reads only Gemma 4 output" in p and model in p for p in found)
+
+
+@pytest.mark.parametrize("model", ["google/gemma-4-E4B-it", "unsloth/gemma-4-26B-A4B-it", "/models/gemma4-e2b-ft"])
+def test_gemma4_parsers_on_any_gemma4_checkpoint_pass(model):
+    vllm = load(vllm={"model": model, "toolCallParser": "gemma4", "reasoningParser": "gemma4"}).settings.vllm
+    assert vllm.tool_call_parser == "gemma4"
+
+
+def test_another_parser_on_gemma4_is_an_error():
+    message = one_problem(vllm={"model": "google/gemma-4-E4B-it", "toolCallParser": "hermes"})
+    assert "only the gemma4 parser reads" in message
+
+
+def test_a_model_of_no_known_family_must_name_its_parser():
+    message = one_problem(vllm={"model": "Qwen/Qwen3-8B"})
+    assert "tpu-vllm:vllm.toolCallParser = null" in message and "hermes" in message
+
+
+def test_a_model_without_geometry_says_what_is_unchecked_and_how_to_supply_it():
+    warnings = load(vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "hermes"}).warnings
+    [warning] = [w for w in warnings if w.startswith("vllm.model=")]
+    for words in ("KV pool", "planned load", "maxModelLen", "weights fit", "vllm.modelGeometry", "Changing the model"):
+        assert words in warning
+
+
+def test_audio_on_a_model_without_an_audio_tower_warns():
+    warnings = load(vllm={"model": "google/gemma-4-31B-it", "limitMmPerPrompt": {"image": 4, "audio": 1}}).warnings
+    assert any("takes no audio" in w for w in warnings)
+
+
+GEOMETRY = {"weightsGib": 9.5, "kvLayers": [{"layers": 20, "kvHeads": 2, "headDim": 256}], "maxContextTokens": 65536}
+
+
+def test_a_supplied_geometry_brings_the_kv_and_context_checks_back():
+    loaded = load(vllm={"model": "acme/agent-7b", "toolCallParser": "hermes", "modelGeometry": GEOMETRY})
+    kv = loaded.settings.kv_budget()
+    assert kv.kv_bytes_per_token == 20 * 2 * 2 * 256 * 2
+    assert kv.kv_tokens > 0 and not any("unchecked" in w for w in loaded.warnings)
+    message = one_problem(vllm={"model": "acme/agent-7b", "toolCallParser": "hermes", "modelGeometry": GEOMETRY,
+                                "maxModelLen": 131072})
+    assert "longer than acme/agent-7b's context (65536 tokens" in message
+
+
+def test_a_supplied_geometry_is_validated():
+    found = problems(vllm={"model": "acme/agent-7b", "toolCallParser": "hermes",
+                           "modelGeometry": {**GEOMETRY, "weightsGib": 20, "maxContextTokenz": 1}})
+    assert any("tpu-vllm:vllm.modelGeometry.weightsGib = 20" in p and "14.49 GiB" in p for p in found)
+    assert any("did you mean 'maxContextTokens'" in p for p in found)
+
+
+def test_a_geometry_on_the_measured_model_warns_that_it_replaces_the_log():
+    assert any("replaces the log's measured geometry" in w for w in load(vllm={"modelGeometry": GEOMETRY}).warnings)
+
+
+def test_turning_tool_calling_off_is_an_error_because_the_smoke_test_calls_a_tool():
+    message = one_problem(vllm={"enableAutoToolChoice": False})
+    assert "tpu-vllm:vllm.enableAutoToolChoice = false" in message and "serve.sh" in message
+
+
+def test_every_new_problem_is_reported_in_one_run():
+    found = problems(tpu={"queueTimeout": "0s", "zone": "us-east4-a", "labels": {"Team": "x"}},
+                     vllm={"port": 22, "image": "", "maxNumSeqs": 0, "kvCacheMemoryBytes": -5,
+                           "toolCallParser": "nope", "limitMmPerPrompt": {"image": -1}},
+                     cache={"sizeGb": 1}, **{"vllm.maxModelLen": "1"})
+    for key in ("queueTimeout", "zone", "labels", "vllm.port", "image", "maxNumSeqs", "kvCacheMemoryBytes",
+                "toolCallParser", "limitMmPerPrompt", "sizeGb", "vllm.maxModelLen = "):
+        assert any(key in problem for problem in found), key
