@@ -9,7 +9,6 @@ warnings.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import json
 import re
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components import budget
+from policy import address_ranges
 
 NAMESPACE = "tpu-vllm"
 
@@ -340,13 +340,19 @@ class CacheSettings(_Section):
         return value
 
 
-def _check_cidrs(values: list[str]) -> list[str]:
+def _check_cidrs(values: list[str], info: ValidationInfo) -> list[str]:
+    """Each range as GCP will read it (host bits dropped, '/00' is '/0'), so checks and rules see one spelling."""
+    canonical = []
     for value in values:
-        try:
-            ipaddress.ip_network(value, strict=False)
-        except ValueError:
-            raise ValueError(f"{value!r} is not a CIDR range; write it like 203.0.113.7/32") from None
-    return values
+        network = address_ranges.parse(value)
+        if address_ranges.has_host_bits(value):
+            _warn(info, (
+                f"access.{to_camel(info.field_name or '')}: {value} has host bits set, so it means {network} "
+                f"({network.num_addresses:,} addresses); for one address write {value.strip().split('/')[0]}/"
+                f"{network.max_prefixlen}"
+            ))
+        canonical.append(str(network))
+    return canonical
 
 
 class AccessSettings(_Section):
@@ -368,8 +374,21 @@ class AccessSettings(_Section):
 
     @field_validator("ssh_source_ranges", "serving_source_ranges", "internal_source_ranges")
     @classmethod
-    def _cidrs(cls, values: list[str]) -> list[str]:
-        return _check_cidrs(values)
+    def _cidrs(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        return _check_cidrs(values, info)
+
+    @field_validator("internal_source_ranges")
+    @classmethod
+    def _internal_is_private(cls, values: list[str]) -> list[str]:
+        public = [value for value in values if not address_ranges.is_private(address_ranges.parse(value))]
+        if public:
+            raise ValueError(
+                f"{', '.join(public)} {'is' if len(public) == 1 else 'are'} not private: internal ranges are your "
+                f"VPC's own addresses, inside {address_ranges.PRIVATE_RANGES_TEXT}. List outside ranges in "
+                "access.servingSourceRanges instead (one that opens the endpoint to the internet also needs "
+                "access.allowPublicServing true)"
+            )
+        return values
 
     @field_validator("ssh_user")
     @classmethod
@@ -403,7 +422,6 @@ TOP_LEVEL_KEYS = {
     "hfTokenSecret": None,
     "sshPrivateKey": None,
 }
-
 
 class Settings(_Section):
     """The whole stack configuration, validated once."""
@@ -483,6 +501,51 @@ def _describe(error: dict[str, Any]) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
     shown = "[secret]" if "token" in key.lower() or "private" in key.lower() else json.dumps(value, default=str)
     return f"{key} = {shown}: {message}"
+
+
+# One line that narrows SSH to this machine's IPv4 address (the node has no IPv6) and drops the opt-in.
+NARROW_SSH_COMMAND = (
+    "pulumi config rm --path 'tpu-vllm:access.sshSourceRanges' && "
+    "pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' \"$(curl -4 -s ifconfig.me)/32\" && "
+    "pulumi config rm --path 'tpu-vllm:access.allowSshFromAnywhere'"
+)
+
+
+def _access_checks(access: AccessSettings, warnings: list[str]) -> list[str]:
+    """Who can reach the node, judged by the addresses the ranges cover (policy/address_ranges.py)."""
+    errors: list[str] = []
+    serving = address_ranges.internet_exposure(access.serving_source_ranges)
+    if serving and not access.allow_public_serving:
+        errors.append(
+            f"{NAMESPACE}:access.servingSourceRanges = {access.serving_source_ranges}: opens the model "
+            f"endpoint to the internet ({serving.describe()}); use the SSH tunnel or narrower ranges, or set "
+            f"{NAMESPACE}:access.allowPublicServing true if you mean it"
+        )
+    elif serving:
+        warnings.append(
+            f"access.allowPublicServing: the endpoint is open to the internet ({serving.describe()}); only the "
+            "API key stands in front of it"
+        )
+    if not access.ssh_source_ranges:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
+            f"this machine, so the firewall must let it in; set your address: {NARROW_SSH_COMMAND}"
+        )
+        return errors
+    ssh = address_ranges.internet_exposure(access.ssh_source_ranges)
+    if ssh and not access.allow_ssh_from_anywhere:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = {access.ssh_source_ranges}: opens SSH to the internet "
+            f"({ssh.describe()}); use your address ({NARROW_SSH_COMMAND}), or set "
+            f"{NAMESPACE}:access.allowSshFromAnywhere true if you mean it (key-only auth)"
+        )
+    elif ssh:
+        # Logged by every `pulumi up` until the ranges are narrowed.
+        warnings.append(
+            f"access.allowSshFromAnywhere: SSH (key-only) is open to any address ({ssh.describe()}); "
+            f"narrow it to this machine: {NARROW_SSH_COMMAND}"
+        )
+    return errors
 
 
 def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
@@ -568,33 +631,7 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             )
 
     access = settings.access
-    if "0.0.0.0/0" in access.serving_source_ranges and not access.allow_public_serving:
-        errors.append(
-            f"{NAMESPACE}:access.servingSourceRanges = {access.serving_source_ranges}: opens "
-            "the model endpoint to the whole internet; use the SSH tunnel or your own "
-            "ranges, or set access.allowPublicServing true if you mean it"
-        )
-    elif "0.0.0.0/0" in access.serving_source_ranges:
-        warnings.append(
-            "access.allowPublicServing: the endpoint is open to the internet; only the API key stands in front of it"
-        )
-    narrow_ssh = ("pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' "
-                  "\"$(curl -s ifconfig.me)/32\"")
-    if not access.ssh_source_ranges:
-        errors.append(
-            f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
-            f"this machine, so the firewall must let it in; set your address: {narrow_ssh}"
-        )
-    elif "0.0.0.0/0" in access.ssh_source_ranges and not access.allow_ssh_from_anywhere:
-        errors.append(
-            f"{NAMESPACE}:access.sshSourceRanges = {access.ssh_source_ranges}: opens SSH to the whole "
-            f"internet; use your address ({narrow_ssh}), or set access.allowSshFromAnywhere true "
-            "if you mean it (key-only auth)"
-        )
-    elif "0.0.0.0/0" in access.ssh_source_ranges:
-        warnings.append(
-            f"access.allowSshFromAnywhere: SSH (key-only) is open to any address; narrow it with {narrow_ssh}"
-        )
+    errors += _access_checks(access, warnings)
     if (access.ssh_public_key is None) != (settings.ssh_private_key is None):
         errors.append(
             f"{NAMESPACE}:access.sshPublicKey / {NAMESPACE}:sshPrivateKey: set both (the private "

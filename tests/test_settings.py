@@ -221,3 +221,76 @@ def test_warnings_are_shown_once():
 
 def test_short_health_timeout_is_an_error():
     assert "cold start" in one_problem(vllm={"healthTimeout": "5m"})
+
+
+# --- access: ranges judged by the addresses they cover ---
+
+OPEN_VARIANTS = [["0.0.0.0/0"], ["0.0.0.0/00"], ["1.2.3.4/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["::/0"],
+                 ["::ffff:0.0.0.0/96"], ["0.0.0.0/1"], ["8.0.0.0/8"], ["2001:db8::/32"],
+                 ["8.8.0.0/16", "9.9.0.0/16"]]
+
+
+@pytest.mark.parametrize("ranges", OPEN_VARIANTS)
+def test_ssh_open_to_the_internet_needs_the_opt_in_however_written(ranges):
+    message = one_problem(access={"sshSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.sshSourceRanges = ")
+    assert "opens SSH to the internet" in message and "tpu-vllm:access.allowSshFromAnywhere true" in message
+    assert any(str(s.address_ranges.parse(text)) in message for text in ranges)
+    loaded = load(access={"sshSourceRanges": ranges, "allowSshFromAnywhere": True})
+    [warning] = [w for w in loaded.warnings if w.startswith("access.allowSshFromAnywhere")]
+    assert s.NARROW_SSH_COMMAND in warning
+
+
+@pytest.mark.parametrize("ranges", OPEN_VARIANTS)
+def test_serving_open_to_the_internet_needs_the_opt_in_however_written(ranges):
+    message = one_problem(access={"servingSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.servingSourceRanges = ")
+    assert "tpu-vllm:access.allowPublicServing true" in message
+    loaded = load(access={"servingSourceRanges": ranges, "allowPublicServing": True})
+    assert any("open to the internet" in w for w in loaded.warnings)
+
+
+def test_the_halves_are_named_together():
+    message = one_problem(access={"sshSourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]})
+    assert "0.0.0.0/1 and 128.0.0.0/1 together reach every public IPv4 address" in message
+
+
+@pytest.mark.parametrize("ranges", [["198.51.100.7/32"], ["203.0.113.0/24", "2001:db8:1::/48"], ["8.8.0.0/16"],
+                                    ["10.0.0.0/8", "8.8.8.8/32"]])
+def test_your_own_ranges_need_no_opt_in(ranges):
+    loaded = load(access={"sshSourceRanges": ranges, "servingSourceRanges": ranges})
+    assert not any("open to" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("ranges", [["0.0.0.0/0"], ["8.8.8.0/24"], ["::/0"], ["::ffff:0.0.0.0/96"],
+                                    ["10.128.0.0/9", "172.32.0.0/16"], ["127.0.0.1/32"]])
+def test_internal_ranges_must_be_private(ranges):
+    message = one_problem(vllm={"port": 8001}, access={"internalSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.internalSourceRanges = ")
+    assert "not private" in message and "access.servingSourceRanges" in message
+    assert "access.allowPublicServing" in message
+    assert ranges[-1] in message
+
+
+def test_a_public_internal_range_is_refused_even_with_the_serving_opt_in():
+    assert "not private" in one_problem(access={"internalSourceRanges": ["0.0.0.0/0"], "allowPublicServing": True})
+
+
+@pytest.mark.parametrize("ranges", [["10.128.0.0/9"], ["172.16.0.0/12", "192.168.1.0/24"], ["100.64.0.0/10"],
+                                    ["fd00:1::/64"], ["::ffff:10.0.0.0/104"]])
+def test_private_internal_ranges_are_fine(ranges):
+    assert load(access={"internalSourceRanges": ranges}).settings.access.internal_source_ranges
+
+
+def test_ranges_are_kept_in_one_spelling_and_host_bits_warn():
+    loaded = load(access={"sshSourceRanges": [" 203.0.113.7/24", "198.51.100.7"],
+                          "servingSourceRanges": ["0.0.0.0/00"], "allowPublicServing": True})
+    assert loaded.settings.access.ssh_source_ranges == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert loaded.settings.access.serving_source_ranges == ["0.0.0.0/0"]
+    assert any("203.0.113.7/24 has host bits set" in w and "203.0.113.7/32" in w for w in loaded.warnings)
+
+
+def test_the_narrowing_command_is_one_line_and_asks_for_ipv4():
+    assert "\n" not in s.NARROW_SSH_COMMAND and "curl -4" in s.NARROW_SSH_COMMAND
+    assert s.NARROW_SSH_COMMAND.endswith("pulumi config rm --path 'tpu-vllm:access.allowSshFromAnywhere'")
+
