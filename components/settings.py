@@ -423,6 +423,11 @@ TOP_LEVEL_KEYS = {
     "sshPrivateKey": None,
 }
 
+# Always kept as secrets, and must be set with --secret. hfTokenSecret (a name) may be; the sections may not,
+# since their values are written into firewall rules, commands and outputs.
+SECRET_BY_NATURE = frozenset({"hfToken", "sshPrivateKey"})
+
+
 class Settings(_Section):
     """The whole stack configuration, validated once."""
 
@@ -438,6 +443,39 @@ class Settings(_Section):
     hf_token_secret: str = "hf-token"
     """Otherwise, the id of a secret you created with gcloud (the log's way)."""
     ssh_private_key: SecretStr | None = None
+
+    @field_validator("hf_token")
+    @classmethod
+    def _hf_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError(
+                "it is empty, and an empty token cannot download the model; paste your token with "
+                f"`pulumi config set --secret {NAMESPACE}:hfToken`, or remove the key "
+                f"(`pulumi config rm {NAMESPACE}:hfToken`) to use your own secret ({NAMESPACE}:hfTokenSecret)"
+            )
+        return value
+
+    @field_validator("ssh_private_key")
+    @classmethod
+    def _private_key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError(
+                f"it is empty, so {NAMESPACE}:access.sshPublicKey has no private half to log in with; set it "
+                f"from the key file (`pulumi config set --secret {NAMESPACE}:sshPrivateKey < ~/.ssh/id_ed25519`), "
+                f"or remove both keys and the stack generates one"
+            )
+        return value
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _secret_id_shape(cls, value: str) -> str:
+        # Empty, spaces or a resource path: the common slips. Anything else is looked up at preview.
+        if not value.strip() or re.search(r"[\s/]", value):
+            raise ValueError(
+                "a Secret Manager secret id is one word of letters, digits, - or _ (e.g. hf-token; the stack adds "
+                "projects/<project>/secrets/ itself); set the id of the secret that holds your token"
+            )
+        return value
 
     @property
     def node_id(self) -> str:
@@ -470,6 +508,8 @@ class Settings(_Section):
 class Loaded:
     settings: Settings
     warnings: list[str]
+    secret_keys: frozenset[str] = frozenset()
+    """Top-level keys set with --secret (e.g. hfTokenSecret): their values flow only as Pulumi secrets."""
 
 
 def _config_key(loc: tuple[Any, ...]) -> str:
@@ -489,7 +529,7 @@ def _valid_keys_at(loc: tuple[Any, ...]) -> list[str]:
     return [field.alias or name for name, field in section.model_fields.items()] if section else []
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], secret_keys: frozenset[str] = frozenset()) -> str:
     loc = tuple(error["loc"])
     key = _config_key(loc)
     if error["type"] == "extra_forbidden":
@@ -499,7 +539,8 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{key}: unknown key ({hint}); remove or rename it"
     value = error.get("input")
     message = str(error["msg"]).removeprefix("Value error, ")
-    shown = "[secret]" if "token" in key.lower() or "private" in key.lower() else json.dumps(value, default=str)
+    hidden = str(loc[0]) in secret_keys | SECRET_BY_NATURE
+    shown = "[secret]" if hidden else json.dumps(value, default=str)
     return f"{key} = {shown}: {message}"
 
 
@@ -659,10 +700,39 @@ def _validate_without(document: dict[str, Any], locs: list[tuple[Any, ...]]) -> 
         return None
 
 
-def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False) -> Loaded:
-    """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem."""
+def _secrecy_problems(raw: dict[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """A value set with --secret must stay one; a token or key set without it sits in plaintext in the file."""
+    problems = []
+    for key in sorted(secret_keys & raw.keys()):
+        if TOP_LEVEL_KEYS.get(key) is not None:
+            problems.append(
+                f"{NAMESPACE}:{key} is set with --secret (or holds a secret value), but the stack writes its "
+                "values into resources, commands and outputs in plaintext; set them again without --secret "
+                f"(`pulumi config rm {NAMESPACE}:{key}`, then `pulumi config set --path {NAMESPACE}:{key}.NAME VALUE`)"
+            )
+    for key in sorted(SECRET_BY_NATURE & raw.keys() - secret_keys):
+        problems.append(
+            f"{NAMESPACE}:{key} is stored in plaintext in Pulumi.<stack>.yaml; set it again with "
+            f"`pulumi config set --secret {NAMESPACE}:{key}` (paste it at the prompt), and replace it if that "
+            "file was shared"
+        )
+    return problems
+
+
+def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False,
+         secret_keys: frozenset[str] | None = None) -> Loaded:
+    """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem.
+
+    secret_keys: the top-level keys set with --secret (None when the caller cannot know, e.g. pure rule tests).
+    """
     context: dict[str, Any] = {"warnings": []}
     problems: list[str] = []
+    if secret_keys is not None:
+        problems += _secrecy_problems(raw, secret_keys)
+        if any(TOP_LEVEL_KEYS.get(key) is not None for key in secret_keys & raw.keys()):
+            # Any further message could quote a value of the secret section: stop here.
+            raise SettingsError(problems)
+    secret_keys = secret_keys or frozenset()
     if raw.get("hfToken") is not None and explicit_hf_secret:
         problems.append(
             f"{NAMESPACE}:hfToken and {NAMESPACE}:hfTokenSecret are both set: either the stack "
@@ -673,7 +743,7 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     try:
         settings = Settings.model_validate(document, context=context)
     except ValidationError as error:
-        problems += [_describe(item) for item in error.errors()]
+        problems += [_describe(item, secret_keys) for item in error.errors()]
         failed_keys = [_config_key(tuple(item["loc"])) for item in error.errors()]
         # Drop the failing keys and check the rest too, so every problem shows in one run.
         settings = _validate_without(document, [item["loc"] for item in error.errors()])
@@ -681,11 +751,12 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     if settings is not None:
         # A key already reported stands at its default in the pruned copy; say nothing more of it.
         problems += [p for p in _cross_checks(settings, warnings)
-                     if not any(p.startswith(f"{key} ") for key in failed_keys)]
+                     if not any(p.startswith(f"{key} ") or p.startswith(f"{key}:") or f" / {key}:" in p
+                                for key in failed_keys)]
     if problems:
         raise SettingsError(problems)
     # One warning once, however many validators saw it.
-    return Loaded(settings=settings, warnings=list(dict.fromkeys(warnings)))
+    return Loaded(settings=settings, warnings=list(dict.fromkeys(warnings)), secret_keys=secret_keys)
 
 
 def raw_from_pulumi_config() -> tuple[dict[str, Any], bool]:
@@ -719,4 +790,15 @@ def from_pulumi_config() -> Loaded:
             "(the project that pays for the TPU)"
         ])
     raw, explicit_hf_secret = raw_from_pulumi_config()
-    return load(raw, project=project, stack=pulumi.get_stack(), explicit_hf_secret=explicit_hf_secret)
+    return load(raw, project=project, stack=pulumi.get_stack(), explicit_hf_secret=explicit_hf_secret,
+                secret_keys=secret_keys_from_pulumi_config())
+
+
+def secret_keys_from_pulumi_config() -> frozenset[str]:
+    """The `tpu-vllm:` keys the stack holds as secrets, as Pulumi itself tells them apart."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    secret = {key for key in keys if runtime_config.is_config_secret(key)}
+    secret |= set(runtime_config.get_config_secret_keys_env())
+    return frozenset(key.partition(":")[2] for key in secret if key.startswith(f"{NAMESPACE}:"))

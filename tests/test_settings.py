@@ -1,5 +1,7 @@
 """Each rule of the build log: a passing and a failing case, with key, value and fix in the message."""
 
+import json
+
 import pytest
 
 from components import settings as s
@@ -294,3 +296,61 @@ def test_the_narrowing_command_is_one_line_and_asks_for_ipv4():
     assert "\n" not in s.NARROW_SSH_COMMAND and "curl -4" in s.NARROW_SSH_COMMAND
     assert s.NARROW_SSH_COMMAND.endswith("pulumi config rm --path 'tpu-vllm:access.allowSshFromAnywhere'")
 
+
+# --- secret settings ---
+
+@pytest.mark.parametrize("value", ["", "   ", "\n"])
+def test_an_empty_hf_token_is_an_error_naming_the_key(value):
+    message = one_problem(hfToken=value)
+    assert message.startswith("tpu-vllm:hfToken = [secret]: it is empty")
+    assert "pulumi config set --secret tpu-vllm:hfToken" in message
+
+
+@pytest.mark.parametrize("value", ["", " \n"])
+def test_an_empty_private_key_is_an_error_naming_the_key(value):
+    message = one_problem(access={"sshPublicKey": "ssh-ed25519 AAAAuserkey me@laptop"}, sshPrivateKey=value)
+    assert message.startswith("tpu-vllm:sshPrivateKey = [secret]: it is empty")
+    assert "tpu-vllm:access.sshPublicKey" in message
+
+
+@pytest.mark.parametrize("value", ["", " ", "projects/p/secrets/hf-token", "hf token"])
+def test_a_malformed_hf_token_secret_id_is_an_error(value):
+    message = one_problem(hfTokenSecret=value)
+    assert message.startswith(f"tpu-vllm:hfTokenSecret = {json.dumps(value)}: a Secret Manager secret id")
+
+
+SECRET_CANARY = "CANARY settings secret"
+
+
+def test_a_secret_hf_token_secret_id_is_never_quoted():
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({"hfTokenSecret": SECRET_CANARY, "access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "p", "dev",
+               explicit_hf_secret=True, secret_keys=frozenset({"hfTokenSecret"}))
+    assert "tpu-vllm:hfTokenSecret = [secret]" in caught.value.render()
+    assert SECRET_CANARY not in caught.value.render()
+    loaded = s.load({"hfTokenSecret": "my-id", "access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "p", "dev",
+                    explicit_hf_secret=True, secret_keys=frozenset({"hfTokenSecret"}))
+    assert loaded.secret_keys == {"hfTokenSecret"}
+
+
+@pytest.mark.parametrize("section", ["access", "vllm", "tpu"])
+def test_a_section_set_with_secret_is_refused_and_not_quoted(section):
+    raw = {"access": {"sshSourceRanges": ["0.0.0.0/0"], "sshUser": "canary"}, "vllm": {"image": "canary/img"},
+           "tpu": {"zone": "canary"}}
+    with pytest.raises(s.SettingsError) as caught:
+        s.load(raw, "p", "dev", secret_keys=frozenset({section}))
+    [problem] = caught.value.problems
+    assert problem.startswith(f"tpu-vllm:{section} is set with --secret") and "canary" not in problem
+
+
+@pytest.mark.parametrize("key", ["hfToken", "sshPrivateKey"])
+def test_a_token_or_key_set_without_secret_is_an_error(key):
+    raw = {key: "CANARY-plain", "access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+    if key == "sshPrivateKey":
+        raw["access"]["sshPublicKey"] = "ssh-ed25519 AAAAuserkey me@laptop"
+    with pytest.raises(s.SettingsError) as caught:
+        s.load(raw, "p", "dev", secret_keys=frozenset())
+    [problem] = caught.value.problems
+    assert problem.startswith(f"tpu-vllm:{key} is stored in plaintext")
+    assert f"pulumi config set --secret tpu-vllm:{key}" in problem and "CANARY-plain" not in problem
+    assert s.load(raw, "p", "dev", secret_keys=frozenset({key})).settings
