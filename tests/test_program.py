@@ -225,12 +225,29 @@ def node_metadata_of(program):
     return unwrap(body_of(program))["tpu"]["nodeSpec"][0]["node"]["metadata"]
 
 
+def test_project_wide_ssh_keys_are_blocked_on_the_node(dev):
+    metadata = node_metadata_of(dev)
+    assert metadata["enable-oslogin"] == "FALSE"
+    assert metadata["block-project-ssh-keys"] == "TRUE"
+
+
+def test_every_up_prints_how_to_narrow_ssh_while_it_is_open(dev):
+    [warning] = [w for w in dev.logged_warnings if "allowSshFromAnywhere" in w]
+    assert settings.NARROW_SSH_COMMAND in warning and "\n" not in settings.NARROW_SSH_COMMAND
+    assert settings.NARROW_SSH_COMMAND in harness.DEV_CONFIG.read_text()  # the same line where the opt-in is
+
+
 @pytest.fixture(scope="module")
 def narrowed():
     """SSH from one /24 written with host bits, an office range for serving, the user's own hf secret id."""
     config = harness.with_section(harness.dev_config(), "access", sshSourceRanges=["198.51.100.7/24"],
                                   allowSshFromAnywhere=False, servingSourceRanges=["203.0.113.9/24"])
     return harness.run({**config, "tpu-vllm:hfTokenSecret": "my-hf-token"})
+
+
+def test_narrowed_ssh_prints_no_ssh_warning(narrowed):
+    assert narrowed.problems is None
+    assert not [w for w in narrowed.logged_warnings if "allowSshFromAnywhere" in w or "open to" in w]
 
 
 def test_ranges_reach_gcp_in_one_spelling(narrowed):
