@@ -89,6 +89,11 @@ def public_addresses(networks: Iterable[Network]) -> tuple[int, int]:
     return public_ipv4, public_ipv6
 
 
+def reaching_public(ranges: Iterable[str]) -> tuple[str, ...]:
+    """The ranges (as written) that cover at least one public address."""
+    return tuple(text for text in ranges if any(public_addresses([parse(text)])))
+
+
 def _too_many(public_ipv4: int, public_ipv6: int) -> bool:
     return public_ipv4 > MOST_PUBLIC_IPV4 or public_ipv6 > MOST_PUBLIC_IPV6
 
@@ -129,5 +134,4 @@ def internet_exposure(ranges: Iterable[str]) -> Exposure | None:
         return None
     # Name one range when it covers all the others add; otherwise every range that reaches the internet.
     alone = next((text for text, network in parsed if public_addresses([network]) == together), None)
-    reaching = (alone,) if alone else tuple(text for text, network in parsed if any(public_addresses([network])))
-    return Exposure(reaching, *together)
+    return Exposure((alone,) if alone else reaching_public(text for text, _ in parsed), *together)

@@ -53,6 +53,14 @@ def port_8001_resources():
     return program_resources(harness.with_section(harness.dev_config(), "vllm", port=8001))
 
 
+@pytest.fixture(scope="module")
+def opted_in_resources():
+    """SSH and serving both opened to the internet by the stack's own opt-ins, in several ranges each."""
+    return program_resources(harness.with_section(
+        harness.dev_config(), "access", sshSourceRanges=["0.0.0.0/0", "::/0", "198.51.100.7/32"],
+        servingSourceRanges=["0.0.0.0/1", "128.0.0.0/1"], allowPublicServing=True))
+
+
 def of_type(resources, type_):
     return next(props for t, props, _ in resources if t == type_)
 
@@ -135,6 +143,17 @@ def _(f):
       "0.0.0.0/0 reaches every public IPv4 address (firewall tpu-vllm-dev-ssh)")
 def _(f):
     return f["dev"], {"honorStackOptIns": False}
+
+
+@case("the stack's own opt-ins for SSH and serving, several ranges each")
+def _(f):
+    return f["opted in"], {}
+
+
+@case("the stack's own opt-ins refused by the organisation", "firewall-not-open-to-the-world",
+      "0.0.0.0/1 and 128.0.0.0/1 together reach every public IPv4 address (firewall tpu-vllm-dev-serving-external)")
+def _(f):
+    return f["opted in"], {"honorStackOptIns": False}
 
 
 @case("dev stack, policy config allows open SSH")
@@ -348,8 +367,8 @@ def _(f):
 
 
 @pytest.fixture(scope="module")
-def built(dev_resources, port_8001_resources):
-    fixtures = {"dev": dev_resources, "port 8001": port_8001_resources}
+def built(dev_resources, port_8001_resources, opted_in_resources):
+    fixtures = {"dev": dev_resources, "port 8001": port_8001_resources, "opted in": opted_in_resources}
     return {name: build(fixtures) for name, (build, _, _) in CASES.items()}
 
 
@@ -475,3 +494,10 @@ def test_the_stacks_opt_in_names_the_setting_port_and_ranges(dev_resources):
     description = stack_rule(dev_resources, "ssh")[1]["description"]
     assert description == "tpu-vllm ssh; opt-in tpu-vllm:access.allowSshFromAnywhere: tcp:22 from 0.0.0.0/0"
     assert stack_rule(dev_resources, "serving-internal")[1]["description"] == "tpu-vllm serving-internal"
+
+
+def test_an_opt_in_note_names_every_public_range_of_its_rule(opted_in_resources):
+    ssh = stack_rule(opted_in_resources, "ssh")[1]["description"]
+    assert ssh == "tpu-vllm ssh; opt-in tpu-vllm:access.allowSshFromAnywhere: tcp:22 from 0.0.0.0/0 ::/0"
+    serving = stack_rule(opted_in_resources, "serving-external")[1]["description"]
+    assert serving.endswith("opt-in tpu-vllm:access.allowPublicServing: tcp:8000 from 0.0.0.0/1 128.0.0.0/1")

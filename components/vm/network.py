@@ -59,7 +59,7 @@ class NodeFirewall(pulumi.ComponentResource):
 def _description(rule: str, port: int, ranges: list[str], allowed: bool, setting: str) -> str:
     """The policy pack honours an opt-in only as recorded here, from the settings, for this port and these ranges."""
     text = f"tpu-vllm {rule}"
-    exposure = address_ranges.internet_exposure(ranges)
-    if allowed and exposure:
-        text += "; " + opt_in.note(setting, port, exposure.ranges)
+    if allowed and address_ranges.internet_exposure(ranges):
+        # Every range with public addresses, not only the widest: the pack clears nothing else.
+        text += "; " + opt_in.note(setting, port, address_ranges.reaching_public(ranges))
     return text
