@@ -233,6 +233,15 @@ def _(f):
                                        allows=[{"protocol": "tcp", "ports": ["8001"]}])], {}
 
 
+@case("the stack's internal rule opened to 0.0.0.0/0 on port 8001", "firewall-not-open-to-the-world",
+      "the serving port (tcp:8001) is open to the internet: 0.0.0.0/0 reaches every public IPv4 address "
+      "(firewall tpu-vllm-dev-serving-internal)")
+def _(f):
+    rule = stack_rule(f["port 8001"], "serving-internal")
+    rule[1]["sourceRanges"] = ["0.0.0.0/0"]
+    return replace(f["port 8001"], rule, rule), {}
+
+
 @case("the serving port is read from the serve command's --port=8002", "firewall-not-open-to-the-world",
       "the serving port (tcp:8002) is open to the internet")
 def _(f):
