@@ -44,6 +44,7 @@ secrets = StackSecrets(
         vm_service_account_email=identity.email,
         hf_token=pulumi.Output.secret(cfg.hf_token.get_secret_value()) if cfg.hf_token else None,
         existing_hf_token_secret=cfg.hf_token_secret,
+        existing_hf_token_secret_is_secret="hfTokenSecret" in loaded.secret_keys,
         labels=labels,
     ),
     after_services,

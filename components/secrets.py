@@ -22,6 +22,8 @@ class StackSecretsArgs:
     existing_hf_token_secret: str
     """Otherwise the id of a secret made by hand (`gcloud secrets create hf-token ...`)."""
     labels: dict[str, str] = field(default_factory=dict)
+    existing_hf_token_secret_is_secret: bool = False
+    """The id was set with --secret: it then reaches state, metadata, outputs and errors only as a Pulumi secret."""
 
 
 class StackSecrets(pulumi.ComponentResource):
@@ -32,6 +34,7 @@ class StackSecrets(pulumi.ComponentResource):
     api_key_secret_name: pulumi.Output[str]
     api_key: pulumi.Output[str]
     hf_token_source: str
+    """Which token the VM reads; names a hand-made secret only if its id is not itself a secret."""
 
     def __init__(self, name: str, args: StackSecretsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:secrets:StackSecrets", name, None, opts)
@@ -49,12 +52,14 @@ class StackSecrets(pulumi.ComponentResource):
             hf_secret_id: pulumi.Input[str] = hf_secret.secret_id
             self.hf_token_source = f"managed by the stack (secret {args.prefix}-hf-token)"
         else:
-            hf_secret_id = args.existing_hf_token_secret
-            _require_existing_secret(args.project, hf_secret_id)
+            secret_id = args.existing_hf_token_secret
+            hidden = args.existing_hf_token_secret_is_secret
+            _require_existing_secret(args.project, secret_id, hidden)
+            hf_secret_id = pulumi.Output.secret(secret_id) if hidden else secret_id
+            shown_id = _shown_secret_id(secret_id, hidden)
             self.hf_token_source = (
-                f"your secret {args.existing_hf_token_secret!r}, made by hand: printf '%s' "
-                f"\"$HF_TOKEN\" | gcloud secrets create {args.existing_hf_token_secret} "
-                f"--data-file=- --project={args.project}"
+                f"your secret {'(id kept as a Pulumi secret)' if hidden else repr(secret_id)}, made by hand: "
+                f"printf '%s' \"$HF_TOKEN\" | gcloud secrets create {shown_id} --data-file=- --project={args.project}"
             )
         self._grant(f"{name}-hf-token-accessor", args.project, hf_secret_id, member, child)
 
@@ -97,7 +102,12 @@ class StackSecrets(pulumi.ComponentResource):
         )
 
 
-def _require_existing_secret(project: str, secret_id: str) -> None:
+def _shown_secret_id(secret_id: str, hidden: bool) -> str:
+    """The id as a user can type it: a secret id is read back from the config instead of printed."""
+    return '"$(pulumi config get tpu-vllm:hfTokenSecret)"' if hidden else secret_id
+
+
+def _require_existing_secret(project: str, secret_id: str, hidden: bool = False) -> None:
     """Fail at preview, before anything is created, if the hand-made secret is not there.
 
     Looks up the secret's metadata only; its value never enters the program.
@@ -105,8 +115,11 @@ def _require_existing_secret(project: str, secret_id: str) -> None:
     try:
         gcp.secretmanager.get_secret(project=project, secret_id=secret_id)
     except Exception as error:  # the provider's own error text is the useful part
+        reason = str(error).replace(secret_id, "[secret]") if hidden else str(error)
+        shown_id = _shown_secret_id(secret_id, hidden)
         raise pulumi.RunError(
-            f"tpu-vllm:hfTokenSecret = {secret_id!r}: cannot read that secret in project {project} ({error}). "
-            f"Create it: printf '%s' \"$HF_TOKEN\" | gcloud secrets create {secret_id} --data-file=- "
-            f"--project={project}; or let the stack keep the token: pulumi config set --secret tpu-vllm:hfToken"
+            f"tpu-vllm:hfTokenSecret = {'[secret]' if hidden else repr(secret_id)}: cannot read that secret in "
+            f"project {project} ({reason}). Create it: printf '%s' \"$HF_TOKEN\" | gcloud secrets create {shown_id} "
+            f"--data-file=- --project={project}; or let the stack keep the token: "
+            "pulumi config set --secret tpu-vllm:hfToken"
         ) from None

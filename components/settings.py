@@ -9,7 +9,6 @@ warnings.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import json
 import math
 import re
@@ -29,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components import budget, front, naming
+from policy import address_ranges
 
 NAMESPACE = "tpu-vllm"
 
@@ -647,13 +647,19 @@ class CacheSettings(_Section):
         return value
 
 
-def _check_cidrs(values: list[str]) -> list[str]:
+def _check_cidrs(values: list[str], info: ValidationInfo) -> list[str]:
+    """Each range as GCP will read it (host bits dropped, '/00' is '/0'), so checks and rules see one spelling."""
+    canonical = []
     for value in values:
-        try:
-            ipaddress.ip_network(value, strict=False)
-        except ValueError:
-            raise ValueError(f"{value!r} is not a CIDR range; write it like 203.0.113.7/32") from None
-    return values
+        network = address_ranges.parse(value)
+        if address_ranges.has_host_bits(value):
+            _warn(info, (
+                f"access.{to_camel(info.field_name or '')}: {value} has host bits set, so it means {network} "
+                f"({network.num_addresses:,} addresses); for one address write {value.strip().split('/')[0]}/"
+                f"{network.max_prefixlen}"
+            ))
+        canonical.append(str(network))
+    return canonical
 
 
 class AccessSettings(_Section):
@@ -675,8 +681,21 @@ class AccessSettings(_Section):
 
     @field_validator("ssh_source_ranges", "serving_source_ranges", "internal_source_ranges")
     @classmethod
-    def _cidrs(cls, values: list[str]) -> list[str]:
-        return _check_cidrs(values)
+    def _cidrs(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        return _check_cidrs(values, info)
+
+    @field_validator("internal_source_ranges")
+    @classmethod
+    def _internal_is_private(cls, values: list[str]) -> list[str]:
+        public = [value for value in values if not address_ranges.is_private(address_ranges.parse(value))]
+        if public:
+            raise ValueError(
+                f"{', '.join(public)} {'is' if len(public) == 1 else 'are'} not private: internal ranges are your "
+                f"VPC's own addresses, inside {address_ranges.PRIVATE_RANGES_TEXT}. List outside ranges in "
+                "access.servingSourceRanges instead (one that opens the endpoint to the internet also needs "
+                "access.allowPublicServing true)"
+            )
+        return values
 
     @field_validator("ssh_user")
     @classmethod
@@ -721,6 +740,10 @@ TOP_LEVEL_KEYS = {
     "sshPrivateKey": None,
 }
 
+# Always kept as secrets, and must be set with --secret. hfTokenSecret (a name) may be; the sections may not,
+# since their values are written into firewall rules, commands and outputs.
+SECRET_BY_NATURE = frozenset({"hfToken", "sshPrivateKey"})
+
 
 class Settings(_Section):
     """The whole stack configuration, validated once."""
@@ -738,6 +761,39 @@ class Settings(_Section):
     hf_token_secret: str = "hf-token"
     """Otherwise, the id of a secret you created with gcloud (the log's way)."""
     ssh_private_key: SecretStr | None = None
+
+    @field_validator("hf_token")
+    @classmethod
+    def _hf_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError(
+                "it is empty, and an empty token cannot download the model; paste your token with "
+                f"`pulumi config set --secret {NAMESPACE}:hfToken`, or remove the key "
+                f"(`pulumi config rm {NAMESPACE}:hfToken`) to use your own secret ({NAMESPACE}:hfTokenSecret)"
+            )
+        return value
+
+    @field_validator("ssh_private_key")
+    @classmethod
+    def _private_key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError(
+                f"it is empty, so {NAMESPACE}:access.sshPublicKey has no private half to log in with; set it "
+                f"from the key file (`pulumi config set --secret {NAMESPACE}:sshPrivateKey < ~/.ssh/id_ed25519`), "
+                f"or remove both keys and the stack generates one"
+            )
+        return value
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _secret_id_shape(cls, value: str) -> str:
+        # Empty, spaces or a resource path: the common slips. Anything else is looked up at preview.
+        if not value.strip() or re.search(r"[\s/]", value):
+            raise ValueError(
+                "a Secret Manager secret id is one word of letters, digits, - or _ (e.g. hf-token; the stack adds "
+                "projects/<project>/secrets/ itself); set the id of the secret that holds your token"
+            )
+        return value
 
     @field_validator("project")
     @classmethod
@@ -815,6 +871,8 @@ class Settings(_Section):
 class Loaded:
     settings: Settings
     warnings: list[str]
+    secret_keys: frozenset[str] = frozenset()
+    """Top-level keys set with --secret (e.g. hfTokenSecret): their values flow only as Pulumi secrets."""
 
 
 def _config_key(loc: tuple[Any, ...]) -> str:
@@ -858,8 +916,6 @@ def _valid_keys_at(loc: tuple[Any, ...]) -> list[str]:
 
 
 DURATION_KEYS = frozenset({"maxRunDuration", "queueTimeout", "healthTimeout"})
-# Top-level keys whose values are never shown.
-SECRET_KEYS = frozenset({"hfToken", "sshPrivateKey", "hf_token", "ssh_private_key"})
 MAP_EXAMPLE = ', e.g. {"team": "agents"}'
 
 
@@ -910,7 +966,7 @@ def _fix(error: dict[str, Any], key: str) -> str:
     return messages.get(kind) or f"{error['msg']}; the README's Settings table lists the values it takes"
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: dict[str, Any], secret_keys: frozenset[str] = frozenset()) -> str:
     loc = tuple(error["loc"])
     key = _config_key(loc)
     if error["type"] == "extra_forbidden":
@@ -922,10 +978,56 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{key}: unknown key ({hint}); remove or rename it"
     if error["type"] == "missing":
         return f"{key}: {_fix(error, key)}"
-    shown = "[secret]" if str(loc[0]) in SECRET_KEYS else json.dumps(error.get("input"), default=str)
+    hidden = str(loc[0]) in secret_keys | SECRET_BY_NATURE
+    shown = "[secret]" if hidden else json.dumps(error.get("input"), default=str)
     if len(shown) > 120:
         shown = shown[:100] + f"... ({len(shown)} characters)"
     return f"{key} = {shown}: {_fix(error, key)}"
+
+
+# One line that narrows SSH to this machine's IPv4 address (the node has no IPv6) and drops the opt-in.
+NARROW_SSH_COMMAND = (
+    "pulumi config rm --path 'tpu-vllm:access.sshSourceRanges' && "
+    "pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' \"$(curl -4 -s ifconfig.me)/32\" && "
+    "pulumi config rm --path 'tpu-vllm:access.allowSshFromAnywhere'"
+)
+
+
+def _access_checks(access: AccessSettings, warnings: list[str]) -> list[str]:
+    """Who can reach the node, judged by the addresses the ranges cover (policy/address_ranges.py)."""
+    errors: list[str] = []
+    serving = address_ranges.internet_exposure(access.serving_source_ranges)
+    if serving and not access.allow_public_serving:
+        errors.append(
+            f"{NAMESPACE}:access.servingSourceRanges = {access.serving_source_ranges}: opens the model "
+            f"endpoint to the internet ({serving.describe()}); use the SSH tunnel or narrower ranges, or set "
+            f"{NAMESPACE}:access.allowPublicServing true if you mean it"
+        )
+    elif serving:
+        warnings.append(
+            f"access.allowPublicServing: the endpoint is open to the internet ({serving.describe()}); only the "
+            "API key stands in front of it"
+        )
+    if not access.ssh_source_ranges:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
+            f"this machine, so the firewall must let it in; set your address: {NARROW_SSH_COMMAND}"
+        )
+        return errors
+    ssh = address_ranges.internet_exposure(access.ssh_source_ranges)
+    if ssh and not access.allow_ssh_from_anywhere:
+        errors.append(
+            f"{NAMESPACE}:access.sshSourceRanges = {access.ssh_source_ranges}: opens SSH to the internet "
+            f"({ssh.describe()}); use your address ({NARROW_SSH_COMMAND}), or set "
+            f"{NAMESPACE}:access.allowSshFromAnywhere true if you mean it (key-only auth)"
+        )
+    elif ssh:
+        # Logged by every `pulumi up` until the ranges are narrowed.
+        warnings.append(
+            f"access.allowSshFromAnywhere: SSH (key-only) is open to any address ({ssh.describe()}); "
+            f"narrow it to this machine: {NARROW_SSH_COMMAND}"
+        )
+    return errors
 
 
 def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
@@ -989,37 +1091,12 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
     if settings.front.upstream_port in (vllm.port, 22):
         errors.append(
             f"{NAMESPACE}:front.upstreamPort = {settings.front.upstream_port}: vLLM's loopback port must differ "
-            f"from the front's serving port (vllm.port = {vllm.port}) and from SSH (22); keep the default 8001"
+            f"from the front's serving port (vllm.port = {vllm.port}) and from SSH (22); use another free port, "
+            f"e.g. {8002 if vllm.port == 8001 else 8001}"
         )
 
     access = settings.access
-    if "0.0.0.0/0" in access.serving_source_ranges and not access.allow_public_serving:
-        errors.append(
-            f"{NAMESPACE}:access.servingSourceRanges = {access.serving_source_ranges}: opens "
-            "the model endpoint to the whole internet; use the SSH tunnel or your own "
-            "ranges, or set access.allowPublicServing true if you mean it"
-        )
-    elif "0.0.0.0/0" in access.serving_source_ranges:
-        warnings.append(
-            "access.allowPublicServing: the endpoint is open to the internet; only the API key stands in front of it"
-        )
-    narrow_ssh = ("pulumi config set --path 'tpu-vllm:access.sshSourceRanges[0]' "
-                  "\"$(curl -s ifconfig.me)/32\"")
-    if not access.ssh_source_ranges:
-        errors.append(
-            f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
-            f"this machine, so the firewall must let it in; set your address: {narrow_ssh}"
-        )
-    elif "0.0.0.0/0" in access.ssh_source_ranges and not access.allow_ssh_from_anywhere:
-        errors.append(
-            f"{NAMESPACE}:access.sshSourceRanges = {access.ssh_source_ranges}: opens SSH to the whole "
-            f"internet; use your address ({narrow_ssh}), or set access.allowSshFromAnywhere true "
-            "if you mean it (key-only auth)"
-        )
-    elif "0.0.0.0/0" in access.ssh_source_ranges:
-        warnings.append(
-            f"access.allowSshFromAnywhere: SSH (key-only) is open to any address; narrow it with {narrow_ssh}"
-        )
+    errors += _access_checks(access, warnings)
     if (access.ssh_public_key is None) != (settings.ssh_private_key is None):
         errors.append(
             f"{NAMESPACE}:access.sshPublicKey / {NAMESPACE}:sshPrivateKey: set both (the private "
@@ -1180,7 +1257,7 @@ def _validate_without(document: dict[str, Any], locs: list[tuple[Any, ...]]) -> 
         return None
 
 
-def _without_flat_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _without_flat_keys(raw: dict[str, Any], secret_keys: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
     """`pulumi config set tpu-vllm:vllm.maxModelLen 16384` (no --path) makes a key literally named
     `vllm.maxModelLen`, which the stack never reads; say so with the --path command instead."""
     kept: dict[str, Any] = {}
@@ -1188,7 +1265,8 @@ def _without_flat_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for key, value in raw.items():
         section = re.split(r"[.\[]", key, maxsplit=1)[0]
         if key != section and TOP_LEVEL_KEYS.get(section) is not None:
-            shown = "[secret]" if section in SECRET_KEYS else (
+            hidden = section in SECRET_BY_NATURE or key in secret_keys or section in secret_keys
+            shown = "[secret]" if hidden else (
                 value if isinstance(value, str) else json.dumps(value))
             problems.append(
                 f"{NAMESPACE}:{key} = {json.dumps(shown)}: a flat key (pulumi config set without "
@@ -1205,23 +1283,52 @@ def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w./:@+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False) -> Loaded:
-    """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem."""
+def _secrecy_problems(raw: dict[str, Any], secret_keys: frozenset[str]) -> list[str]:
+    """A value set with --secret must stay one; a token or key set without it sits in plaintext in the file."""
+    problems = []
+    for key in sorted(secret_keys & raw.keys()):
+        if TOP_LEVEL_KEYS.get(key) is not None:
+            problems.append(
+                f"{NAMESPACE}:{key} is set with --secret (or holds a secret value), but the stack writes its "
+                "values into resources, commands and outputs in plaintext; set them again without --secret "
+                f"(`pulumi config rm {NAMESPACE}:{key}`, then `pulumi config set --path {NAMESPACE}:{key}.NAME VALUE`)"
+            )
+    for key in sorted(SECRET_BY_NATURE & raw.keys() - secret_keys):
+        problems.append(
+            f"{NAMESPACE}:{key} is stored in plaintext in Pulumi.<stack>.yaml; set it again with "
+            f"`pulumi config set --secret {NAMESPACE}:{key}` (paste it at the prompt), and replace it if that "
+            "file was shared"
+        )
+    return problems
+
+
+def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False,
+         secret_keys: frozenset[str] | None = None) -> Loaded:
+    """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem.
+
+    secret_keys: the top-level keys set with --secret (None when the caller cannot know, e.g. pure rule tests).
+    """
     context: dict[str, Any] = {"warnings": []}
     problems: list[str] = []
+    if secret_keys is not None:
+        problems += _secrecy_problems(raw, secret_keys)
+        if any(TOP_LEVEL_KEYS.get(key) is not None for key in secret_keys & raw.keys()):
+            # Any further message could quote a value of the secret section: stop here.
+            raise SettingsError(problems)
+    secret_keys = secret_keys or frozenset()
     if raw.get("hfToken") is not None and explicit_hf_secret:
         problems.append(
             f"{NAMESPACE}:hfToken and {NAMESPACE}:hfTokenSecret are both set: either the stack "
             "keeps the token (hfToken) or it uses your secret (hfTokenSecret); remove one"
         )
-    raw, flat_problems = _without_flat_keys(raw)
+    raw, flat_problems = _without_flat_keys(raw, secret_keys)
     problems += flat_problems
     document = {"project": project, "stack": stack, **raw}
     failed_keys: list[str] = []
     try:
         settings = Settings.model_validate(document, context=context)
     except ValidationError as error:
-        problems += [_describe(item) for item in error.errors()]
+        problems += [_describe(item, secret_keys) for item in error.errors()]
         failed_keys = [_config_key(tuple(item["loc"])) for item in error.errors()]
         # Drop the failing keys and check the rest too, so every problem shows in one run.
         settings = _validate_without(document, [item["loc"] for item in error.errors()])
@@ -1229,11 +1336,12 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     if settings is not None:
         # A key already reported stands at its default in the pruned copy; say nothing more of it.
         problems += [p for p in _cross_checks(settings, warnings)
-                     if not any(p.startswith(f"{key} ") for key in failed_keys)]
+                     if not any(p.startswith(f"{key} ") or p.startswith(f"{key}:") or f" / {key}:" in p
+                                for key in failed_keys)]
     if problems:
         raise SettingsError(problems)
     # One warning once, however many validators saw it.
-    return Loaded(settings=settings, warnings=list(dict.fromkeys(warnings)))
+    return Loaded(settings=settings, warnings=list(dict.fromkeys(warnings)), secret_keys=secret_keys)
 
 
 def raw_from_pulumi_config() -> tuple[dict[str, Any], bool]:
@@ -1267,4 +1375,15 @@ def from_pulumi_config() -> Loaded:
             "(the project that pays for the TPU)"
         ])
     raw, explicit_hf_secret = raw_from_pulumi_config()
-    return load(raw, project=project, stack=pulumi.get_stack(), explicit_hf_secret=explicit_hf_secret)
+    return load(raw, project=project, stack=pulumi.get_stack(), explicit_hf_secret=explicit_hf_secret,
+                secret_keys=secret_keys_from_pulumi_config())
+
+
+def secret_keys_from_pulumi_config() -> frozenset[str]:
+    """The `tpu-vllm:` keys the stack holds as secrets, as Pulumi itself tells them apart."""
+    from pulumi.runtime import config as runtime_config
+
+    keys = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    secret = {key for key in keys if runtime_config.is_config_secret(key)}
+    secret |= set(runtime_config.get_config_secret_keys_env())
+    return frozenset(key.partition(":")[2] for key in secret if key.startswith(f"{NAMESPACE}:"))

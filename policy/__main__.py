@@ -12,14 +12,15 @@ from pulumi_policy import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import rules  # noqa: E402 - the pack's own directory, wherever Pulumi starts it from
+import rules  # noqa: E402 - the pack's own directory (rules, address_ranges, opt_in), wherever Pulumi starts it
 
 CONFIG_SCHEMA = PolicyConfigSchema(properties={
     "allowUnboundedBilling": {"type": "boolean", "default": False},
     "allowOpenSsh": {"type": "boolean", "default": False},
     "allowPublicServing": {"type": "boolean", "default": False},
     "honorStackOptIns": {"type": "boolean", "default": True},
-    "servingPort": {"type": "integer", "default": 8000},
+    # Added to the ports the stack serves on (its serving firewall rules, every --port of its commands).
+    "servingPort": {"type": "integer", "minimum": 1, "maximum": 65535},
 })
 
 
@@ -34,7 +35,7 @@ def resource_policy(name, check, description):
 
 def stack_policy(name, check, description):
     def validate(args, report_violation):
-        resources = [(resource.resource_type, resource.props) for resource in args.resources]
+        resources = [rules.Seen(resource.resource_type, resource.props, resource.urn) for resource in args.resources]
         for message in check(resources, args.get_config()):
             report_violation(message)
 

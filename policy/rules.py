@@ -2,38 +2,71 @@
 
 Importable without pulumi_policy (the pack's entry point, policy/__main__.py, wraps
 them), so they are tested directly on the dev stack's resources. Each returns a
-list of violation messages, each saying how to fix it.
+list of violation messages, each saying how to fix it. They judge what GCP will do
+with a value, not how it is spelled: ranges by the addresses they cover, protocols
+by number or name, ports by the ranges that contain them, commands as a shell reads them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+try:
+    from . import address_ranges, opt_in
+except ImportError:  # run by the pack's __main__, which puts this directory on sys.path
+    import address_ranges
+    import opt_in
 
 QUEUED_RESOURCE_TYPES = {"pulumi-python:dynamic/tpu-vllm:QueuedResource"}
 # pulumi-gcp TPU resources: none of them can carry a run duration.
 UNBOUNDED_TPU_TYPES = {"gcp:tpu/v2Vm:V2Vm", "gcp:tpu/node:Node", "gcp:tpu/v2QueuedResource:V2QueuedResource"}
 FIREWALL_TYPE = "gcp:compute/firewall:Firewall"
+# The component that writes opt-in notes, and only from the stack's settings (components/vm/network.py).
+NODE_FIREWALL_TYPE = "tpu-vllm:network:NodeFirewall"
 SECRET_TYPE = "gcp:secretmanager/secret:Secret"
 COMMAND_TYPES = {"command:remote:Command", "command:local:Command"}
-PROJECT_IAM_TYPES = {"gcp:projects/iAMMember:IAMMember", "gcp:projects/iAMBinding:IAMBinding"}
+# Grants above a single resource, by scope, as pulumi-gcp spells their type tokens.
+IAM_SCOPES = {"projects": "project", "organizations": "organization", "folder": "folder"}
+IAM_GRANT_TYPES = {f"gcp:{module}/iAM{kind}:IAM{kind}": scope
+                   for module, scope in IAM_SCOPES.items() for kind in ("Member", "Binding", "Policy")}
 
 MAX_RUN_SECONDS = 7 * 24 * 3600  # the API's own limit for flex-start
 # The build log: 0.95 fails XLA program allocation ~691 s in; 0.92 is the measured ceiling.
 MAX_GPU_MEMORY_UTILIZATION = 0.92
-OPEN = {"0.0.0.0/0", "::/0"}
-OPT_IN_MARKER = "0.0.0.0/0 explicitly allowed by tpu-vllm:access."
+SSH_PORT = 22
+VLLM_DEFAULT_PORT = 8000  # what `vllm serve` listens on without --port
+# GCP takes a protocol by name or by IP protocol number; "all" includes TCP.
+TCP_PROTOCOLS = {"tcp", "6", "all"}
+# An ingress rule with no source at all applies to every IPv4 source.
+NO_SOURCE_MEANS = ["0.0.0.0/0"]
 
 DEFAULT_CONFIG = {
     "allowUnboundedBilling": False,
     "allowOpenSsh": False,
     "allowPublicServing": False,
     "honorStackOptIns": True,
-    "servingPort": 8000,
+    "servingPort": None,
 }
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A resource as a stack policy sees it; the URN tells which component made it."""
+
+    type: str
+    props: Mapping[str, Any]
+    urn: str = ""
+
+
+def _seen(resources: Iterable[Seen | tuple]) -> list[Seen]:
+    return [item if isinstance(item, Seen) else Seen(*item) for item in resources]
 
 
 def _config(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -74,45 +107,173 @@ def tpu_billing_stops(type_: str, props: Mapping[str, Any], config: Mapping[str,
             "policy config allowUnboundedBilling: true"]
 
 
-def _ports(allows: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
+# --- commands, read as a shell and vLLM's argument parser read them ---
+
+def _shell_words(text: str) -> list[str]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # unbalanced quotes: the shell would refuse it too; read it word by word
+        return text.split()
+
+
+def _flags(words: list[str]) -> Iterator[tuple[int, str, str | None]]:
+    """(position, name, value) of each --flag; vLLM accepts `--a_b` for `--a-b` and `--flag=value`."""
+    for position, word in enumerate(words):
+        if not word.startswith("--") or word == "--":
+            continue
+        name, equals, value = word.partition("=")
+        if not equals:
+            following = words[position + 1] if position + 1 < len(words) else None
+            value = following if following is not None and not following.startswith("-") else None
+        yield position, name.replace("_", "-").lower(), value
+
+
+def _command_texts(props: Mapping[str, Any]) -> list[str]:
+    return [str(props.get(field)) for field in ("create", "update") if props.get(field)]
+
+
+def _listening_ports(text: str) -> set[int]:
+    """Every --port in the command, and vLLM's default when `vllm serve` has none of its own."""
+    words = _shell_words(text)
+    flags = list(_flags(words))
+    ports = {int(value) for _, name, value in flags if name == "--port" and value and value.isdigit()}
+    serve_at = next((i for i in range(len(words) - 1) if words[i].endswith("vllm") and words[i + 1] == "serve"),
+                    None)
+    if serve_at is not None and not any(name == "--port" and position > serve_at for position, name, _ in flags):
+        ports.add(VLLM_DEFAULT_PORT)
+    return ports
+
+
+# --- firewall rules, as GCP applies them ---
+
+def _port_spans(allows: Iterable[Mapping[str, Any]] | None) -> list[tuple[int, int]]:
+    """The TCP port ranges a rule allows."""
     spans: list[tuple[int, int]] = []
     for allow in allows or []:
-        if allow.get("protocol") not in ("tcp", "all"):
+        if str(allow.get("protocol", "")).strip().lower() not in TCP_PROTOCOLS:
             continue
-        ports = allow.get("ports") or ["0-65535"]
+        ports = list(allow.get("ports") or [])
+        if not ports:
+            spans.append((0, 65535))  # no ports: every port
         for port in ports:
-            low, _, high = str(port).partition("-")
-            spans.append((int(low), int(high or low)))
+            low, _, high = str(port).strip().partition("-")
+            try:
+                spans.append((int(low), int(high or low)))
+            except ValueError:  # GCP would refuse it; count it as every port rather than none
+                spans.append((0, 65535))
     return spans
 
 
-def firewall_not_open_to_the_world(type_: str, props: Mapping[str, Any],
-                                   config: Mapping[str, Any] | None = None) -> list[str]:
-    """No rule opens SSH or the serving port to 0.0.0.0/0 unless explicitly allowed."""
+def _ingress_sources(props: Mapping[str, Any]) -> list[str]:
+    """Source ranges of an ingress allow rule; none for egress, deny-only or tag-only rules."""
+    if str(props.get("direction") or "INGRESS").strip().upper() != "INGRESS":
+        return []
+    ranges = [str(text) for text in props.get("sourceRanges") or []]
+    if ranges:
+        return ranges
+    if props.get("sourceTags") or props.get("sourceServiceAccounts"):
+        return []  # only from the VPC's own tagged instances or service accounts
+    return NO_SOURCE_MEANS
+
+
+def _made_by_the_stack(urn: str) -> bool:
+    """A rule the stack's NodeFirewall component made (urn:pulumi:stack::project::Parent$Type::name)."""
+    parts = urn.split("::")
+    types = parts[2].split("$") if len(parts) >= 4 else []
+    return types[-2:] == [NODE_FIREWALL_TYPE, FIREWALL_TYPE]
+
+
+def _cleared(rule: Seen, port: int, setting: str, config: Mapping[str, Any]) -> set[address_ranges.Network]:
+    """Ranges the stack's own opt-in note clears on this rule, for this port, under this setting only."""
+    if not config["honorStackOptIns"] or not _made_by_the_stack(rule.urn):
+        return set()
+    cleared = set()
+    for note in opt_in.read(str(rule.props.get("description") or "")):
+        if note.setting != setting or note.port != port:
+            continue
+        for text in note.ranges:
+            try:
+                cleared.add(address_ranges.parse(text))
+            except ValueError:
+                continue
+    return cleared
+
+
+def serving_ports(resources: Iterable[Seen | tuple], config: Mapping[str, Any] | None = None) -> list[int]:
+    """Where the stack serves: the stack's serving firewall rules, every --port of its commands, policy config."""
     config = _config(config)
-    if type_ != FIREWALL_TYPE or props.get("direction", "INGRESS") != "INGRESS":
-        return []
-    if not OPEN & set(props.get("sourceRanges") or []):
-        return []
-    opted_in = config["honorStackOptIns"] and OPT_IN_MARKER in (props.get("description") or "")
-    spans = _ports(props.get("allows") or [])
+    ports = {int(config["servingPort"])} if config["servingPort"] else set()
+    for resource in _seen(resources):
+        if resource.type in COMMAND_TYPES:
+            for text in _command_texts(resource.props):
+                ports |= _listening_ports(text)
+        elif (resource.type == FIREWALL_TYPE and _made_by_the_stack(resource.urn)
+              and str(resource.props.get("description") or "").startswith("tpu-vllm serving")):
+            ports |= {low for low, high in _port_spans(resource.props.get("allows")) if low == high}
+    return sorted(ports) or [VLLM_DEFAULT_PORT]
+
+
+def firewall_not_open_to_the_world(resources: Iterable[Seen | tuple],
+                                   config: Mapping[str, Any] | None = None) -> list[str]:
+    """Stack-wide: no set of ingress rules opens SSH or a serving port to the internet unless opted in."""
+    config = _config(config)
+    resources = _seen(resources)
+    rules = [r for r in resources if r.type == FIREWALL_TYPE]
+    checks = [(SSH_PORT, "SSH", opt_in.SSH_OPT_IN, "allowOpenSsh",
+               "narrow tpu-vllm:access.sshSourceRanges to your address")]
+    checks += [(port, "the serving port", opt_in.SERVING_OPT_IN, "allowPublicServing",
+                "use the SSH tunnel, or narrow tpu-vllm:access.servingSourceRanges")
+               for port in serving_ports(resources, config) if port != SSH_PORT]
     violations = []
-    checks = [(22, "SSH", "allowOpenSsh", "tpu-vllm:access.sshSourceRanges to your address"),
-              (int(config["servingPort"]), "the serving port", "allowPublicServing",
-               "the SSH tunnel, or tpu-vllm:access.servingSourceRanges to your ranges")]
-    for port, what, setting, fix in checks:
-        if any(low <= port <= high for low, high in spans) and not (config[setting] or opted_in):
-            violations.append(f"firewall {props.get('name', '')} opens {what} ({port}) to 0.0.0.0/0; use {fix}, "
-                              f"or opt in explicitly (stack setting access.allow* or policy config {setting})")
+    for port, what, setting, policy_setting, fix in checks:
+        if config[policy_setting]:
+            continue
+        reaching: list[tuple[str, str]] = []  # (rule name, range as written)
+        for rule in rules:
+            if not any(low <= port <= high for low, high in _port_spans(rule.props.get("allows"))):
+                continue
+            name = str(rule.props.get("name") or rule.urn.rsplit("::", 1)[-1])
+            cleared = _cleared(rule, port, setting, config)
+            for text in _ingress_sources(rule.props):
+                try:
+                    network = address_ranges.parse(text)
+                except ValueError:
+                    violations.append(f"firewall {name}: cannot read source range {text!r}, so cannot tell who "
+                                      f"reaches {what} (tcp:{port}); write it as CIDR, e.g. 203.0.113.7/32")
+                    continue
+                if network not in cleared:
+                    reaching.append((name, text))
+        exposure = address_ranges.internet_exposure(text for _, text in reaching)
+        if exposure:
+            names = sorted({name for name, text in reaching if text in exposure.ranges})
+            violations.append(
+                f"{what} (tcp:{port}) is open to the internet: {exposure.describe()} (firewall "
+                f"{', '.join(names)}); {fix}, or opt in explicitly (stack setting tpu-vllm:access.{setting}, "
+                f"or policy config {policy_setting})")
     return violations
 
+
+# --- instance metadata ---
 
 SECRET_PATTERNS = [
     (re.compile(r"hf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
     (re.compile(r"ya29\.[A-Za-z0-9_\-]{20,}"), "a Google access token"),
 ]
+# Public by design: OpenSSH public keys (in ssh-keys, or pasted elsewhere), content digests
+# (image@sha256:...) and images tagged with a git commit (CI builds: repo/image:<40 hex>).
+PUBLIC_BLOBS = re.compile(
+    r"(?:ssh-(?:ed25519|rsa|dss)|ecdsa-sha2-nistp\d+|sk-[a-z0-9-]+@openssh\.com)\s+AAAA[A-Za-z0-9+/]+=*"
+    r"|\bsha(?:1|224|256|384|512):[0-9A-Fa-f]+"
+    r"|[\w.-]+(?:/[\w.-]+)+:[0-9a-f]{40}\b")
+# Base64 and URL-safe tokens mix cases and carry separators; judge the whole run.
 LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_\-]{32,}")
+# Hex and lowercase keys have one case; judge each unbroken run, so that names like
+# projects/p-123456/secrets/tpu-vllm-dev-hf-token stay words.
+KEY_PIECE = re.compile(r"[A-Za-z0-9]{24,}")
+HEX_PIECE = re.compile(r"[0-9A-Fa-f]+")
 
 
 def _entropy(text: str) -> float:
@@ -120,10 +281,26 @@ def _entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
-def _looks_random(text: str) -> bool:
-    # Long, mixed-class, high-entropy runs: API keys and passwords, not paths or words.
-    return (_entropy(text) > 4.0 and any(c.isdigit() for c in text)
-            and any(c.isupper() for c in text) and any(c.islower() for c in text))
+def _has_letters_and_digits(text: str) -> bool:
+    return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
+
+
+def _mixed_case_token(token: str) -> bool:
+    return (_has_letters_and_digits(token) and any(c.isupper() for c in token)
+            and any(c.islower() for c in token) and _entropy(token) > 4.0)
+
+
+def _random_piece(piece: str) -> bool:
+    # Hex has 16 symbols, at most 4 bits a character (a random 32-character key measures ~3.6).
+    threshold = 3.0 if HEX_PIECE.fullmatch(piece) else 4.0
+    return _has_letters_and_digits(piece) and _entropy(piece) > threshold
+
+
+def _random_strings(text: str) -> list[str]:
+    """API keys, hex keys, passwords: long high-entropy runs of letters and digits; not words or paths."""
+    text = PUBLIC_BLOBS.sub(" ", text)
+    return ([token for token in LONG_TOKEN.findall(text) if _mixed_case_token(token)]
+            + [piece for piece in KEY_PIECE.findall(text) if _random_piece(piece)])
 
 
 def metadata_has_no_secrets(type_: str, props: Mapping[str, Any],
@@ -144,9 +321,7 @@ def metadata_has_no_secrets(type_: str, props: Mapping[str, Any],
             if pattern.search(text):
                 violations.append(f"metadata {key!r} contains {what}; keep it in Secret Manager and let the VM "
                                   "read it at boot (tpu-vllm:hfToken or hfTokenSecret)")
-        if key == "ssh-keys":
-            continue  # public keys are long and random by design
-        if any(_looks_random(token) for token in LONG_TOKEN.findall(text)):
+        if _random_strings(text):
             violations.append(f"metadata {key!r} contains a long random string that looks like a secret; "
                               "store it in Secret Manager and pass only its name")
     return violations
@@ -159,50 +334,72 @@ def secrets_are_labelled(type_: str, props: Mapping[str, Any], config: Mapping[s
             "found, audited and cleaned up"]
 
 
-GPU_MEMORY_FLAG = re.compile(r"--gpu-memory-utilization[ =]([0-9.]+)")
-
-
 def gpu_memory_utilization_capped(type_: str, props: Mapping[str, Any],
                                   config: Mapping[str, Any] | None = None) -> list[str]:
     if type_ not in COMMAND_TYPES:
         return []
     violations = []
-    for field in ("create", "update"):
-        for value in GPU_MEMORY_FLAG.findall(str(props.get(field) or "")):
-            if float(value) > MAX_GPU_MEMORY_UTILIZATION:
+    for text in _command_texts(props):
+        for _, name, value in _flags(_shell_words(text)):
+            if name != "--gpu-memory-utilization" or value is None:
+                continue
+            try:
+                fraction = float(value)
+            except ValueError:
+                continue  # vLLM refuses to start with it
+            if fraction > MAX_GPU_MEMORY_UTILIZATION:
                 violations.append(f"the serve command sets --gpu-memory-utilization {value}: above 0.92 the "
                                   "build log saw XLA program allocation fail (~691 s in at 0.95); set "
                                   "tpu-vllm:vllm.gpuMemoryUtilization to 0.92")
     return violations
 
 
-def tpu_service_account_has_no_project_role(resources: Iterable[tuple[str, Mapping[str, Any]]],
+# --- who the TPU's service account is, and what it is granted ---
+
+def _account(member: Any) -> str:
+    """'serviceAccount:A@p.iam.gserviceaccount.com' (or a principal:// form) -> 'a@p.iam.gserviceaccount.com'."""
+    return re.split(r"[:/]", str(member or "").split("?", 1)[0])[-1].strip().lower()
+
+
+def _grants(type_: str, props: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(role, member) pairs an IAM member, binding or whole policy grants."""
+    if type_.endswith(":IAMPolicy"):
+        try:
+            policy = json.loads(str(props.get("policyData") or "{}"))
+        except json.JSONDecodeError:
+            return []
+        return [(str(binding.get("role")), str(member)) for binding in policy.get("bindings") or []
+                for member in binding.get("members") or []]
+    members = list(props.get("members") or []) + ([props["member"]] if props.get("member") else [])
+    return [(str(props.get("role")), str(member)) for member in members]
+
+
+def tpu_service_account_has_no_project_role(resources: Iterable[Seen | tuple],
                                             config: Mapping[str, Any] | None = None) -> list[str]:
-    """Stack-wide: the TPU's service account gets access per secret, never on the project."""
-    resources = list(resources)
+    """Stack-wide: the TPU's service account gets access per secret, never on a project, folder or organisation."""
+    resources = _seen(resources)
     emails = set()
-    for type_, props in resources:
-        if type_ in QUEUED_RESOURCE_TYPES:
-            for spec in ((props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
+    for resource in resources:
+        if resource.type in QUEUED_RESOURCE_TYPES:
+            for spec in ((resource.props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
                 email = ((spec.get("node") or {}).get("serviceAccount") or {}).get("email")
                 if email:
-                    emails.add(f"serviceAccount:{email}")
+                    emails.add(str(email).lower())
     violations = []
-    for type_, props in resources:
-        if type_ not in PROJECT_IAM_TYPES:
+    for resource in resources:
+        scope = IAM_GRANT_TYPES.get(resource.type)
+        if scope is None:
             continue
-        members = set(props.get("members") or []) | {props.get("member")}
-        for member in sorted(members & emails):
-            violations.append(f"{member} gets {props.get('role')} on the whole project; the TPU VM only needs "
-                              "roles/secretmanager.secretAccessor on its own secrets (SecretIamMember)")
+        for role, member in _grants(resource.type, resource.props):
+            if _account(member) in emails:
+                violations.append(f"{member} gets {role} on the whole {scope}; the TPU VM only needs "
+                                  "roles/secretmanager.secretAccessor on its own secrets (SecretIamMember)")
     return violations
 
 
 RESOURCE_RULES = {
     "tpu-billing-stops": (tpu_billing_stops,
                           "A flex-start TPU runs at most 7 days; no TPU bills without an end unless allowed."),
-    "firewall-not-open-to-the-world": (firewall_not_open_to_the_world,
-                                       "SSH and the serving port are not open to 0.0.0.0/0 unless allowed."),
     "metadata-has-no-secrets": (metadata_has_no_secrets,
                                 "No instance metadata value looks like a token, key or random secret."),
     "secrets-are-labelled": (secrets_are_labelled, "Secret Manager secrets carry labels."),
@@ -210,7 +407,10 @@ RESOURCE_RULES = {
                                       "The vLLM serve command keeps --gpu-memory-utilization at 0.92 or below."),
 }
 STACK_RULES = {
+    "firewall-not-open-to-the-world": (
+        firewall_not_open_to_the_world,
+        "SSH and the serving ports are not open to the internet (by the addresses the rules cover) unless allowed."),
     "tpu-service-account-has-no-project-role": (
         tpu_service_account_has_no_project_role,
-        "The TPU VM's service account gets no project-level role."),
+        "The TPU VM's service account gets no project-, folder- or organisation-level role."),
 }

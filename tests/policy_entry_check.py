@@ -1,16 +1,21 @@
 """Run inside the policy pack's own venv: load policy/__main__.py with PolicyPack captured, call each policy.
 
-Prints JSON: the pack's name, enforcement level, policy names, and what each policy reported
-for the resources given on stdin.
+Usage: python tests/policy_entry_check.py [PACK_DIR] < cases.json (PACK_DIR defaults to policy/).
+
+Reads JSON on stdin: {"cases": {name: {"resources": [[type, props, urn], ...], "config": {...}}}}.
+Each case goes through every policy as the analyzer would call it: pulumi_policy's own argument
+classes, properties behind its unknown-checking proxy. Prints JSON: the pack's name, enforcement
+level, and per case what each policy reported.
 """
 
 import json
 import runpy
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pulumi_policy
+from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
+from pulumi_policy.proxy import unknown_checking_proxy
 
 captured = {}
 
@@ -21,21 +26,33 @@ class CapturedPack:
 
 
 pulumi_policy.PolicyPack = CapturedPack
-runpy.run_path(str(Path(__file__).resolve().parent.parent / "policy" / "__main__.py"), run_name="__main__")
+pack = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "policy"
+runpy.run_path(str(pack / "__main__.py"), run_name="__main__")
 
-resources = json.load(sys.stdin)
-reports = {}
-for policy in captured["policies"]:
-    messages = []
-    if isinstance(policy, pulumi_policy.StackValidationPolicy):
-        args = SimpleNamespace(resources=[SimpleNamespace(resource_type=t, props=p) for t, p in resources],
-                               get_config=lambda: {})
-        policy.validate(args, messages.append)
-    else:
-        for type_, props in resources:
-            args = SimpleNamespace(resource_type=type_, props=props, get_config=lambda: {})
-            policy.validate(args, messages.append)
-    reports[policy.name] = messages
 
+def options():
+    return PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
+                                 custom_timeouts=None, additional_secret_outputs=[])
+
+
+def reports_for(resources, config):
+    reports = {}
+    for policy in captured["policies"]:
+        messages = []
+        if isinstance(policy, pulumi_policy.StackValidationPolicy):
+            seen = [PolicyResource(type_, unknown_checking_proxy(props), urn, urn.rsplit("::", 1)[-1], options(),
+                                   None, None, [], {}) for type_, props, urn in resources]
+            policy.validate(pulumi_policy.StackValidationArgs(seen, config), messages.append)
+        else:
+            for type_, props, urn in resources:
+                args = pulumi_policy.ResourceValidationArgs(type_, unknown_checking_proxy(props), urn,
+                                                            urn.rsplit("::", 1)[-1], options(), None, config)
+                policy.validate(args, messages.append)
+        reports[policy.name] = messages
+    return reports
+
+
+request = json.load(sys.stdin)
 json.dump({"name": captured["name"], "enforcement_level": captured["enforcement_level"],
-           "reports": reports}, sys.stdout)
+           "cases": {name: reports_for(case["resources"], case.get("config") or {})
+                     for name, case in request["cases"].items()}}, sys.stdout)

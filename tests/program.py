@@ -45,6 +45,7 @@ class Program:
         self.stderr = stderr
         self.registrations = data["registrations"]
         self.problems = data.get("problems")
+        self.logged_warnings: list[str] = data.get("logged_warnings", [])
 
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         return [r for r in self.registrations if r["type"] == type_]

@@ -13,7 +13,7 @@ from components.vm import container
 from components.vm.vllm_server import SERVE_SCRIPT
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
-from tools.mocks import MOCK_NODE_UID, is_wrapped_secret
+from tools.mocks import MOCK_NODE_UID, is_wrapped_secret, unwrap
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
@@ -140,7 +140,7 @@ def test_the_serving_step_reruns_on_every_new_node_not_only_on_a_new_name(dev):
     # After a run ends GCP makes a new node under the same name: only its id tells them apart.
     first = dev.one("command:remote:Command")["inputs"]["triggers"]
     assert first[0] == MOCK_NODE_UID
-    assert "projects/proj/locations/us-west4-a/nodes/tpu-vllm-dev" not in first
+    assert "projects/my-proj/locations/us-west4-a/nodes/tpu-vllm-dev" not in first
     next_node = harness.run(harness.dev_config(), fixed_outputs={QR_TYPE: {"nodeUid": "4611686018427387905"}})
     second = next_node.one("command:remote:Command")["inputs"]["triggers"]
     assert second[0] == "4611686018427387905" and second[1:] == first[1:]
@@ -249,3 +249,87 @@ def test_a_stack_name_gcp_would_refuse_still_gives_valid_unique_ids():
     for labels in [spec["node"]["labels"], program.one("gcp:compute/disk:Disk")["inputs"]["labels"]]:
         assert all(re.fullmatch(r"[a-z0-9_-]{0,63}", value) for value in labels.values()), labels
     assert len(set(names)) == len(names) - 1  # the node id and the queued resource id are the same
+
+
+def node_metadata_of(program):
+    return unwrap(body_of(program))["tpu"]["nodeSpec"][0]["node"]["metadata"]
+
+
+def test_project_wide_ssh_keys_are_blocked_on_the_node(dev):
+    metadata = node_metadata_of(dev)
+    assert metadata["enable-oslogin"] == "FALSE"
+    assert metadata["block-project-ssh-keys"] == "TRUE"
+
+
+def test_every_up_prints_how_to_narrow_ssh_while_it_is_open(dev):
+    [warning] = [w for w in dev.logged_warnings if "allowSshFromAnywhere" in w]
+    assert settings.NARROW_SSH_COMMAND in warning and "\n" not in settings.NARROW_SSH_COMMAND
+    assert settings.NARROW_SSH_COMMAND in harness.DEV_CONFIG.read_text()  # the same line where the opt-in is
+
+
+@pytest.fixture(scope="module")
+def narrowed():
+    """SSH from one /24 written with host bits, an office range for serving, the user's own hf secret id."""
+    config = harness.with_section(harness.dev_config(), "access", sshSourceRanges=["198.51.100.7/24"],
+                                  allowSshFromAnywhere=False, servingSourceRanges=["203.0.113.9/24"])
+    return harness.run({**config, "tpu-vllm:hfTokenSecret": "my-hf-token"})
+
+
+def test_narrowed_ssh_prints_no_ssh_warning(narrowed):
+    assert narrowed.problems is None
+    assert not [w for w in narrowed.logged_warnings if "allowSshFromAnywhere" in w or "open to" in w]
+
+
+def test_ranges_reach_gcp_in_one_spelling(narrowed):
+    assert narrowed.named("firewall-ssh")["inputs"]["sourceRanges"] == ["198.51.100.0/24"]
+    assert narrowed.named("firewall-serving-external")["inputs"]["sourceRanges"] == ["203.0.113.0/24"]
+    assert any("198.51.100.7/24 has host bits set" in w and "198.51.100.7/32" in w for w in narrowed.logged_warnings)
+
+
+def test_a_plain_hf_token_secret_id_is_shown(narrowed):
+    assert narrowed.output("hfTokenSource")["value"].startswith("your secret 'my-hf-token'")
+    assert node_metadata_of(narrowed)["tpu-vllm-hf-token-secret"] == "projects/my-proj/secrets/my-hf-token"
+    assert not is_wrapped_secret(body_of(narrowed))
+
+
+SECRET_ID_CANARY = "CANARY-secret-id-4711"
+
+
+def test_a_secret_hf_token_secret_id_stays_secret_everywhere():
+    config = {**harness.dev_config(), "tpu-vllm:hfTokenSecret": SECRET_ID_CANARY}
+    program = harness.run(config, secret_keys=["tpu-vllm:hfTokenSecret"])
+    assert program.problems is None
+    for registration in program.registrations:
+        assert harness.plain_occurrences(registration["inputs"], SECRET_ID_CANARY) == [], registration["name"]
+    assert is_wrapped_secret(body_of(program))  # the node metadata names the secret
+    assert node_metadata_of(program)["tpu-vllm-hf-token-secret"] == f"projects/my-proj/secrets/{SECRET_ID_CANARY}"
+    accessor = program.named("secrets-hf-token-accessor")["inputs"]
+    assert is_wrapped_secret(accessor["secretId"])
+    for name, output in program.data["outputs"].items():
+        assert SECRET_ID_CANARY not in json.dumps(output["value"]) or output["secret"], name
+    assert "kept as a Pulumi secret" in program.output("hfTokenSource")["value"]
+    assert SECRET_ID_CANARY not in program.stderr + json.dumps(program.logged_warnings)
+
+
+def test_a_missing_secret_hf_token_secret_is_reported_without_its_id():
+    config = {**harness.dev_config(), "tpu-vllm:hfTokenSecret": SECRET_ID_CANARY}
+    not_found = f"Error 404: Secret [projects/my-proj/secrets/{SECRET_ID_CANARY}] not found"
+    program = harness.run(config, secret_keys=["tpu-vllm:hfTokenSecret"],
+                          failing_calls={"gcp:secretmanager/getSecret:getSecret": not_found})
+    [problem] = program.problems
+    assert "tpu-vllm:hfTokenSecret = [secret]" in problem and "not found" in problem
+    assert 'gcloud secrets create "$(pulumi config get tpu-vllm:hfTokenSecret)"' in problem
+    assert SECRET_ID_CANARY not in problem + program.stderr
+
+
+def test_a_section_set_with_secret_and_a_plaintext_token_are_refused_without_quoting_them():
+    config = harness.with_section(harness.dev_config(), "access", sshSourceRanges=["0.0.0.0/1", "128.0.0.0/1"],
+                                  sshUser="canaryuser")
+    program = harness.run({**config, "tpu-vllm:hfToken": HF_CANARY}, secret_keys=["tpu-vllm:access"])
+    assert program.problems and program.registrations == []
+    [problem] = program.problems
+    assert "tpu-vllm:access is set with --secret" in problem and "without --secret" in problem
+    assert "tpu-vllm:hfToken is stored in plaintext" in problem
+    assert "pulumi config set --secret tpu-vllm:hfToken" in problem
+    for needle in ("canaryuser", "128.0.0.0/1", HF_CANARY):
+        assert needle not in problem + program.stderr

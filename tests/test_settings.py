@@ -1,5 +1,6 @@
 """Each rule of the build log: a passing and a failing case, with key, value and fix in the message."""
 
+import json
 import re
 
 import pytest
@@ -616,3 +617,134 @@ def test_every_new_problem_is_reported_in_one_run():
     for key in ("queueTimeout", "zone", "labels", "vllm.port", "image", "maxNumSeqs", "kvCacheMemoryBytes",
                 "toolCallParser", "limitMmPerPrompt", "sizeGb", "vllm.maxModelLen = "):
         assert any(key in problem for problem in found), key
+
+
+# --- access: ranges judged by the addresses they cover ---
+
+OPEN_VARIANTS = [["0.0.0.0/0"], ["0.0.0.0/00"], ["1.2.3.4/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["::/0"],
+                 ["::ffff:0.0.0.0/96"], ["0.0.0.0/1"], ["8.0.0.0/8"], ["2001:db8::/32"],
+                 ["8.8.0.0/16", "9.9.0.0/16"]]
+
+
+@pytest.mark.parametrize("ranges", OPEN_VARIANTS)
+def test_ssh_open_to_the_internet_needs_the_opt_in_however_written(ranges):
+    message = one_problem(access={"sshSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.sshSourceRanges = ")
+    assert "opens SSH to the internet" in message and "tpu-vllm:access.allowSshFromAnywhere true" in message
+    assert any(str(s.address_ranges.parse(text)) in message for text in ranges)
+    loaded = load(access={"sshSourceRanges": ranges, "allowSshFromAnywhere": True})
+    [warning] = [w for w in loaded.warnings if w.startswith("access.allowSshFromAnywhere")]
+    assert s.NARROW_SSH_COMMAND in warning
+
+
+@pytest.mark.parametrize("ranges", OPEN_VARIANTS)
+def test_serving_open_to_the_internet_needs_the_opt_in_however_written(ranges):
+    message = one_problem(access={"servingSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.servingSourceRanges = ")
+    assert "tpu-vllm:access.allowPublicServing true" in message
+    loaded = load(access={"servingSourceRanges": ranges, "allowPublicServing": True})
+    assert any("open to the internet" in w for w in loaded.warnings)
+
+
+def test_the_halves_are_named_together():
+    message = one_problem(access={"sshSourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]})
+    assert "0.0.0.0/1 and 128.0.0.0/1 together reach every public IPv4 address" in message
+
+
+@pytest.mark.parametrize("ranges", [["198.51.100.7/32"], ["203.0.113.0/24", "2001:db8:1::/48"], ["8.8.0.0/16"],
+                                    ["10.0.0.0/8", "8.8.8.8/32"]])
+def test_your_own_ranges_need_no_opt_in(ranges):
+    loaded = load(access={"sshSourceRanges": ranges, "servingSourceRanges": ranges})
+    assert not any("open to" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("ranges", [["0.0.0.0/0"], ["8.8.8.0/24"], ["::/0"], ["::ffff:0.0.0.0/96"],
+                                    ["10.128.0.0/9", "172.32.0.0/16"], ["127.0.0.1/32"]])
+def test_internal_ranges_must_be_private(ranges):
+    message = one_problem(vllm={"port": 8080}, access={"internalSourceRanges": ranges})
+    assert message.startswith("tpu-vllm:access.internalSourceRanges = ")
+    assert "not private" in message and "access.servingSourceRanges" in message
+    assert "access.allowPublicServing" in message
+    assert ranges[-1] in message
+
+
+def test_a_public_internal_range_is_refused_even_with_the_serving_opt_in():
+    assert "not private" in one_problem(access={"internalSourceRanges": ["0.0.0.0/0"], "allowPublicServing": True})
+
+
+@pytest.mark.parametrize("ranges", [["10.128.0.0/9"], ["172.16.0.0/12", "192.168.1.0/24"], ["100.64.0.0/10"],
+                                    ["fd00:1::/64"], ["::ffff:10.0.0.0/104"]])
+def test_private_internal_ranges_are_fine(ranges):
+    assert load(access={"internalSourceRanges": ranges}).settings.access.internal_source_ranges
+
+
+def test_ranges_are_kept_in_one_spelling_and_host_bits_warn():
+    loaded = load(access={"sshSourceRanges": [" 203.0.113.7/24", "198.51.100.7"],
+                          "servingSourceRanges": ["0.0.0.0/00"], "allowPublicServing": True})
+    assert loaded.settings.access.ssh_source_ranges == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert loaded.settings.access.serving_source_ranges == ["0.0.0.0/0"]
+    assert any("203.0.113.7/24 has host bits set" in w and "203.0.113.7/32" in w for w in loaded.warnings)
+
+
+def test_the_narrowing_command_is_one_line_and_asks_for_ipv4():
+    assert "\n" not in s.NARROW_SSH_COMMAND and "curl -4" in s.NARROW_SSH_COMMAND
+    assert s.NARROW_SSH_COMMAND.endswith("pulumi config rm --path 'tpu-vllm:access.allowSshFromAnywhere'")
+
+
+# --- secret settings ---
+
+@pytest.mark.parametrize("value", ["", "   ", "\n"])
+def test_an_empty_hf_token_is_an_error_naming_the_key(value):
+    message = one_problem(hfToken=value)
+    assert message.startswith("tpu-vllm:hfToken = [secret]: it is empty")
+    assert "pulumi config set --secret tpu-vllm:hfToken" in message
+
+
+@pytest.mark.parametrize("value", ["", " \n"])
+def test_an_empty_private_key_is_an_error_naming_the_key(value):
+    message = one_problem(access={"sshPublicKey": "ssh-ed25519 AAAAuserkey me@laptop"}, sshPrivateKey=value)
+    assert message.startswith("tpu-vllm:sshPrivateKey = [secret]: it is empty")
+    assert "tpu-vllm:access.sshPublicKey" in message
+
+
+@pytest.mark.parametrize("value", ["", " ", "projects/p/secrets/hf-token", "hf token"])
+def test_a_malformed_hf_token_secret_id_is_an_error(value):
+    message = one_problem(hfTokenSecret=value)
+    assert message.startswith(f"tpu-vllm:hfTokenSecret = {json.dumps(value)}: a Secret Manager secret id")
+
+
+SECRET_CANARY = "CANARY settings secret"
+
+
+def test_a_secret_hf_token_secret_id_is_never_quoted():
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({"hfTokenSecret": SECRET_CANARY, "access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev",
+               explicit_hf_secret=True, secret_keys=frozenset({"hfTokenSecret"}))
+    assert "tpu-vllm:hfTokenSecret = [secret]" in caught.value.render()
+    assert SECRET_CANARY not in caught.value.render()
+    loaded = s.load({"hfTokenSecret": "my-id", "access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev",
+                    explicit_hf_secret=True, secret_keys=frozenset({"hfTokenSecret"}))
+    assert loaded.secret_keys == {"hfTokenSecret"}
+
+
+@pytest.mark.parametrize("section", ["access", "vllm", "tpu"])
+def test_a_section_set_with_secret_is_refused_and_not_quoted(section):
+    raw = {"access": {"sshSourceRanges": ["0.0.0.0/0"], "sshUser": "canary"}, "vllm": {"image": "canary/img"},
+           "tpu": {"zone": "canary"}}
+    with pytest.raises(s.SettingsError) as caught:
+        s.load(raw, "my-proj", "dev", secret_keys=frozenset({section}))
+    [problem] = caught.value.problems
+    assert problem.startswith(f"tpu-vllm:{section} is set with --secret") and "canary" not in problem
+
+
+@pytest.mark.parametrize("key", ["hfToken", "sshPrivateKey"])
+def test_a_token_or_key_set_without_secret_is_an_error(key):
+    raw = {key: "CANARY-plain", "access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+    if key == "sshPrivateKey":
+        raw["access"]["sshPublicKey"] = "ssh-ed25519 AAAAuserkey me@laptop"
+    with pytest.raises(s.SettingsError) as caught:
+        s.load(raw, "my-proj", "dev", secret_keys=frozenset())
+    [problem] = caught.value.problems
+    assert problem.startswith(f"tpu-vllm:{key} is stored in plaintext")
+    assert f"pulumi config set --secret tpu-vllm:{key}" in problem and "CANARY-plain" not in problem
+    assert s.load(raw, "my-proj", "dev", secret_keys=frozenset({key})).settings

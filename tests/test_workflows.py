@@ -51,6 +51,7 @@ def test_every_action_is_pinned_to_an_exact_version():
 def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
     job = load("preview.yml")["jobs"]["preview"]
     assert job["if"] == "github.event.pull_request.head.repo.full_name == github.repository"
+    assert job["environment"] == "preview"  # required reviewers approve before the PR's code gets credentials
     assert job["permissions"]["id-token"] == "write"
     auth = next(s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/auth@"))
     assert set(auth["with"]) == {"workload_identity_provider", "service_account"}
@@ -73,3 +74,22 @@ def test_the_ci_plan_step_works_here(tmp_path):
     assert "vllm serve google/gemma-4-E2B-it" in (tmp_path / "plan-dev.txt").read_text()
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "plan/"
+
+
+def test_only_jobs_behind_the_preview_environment_touch_credentials():
+    """A secret or an OIDC token in any other job would skip the reviewers."""
+    for workflow in WORKFLOWS:
+        document = yaml.safe_load(workflow.read_text())
+        for name, job in document["jobs"].items():
+            permissions = job.get("permissions", document.get("permissions")) or {}
+            wants_credentials = "secrets." in json.dumps(job) or permissions.get("id-token") == "write"
+            if wants_credentials:
+                assert job.get("environment") == "preview", f"{workflow.name}: job {name}"
+
+
+def test_forked_prs_still_get_the_tests_and_the_offline_plan():
+    workflow = load("test.yml")
+    assert "pull_request" in workflow[True]  # PyYAML reads the key `on` as True
+    job = workflow["jobs"]["test"]
+    assert "if" not in job and "environment" not in job
+    assert any("plan-artifact.sh" in step.get("run", "") for step in job["steps"])

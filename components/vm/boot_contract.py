@@ -26,6 +26,8 @@ def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, a
         "ssh-keys": ssh_keys,
         # The stack's own key in ssh-keys must be honoured (an org policy enforcing OS Login wins).
         "enable-oslogin": "FALSE",
+        # With OS Login off, every project-wide SSH key would log in with sudo: only this node's key may.
+        "block-project-ssh-keys": "TRUE",
         HF_TOKEN_SECRET_ATTRIBUTE: hf_token_secret,
         API_KEY_SECRET_ATTRIBUTE: api_key_secret,
         CACHE_DEVICE_ATTRIBUTE: cache_device,

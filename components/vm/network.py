@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from policy import address_ranges, opt_in
+
 
 @dataclass
 class NodeFirewallArgs:
@@ -24,20 +26,16 @@ class NodeFirewallArgs:
     public_serving_allowed: bool = False
 
 
-# Policies read this from a rule's description: the stack owner opted in, in reviewed config.
-OPT_IN_MARKER = "0.0.0.0/0 explicitly allowed by tpu-vllm:access."
-
-
 class NodeFirewall(pulumi.ComponentResource):
     rules: dict[str, gcp.compute.Firewall]
 
     def __init__(self, name: str, args: NodeFirewallArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:network:NodeFirewall", name, None, opts)
         wanted = {
-            "ssh": ("22", args.ssh_source_ranges, args.ssh_from_anywhere_allowed, "allowSshFromAnywhere"),
-            "serving-internal": (str(args.serving_port), args.internal_source_ranges, False, ""),
-            "serving-external": (str(args.serving_port), args.serving_source_ranges,
-                                 args.public_serving_allowed, "allowPublicServing"),
+            "ssh": (22, args.ssh_source_ranges, args.ssh_from_anywhere_allowed, opt_in.SSH_OPT_IN),
+            "serving-internal": (args.serving_port, args.internal_source_ranges, False, ""),
+            "serving-external": (args.serving_port, args.serving_source_ranges,
+                                 args.public_serving_allowed, opt_in.SERVING_OPT_IN),
         }
         self.rules = {
             rule: gcp.compute.Firewall(
@@ -46,10 +44,10 @@ class NodeFirewall(pulumi.ComponentResource):
                 network=args.network,
                 name=f"{args.name_prefix}-{rule}",
                 direction="INGRESS",
-                allows=[{"protocol": "tcp", "ports": [port]}],
+                allows=[{"protocol": "tcp", "ports": [str(port)]}],
                 source_ranges=ranges,
                 target_tags=[args.target_tag],
-                description=_description(rule, ranges, allowed, setting),
+                description=_description(rule, port, ranges, allowed, setting),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for rule, (port, ranges, allowed, setting) in wanted.items()
@@ -58,8 +56,10 @@ class NodeFirewall(pulumi.ComponentResource):
         self.register_outputs({"rules": [rule.name for rule in self.rules.values()]})
 
 
-def _description(rule: str, ranges: list[str], allowed: bool, setting: str) -> str:
+def _description(rule: str, port: int, ranges: list[str], allowed: bool, setting: str) -> str:
+    """The policy pack honours an opt-in only as recorded here, from the settings, for this port and these ranges."""
     text = f"tpu-vllm {rule}"
-    if allowed and "0.0.0.0/0" in ranges:
-        text += f"; {OPT_IN_MARKER}{setting}"
+    if allowed and address_ranges.internet_exposure(ranges):
+        # Every range with public addresses, not only the widest: the pack clears nothing else.
+        text += "; " + opt_in.note(setting, port, address_ranges.reaching_public(ranges))
     return text
