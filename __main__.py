@@ -6,9 +6,10 @@ outputs out.
 
 import pulumi
 
-from components.identity import VmIdentity, VmIdentityArgs
+from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
+from components.identity import VmIdentity, VmIdentityArgs, account_id
 from components.secrets import StackSecrets, StackSecretsArgs
-from components.services import ProjectServices
+from components.services import GKE_APIS, ProjectServices
 from components.settings import SettingsError, from_pulumi_config
 from components.vm.deployment import VmDeployment
 
@@ -21,12 +22,18 @@ for warning in loaded.warnings:
 cfg = loaded.settings
 prefix = cfg.resource_prefix
 labels = {"app": "tpu-vllm", "stack": cfg.stack.lower(), **cfg.tpu.labels}
+on_gke = cfg.platform == "gke"
 
-services = ProjectServices("services", cfg.project)
+services = ProjectServices("services", cfg.project, extra_apis=GKE_APIS if on_gke else ())
 after_services = pulumi.ResourceOptions(depends_on=services.services)
 
-identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=f"{prefix}-vm"[:30]),
-                      after_services)
+if on_gke:
+    identity = VmIdentity("workload", VmIdentityArgs(
+        project=cfg.project, account_id=account_id(prefix, "wl"), display_name="tpu-vllm GKE workload",
+        description="The vLLM pods' identity (Workload Identity); reads only its own secrets."), after_services)
+else:
+    identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=f"{prefix}-vm"[:30]),
+                          after_services)
 secrets = StackSecrets(
     "secrets",
     StackSecretsArgs(
@@ -40,7 +47,11 @@ secrets = StackSecrets(
     after_services,
 )
 
-wing = VmDeployment(cfg, labels, services, identity, secrets)
+if on_gke:
+    wing = GkeDeployment("gke", GkeDeploymentArgs(settings=cfg, services=services.services,
+                                                  workload_identity=identity, secrets=secrets, labels=labels))
+else:
+    wing = VmDeployment(cfg, labels, services, identity, secrets)
 
 for name, value in wing.outputs.items():
     pulumi.export(name, value)

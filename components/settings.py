@@ -457,6 +457,8 @@ class GkeSettings(_Section):
     """Explicit opt-in: an external load balancer (limited to access.servingSourceRanges) instead of an internal one."""
     allow_unbounded_billing: bool = False
     """Explicit opt-in for spot or on-demand TPU nodes on GKE: nothing stops their billing."""
+    install_metrics_adapter: bool = True
+    """Deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if the cluster has one."""
 
     @field_validator("machine_type")
     @classmethod

@@ -12,6 +12,7 @@ from tools.mocks import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG = ROOT / "Pulumi.dev.yaml"
+GKE_CONFIG = ROOT / "Pulumi.gke.yaml"
 
 
 def dev_config(project: str = "proj") -> dict[str, str]:
@@ -21,12 +22,19 @@ def dev_config(project: str = "proj") -> dict[str, str]:
     return {**config, "gcp:project": project}
 
 
+def gke_config(project: str = "proj") -> dict[str, str]:
+    from tools.plan import read_stack_config
+
+    config, _ = read_stack_config(GKE_CONFIG)
+    return {**config, "gcp:project": project}
+
+
 def run(config: dict[str, Any], secret_keys: list[str] | None = None,
         fixed_outputs: dict[str, dict[str, Any]] | None = None,
-        failing_calls: dict[str, str] | None = None) -> Program:
+        failing_calls: dict[str, str] | None = None, stack: str = "dev") -> Program:
     encoded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
     request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs,
-               "failing_calls": failing_calls}
+               "failing_calls": failing_calls, "stack": stack}
     completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
                                capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert completed.returncode == 0, completed.stderr
