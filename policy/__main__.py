@@ -12,6 +12,7 @@ from pulumi_policy import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gke_rules  # noqa: E402 - the GKE platform's rules, same shape as rules.py
 import rules  # noqa: E402 - the pack's own directory, wherever Pulumi starts it from
 
 CONFIG_SCHEMA = PolicyConfigSchema(properties={
@@ -20,6 +21,7 @@ CONFIG_SCHEMA = PolicyConfigSchema(properties={
     "allowPublicServing": {"type": "boolean", "default": False},
     "honorStackOptIns": {"type": "boolean", "default": True},
     "servingPort": {"type": "integer", "default": 8000},
+    **gke_rules.CONFIG_PROPERTIES,
 })
 
 
@@ -44,5 +46,6 @@ def stack_policy(name, check, description):
 
 POLICIES = [resource_policy(name, check, text) for name, (check, text) in rules.RESOURCE_RULES.items()]
 POLICIES += [stack_policy(name, check, text) for name, (check, text) in rules.STACK_RULES.items()]
+POLICIES += [resource_policy(name, check, text) for name, (check, text) in gke_rules.RESOURCE_RULES.items()]
 
 PolicyPack(name="tpu-vllm", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

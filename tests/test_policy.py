@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from policy import rules
+from policy import gke_rules, rules
 from tests import program as harness
 from tools.mocks import unwrap
 
@@ -144,7 +144,7 @@ def entry_point(resources):
 def test_the_pack_entry_point_under_pulumi_policy(dev_resources):
     clean = entry_point(dev_resources)
     assert clean["name"] == "tpu-vllm" and clean["enforcement_level"] == "mandatory"
-    assert set(clean["reports"]) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES)
+    assert set(clean["reports"]) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES) | set(gke_rules.RESOURCE_RULES)
     assert all(messages == [] for messages in clean["reports"].values())
     bad_secret = ("gcp:secretmanager/secret:Secret", {"secretId": "x", "labels": {}})
     assert entry_point([*dev_resources, bad_secret])["reports"]["secrets-are-labelled"]
