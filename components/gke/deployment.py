@@ -8,57 +8,18 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import budget, serve_command
+from components import serve_command
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
+from components.gke.costs import gke_costs, kv_outputs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
-from components.gke.node_pool import CHIPS_PER_NODE, TpuNodePool, TpuNodePoolArgs
+from components.gke.node_pool import TpuNodePool, TpuNodePoolArgs
 from components.gke.workload import ServingWorkload, ServingWorkloadArgs
 from components.identity import VmIdentity, VmIdentityArgs, account_id
 from components.secrets import StackSecrets
 from components.settings import Settings
 
 TPU_POOL_NAME = "tpu-v5e"
-
-
-def gke_costs(settings: Settings) -> dict[str, Any]:
-    """$/hour at the least and the most replicas, the cluster's own baseline, and one run of every node."""
-    gke, pricing = settings.gke, settings.tpu.provisioning_model
-    reused = gke.use_existing_cluster
-    system_nodes = 0 if reused else gke.system_node_count
-
-    def cost(chips: int) -> budget.GkeCost:
-        return budget.gke_cost(pricing, chips * CHIPS_PER_NODE, gke.system_machine_type, system_nodes,
-                               cluster_fee=not reused)
-
-    most, least = cost(gke.max_replicas), cost(gke.min_replicas)
-    costs: dict[str, Any] = {
-        "costPerHourUsd": round(most.total_usd_per_hour, 4),
-        "costPerHourAtMinReplicasUsd": round(least.total_usd_per_hour, 4),
-        "clusterBaselineUsdPerHour": round(most.baseline_usd_per_hour, 4),
-    }
-    if pricing == "flex-start":
-        costs["maxSpendPerRunUsd"] = round(most.max_spend_usd(settings.tpu.run_seconds), 2)
-    return costs
-
-
-def kv_outputs(settings: Settings) -> dict[str, Any]:
-    kv = settings.kv_budget()
-    if kv is None:
-        return {}
-    gke = settings.gke
-    return {
-        "kvBytesPerToken": kv.kv_bytes_per_token,
-        "kvTokens": kv.kv_tokens,
-        "kvTokensAtMaxReplicas": kv.kv_tokens * gke.max_replicas,
-        "kvPoolGib": round(budget.gib(kv.kv_pool_bytes), 2),
-        "hbmCapGib": round(budget.gib(kv.hbm_cap_bytes), 2),
-        "concurrencyGuidance": (
-            f"per replica keep clients x context under {kv.load_limit_tokens:,} tokens (78% of "
-            f"{kv.kv_tokens:,}); in total under {kv.load_limit_tokens * gke.min_replicas:,} at "
-            f"{gke.min_replicas} replica(s) and {kv.load_limit_tokens * gke.max_replicas:,} at "
-            f"{gke.max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each"),
-    }
 
 
 @dataclass

@@ -10,10 +10,9 @@ import pulumi_gcp as gcp
 
 from components.gke.cluster import CLOUD_PLATFORM_SCOPE
 
-# One v5e chip: the GKE accelerator label value, its topology, and chips per node.
+# One v5e chip: the GKE accelerator label value and its topology.
 TPU_ACCELERATOR = "tpu-v5-lite-podslice"
 TPU_TOPOLOGY = "1x1"
-CHIPS_PER_NODE = 1
 # Marks a spot / on-demand pool the stack opted into (gke.allowUnboundedBilling); the policy pack reads it.
 UNBOUNDED_BILLING_LABEL = "tpu-vllm-unbounded-billing"
 UNBOUNDED_BILLING_OPT_IN = "opted-in"
