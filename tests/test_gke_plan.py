@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from components import budget
+from tools.plan import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,10 +52,8 @@ def test_the_gke_plan_lists_cluster_pool_workload_and_autoscaling(gke_json):
     assert "mock-generated-api-key" not in json.dumps(gke_json)
 
 
-def test_the_text_plan_shows_the_pools_flex_start_fields_and_the_costs():
-    result = plan("--stack", "gke")
-    assert result.returncode == 0, result.stderr
-    text = result.stdout
+def test_the_text_plan_shows_the_pools_flex_start_fields_and_the_costs(gke_json):
+    text = render_text(gke_json)  # what `--stack gke` without --json prints
     assert "gcp:container/nodePool:NodePool  tpu-pool" in text
     assert '"flexStart": true' in text and '"maxRunDuration": "86400s"' in text
     assert '"locationPolicy": "ANY"' in text and '"tpuTopology": "1x1"' in text

@@ -8,6 +8,7 @@ import pytest
 
 from components import budget, front, serve_command, settings
 from components.gke import workload
+from components.gke.node_pool import tpu_node_config
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
 from tools.mocks import MOCK_LOAD_BALANCER_IP, is_wrapped_secret, unwrap
@@ -32,16 +33,28 @@ def gke_with(section: str, **values) -> dict[str, str]:
     return harness.with_section(harness.gke_config(), section, **values)
 
 
+OLD_STABLE = {"gcp:container/getEngineVersions:getEngineVersions": {
+    "releaseChannelDefaultVersion": {"STABLE": "1.32.9-gke.1000"}}}
+
+
 @pytest.fixture(scope="module")
 def gke():
-    return harness.run(harness.gke_config(), stack="gke")
-
-
-@pytest.fixture(scope="module")
-def canary():
+    """The example stack, with canary secrets (a stack-kept HF token and the generated API key)."""
     config = {**harness.gke_config(), "tpu-vllm:hfToken": HF_CANARY}
     return harness.run(config, secret_keys=["tpu-vllm:hfToken"], stack="gke",
                        fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": API_CANARY}})
+
+
+@pytest.fixture(scope="module")
+def variant():
+    """Every other choice at once: regional over two zones, spot (opted in), an external load balancer,
+    no metrics adapter, and a pinned version on a channel whose default is too old."""
+    config = gke_with("gke", location="us-west4", nodeLocations=["us-west4-a", "us-west4-b"],
+                      allowUnboundedBilling=True, allowExternalLoadBalancer=True, installMetricsAdapter=False,
+                      releaseChannel="STABLE", minMasterVersion="1.34")
+    config = harness.with_section(config, "access", servingSourceRanges=["203.0.113.0/24"])
+    config["tpu-vllm:tpu"] = json.dumps({"provisioningModel": "spot"})
+    return harness.run(config, stack="gke", fixed_outputs=OLD_STABLE)
 
 
 def gke_settings(config: dict[str, str] | None = None) -> settings.Settings:
@@ -96,21 +109,29 @@ def test_the_tpu_node_pool_has_exactly_the_flex_start_fields(gke):
     assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
 
 
-@pytest.mark.parametrize(("model", "field"), [("spot", "spot"), ("on-demand", None)])
-def test_spot_and_on_demand_use_their_own_fields_and_carry_the_opt_in(model, field):
-    config = {**gke_with("gke", allowUnboundedBilling=True), "tpu-vllm:tpu": json.dumps({"provisioningModel": model})}
-    node = tpu_pool(harness.run(config, stack="gke"))["inputs"]["nodeConfig"]
+def test_spot_uses_its_own_field_and_carries_the_opt_in(variant):
+    assert variant.problems is None
+    node = tpu_pool(variant)["inputs"]["nodeConfig"]
     assert "flexStart" not in node and "maxRunDuration" not in node and "reservationAffinity" not in node
-    assert node.get("spot") is (True if field else None)
+    assert node["spot"] is True
     assert node["resourceLabels"]["tpu-vllm-unbounded-billing"] == "opted-in"
 
 
-def test_several_zones_in_a_regional_cluster():
-    program = harness.run(gke_with("gke", location="us-west4", nodeLocations=["us-west4-a", "us-west4-b"]),
-                          stack="gke")
-    assert program.one(CLUSTER)["inputs"]["location"] == "us-west4"
-    assert tpu_pool(program)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
-    assert program.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
+def test_on_demand_sets_neither_flex_start_nor_spot():
+    node = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="on-demand", run_seconds=None,
+                           service_account_email="n@p.iam.gserviceaccount.com", labels={"app": "tpu-vllm"},
+                           unbounded_billing_opt_in=True)
+    assert not {"flexStart", "flex_start", "spot", "max_run_duration"} & set(node)
+    assert node["resource_labels"]["tpu-vllm-unbounded-billing"] == "opted-in"
+    flex = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="flex-start", run_seconds=3600,
+                           service_account_email="n", labels={}, unbounded_billing_opt_in=True)
+    assert flex["max_run_duration"] == "3600s" and "tpu-vllm-unbounded-billing" not in flex["resource_labels"]
+
+
+def test_several_zones_in_a_regional_cluster(variant):
+    assert variant.one(CLUSTER)["inputs"]["location"] == "us-west4"
+    assert tpu_pool(variant)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
+    assert variant.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
 
 
 def test_the_pod_runs_the_exact_serve_command_on_one_chip_with_its_own_cache_volume(gke):
@@ -166,7 +187,7 @@ def test_the_front_is_the_vms_front_and_the_only_door_to_the_api(gke):
 def test_tokens_reach_the_pod_as_files_from_the_secret_manager_add_on(gke):
     classes = {c["inputs"]["metadata"]["name"]: c["inputs"]["spec"] for c in gke.of_type(SECRET_PROVIDER_CLASS)}
     assert classes["vllm-hf-token"] == {"provider": "gke", "parameters": {
-        "secrets": "- resourceName: projects/proj/secrets/hf-token/versions/latest\n  path: hf-token\n"}}
+        "secrets": "- resourceName: projects/proj/secrets/tpu-vllm-gke-hf-token/versions/latest\n  path: hf-token\n"}}
     assert classes["vllm-api-key"]["parameters"]["secrets"] == (
         "- resourceName: projects/proj/secrets/tpu-vllm-gke-api-key/versions/latest\n  path: api-key\n")
     volumes = {v["name"]: v for v in pod_spec(gke)["volumes"]}
@@ -189,7 +210,7 @@ def test_workload_identity_binds_the_pods_account_to_the_secret_reader_only(gke)
                                  "member": "serviceAccount:proj.svc.id.goog[tpu-vllm/vllm]"}
     assert "gke-cluster" in binding["dependencies"]  # the workload pool exists once the cluster does
     accessors = gke.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
-    assert sorted(a["inputs"]["secretId"] for a in accessors) == ["hf-token", "tpu-vllm-gke-api-key"]
+    assert sorted(a["inputs"]["secretId"] for a in accessors) == ["tpu-vllm-gke-api-key", "tpu-vllm-gke-hf-token"]
     assert {a["inputs"]["member"] for a in accessors} == {f"serviceAccount:{email}"}
     project_roles = [r["inputs"] for r in gke.of_type("gcp:projects/iAMMember:IAMMember")]
     assert all(email not in r["member"] for r in project_roles)
@@ -209,15 +230,13 @@ def test_services_are_cluster_ip_and_an_internal_load_balancer_for_the_vpc(gke):
     assert "externalEndpoint" not in gke.data["outputs"]
 
 
-def test_an_external_load_balancer_only_with_the_opt_in_and_only_for_the_listed_ranges():
-    config = gke_with("gke", allowExternalLoadBalancer=True)
-    config = harness.with_section(config, "access", servingSourceRanges=["203.0.113.0/24"])
-    program = harness.run(config, stack="gke")
-    balancer = program.named("exposure-load-balancer")["inputs"]
+def test_an_external_load_balancer_only_with_the_opt_in_and_only_for_the_listed_ranges(variant):
+    balancer = variant.named("exposure-load-balancer")["inputs"]
     assert balancer["metadata"]["annotations"] == {
         "tpu-vllm/external-load-balancer": "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"}
     assert balancer["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
-    assert program.output("externalEndpoint")["value"] == f"http://{MOCK_LOAD_BALANCER_IP}:8000/v1"
+    assert variant.output("externalEndpoint")["value"] == f"http://{MOCK_LOAD_BALANCER_IP}:8000/v1"
+    assert "internalEndpoint" not in variant.data["outputs"]
 
 
 def test_the_hpa_scales_the_statefulset_on_the_queue_that_pod_monitoring_collects(gke):
@@ -236,7 +255,7 @@ def test_the_hpa_scales_the_statefulset_on_the_queue_that_pod_monitoring_collect
     assert monitoring["selector"] == {"matchLabels": labels}
 
 
-def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke):
+def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke, variant):
     services = {r["inputs"]["metadata"]["name"] for r in gke.of_type("kubernetes:apiregistration.k8s.io/v1:APIService")}
     assert services == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
                         "v1beta1.external.metrics.k8s.io"}
@@ -247,9 +266,8 @@ def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke
     assert role["role"] == "roles/monitoring.viewer"
     assert "autoscaling-adapter-apiservice-v1beta2.custom.metrics.k8s.io" in gke.named("autoscaling-hpa")[
         "dependencies"]
-    off = harness.run(gke_with("gke", installMetricsAdapter=False), stack="gke")
-    assert not [r for r in off.registrations if r["name"].startswith("autoscaling-adapter")]
-    assert off.of_type(HPA)
+    assert not [r for r in variant.registrations if r["name"].startswith("autoscaling-adapter")]
+    assert variant.of_type(HPA)
 
 
 def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
@@ -271,7 +289,8 @@ def test_the_validator_catches_what_the_api_server_would_refuse(gke):
     assert validation_errors(monitoring)
 
 
-def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(canary):
+def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(gke):
+    canary = gke
     assert canary.problems is None
     for needle in (HF_CANARY, API_CANARY):
         for registration in canary.registrations:
@@ -335,18 +354,14 @@ def test_a_reused_cluster_without_the_add_ons_stops_the_preview_with_the_fixes()
     assert not [r for r in program.registrations if r["type"].startswith("kubernetes:") or r["type"] == NODE_POOL]
 
 
-def test_a_release_channel_whose_default_is_too_old_stops_before_the_cluster():
-    program = harness.run(gke_with("gke", releaseChannel="STABLE"), stack="gke",
-                          fixed_outputs={"gcp:container/getEngineVersions:getEngineVersions": {
-                              "releaseChannelDefaultVersion": {"STABLE": "1.32.9-gke.1000"}}})
+def test_a_release_channel_whose_default_is_too_old_stops_before_the_cluster(variant):
+    program = harness.run(gke_with("gke", releaseChannel="STABLE"), stack="gke", fixed_outputs=OLD_STABLE)
     [problem] = program.problems
     assert "tpu-vllm:gke.releaseChannel = 'STABLE'" in problem and "1.32.9-gke.1000" in problem
     assert "gke.minMasterVersion to 1.34" in problem
     assert not program.of_type(CLUSTER)
-    pinned = harness.run(gke_with("gke", releaseChannel="STABLE", minMasterVersion="1.34"), stack="gke",
-                         fixed_outputs={"gcp:container/getEngineVersions:getEngineVersions": {
-                             "releaseChannelDefaultVersion": {"STABLE": "1.32.9-gke.1000"}}})
-    assert pinned.problems is None and pinned.one(CLUSTER)["inputs"]["minMasterVersion"] == "1.34"
+    # Pinned past the minimum, the same channel is fine.
+    assert variant.problems is None and variant.one(CLUSTER)["inputs"]["minMasterVersion"] == "1.34"
 
 
 def test_bad_gke_settings_register_nothing_and_say_every_problem():
