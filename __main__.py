@@ -6,7 +6,6 @@ outputs out.
 
 import pulumi
 
-from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
 from components.identity import VmIdentity, VmIdentityArgs, account_id
 from components.secrets import StackSecrets, StackSecretsArgs
 from components.services import GKE_APIS, ProjectServices
@@ -48,6 +47,9 @@ secrets = StackSecrets(
 )
 
 if on_gke:
+    # Imported only here: the vm platform never loads pulumi-kubernetes.
+    from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
+
     wing = GkeDeployment("gke", GkeDeploymentArgs(settings=cfg, services=services.services,
                                                   workload_identity=identity, secrets=secrets, labels=labels))
 else:

@@ -41,6 +41,17 @@ def run(config: dict[str, Any], secret_keys: list[str] | None = None,
     return Program(json.loads(completed.stdout), completed.stderr)
 
 
+# The gke example stack's canary secrets (a stack-kept HF token, the generated API key).
+GKE_HF_CANARY = "hf_CANARYgkeTOKEN98765432109876543210"
+GKE_API_CANARY = "CANARYgkeAPIKEY0123456789abcdefghijklmnopqrstu"
+
+
+def run_gke_with_canaries() -> Program:
+    config = {**gke_config(), "tpu-vllm:hfToken": GKE_HF_CANARY}
+    return run(config, secret_keys=["tpu-vllm:hfToken"], stack="gke",
+               fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": GKE_API_CANARY}})
+
+
 def with_section(config: dict[str, str], section: str, **values: Any) -> dict[str, str]:
     key = f"tpu-vllm:{section}"
     merged = {**json.loads(config.get(key, "{}")), **values}

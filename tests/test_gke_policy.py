@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from policy import gke_rules, rules
-from tests import program as harness
 from tools.mocks import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,8 +21,8 @@ STATEFULSET = "kubernetes:apps/v1:StatefulSet"
 
 
 @pytest.fixture(scope="module")
-def gke_resources():
-    program = harness.run(harness.gke_config(), stack="gke")
+def gke_resources(gke_program):
+    program = gke_program
     assert program.problems is None
     return [(r["type"], unwrap(r["inputs"])) for r in program.registrations if r["inputs"] and r["custom"]]
 

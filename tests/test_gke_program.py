@@ -25,8 +25,7 @@ PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
 GKE_TYPES = {CLUSTER, NODE_POOL, STATEFULSET, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS, WI_BINDING,
              "pulumi:providers:kubernetes"}
-HF_CANARY = "hf_CANARYgkeTOKEN98765432109876543210"
-API_CANARY = "CANARYgkeAPIKEY0123456789abcdefghijklmnopqrstu"
+HF_CANARY, API_CANARY = harness.GKE_HF_CANARY, harness.GKE_API_CANARY
 
 
 def gke_with(section: str, **values) -> dict[str, str]:
@@ -38,11 +37,9 @@ OLD_STABLE = {"gcp:container/getEngineVersions:getEngineVersions": {
 
 
 @pytest.fixture(scope="module")
-def gke():
+def gke(gke_program):
     """The example stack, with canary secrets (a stack-kept HF token and the generated API key)."""
-    config = {**harness.gke_config(), "tpu-vllm:hfToken": HF_CANARY}
-    return harness.run(config, secret_keys=["tpu-vllm:hfToken"], stack="gke",
-                       fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": API_CANARY}})
+    return gke_program
 
 
 @pytest.fixture(scope="module")
