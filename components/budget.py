@@ -183,3 +183,60 @@ def forgotten_weekend_usd(pricing: str) -> float:
 
 def gib(value_bytes: int) -> float:
     return value_bytes / GIB
+
+
+# --- GKE (the scale-out platform) -------------------------------------------------------------
+# TPU chips in a GKE node pool bill at the same per-chip-hour rates as above (USD_PER_CHIP_HOUR):
+# ct5lp-hightpu-1t is one v5e chip and its host; GKE adds no charge per TPU node.
+
+# GKE Standard cluster management fee, USD per cluster-hour, whatever the size or topology
+# (cloud.google.com/kubernetes-engine/pricing). The free tier ($74.40 a month per billing account)
+# covers one zonal cluster; the plan counts the fee anyway, since that credit may already be in use.
+GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10
+
+# The CPU system pool (kube-system, the metrics adapter, Managed Prometheus collectors), on-demand
+# USD per node-hour in us-west4: E2 predefined, $0.024553/vCPU-h + $0.003291/GiB-h
+# (cloud.google.com/compute/vm-instance-pricing, us-west4). Only machine types priced here are accepted.
+E2_USD_PER_VCPU_HOUR = 0.024553
+E2_USD_PER_GIB_HOUR = 0.003291
+SYSTEM_MACHINE_SHAPES = {"e2-standard-2": (2, 8), "e2-standard-4": (4, 16)}  # vCPUs, GiB
+
+
+def system_machine_usd_per_hour(machine_type: str) -> float:
+    vcpus, gib = SYSTEM_MACHINE_SHAPES[machine_type]
+    return vcpus * E2_USD_PER_VCPU_HOUR + gib * E2_USD_PER_GIB_HOUR
+
+
+@dataclass(frozen=True)
+class GkeCost:
+    """What a GKE deployment costs per hour with `chips` TPU nodes up."""
+
+    chips: int
+    chips_usd_per_hour: float
+    cluster_fee_usd_per_hour: float
+    system_pool_usd_per_hour: float
+
+    @property
+    def baseline_usd_per_hour(self) -> float:
+        """Paid while the cluster exists, even with no TPU node: the fee and the system pool."""
+        return self.cluster_fee_usd_per_hour + self.system_pool_usd_per_hour
+
+    @property
+    def total_usd_per_hour(self) -> float:
+        return self.chips_usd_per_hour + self.baseline_usd_per_hour
+
+    def max_spend_usd(self, run_seconds: int) -> float:
+        """One run of every node: each TPU node stops by itself after run_seconds; fee and system pool
+        for the same span (they keep running until `pulumi destroy`)."""
+        return self.total_usd_per_hour * run_seconds / 3600
+
+
+def gke_cost(pricing: str, chips: int, system_machine_type: str, system_nodes: int,
+             cluster_fee: bool = True) -> GkeCost:
+    """cluster_fee: False when the stack reuses a cluster it does not pay for."""
+    return GkeCost(
+        chips=chips,
+        chips_usd_per_hour=cost_per_hour_usd(pricing, chips),
+        cluster_fee_usd_per_hour=GKE_CLUSTER_FEE_USD_PER_HOUR if cluster_fee else 0.0,
+        system_pool_usd_per_hour=system_machine_usd_per_hour(system_machine_type) * system_nodes,
+    )

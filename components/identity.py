@@ -13,6 +13,10 @@ class VmIdentityArgs:
     project: str
     account_id: str
     """6-30 characters; one account per stack."""
+    display_name: str = "tpu-vllm TPU VM"
+    """What the console shows for the account."""
+    description: str = "Runs the TPU VM; reads only its own secrets."
+    """Why the account exists."""
 
 
 class VmIdentity(pulumi.ComponentResource):
@@ -27,9 +31,14 @@ class VmIdentity(pulumi.ComponentResource):
             f"{name}-sa",
             project=args.project,
             account_id=args.account_id,
-            display_name="tpu-vllm TPU VM",
-            description="Runs the TPU VM; reads only its own secrets.",
+            display_name=args.display_name,
+            description=args.description,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.email = self.account.email
         self.register_outputs({"email": self.email})
+
+
+def account_id(prefix: str, suffix: str) -> str:
+    """A service account id (6-30 characters) that keeps its suffix however long the stack's name is."""
+    return f"{prefix[:29 - len(suffix)].rstrip('-')}-{suffix}"

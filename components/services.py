@@ -11,6 +11,8 @@ REQUIRED_APIS = (
     "compute.googleapis.com",
     "iam.googleapis.com",
 )
+# The gke platform also needs these (the cluster; Managed Prometheus and the metrics adapter).
+GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com")
 
 
 class ProjectServices(pulumi.ComponentResource):
@@ -18,7 +20,8 @@ class ProjectServices(pulumi.ComponentResource):
 
     services: list[gcp.projects.Service]
 
-    def __init__(self, name: str, project: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, project: str, opts: pulumi.ResourceOptions | None = None,
+                 extra_apis: tuple[str, ...] = ()):
         super().__init__("tpu-vllm:project:Services", name, None, opts)
         self.services = [
             gcp.projects.Service(
@@ -29,6 +32,6 @@ class ProjectServices(pulumi.ComponentResource):
                 disable_dependent_services=False,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for api in REQUIRED_APIS
+            for api in (*REQUIRED_APIS, *extra_apis)
         ]
         self.register_outputs({"services": [service.service for service in self.services]})

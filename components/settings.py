@@ -721,6 +721,177 @@ class FrontSettings(_Section):
     """vLLM's port on 127.0.0.1, behind the front; vllm.port is the front's."""
 
 
+# GKE: flex-start for TPU node pools needs this version or later (GKE's flex-start page, TPU requirements).
+GKE_FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
+# One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
+GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
+GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
+
+
+def gke_version_at_least(version: str, minimum: str = GKE_FLEX_START_TPU_MIN_VERSION) -> bool | None:
+    """True or False when the version says; None when it cannot (an alias like '1.33' may mean any patch)."""
+    if version.strip().lower() == "latest":
+        return True
+    have, want = _GKE_VERSION.fullmatch(version.strip()), _GKE_VERSION.fullmatch(minimum)
+    if have is None or want is None:
+        return None
+    have_parts = [None if part is None else int(part) for part in have.groups()]
+    want_parts = [int(part) for part in want.groups()]
+    for mine, theirs in zip(have_parts, want_parts, strict=True):
+        if mine is None:
+            return None  # every version from here on shares the prefix: could be either side
+        if mine != theirs:
+            return mine > theirs
+    return True
+
+
+class GkeSettings(_Section):
+    """The scale-out platform (config key `tpu-vllm:gke`), used when `tpu-vllm:platform` is gke."""
+
+    cluster_name: str | None = None
+    """The GKE cluster; defaults to tpu-vllm-<stack>. With useExistingCluster, the cluster to reuse."""
+    use_existing_cluster: bool = False
+    """Reuse a cluster by name (it needs Workload Identity, the Secret Manager add-on and Managed Prometheus)."""
+    location: str = "us-west4-a"
+    """A zone (zonal cluster; one per billing account is free of the fee) or a region (regional control plane)."""
+    node_locations: list[str] = Field(default_factory=list)
+    """Zones the TPU pool may use (several: the autoscaler's fallback when one has no capacity); default the zone."""
+    release_channel: str = "REGULAR"
+    """RAPID, REGULAR or STABLE; its default version must be 1.33.0-gke.1712000 or later (checked at preview)."""
+    min_master_version: str | None = None
+    """Pin the cluster's minimum version (e.g. 1.34); unset takes the channel's default."""
+    machine_type: str = GKE_V5E_ONE_CHIP_MACHINE
+    """The TPU node: ct5lp-hightpu-1t, one v5e chip (the only shape this stack's memory budget fits)."""
+    min_replicas: int = Field(1, ge=1)
+    """Replicas the HPA keeps (each is one chip, billed while it runs); at least 1."""
+    max_replicas: int = Field(4, ge=1)
+    """Replicas (and TPU nodes) the HPA and the node pool's autoscaler may reach."""
+    max_tpu_chips: int = Field(8, ge=1)
+    """A cap on chips: maxReplicas above it is refused (the policy pack enforces the same cap)."""
+    waiting_requests_target: int = Field(10, ge=1)
+    """HPA target: average vllm:num_requests_waiting per pod before it adds a replica."""
+    system_machine_type: str = "e2-standard-2"
+    """The small CPU pool for kube-system, the metrics adapter and the Prometheus collectors."""
+    system_node_count: int = Field(1, ge=1, le=10)
+    """Nodes in the system pool."""
+    namespace: str = "tpu-vllm"
+    """The Kubernetes namespace of the workload."""
+    termination_grace_period: str = "5m"
+    """How long a stopping pod may keep serving in-flight streams."""
+    allow_external_load_balancer: bool = False
+    """Explicit opt-in: an external load balancer (limited to access.servingSourceRanges) instead of an internal one."""
+    allow_unbounded_billing: bool = False
+    """Explicit opt-in for spot or on-demand TPU nodes on GKE: nothing stops their billing."""
+    install_metrics_adapter: bool = True
+    """Deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if the cluster has one."""
+
+    @field_validator("machine_type")
+    @classmethod
+    def _one_v5e_chip(cls, value: str) -> str:
+        if value == GKE_V5E_ONE_CHIP_MACHINE:
+            return value
+        if value.startswith("ct5lp-"):
+            raise ValueError(
+                "one replica is one v5e chip here (the memory budget is measured on one chip, and the model's "
+                f"single KV head is replicated, not sharded, across chips); set it to {GKE_V5E_ONE_CHIP_MACHINE}"
+            )
+        raise ValueError(
+            f"not a TPU v5e machine; this stack serves on v5e only (v5litepod-1 on the VM path); set it to "
+            f"{GKE_V5E_ONE_CHIP_MACHINE}"
+        )
+
+    @field_validator("location")
+    @classmethod
+    def _zone_or_region(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z]+-[a-z]+\d+(-[a-z])?", value):
+            raise ValueError("a zone (us-west4-a) for a zonal cluster or a region (us-west4) for a regional one")
+        return value
+
+    @field_validator("node_locations")
+    @classmethod
+    def _zones(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
+                raise ValueError(f"{value!r} is not a zone; list zones like us-west4-a")
+        return values
+
+    @field_validator("release_channel")
+    @classmethod
+    def _channel(cls, value: str) -> str:
+        if value not in GKE_RELEASE_CHANNELS:
+            raise ValueError(f"use one of {', '.join(GKE_RELEASE_CHANNELS)} (flex-start TPU needs a channel)")
+        return value
+
+    @field_validator("min_master_version")
+    @classmethod
+    def _new_enough(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        newer = gke_version_at_least(value)
+        if newer is None:
+            raise ValueError(
+                f"cannot tell whether {value!r} is {GKE_FLEX_START_TPU_MIN_VERSION} or later (flex-start TPU "
+                f"node pools need that); write a full version like {GKE_FLEX_START_TPU_MIN_VERSION}, a newer "
+                "minor like 1.34, or remove the key to take the channel's default"
+            )
+        if not newer:
+            raise ValueError(
+                f"flex-start TPU node pools need GKE {GKE_FLEX_START_TPU_MIN_VERSION} or later; set "
+                "1.34 (or a 1.33 patch at or past that build), or remove the key to take the channel's default"
+            )
+        return value
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", value):
+            raise ValueError("lowercase letters, digits and hyphens, starting with a letter, at most 40")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+            raise ValueError("a Kubernetes namespace: lowercase letters, digits and hyphens, e.g. tpu-vllm")
+        return value
+
+    @field_validator("system_machine_type")
+    @classmethod
+    def _priced_machine(cls, value: str) -> str:
+        if value not in budget.SYSTEM_MACHINE_SHAPES:
+            raise ValueError(
+                f"the plan prices {', '.join(budget.SYSTEM_MACHINE_SHAPES)} only; use one of them "
+                "(e2-standard-2 is enough for the system pods)"
+            )
+        return value
+
+    @field_validator("termination_grace_period")
+    @classmethod
+    def _grace(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if not 10 <= seconds <= 3600:
+            raise ValueError("between 10s and 1h; in-flight streams get this long to finish, e.g. 5m")
+        return value
+
+    @property
+    def region(self) -> str:
+        return self.location if self.is_regional else self.location.rsplit("-", 1)[0]
+
+    @property
+    def is_regional(self) -> bool:
+        return not re.fullmatch(r".*-[a-z]", self.location)
+
+    @property
+    def tpu_zones(self) -> list[str]:
+        """Where TPU nodes may come up."""
+        return list(self.node_locations) or ([] if self.is_regional else [self.location])
+
+    @property
+    def termination_grace_seconds(self) -> int:
+        return parse_duration(self.termination_grace_period)
+
+
 class LoadSettings(_Section):
     """The load you plan to put on it (config key `tpu-vllm:load`), checked against the KV pool."""
 
@@ -735,6 +906,8 @@ TOP_LEVEL_KEYS = {
     "access": AccessSettings,
     "load": LoadSettings,
     "front": FrontSettings,
+    "gke": GkeSettings,
+    "platform": None,
     "hfToken": None,
     "hfTokenSecret": None,
     "sshPrivateKey": None,
@@ -756,6 +929,9 @@ class Settings(_Section):
     access: AccessSettings = Field(default_factory=AccessSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
     front: FrontSettings = Field(default_factory=FrontSettings)
+    platform: Literal["vm", "gke"] = "vm"
+    """vm: one flex-start TPU VM (the default); gke: a GKE cluster that scales 1..N chips."""
+    gke: GkeSettings = Field(default_factory=GkeSettings)
     hf_token: SecretStr | None = None
     """If set (as a Pulumi secret), the stack keeps it in its own Secret Manager secret."""
     hf_token_secret: str = "hf-token"
@@ -993,7 +1169,7 @@ NARROW_SSH_COMMAND = (
 )
 
 
-def _access_checks(access: AccessSettings, warnings: list[str]) -> list[str]:
+def _access_checks(access: AccessSettings, warnings: list[str], needs_ssh: bool = True) -> list[str]:
     """Who can reach the node, judged by the addresses the ranges cover (policy/address_ranges.py)."""
     errors: list[str] = []
     serving = address_ranges.internet_exposure(access.serving_source_ranges)
@@ -1008,7 +1184,8 @@ def _access_checks(access: AccessSettings, warnings: list[str]) -> list[str]:
             f"access.allowPublicServing: the endpoint is open to the internet ({serving.describe()}); only the "
             "API key stands in front of it"
         )
-    if not access.ssh_source_ranges:
+    # Only the vm platform deploys over SSH; GKE has no node to log in to.
+    if needs_ssh and not access.ssh_source_ranges:
         errors.append(
             f"{NAMESPACE}:access.sshSourceRanges = []: Pulumi starts the container over SSH from "
             f"this machine, so the firewall must let it in; set your address: {NARROW_SSH_COMMAND}"
@@ -1096,7 +1273,7 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
         )
 
     access = settings.access
-    errors += _access_checks(access, warnings)
+    errors += _access_checks(access, warnings, needs_ssh=settings.platform == "vm")
     if (access.ssh_public_key is None) != (settings.ssh_private_key is None):
         errors.append(
             f"{NAMESPACE}:access.sshPublicKey / {NAMESPACE}:sshPrivateKey: set both (the private "
@@ -1107,6 +1284,72 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             f"{NAMESPACE}:cache.sizeGb = {settings.cache.size_gb}: weightsOnDisk needs room "
             "for the 9.54 GiB checkpoint and the compile cache; use at least 20"
         )
+    errors += _gke_cross_checks(settings, warnings)
+    return errors
+
+
+def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
+    """Rules of the gke platform that read more than one key."""
+    gke = settings.gke
+    if settings.platform != "gke":
+        if "gke" in settings.model_fields_set:
+            warnings.append("gke: this section is read only with tpu-vllm:platform: gke; the vm platform ignores it")
+        return []
+    errors: list[str] = []
+    key = f"{NAMESPACE}:gke"
+    if gke.max_replicas < gke.min_replicas:
+        errors.append(
+            f"{key}.maxReplicas = {gke.max_replicas}: below gke.minReplicas ({gke.min_replicas}); the HPA "
+            f"needs min <= max. Raise maxReplicas to at least {gke.min_replicas} or lower minReplicas"
+        )
+    if gke.max_replicas > gke.max_tpu_chips:
+        errors.append(
+            f"{key}.maxReplicas = {gke.max_replicas}: each replica is one chip, over the gke.maxTpuChips cap "
+            f"({gke.max_tpu_chips}); lower maxReplicas or raise maxTpuChips if you mean to pay for "
+            f"{gke.max_replicas} chips"
+        )
+    if gke.is_regional and not gke.node_locations:
+        errors.append(
+            f"{key}.nodeLocations = []: a regional cluster ({gke.location}) needs the zones its TPU nodes may "
+            f"use; list v5e zones, e.g. pulumi config set --path 'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a"
+        )
+    outside = [zone for zone in gke.node_locations if zone.rsplit("-", 1)[0] != gke.region]
+    if outside:
+        errors.append(
+            f"{key}.nodeLocations = {json.dumps(gke.node_locations)}: {', '.join(outside)} not in the cluster's "
+            f"region {gke.region} (gke.location = {gke.location}); a node pool only spans zones of its cluster's "
+            f"region. Use zones like {gke.region}-a, or move gke.location"
+        )
+    model = settings.tpu.provisioning_model
+    if model != "flex-start" and not gke.allow_unbounded_billing:
+        errors.append(
+            f"{NAMESPACE}:tpu.provisioningModel = {model!r}: on gke the pool can hold {gke.max_replicas} chips "
+            f"with nothing to stop their billing (${budget.cost_per_hour_usd(model, gke.max_replicas):.2f}/h); use "
+            "flex-start, or set gke.allowUnboundedBilling true if you mean it"
+        )
+    if model == "flex-start":
+        unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
+        if unverified:
+            warnings.append(
+                "gke.nodeLocations: flex-start v5e is only verified in "
+                f"{', '.join(sorted(FLEX_START_VERIFIED_ZONES))}; {', '.join(unverified)} may have no v5e "
+                "capacity or no flex-start for it"
+            )
+    access = settings.access
+    if gke.allow_external_load_balancer and not access.serving_source_ranges:
+        errors.append(
+            f"{key}.allowExternalLoadBalancer = true: an external load balancer with no "
+            "access.servingSourceRanges would answer the whole internet; list the ranges that may call it "
+            "(pulumi config set --path 'tpu-vllm:access.servingSourceRanges[0]' 203.0.113.0/24)"
+        )
+    kv = settings.kv_budget()
+    if kv is not None and kv.kv_tokens > 0:
+        planned = settings.load.clients * settings.load.context_tokens
+        if planned > kv.load_limit_tokens * gke.max_replicas:
+            warnings.append(
+                f"load: {planned:,} KV tokens planned, over ~78% of the KV pool of {gke.max_replicas} replicas "
+                f"({kv.load_limit_tokens * gke.max_replicas:,}); raise gke.maxReplicas or plan less load"
+            )
     return errors
 
 

@@ -12,6 +12,7 @@ from pulumi_policy import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gke_rules  # noqa: E402 - the GKE platform's rules, same shape as rules.py
 import rules  # noqa: E402 - the pack's own directory (rules, address_ranges, opt_in), wherever Pulumi starts it
 
 CONFIG_SCHEMA = PolicyConfigSchema(properties={
@@ -21,6 +22,7 @@ CONFIG_SCHEMA = PolicyConfigSchema(properties={
     "honorStackOptIns": {"type": "boolean", "default": True},
     # Added to the ports the stack serves on (its serving firewall rules, every --port of its commands).
     "servingPort": {"type": "integer", "minimum": 1, "maximum": 65535},
+    **gke_rules.CONFIG_PROPERTIES,
 })
 
 
@@ -45,5 +47,6 @@ def stack_policy(name, check, description):
 
 POLICIES = [resource_policy(name, check, text) for name, (check, text) in rules.RESOURCE_RULES.items()]
 POLICIES += [stack_policy(name, check, text) for name, (check, text) in rules.STACK_RULES.items()]
+POLICIES += [resource_policy(name, check, text) for name, (check, text) in gke_rules.RESOURCE_RULES.items()]
 
 PolicyPack(name="tpu-vllm", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

@@ -12,12 +12,20 @@ from tools.mocks import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG = ROOT / "Pulumi.dev.yaml"
+GKE_CONFIG = ROOT / "Pulumi.gke.yaml"
 
 
 def dev_config(project: str = "my-proj") -> dict[str, str]:
     from tools.plan import read_stack_config
 
     config, _ = read_stack_config(DEV_CONFIG)
+    return {**config, "gcp:project": project}
+
+
+def gke_config(project: str = "my-proj") -> dict[str, str]:
+    from tools.plan import read_stack_config
+
+    config, _ = read_stack_config(GKE_CONFIG)
     return {**config, "gcp:project": project}
 
 
@@ -31,6 +39,17 @@ def run(config: dict[str, Any], secret_keys: list[str] | None = None,
                                capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert completed.returncode == 0, completed.stderr
     return Program(json.loads(completed.stdout), completed.stderr)
+
+
+# The gke example stack's canary secrets (a stack-kept HF token, the generated API key).
+GKE_HF_CANARY = "hf_CANARYgkeTOKEN98765432109876543210"
+GKE_API_CANARY = "CANARYgkeAPIKEY0123456789abcdefghijklmnopqrstu"
+
+
+def run_gke_with_canaries() -> Program:
+    config = {**gke_config(), "tpu-vllm:hfToken": GKE_HF_CANARY}
+    return run(config, secret_keys=["tpu-vllm:hfToken"], stack="gke",
+               fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": GKE_API_CANARY}})
 
 
 def with_section(config: dict[str, str], section: str, **values: Any) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from policy import rules
+from policy import gke_rules, rules
 from tests import program as harness
 from tools.mocks import unwrap
 
@@ -416,7 +416,7 @@ def through_the_entry(built):
 def test_the_pack_entry_point_under_pulumi_policy(through_the_entry):
     assert through_the_entry["name"] == "tpu-vllm" and through_the_entry["enforcement_level"] == "mandatory"
     clean = through_the_entry["cases"]["dev stack"]
-    assert set(clean) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES)
+    assert set(clean) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES) | set(gke_rules.RESOURCE_RULES)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -511,3 +511,4 @@ def test_an_opt_in_note_names_every_public_range_of_its_rule(opted_in_resources)
     assert ssh == "tpu-vllm ssh; opt-in tpu-vllm:access.allowSshFromAnywhere: tcp:22 from 0.0.0.0/0 ::/0"
     serving = stack_rule(opted_in_resources, "serving-external")[1]["description"]
     assert serving.endswith("opt-in tpu-vllm:access.allowPublicServing: tcp:8000 from 0.0.0.0/1 128.0.0.0/1")
+

@@ -17,6 +17,12 @@ REDACTED = "[secret]"
 MOCK_PROJECT_NUMBER = "123456789012"
 # A TPU node's `id` is an int64 in a string; GCP gives every new node a new one.
 MOCK_NODE_UID = "4611686018427387904"
+MOCK_GKE_ENDPOINT = "203.0.113.20"
+MOCK_GKE_CA = "bW9jay1jbHVzdGVyLWNh"  # base64("mock-cluster-ca"): a public certificate, not a secret
+MOCK_GKE_VERSION = "1.34.1-gke.1829001"
+MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_VERSION,
+                             "STABLE": "1.33.5-gke.1308000"}
+MOCK_LOAD_BALANCER_IP = "10.128.0.50"
 
 
 @dataclass
@@ -64,7 +70,7 @@ class StackMocks(pulumi.runtime.Mocks):
     registrations: list[Registration] = field(default_factory=list)
     options: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     fixed_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per resource type, outputs that replace the defaults (tests use canaries here)."""
+    """Per resource type (or invoke token), outputs that replace the defaults (tests use canaries here)."""
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
@@ -105,12 +111,45 @@ class StackMocks(pulumi.runtime.Mocks):
             }
         if typ == "command:remote:Command":
             return {"stdout": "", "stderr": ""}
+        return self._gke_outputs(typ, inputs)
+
+    def _gke_outputs(self, typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        if typ == "gcp:container/cluster:Cluster":
+            location = inputs.get("location", "us-west4-a")
+            return {
+                "endpoint": MOCK_GKE_ENDPOINT,
+                "masterAuth": {"clusterCaCertificate": MOCK_GKE_CA},
+                "masterVersion": MOCK_GKE_VERSION,
+                "selfLink": f"https://container.googleapis.com/v1/projects/{self.project}/locations/{location}"
+                            f"/clusters/{inputs.get('name')}",
+            }
+        if typ == "gcp:container/nodePool:NodePool":
+            return {"version": MOCK_GKE_VERSION, "instanceGroupUrls": []}
+        if typ == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
+            return {"status": {"loadBalancer": {"ingress": [{"ip": MOCK_LOAD_BALANCER_IP}]}}}
         return {}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
         if args.token in self.failing_calls:
             raise Exception(self.failing_calls[args.token])
-        return {}, []
+        return {**self._call_outputs(args.token, dict(args.args)), **self.fixed_outputs.get(args.token, {})}, []
+
+    def _call_outputs(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+        if token == "gcp:container/getEngineVersions:getEngineVersions":
+            return {"releaseChannelDefaultVersion": dict(MOCK_GKE_CHANNEL_DEFAULTS),
+                    "latestMasterVersion": MOCK_GKE_CHANNEL_DEFAULTS["RAPID"]}
+        if token == "gcp:container/getCluster:getCluster":
+            # An existing cluster that has everything the gke platform needs.
+            return {
+                "name": args.get("name"), "location": args.get("location"),
+                "endpoint": MOCK_GKE_ENDPOINT, "masterVersion": MOCK_GKE_VERSION,
+                "masterAuths": [{"clusterCaCertificate": MOCK_GKE_CA}],
+                "workloadIdentityConfigs": [{"workloadPool": f"{self.project}.svc.id.goog"}],
+                "secretManagerConfigs": [{"enabled": True}],
+                "monitoringConfigs": [{"managedPrometheuses": [{"enabled": True}]}],
+                "network": f"projects/{self.project}/global/networks/default",
+            }
+        return {}
 
 
 class RecordingMonitor(MockMonitor):

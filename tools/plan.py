@@ -141,6 +141,10 @@ def budget_summary(settings: Any) -> dict[str, Any]:
             "load_limit_tokens": kv.load_limit_tokens,
         })
     summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    if settings.platform == "gke":
+        from components.gke.costs import plan_summary
+
+        summary.update(plan_summary(settings))  # the lines above are per chip; these are the whole cluster
     return summary
 
 
@@ -230,6 +234,9 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
 
 KEY_INPUTS = ("service", "accountId", "secretId", "role", "member", "name", "size", "type",
               "zone", "sourceRanges", "allows", "targetTags", "algorithm", "length")
+# The gke platform's: cluster and node pools, and each Kubernetes object's name and namespace.
+KEY_INPUTS += ("location", "releaseChannel", "nodeLocations", "autoscaling", "placementPolicy", "management",
+               "nodeConfig", "metadata")
 
 
 def render_text(plan: dict[str, Any]) -> str:

@@ -1,0 +1,211 @@
+"""Scaling on vLLM's queue: the path from `vllm:num_requests_waiting` to the HPA.
+
+  vLLM /metrics (loopback) -> metrics door :9090 in the pod -> PodMonitoring (Managed Service for
+  Prometheus scrapes every 15 s into Cloud Monitoring as prometheus.googleapis.com/vllm:num_requests_waiting/gauge)
+  -> Google's custom metrics adapter (custom.metrics.k8s.io, reads Cloud Monitoring with its own Google
+  identity) -> the HPA (autoscaling/v2, Pods metric, average per pod) -> StatefulSet replicas -> a pending
+  pod -> the cluster autoscaler adds a flex-start TPU node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components import budget
+from components.gke import manifests, metrics_door
+from components.gke.workload import APP_NAME, WORKLOAD_IDENTITY_USER, selector_labels, workload_identity_member
+from components.identity import VmIdentity, VmIdentityArgs, account_id
+from components.settings import Settings
+
+QUEUE_METRIC = "vllm:num_requests_waiting"
+# The adapter's name for a Managed Prometheus gauge: prometheus.googleapis.com|<metric>|gauge.
+HPA_METRIC = f"prometheus.googleapis.com|{QUEUE_METRIC}|gauge"
+SCRAPE_INTERVAL = "15s"
+# The HPA keeps a replica that took minutes to warm through a dip shorter than a cold start.
+SCALE_DOWN_WINDOW_SECONDS = 900
+
+# Google's custom metrics adapter (GoogleCloudPlatform/k8s-stackdriver, custom-metrics-stackdriver-adapter,
+# release cm-sd-adapter-v0.16.9: deploy/production/adapter_new_resource_model.yaml). The object names and
+# the namespace are the adapter's contract with the API server; keep them.
+ADAPTER_IMAGE = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
+ADAPTER_NAMESPACE = "custom-metrics"
+ADAPTER_NAME = "custom-metrics-stackdriver-adapter"
+ADAPTER_ROLE = "roles/monitoring.viewer"
+
+
+def pod_monitoring(settings: Settings, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+        "metadata": manifests.metadata(APP_NAME, namespace, selector_labels(settings)),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(settings)},
+            "endpoints": [{"port": metrics_door.METRICS_PORT_NAME, "path": metrics_door.METRICS_PATH,
+                           "interval": SCRAPE_INTERVAL}],
+        },
+    }
+
+
+def horizontal_pod_autoscaler(settings: Settings, namespace: str) -> dict[str, Any]:
+    gke = settings.gke
+    return {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": manifests.metadata(APP_NAME, namespace, selector_labels(settings)),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": APP_NAME},
+            "minReplicas": gke.min_replicas,
+            "maxReplicas": gke.max_replicas,
+            "metrics": [{"type": "Pods", "pods": {
+                "metric": {"name": HPA_METRIC},
+                "target": {"type": "AverageValue", "averageValue": str(gke.waiting_requests_target)},
+            }}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW_SECONDS,
+                                       "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}]}},
+        },
+    }
+
+
+def metrics_adapter(google_service_account: pulumi.Input[str]) -> list[dict[str, Any]]:
+    """The adapter's objects, in the order they must exist."""
+    subject = [{"kind": "ServiceAccount", "name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}]
+    labels = {"run": ADAPTER_NAME, "k8s-app": ADAPTER_NAME}
+    service = {"name": ADAPTER_NAME, "namespace": ADAPTER_NAMESPACE}
+
+    def api_service(group: str, version: str, priority: int) -> dict[str, Any]:
+        return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": manifests.metadata(f"{version}.{group}"),
+                "spec": {"group": group, "version": version, "service": service,
+                         "insecureSkipTLSVerify": True, "groupPriorityMinimum": 100, "versionPriority": priority}}
+
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": manifests.metadata(ADAPTER_NAMESPACE)},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": manifests.metadata(ADAPTER_NAME, ADAPTER_NAMESPACE,
+                                        annotations={"iam.gke.io/gcp-service-account": google_service_account})},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": manifests.metadata("custom-metrics:system:auth-delegator"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
+         "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": manifests.metadata("custom-metrics-auth-reader", "kube-system"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": "extension-apiserver-authentication-reader"},
+         "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": manifests.metadata("custom-metrics-resource-reader"),
+         "rules": [{"apiGroups": [""], "resources": ["pods", "nodes", "nodes/stats"],
+                    "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": manifests.metadata("custom-metrics-resource-reader"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "custom-metrics-resource-reader"},
+         "subjects": subject},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": manifests.metadata(ADAPTER_NAME, ADAPTER_NAMESPACE, labels),
+         "spec": {
+             "replicas": 1,
+             "selector": {"matchLabels": labels},
+             "template": {"metadata": {"labels": labels}, "spec": {
+                 "serviceAccountName": ADAPTER_NAME,
+                 "containers": [{
+                     "name": "pod-custom-metrics-stackdriver-adapter",
+                     "image": ADAPTER_IMAGE,
+                     "command": ["/adapter", "--use-new-resource-model=true",
+                                 "--fallback-for-container-metrics=true"],
+                     "resources": {"limits": {"cpu": "250m", "memory": "200Mi"},
+                                   "requests": {"cpu": "250m", "memory": "200Mi"}},
+                     "readinessProbe": {"httpGet": {"path": "/healthz", "port": 443, "scheme": "HTTPS"},
+                                        "initialDelaySeconds": 40, "periodSeconds": 10, "timeoutSeconds": 5},
+                 }],
+             }},
+         }},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": manifests.metadata(ADAPTER_NAME, ADAPTER_NAMESPACE, labels),
+         "spec": {"type": "ClusterIP", "selector": labels,
+                  "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443}]}},
+        api_service("custom.metrics.k8s.io", "v1beta1", 100),
+        api_service("custom.metrics.k8s.io", "v1beta2", 200),
+        api_service("external.metrics.k8s.io", "v1beta1", 100),
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": manifests.metadata("external-metrics-reader"),
+         "rules": [{"apiGroups": ["external.metrics.k8s.io"], "resources": ["*"], "verbs": ["list", "get", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": manifests.metadata("external-metrics-reader"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "external-metrics-reader"},
+         "subjects": [{"kind": "ServiceAccount", "name": "horizontal-pod-autoscaler", "namespace": "kube-system"}]},
+    ]
+
+
+def scale_up_latency(settings: Settings) -> str:
+    warm, cold = budget.WARM_BOOT_SECONDS, budget.COLD_BOOT_SECONDS
+    zones = ", ".join(settings.gke.tpu_zones)
+    return (f"queue -> HPA: ~1-2 min ({SCRAPE_INTERVAL} scrape, Cloud Monitoring, 15 s HPA sync); then a new "
+            f"flex-start TPU node (minutes with capacity, queued until there is some in {zones}); "
+            f"then vLLM starts warm in ~{warm // 60} min ({warm} s) on a replica that has run before, "
+            f"~{cold // 60} min ({cold} s) cold on a new one")
+
+
+def _adapter_key(manifest: dict[str, Any]) -> str:
+    """kind-name, e.g. clusterrolebinding-custom-metrics-system-auth-delegator (no ':' in a Pulumi name)."""
+    return re.sub(r"[^a-z0-9.-]+", "-", f"{manifest['kind']}-{manifest['metadata']['name']}".lower())
+
+
+@dataclass
+class AutoscalingArgs:
+    settings: Settings
+    """The validated stack settings (gke.minReplicas/maxReplicas/waitingRequestsTarget)."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    workload: pulumi.Resource
+    """The serving workload whose StatefulSet the HPA scales."""
+    install_adapter: bool
+    """Deploy Google's custom metrics adapter (off when a reused cluster already runs one)."""
+    cluster_ready: list[pulumi.Resource]
+    """The cluster (its workload pool must exist before the Workload Identity binding)."""
+
+
+class Autoscaling(pulumi.ComponentResource):
+    """PodMonitoring, the custom metrics adapter with its own Google identity (monitoring.viewer), the HPA."""
+
+    hpa: pulumi.CustomResource
+
+    def __init__(self, name: str, args: AutoscalingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:gke:Autoscaling", name, None, opts)
+        cfg, ns = args.settings, args.settings.gke.namespace
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.workload])
+        manifests.declare(f"{name}-pod-monitoring", pod_monitoring(cfg, ns), k8s_opts)
+        adapter_ready: list[pulumi.Resource] = []
+        if args.install_adapter:
+            identity = VmIdentity(
+                f"{name}-adapter",
+                VmIdentityArgs(project=cfg.project, account_id=account_id(cfg.resource_prefix, "metrics"),
+                               display_name="tpu-vllm metrics adapter",
+                               description="Reads the queue metric from Cloud Monitoring for the HPA."),
+                pulumi.ResourceOptions(parent=self))
+            role = gcp.projects.IAMMember(
+                f"{name}-adapter-monitoring-viewer", project=cfg.project, role=ADAPTER_ROLE,
+                member=pulumi.Output.concat("serviceAccount:", identity.email),
+                opts=pulumi.ResourceOptions(parent=self))
+            binding = gcp.serviceaccount.IAMMember(
+                f"{name}-adapter-workload-identity",
+                service_account_id=pulumi.Output.concat(
+                    "projects/", cfg.project, "/serviceAccounts/", identity.email),
+                role=WORKLOAD_IDENTITY_USER,
+                member=workload_identity_member(cfg.project, ADAPTER_NAMESPACE, ADAPTER_NAME),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
+            previous: list[pulumi.Resource] = [role, binding]
+            for manifest in metrics_adapter(identity.email):
+                previous = [manifests.declare(
+                    f"{name}-adapter-{_adapter_key(manifest)}", manifest,
+                    pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=previous))]
+                adapter_ready += previous
+        self.hpa = manifests.declare(
+            f"{name}-hpa", horizontal_pod_autoscaler(cfg, ns),
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=adapter_ready)))
+        self.register_outputs({})
+

@@ -1,0 +1,202 @@
+"""The GKE Standard cluster (or one you already run), its small CPU system pool, and a Kubernetes provider
+that talks to it with the gke-gcloud-auth-plugin (no token ever lands in the kubeconfig or in state)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.settings import GKE_FLEX_START_TPU_MIN_VERSION, NAMESPACE, gke_version_at_least
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# What GKE's nodes need to write logs and metrics, and nothing else (a project-level role by design).
+NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+SYSTEM_POOL_NAME = "system"
+AUTH_PLUGIN_HINT = ("Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin "
+                    "(cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl)")
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_certificate: str) -> str:
+    """A kubeconfig whose user runs gke-gcloud-auth-plugin for a short-lived token at each call."""
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name,
+                      "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+        "users": [{"name": cluster_name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "installHint": AUTH_PLUGIN_HINT,
+            "provideClusterInfo": True,
+        }}}],
+    }, indent=2)
+
+
+def credentials_command(cluster_name: str, location: str, project: str) -> str:
+    return f"gcloud container clusters get-credentials {cluster_name} --location {location} --project {project}"
+
+
+def check_channel_version(channel: str, default_version: str | None) -> str | None:
+    """The problem with a release channel whose default is too old for flex-start TPU, or None."""
+    if default_version is None or gke_version_at_least(default_version) is not False:
+        return None
+    return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, older "
+            f"than {GKE_FLEX_START_TPU_MIN_VERSION} that flex-start TPU node pools need; use RAPID or REGULAR, "
+            "or set gke.minMasterVersion to 1.34")
+
+
+def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str) -> list[str]:
+    """What a reused cluster lacks for this stack, each with the gcloud fix."""
+    where = f"{cluster.name} --location {cluster.location} --project {project}"
+    problems = []
+    pools = [c.workload_pool for c in cluster.workload_identity_configs or [] if c.workload_pool]
+    if not pools:
+        problems.append("Workload Identity is off (pods could not read their secrets): gcloud container clusters "
+                        f"update {where} --workload-pool={project}.svc.id.goog")
+    if not any(c.enabled for c in cluster.secret_manager_configs or []):
+        problems.append("the Secret Manager add-on is off (it mounts the tokens as files): gcloud container "
+                        f"clusters update {where} --enable-secret-manager")
+    prometheus = [p for c in cluster.monitoring_configs or [] for p in c.managed_prometheuses or []]
+    if not any(p.enabled for p in prometheus):
+        problems.append("Managed Service for Prometheus is off (the HPA's queue metric comes from it): gcloud "
+                        f"container clusters update {where} --enable-managed-prometheus")
+    if cluster.master_version and gke_version_at_least(cluster.master_version) is False:
+        problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_FLEX_START_TPU_MIN_VERSION} that "
+                        f"flex-start TPU node pools need: gcloud container clusters upgrade {where} --master")
+    return problems
+
+
+@dataclass
+class GkeClusterArgs:
+    project: str
+    """The project of the cluster and its node service account."""
+    name: str
+    """The cluster's name (created, or looked up with use_existing)."""
+    location: str
+    """A zone (zonal cluster) or a region (regional control plane)."""
+    release_channel: str
+    """RAPID, REGULAR or STABLE; its default must support flex-start TPU."""
+    min_master_version: str | None
+    """A pinned minimum version, already checked against the flex-start minimum; None takes the channel's."""
+    network: str
+    """The VPC (the same setting as the VM's, tpu.network)."""
+    subnetwork: str | None
+    """Optional subnetwork of that VPC."""
+    system_machine_type: str
+    """The CPU system pool's machine (priced in budget.py)."""
+    system_node_count: int
+    """Nodes in the system pool (per zone it lists, which is one)."""
+    system_node_zone: str
+    """The one zone of the system pool."""
+    node_service_account_email: pulumi.Input[str]
+    """The nodes' own identity (logs and metrics only)."""
+    use_existing: bool = False
+    """Reuse the named cluster instead of creating one: no cluster, no system pool, no fee in the plan."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """GCP labels for the cluster and the system pool's VMs."""
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """A Standard cluster with Workload Identity, the Secret Manager add-on and Managed Prometheus, the default
+    pool removed and a small CPU system pool; `provider` deploys into it."""
+
+    name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    provider: k8s.Provider
+    system_pool: gcp.container.NodePool | None
+    """None when reusing a cluster (it has its own system nodes)."""
+    ready: list[pulumi.Resource]
+    """What node pools and workloads must wait for."""
+
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:gke:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.system_pool = None
+        if args.use_existing:
+            existing = gcp.container.get_cluster(name=args.name, location=args.location, project=args.project)
+            problems = existing_cluster_problems(existing, args.project)
+            if problems:
+                raise pulumi.RunError(
+                    f"{NAMESPACE}:gke.clusterName = {args.name!r} (useExistingCluster): the cluster cannot host "
+                    "this stack yet:\n  - " + "\n  - ".join(problems))
+            self.name = pulumi.Output.from_input(existing.name)
+            self.endpoint = pulumi.Output.from_input(existing.endpoint)
+            ca_certificate = pulumi.Output.from_input(existing.master_auths[0].cluster_ca_certificate)
+            self.ready = []
+        else:
+            self._check_channel(args)
+            cluster = gcp.container.Cluster(
+                name,
+                project=args.project,
+                name=args.name,
+                location=args.location,
+                # A cluster starts with a default pool; the separately managed pools below replace it.
+                remove_default_node_pool=True,
+                initial_node_count=1,
+                node_config={"service_account": args.node_service_account_email,
+                             "oauth_scopes": [CLOUD_PLATFORM_SCOPE]},
+                release_channel={"channel": args.release_channel},
+                min_master_version=args.min_master_version,
+                networking_mode="VPC_NATIVE",
+                ip_allocation_policy={},
+                network=args.network,
+                subnetwork=args.subnetwork,
+                workload_identity_config={"workload_pool": f"{args.project}.svc.id.goog"},
+                secret_manager_config={"enabled": True},
+                monitoring_config={"managed_prometheus": {"enabled": True}},
+                resource_labels=args.labels,
+                # `pulumi destroy` must be able to remove what `pulumi up` made.
+                deletion_protection=False,
+                opts=child,
+            )
+            self.system_pool = gcp.container.NodePool(
+                f"{name}-system",
+                project=args.project,
+                cluster=cluster.name,
+                location=args.location,
+                name=SYSTEM_POOL_NAME,
+                node_locations=[args.system_node_zone],
+                node_count=args.system_node_count,
+                management={"auto_repair": True, "auto_upgrade": True},
+                node_config={
+                    "machine_type": args.system_machine_type,
+                    "service_account": args.node_service_account_email,
+                    "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+                    "resource_labels": args.labels,
+                    "workload_metadata_config": {"mode": "GKE_METADATA"},
+                },
+                opts=child,
+            )
+            self.name = cluster.name
+            self.endpoint = cluster.endpoint
+            ca_certificate = cluster.master_auth.cluster_ca_certificate
+            self.ready = [cluster, self.system_pool]
+
+        config = pulumi.Output.all(self.name, self.endpoint, ca_certificate).apply(
+            lambda values: kubeconfig(*values))
+        self.provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=config,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.ready))
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint})
+
+    @staticmethod
+    def _check_channel(args: GkeClusterArgs) -> None:
+        """At preview, before the cluster exists: the channel's default must run flex-start TPU pools."""
+        if args.min_master_version is not None:
+            return  # checked by the settings already
+        try:
+            versions = gcp.container.get_engine_versions(location=args.location, project=args.project)
+        except Exception as error:  # the API may not be enabled yet on a fresh project
+            pulumi.log.warn(f"gke.releaseChannel: could not read {args.release_channel}'s default version ({error}); "
+                            f"if it is older than {GKE_FLEX_START_TPU_MIN_VERSION}, the TPU pool will be refused")
+            return
+        default = (versions.release_channel_default_version or {}).get(args.release_channel)
+        problem = check_channel_version(args.release_channel, default)
+        if problem:
+            raise pulumi.RunError(problem)

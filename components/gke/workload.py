@@ -1,0 +1,330 @@
+"""The serving workload: a StatefulSet of vLLM pods, one v5e chip each, behind the same key-checking front
+as the VM, with a compile-cache volume per replica and the tokens mounted as files by the Secret Manager add-on.
+
+Each pod runs three containers: vLLM (the exact `vllm serve` flags the VM runs, on 127.0.0.1), the front
+(nginx, the only thing on the serving port) and the metrics door (components/gke/metrics_door.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import front, serve_command
+from components.gke import manifests, metrics_door
+from components.gke.node_pool import TPU_ACCELERATOR, TPU_TOPOLOGY
+from components.settings import Settings
+
+APP_NAME = "vllm"
+KSA_NAME = "vllm"
+HEADLESS_SERVICE = "vllm-pods"
+CONFIG_MAP = "vllm-front"
+HF_TOKEN_CLASS = "vllm-hf-token"
+API_KEY_CLASS = "vllm-api-key"
+CACHE_CLAIM = "xla-cache"
+# The Secret Manager add-on: its CSI driver and the SecretProviderClass it reads (provider "gke").
+SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
+SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
+# GKE's Persistent Disk CSI driver; pd-balanced is what v5e hosts attach.
+PD_CSI_PROVISIONER = "pd.csi.storage.gke.io"
+# Inside the vLLM image: the XLA compile cache (the VM mounts its cache disk at the same path).
+XLA_CACHE_DIR = "/root/.cache/vllm"
+HF_DIR = "/root/.cache/huggingface"
+HF_TOKEN_DIR = "/run/secrets/tpu-vllm-hf"
+HF_TOKEN_FILE = "hf-token"
+# The 9.54 GiB checkpoint downloads to memory in ~10 s (as on the VM, --shm-size 10gb there).
+SHM_SIZE = "16Gi"
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+TPU_RESOURCE = "google.com/tpu"
+PROBE_PERIOD_SECONDS = 10
+
+
+def selector_labels(settings: Settings) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "tpu-vllm", "app.kubernetes.io/instance": settings.resource_prefix}
+
+
+def storage_class(name: str, keep_on_destroy: bool, disk_type: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": manifests.metadata(name),
+        "provisioner": PD_CSI_PROVISIONER,
+        "parameters": {"type": disk_type},
+        # Provision in the zone where the pod lands, so a replica's cache sits next to its node.
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Retain" if keep_on_destroy else "Delete",
+        "allowVolumeExpansion": True,
+    }
+
+
+def secrets_parameter(secret_name: str, file_name: str) -> str:
+    """The add-on's `secrets` parameter: one Secret Manager secret (projects/<p>/secrets/<id>) as one file."""
+    return yaml.safe_dump([{"resourceName": f"{secret_name}/versions/latest", "path": file_name}], sort_keys=False)
+
+
+def secret_provider_class(name: str, namespace: str, secrets: pulumi.Input[str]) -> dict[str, Any]:
+    """Names of secrets, never their values: the add-on reads them with the pod's Workload Identity."""
+    return {
+        "apiVersion": SECRET_PROVIDER_CLASS_API, "kind": "SecretProviderClass",
+        "metadata": manifests.metadata(name, namespace),
+        "spec": {"provider": "gke", "parameters": {"secrets": secrets}},
+    }
+
+
+def front_config(settings: Settings) -> dict[str, str]:
+    """The ConfigMap's data: the front's nginx.conf (shared with the VM) and the metrics door's."""
+    config_name = posixpath.basename(front.CONFIG_PATH)
+    return {
+        config_name: front.nginx_config(listen_port=settings.vllm.port, upstream_port=settings.front.upstream_port),
+        metrics_door.CONFIG_KEY: metrics_door.nginx_config(upstream_port=settings.front.upstream_port),
+    }
+
+
+def config_hash(data: dict[str, str]) -> str:
+    return hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(data.items())).encode()).hexdigest()[:16]
+
+
+def health_probe_command(upstream_port: int) -> list[str]:
+    """vLLM's /health on loopback, from inside the pod (the kubelet's HTTP probes come from outside it)."""
+    return ["python3", "-c",
+            f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{upstream_port}/health', timeout=4)"]
+
+
+def front_drain_command(layout: front.FrontLayout) -> list[str]:
+    """preStop: a moment for the endpoint to leave the load balancers, then nginx's graceful quit, which
+    waits for every in-flight request and stream."""
+    pid = f"{layout.run_dir}/nginx.pid"
+    return ["sh", "-c", f"sleep 5; nginx -c '{layout.config_path}' -s quit; "
+                        f"while [ -e '{pid}' ]; do sleep 1; done"]
+
+
+def vllm_drain_command(front_port: int) -> list[str]:
+    """preStop: vLLM keeps serving until the front has finished its streams and closed its port."""
+    return ["bash", "-c", f"while (exec 3<>/dev/tcp/127.0.0.1/{front_port}) 2>/dev/null; do sleep 2; done"]
+
+
+def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.Input[str],
+                 hash_of_config: str) -> dict[str, Any]:
+    vllm, layout = settings.vllm, front.FrontLayout()
+    config_dir = posixpath.dirname(layout.config_path)
+    env = [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"}]
+    mounts = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": CACHE_CLAIM, "mountPath": XLA_CACHE_DIR, "subPath": "vllm"},
+        {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
+    ]
+    if vllm.weights_on_disk:
+        mounts.append({"name": CACHE_CLAIM, "mountPath": HF_DIR, "subPath": "huggingface"})
+        env.append({"name": "HF_HOME", "value": HF_DIR})
+    else:
+        env.append({"name": "HF_HOME", "value": "/dev/shm"})
+    probe = {"exec": {"command": health_probe_command(settings.front.upstream_port)}, "timeoutSeconds": 5}
+    tolerations = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    if settings.tpu.provisioning_model == "flex-start":
+        tolerations.append({"key": "cloud.google.com/gke-flex-start", "operator": "Exists", "effect": "NoSchedule"})
+    elif settings.tpu.provisioning_model == "spot":
+        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Exists", "effect": "NoSchedule"})
+    containers = [
+        {
+            "name": "vllm",
+            "image": vllm.image,
+            # args, not command: the image's entrypoint runs them, as `docker run IMAGE vllm serve ...` does.
+            "args": serve_command.vllm_serve_args(settings),
+            "env": env,
+            "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
+            "volumeMounts": mounts,
+            # A cold start compiles for ~14 min; the probe gives it vllm.healthTimeout.
+            "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,
+                             "failureThreshold": math.ceil(vllm.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
+            "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 3},
+            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(vllm.port)}}},
+        },
+        {
+            "name": "front",
+            "image": settings.front.image,
+            "command": front.entry_command(layout),
+            "ports": [{"name": "http", "containerPort": vllm.port}],
+            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
+                               "failureThreshold": 2},
+            "lifecycle": {"preStop": {"exec": {"command": front_drain_command(layout)}}},
+            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
+            "volumeMounts": [
+                {"name": "front-config", "mountPath": config_dir, "readOnly": True},
+                {"name": "api-key", "mountPath": posixpath.dirname(layout.key_file), "readOnly": True},
+                {"name": "front-run", "mountPath": layout.run_dir},
+            ],
+        },
+        {
+            "name": "metrics",
+            "image": settings.front.image,
+            "command": metrics_door.command(f"{config_dir}/{metrics_door.CONFIG_KEY}"),
+            "ports": [{"name": metrics_door.METRICS_PORT_NAME, "containerPort": metrics_door.METRICS_PORT}],
+            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+            "volumeMounts": [{"name": "front-config", "mountPath": config_dir, "readOnly": True}],
+        },
+    ]
+    volumes = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        {"name": "front-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+        {"name": "front-config", "configMap": {"name": CONFIG_MAP}},
+        {"name": "hf-token", "csi": {"driver": SECRETS_CSI_DRIVER, "readOnly": True,
+                                     "volumeAttributes": {"secretProviderClass": HF_TOKEN_CLASS}}},
+        {"name": "api-key", "csi": {"driver": SECRETS_CSI_DRIVER, "readOnly": True,
+                                    "volumeAttributes": {"secretProviderClass": API_KEY_CLASS}}},
+    ]
+    return {
+        "metadata": {"labels": selector_labels(settings),
+                     "annotations": {"tpu-vllm/front-config-sha256": hash_of_config}},
+        "spec": {
+            "serviceAccountName": service_account,
+            "nodeSelector": {
+                "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
+                "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
+                "cloud.google.com/gke-nodepool": node_pool,
+            },
+            "tolerations": tolerations,
+            "terminationGracePeriodSeconds": settings.gke.termination_grace_seconds,
+            "containers": containers,
+            "volumes": volumes,
+        },
+    }
+
+
+def statefulset(settings: Settings, namespace: str, *, service_account: str, node_pool: pulumi.Input[str],
+                storage_class_name: str, hash_of_config: str) -> dict[str, Any]:
+    labels = selector_labels(settings)
+    # How long `pulumi up` waits for a ready replica: a flex-start node may queue, then a cold compile.
+    wait_seconds = settings.tpu.queue_seconds + settings.vllm.health_timeout_seconds
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": manifests.metadata(APP_NAME, namespace, labels,
+                                       {"pulumi.com/timeoutSeconds": str(wait_seconds)}),
+        "spec": {
+            # No `replicas`: the HPA owns it (Pulumi would reset it on every update otherwise).
+            "serviceName": HEADLESS_SERVICE,
+            # Replicas start together, not each after the previous one's 8-14 minute start.
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate"},
+            # A replica scaled away keeps its warm cache for when it comes back.
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenScaled": "Retain", "whenDeleted": "Retain" if settings.cache.keep_on_destroy else "Delete"},
+            "template": pod_template(settings, service_account=service_account, node_pool=node_pool,
+                                     hash_of_config=hash_of_config),
+            "volumeClaimTemplates": [{
+                "metadata": {"name": CACHE_CLAIM, "labels": labels},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class_name,
+                         "resources": {"requests": {"storage": f"{settings.cache.size_gb}Gi"}}},
+            }],
+        },
+    }
+
+
+def headless_service(settings: Settings, namespace: str) -> dict[str, Any]:
+    labels = selector_labels(settings)
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": manifests.metadata(HEADLESS_SERVICE, namespace, labels),
+        "spec": {"clusterIP": "None", "selector": labels,
+                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http"}]},
+    }
+
+
+def disruption_budget(settings: Settings, namespace: str) -> dict[str, Any]:
+    labels = selector_labels(settings)
+    return {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": manifests.metadata(APP_NAME, namespace, labels),
+        # Upgrades and scale-downs take one replica at a time.
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+    }
+
+
+def service_account(namespace: str, google_service_account: pulumi.Input[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": manifests.metadata(KSA_NAME, namespace,
+                                       annotations={"iam.gke.io/gcp-service-account": google_service_account}),
+    }
+
+
+def workload_identity_member(project: str, namespace: str, ksa: str) -> str:
+    return f"serviceAccount:{project}.svc.id.goog[{namespace}/{ksa}]"
+
+
+@dataclass
+class ServingWorkloadArgs:
+    settings: Settings
+    """The validated stack settings (vllm, front, cache, gke sections)."""
+    namespace: str
+    """The Kubernetes namespace the stack creates and deploys into."""
+    google_service_account_email: pulumi.Input[str]
+    """The workload's Google identity: secretAccessor on the stack's two secrets, nothing else."""
+    hf_token_secret_name: pulumi.Input[str]
+    """projects/<project>/secrets/<id> of the HF token."""
+    api_key_secret_name: pulumi.Input[str]
+    """projects/<project>/secrets/<id> of the API key."""
+    node_pool_name: pulumi.Input[str]
+    """The TPU node pool the pods select."""
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider."""
+    cluster_ready: list[pulumi.Resource] = field(default_factory=list)
+    """The cluster (its workload pool must exist before the Workload Identity binding)."""
+
+
+class ServingWorkload(pulumi.ComponentResource):
+    """Namespace, cache StorageClass, front ConfigMap, SecretProviderClasses, the Kubernetes service account
+    bound by Workload Identity, the headless Service, the StatefulSet and its PodDisruptionBudget."""
+
+    namespace: pulumi.Output[str]
+    statefulset: pulumi.CustomResource
+
+    def __init__(self, name: str, args: ServingWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:gke:ServingWorkload", name, None, opts)
+        cfg, ns = args.settings, args.namespace
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        namespace = manifests.declare(f"{name}-namespace", {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": manifests.metadata(ns, labels=selector_labels(cfg))}, k8s_opts)
+        in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
+        cache_class_name = f"{cfg.resource_prefix}-xla-cache"
+        cache_class = manifests.declare(
+            f"{name}-cache-class",
+            storage_class(cache_class_name, cfg.cache.keep_on_destroy, cfg.cache.disk_type), k8s_opts)
+        data = front_config(cfg)
+        config_map = manifests.declare(f"{name}-front-config", {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": manifests.metadata(CONFIG_MAP, ns, selector_labels(cfg)), "data": data}, in_namespace)
+        hf_class = manifests.declare(f"{name}-hf-token-class", secret_provider_class(
+            HF_TOKEN_CLASS, ns, pulumi.Output.from_input(args.hf_token_secret_name).apply(
+                lambda secret: secrets_parameter(secret, HF_TOKEN_FILE))), in_namespace)
+        api_class = manifests.declare(f"{name}-api-key-class", secret_provider_class(
+            API_KEY_CLASS, ns, pulumi.Output.from_input(args.api_key_secret_name).apply(
+                lambda secret: secrets_parameter(secret, posixpath.basename(front.KEY_FILE)))), in_namespace)
+        ksa = manifests.declare(f"{name}-ksa", service_account(ns, args.google_service_account_email), in_namespace)
+        binding = gcp.serviceaccount.IAMMember(
+            f"{name}-workload-identity",
+            service_account_id=pulumi.Output.concat(
+                "projects/", cfg.project, "/serviceAccounts/", args.google_service_account_email),
+            role=WORKLOAD_IDENTITY_USER,
+            member=workload_identity_member(cfg.project, ns, KSA_NAME),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready),
+        )
+        headless = manifests.declare(f"{name}-pods", headless_service(cfg, ns), in_namespace)
+        self.statefulset = manifests.declare(
+            f"{name}-statefulset",
+            statefulset(cfg, ns, service_account=KSA_NAME, node_pool=args.node_pool_name,
+                        storage_class_name=cache_class_name, hash_of_config=config_hash(data)),
+            pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(
+                depends_on=[cache_class, config_map, hf_class, api_class, ksa, binding, headless])))
+        manifests.declare(f"{name}-disruption-budget", disruption_budget(cfg, ns), in_namespace)
+        self.namespace = pulumi.Output.from_input(ns)
+        self.register_outputs({"namespace": self.namespace})

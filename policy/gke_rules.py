@@ -1,0 +1,207 @@
+"""tpu-vllm's GKE guardrails as plain functions over resource properties (like rules.py, and importable
+without pulumi_policy). Each returns violation messages, each saying how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
+SERVICE_TYPE = "kubernetes:core/v1:Service"
+INGRESS_TYPES = {"kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networking.k8s.io/v1beta1:Ingress",
+                 "kubernetes:extensions/v1beta1:Ingress"}
+# Where each workload kind keeps its pod spec.
+POD_SPEC_PATHS = {
+    "kubernetes:core/v1:Pod": ("spec",),
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+# GKE TPU machine families (ct4p-, ct5lp-, ct5p-, ct6e-, tpu7x-); the chips per node end the name ("-4t").
+TPU_MACHINE = re.compile(r"^(ct\d+[a-z]*|tpu\d+[a-z]*)-[a-z]+-(\d+)t$")
+MAX_RUN_SECONDS = 7 * 24 * 3600  # flex-start's own limit
+# What the stack writes when the user opted in (gke.allowUnboundedBilling / gke.allowExternalLoadBalancer).
+UNBOUNDED_BILLING_LABEL = ("tpu-vllm-unbounded-billing", "opted-in")
+EXTERNAL_LB_ANNOTATION = "tpu-vllm/external-load-balancer"
+INTERNAL_LB_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")
+INTERNAL_INGRESS_CLASS = "gce-internal"
+
+CONFIG_PROPERTIES = {
+    "maxTpuChips": {"type": "integer", "default": 8},
+    "allowExternalLoadBalancer": {"type": "boolean", "default": False},
+}
+DEFAULT_CONFIG = {"maxTpuChips": 8, "allowExternalLoadBalancer": False, "allowUnboundedBilling": False,
+                  "honorStackOptIns": True}
+
+
+def _config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**DEFAULT_CONFIG, **(config or {})}
+
+
+def _seconds(duration: Any) -> int | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)s", str(duration or ""))
+    return int(float(match.group(1))) if match else None
+
+
+def _tpu_chips_per_node(props: Mapping[str, Any]) -> int | None:
+    match = TPU_MACHINE.match(str((props.get("nodeConfig") or {}).get("machineType") or ""))
+    return int(match.group(2)) if match else None
+
+
+def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
+    """A TPU node pool is flex-start with a run duration of 7 days or less; spot / on-demand only as an opt-in."""
+    config = _config(config)
+    if type_ != NODE_POOL_TYPE or _tpu_chips_per_node(props) is None:
+        return []
+    node = props.get("nodeConfig") or {}
+    name = props.get("name", "")
+    if node.get("flexStart"):
+        seconds = _seconds(node.get("maxRunDuration"))
+        if seconds is None:
+            return [f"TPU node pool {name} is flex-start with no nodeConfig.maxRunDuration, so its nodes run "
+                    "7 days each and are replaced for as long as pods ask; set tpu-vllm:tpu.maxRunDuration (e.g. 1d)"]
+        if seconds > MAX_RUN_SECONDS:
+            return [f"TPU node pool {name}: maxRunDuration {seconds}s is over 7 days (604800s); set "
+                    "tpu-vllm:tpu.maxRunDuration to 7d or less"]
+        return []
+    opted_in = config["honorStackOptIns"] and (
+        (node.get("resourceLabels") or {}).get(UNBOUNDED_BILLING_LABEL[0]) == UNBOUNDED_BILLING_LABEL[1])
+    if config["allowUnboundedBilling"] or opted_in:
+        return []
+    model = "spot" if node.get("spot") or node.get("preemptible") else "on-demand"
+    return [f"TPU node pool {name} is {model}: no run duration, nothing stops its billing; use "
+            "tpu.provisioningModel: flex-start, or opt in (tpu-vllm:gke.allowUnboundedBilling, or the policy "
+            "config allowUnboundedBilling: true)"]
+
+
+def gke_tpu_chips_capped(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
+    """The most chips a TPU node pool can reach stays within maxTpuChips."""
+    config = _config(config)
+    chips_per_node = _tpu_chips_per_node(props) if type_ == NODE_POOL_TYPE else None
+    if chips_per_node is None:
+        return []
+    autoscaling = props.get("autoscaling") or {}
+    zones = max(len(props.get("nodeLocations") or []), 1)
+    if autoscaling.get("totalMaxNodeCount") is not None:
+        nodes = autoscaling["totalMaxNodeCount"]
+    elif autoscaling.get("maxNodeCount") is not None:
+        nodes = autoscaling["maxNodeCount"] * zones  # per zone
+    else:
+        nodes = (props.get("nodeCount") or props.get("initialNodeCount") or 0) * zones
+    chips = int(nodes) * chips_per_node
+    if chips <= int(config["maxTpuChips"]):
+        return []
+    return [f"TPU node pool {props.get('name', '')} can reach {chips} chips ({int(nodes)} nodes x {chips_per_node}), "
+            f"over the cap of {config['maxTpuChips']}; lower tpu-vllm:gke.maxReplicas, or raise the policy config "
+            "maxTpuChips if the spend is meant"]
+
+
+def no_external_load_balancer(type_: str, props: Mapping[str, Any],
+                              config: Mapping[str, Any] | None = None) -> list[str]:
+    """A Service of type LoadBalancer is internal, and an Ingress uses the internal class, unless allowed."""
+    config = _config(config)
+    metadata = props.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    name = metadata.get("name", "")
+    if config["allowExternalLoadBalancer"] or (config["honorStackOptIns"] and annotations.get(EXTERNAL_LB_ANNOTATION)):
+        return []
+    if type_ == SERVICE_TYPE and (props.get("spec") or {}).get("type") == "LoadBalancer":
+        if any(str(annotations.get(key, "")).lower() == "internal" for key in INTERNAL_LB_ANNOTATIONS):
+            return []
+        return [f"Service {name} is an external load balancer (reachable from the internet); annotate it "
+                f"{INTERNAL_LB_ANNOTATIONS[0]}: Internal, or opt in with tpu-vllm:gke.allowExternalLoadBalancer "
+                "(or the policy config allowExternalLoadBalancer: true)"]
+    if type_ in INGRESS_TYPES:
+        ingress_class = (props.get("spec") or {}).get("ingressClassName") or annotations.get(
+            "kubernetes.io/ingress.class")
+        if ingress_class == INTERNAL_INGRESS_CLASS:
+            return []
+        return [f"Ingress {name} makes an external load balancer; use the {INTERNAL_INGRESS_CLASS} class, or opt "
+                "in with the policy config allowExternalLoadBalancer: true"]
+    return []
+
+
+SECRET_VALUE_PATTERNS = [
+    (re.compile(r"hf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"ya29\.[A-Za-z0-9_\-]{20,}"), "a Google access token"),
+]
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_?KEY|CREDENTIALS?)$", re.IGNORECASE)
+LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_\-]{32,}")
+SECRET_FLAGS = re.compile(r"^--(api-key|hf-token|token)(=.+)?$")
+
+
+def _looks_random(text: str) -> bool:
+    """Long, mixed-class, high-entropy runs: keys and passwords, not paths or words."""
+    counts = Counter(text)
+    entropy = -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+    return (entropy > 4.0 and any(c.isdigit() for c in text) and any(c.isupper() for c in text)
+            and any(c.islower() for c in text))
+
+
+def _pod_spec(type_: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    node: Any = props
+    for key in POD_SPEC_PATHS.get(type_, ()):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if type_ in POD_SPEC_PATHS and isinstance(node, Mapping) else None
+
+
+def _secret_in_value(name: str, value: str) -> str | None:
+    for pattern, what in SECRET_VALUE_PATTERNS:
+        if pattern.search(value):
+            return what
+    if SECRET_NAME.search(name) and value:
+        return "a literal value for a secret-named variable"
+    if any(_looks_random(token) for token in LONG_TOKEN.findall(value)):
+        return "a long random string"
+    return None
+
+
+def no_literal_secret_env(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
+    """No pod spec carries a secret as a literal env value or command-line flag; secrets come as files."""
+    spec = _pod_spec(type_, props)
+    if spec is None:
+        return []
+    workload = (props.get("metadata") or {}).get("name", "")
+    violations = []
+    containers: Iterable[Mapping[str, Any]] = [
+        *(spec.get("initContainers") or []), *(spec.get("containers") or []), *(spec.get("ephemeralContainers") or [])]
+    for container in containers:
+        where = f"{workload}/{container.get('name', '')}"
+        for env in container.get("env") or []:
+            if "value" not in env:
+                continue  # valueFrom: a reference, not the secret
+            what = _secret_in_value(str(env.get("name", "")), str(env.get("value") or ""))
+            if what:
+                violations.append(f"container {where} sets env {env.get('name')} to {what}; mount the secret as a "
+                                  "file (the Secret Manager add-on) and pass its path, e.g. HF_TOKEN_PATH")
+        argv = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+        for index, arg in enumerate(argv):
+            flag = SECRET_FLAGS.match(arg)
+            value = (flag.group(2) or "=")[1:] if flag else ""
+            if flag and not value and index + 1 < len(argv):
+                value = argv[index + 1]
+            if flag and value and not value.startswith("$("):
+                violations.append(f"container {where} passes {arg.split('=')[0]} with a literal value on its "
+                                  "command line; read the secret from a mounted file instead")
+    return violations
+
+
+RESOURCE_RULES = {
+    "gke-tpu-pool-run-ends": (gke_tpu_pool_run_ends,
+                              "A GKE TPU node pool is flex-start with a run duration; spot/on-demand only as an "
+                              "explicit opt-in."),
+    "gke-tpu-chips-capped": (gke_tpu_chips_capped, "A GKE TPU node pool reaches at most maxTpuChips chips."),
+    "no-external-load-balancer": (no_external_load_balancer,
+                                  "Load balancers are internal unless an external one is explicitly allowed."),
+    "no-literal-secret-env": (no_literal_secret_env,
+                              "No pod spec carries a secret as a literal env value or command-line flag."),
+}
+STACK_RULES: dict[str, Any] = {}

@@ -1,0 +1,89 @@
+"""Kubernetes objects the program registered, checked against the OpenAPI schema of a pinned Kubernetes version.
+
+Built-in kinds: kubernetes-validate's strict schemas (offline; unknown fields are errors). The two custom
+resources are not in Kubernetes' schema; each gets a schema written here from its CRD (Managed Prometheus's
+PodMonitoring v1, the Secrets Store CSI driver's SecretProviderClass v1), unknown fields refused too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+
+from tools.mocks import unwrap
+
+# The oldest minor the gke platform accepts (flex-start TPU needs GKE 1.33.0-gke.1712000 or later).
+KUBERNETES_VERSION = "1.33"
+
+_LABEL_SELECTOR = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+                   "matchExpressions": {"type": "array"}},
+}
+_OBJECT_META = {"type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                               "namespace": {"type": "string"}, "labels": {"type": "object"},
+                               "annotations": {"type": "object"}}}
+CUSTOM_RESOURCE_SCHEMAS = {
+    ("monitoring.googleapis.com/v1", "PodMonitoring"): {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META,
+            "spec": {"type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+                     "properties": {
+                         "selector": _LABEL_SELECTOR,
+                         "endpoints": {"type": "array", "minItems": 1, "items": {
+                             "type": "object", "required": ["port"], "additionalProperties": False,
+                             "properties": {
+                                 "port": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+                                 "path": {"type": "string", "pattern": "^/"},
+                                 "scheme": {"enum": ["http", "https"]},
+                                 "interval": {"type": "string", "pattern": r"^([0-9]+(ms|[smhdwy]))+$"},
+                                 "timeout": {"type": "string", "pattern": r"^([0-9]+(ms|[smhdwy]))+$"}}}},
+                         "targetLabels": {"type": "object"}, "limits": {"type": "object"},
+                         "filterRunning": {"type": "boolean"}}}}},
+    ("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass"): {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META,
+            "spec": {"type": "object", "required": ["provider", "parameters"], "additionalProperties": False,
+                     "properties": {
+                         "provider": {"type": "string"},
+                         # The driver hands these to the provider as a string map.
+                         "parameters": {"type": "object", "additionalProperties": {"type": "string"}},
+                         "secretObjects": {"type": "array"}}}}},
+}
+
+
+def _integral(value: Any) -> Any:
+    """The engine carries every number as a double; the API server receives JSON integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+def kubernetes_objects(registrations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every Kubernetes object as the API server would receive it (secrets unwrapped)."""
+    return [_integral(unwrap(r["inputs"])) for r in registrations
+            if r["type"].startswith("kubernetes:") and r["custom"]]
+
+
+def validation_errors(manifest: dict[str, Any]) -> list[str]:
+    key = (manifest.get("apiVersion"), manifest.get("kind"))
+    schema = CUSTOM_RESOURCE_SCHEMAS.get(key)
+    try:
+        if schema is not None:
+            jsonschema.validate(manifest, schema)
+        else:
+            kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
+    except jsonschema.ValidationError as error:
+        return [f"{key}: {'/'.join(str(p) for p in error.absolute_path)}: {error.message}"]
+    except kubernetes_validate.SchemaNotFoundError as error:
+        return [error.message]
+    return []

@@ -1,0 +1,386 @@
+"""The gke platform under Pulumi mocks: what it registers, how it is wired, what never leaks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import budget, front, serve_command, settings
+from components.gke import workload
+from components.gke.node_pool import tpu_node_config
+from tests import program as harness
+from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
+from tools.mocks import MOCK_LOAD_BALANCER_IP, is_wrapped_secret, unwrap
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+SERVICE = "kubernetes:core/v1:Service"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
+SECRET_PROVIDER_CLASS = "kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProviderClass"
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+PDB = "kubernetes:policy/v1:PodDisruptionBudget"
+WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
+GKE_TYPES = {CLUSTER, NODE_POOL, STATEFULSET, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS, WI_BINDING,
+             "pulumi:providers:kubernetes"}
+HF_CANARY, API_CANARY = harness.GKE_HF_CANARY, harness.GKE_API_CANARY
+
+
+def gke_with(section: str, **values) -> dict[str, str]:
+    return harness.with_section(harness.gke_config(), section, **values)
+
+
+OLD_STABLE = {"gcp:container/getEngineVersions:getEngineVersions": {
+    "releaseChannelDefaultVersion": {"STABLE": "1.32.9-gke.1000"}}}
+
+
+@pytest.fixture(scope="module")
+def gke(gke_program):
+    """The example stack, with canary secrets (a stack-kept HF token and the generated API key)."""
+    return gke_program
+
+
+@pytest.fixture(scope="module")
+def variant():
+    """Every other choice at once: regional over two zones, spot (opted in), an external load balancer,
+    no metrics adapter, and a pinned version on a channel whose default is too old."""
+    config = gke_with("gke", location="us-west4", nodeLocations=["us-west4-a", "us-west4-b"],
+                      allowUnboundedBilling=True, allowExternalLoadBalancer=True, installMetricsAdapter=False,
+                      releaseChannel="STABLE", minMasterVersion="1.34")
+    config = harness.with_section(config, "access", servingSourceRanges=["203.0.113.0/24"])
+    config["tpu-vllm:tpu"] = json.dumps({"provisioningModel": "spot"})
+    return harness.run(config, stack="gke", fixed_outputs=OLD_STABLE)
+
+
+def gke_settings(config: dict[str, str] | None = None) -> settings.Settings:
+    raw = {key.split(":", 1)[1]: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key.split(":", 1)[1]) else value)
+           for key, value in (config or harness.gke_config()).items() if key.startswith("tpu-vllm:")}
+    return settings.load(raw, "my-proj", "gke").settings
+
+
+def tpu_pool(program) -> dict:
+    return next(r for r in program.of_type(NODE_POOL) if r["name"] == "tpu-pool")
+
+
+def pod_spec(program) -> dict:
+    return program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+
+
+def container(program, name: str) -> dict:
+    return next(c for c in pod_spec(program)["containers"] if c["name"] == name)
+
+
+def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed_prometheus(gke):
+    assert gke.problems is None
+    cluster = gke.one(CLUSTER)["inputs"]
+    assert cluster["name"] == "tpu-vllm-gke" and cluster["location"] == "us-west4-a"
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-proj.svc.id.goog"}
+    assert cluster["secretManagerConfig"] == {"enabled": True}
+    assert cluster["monitoringConfig"] == {"managedPrometheus": {"enabled": True}}
+    assert cluster["releaseChannel"] == {"channel": "REGULAR"}
+    assert cluster["removeDefaultNodePool"] is True and cluster["deletionProtection"] is False
+    system = gke.named("gke-cluster-system")["inputs"]
+    assert system["nodeConfig"]["machineType"] == "e2-standard-2" and system["nodeCount"] == 1
+    assert "flexStart" not in system["nodeConfig"]
+
+
+def test_the_tpu_node_pool_has_exactly_the_flex_start_fields(gke):
+    pool = tpu_pool(gke)["inputs"]
+    assert set(pool) == {"project", "cluster", "location", "name", "nodeLocations", "initialNodeCount",
+                         "autoscaling", "management", "placementPolicy", "nodeConfig"}
+    assert "queuedProvisioning" not in pool  # GKE refuses it for TPU flex-start VMs
+    assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    assert pool["placementPolicy"]["tpuTopology"] == "1x1"
+    assert pool["management"]["autoRepair"] is False
+    assert pool["nodeLocations"] == ["us-west4-a"] and pool["initialNodeCount"] == 0
+    node = pool["nodeConfig"]
+    assert node["machineType"] == "ct5lp-hightpu-1t"
+    assert node["flexStart"] is True and node["maxRunDuration"] == "86400s"
+    assert node["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert "spot" not in node
+    nodes_account = gke.named("gke-nodes-sa")["inputs"]["accountId"]
+    assert node["serviceAccount"] == f"{nodes_account}@my-proj.iam.gserviceaccount.com"
+    assert node["resourceLabels"] == {"app": "tpu-vllm", "stack": "gke"}
+    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+
+
+def test_spot_uses_its_own_field_and_carries_the_opt_in(variant):
+    assert variant.problems is None
+    node = tpu_pool(variant)["inputs"]["nodeConfig"]
+    assert "flexStart" not in node and "maxRunDuration" not in node and "reservationAffinity" not in node
+    assert node["spot"] is True
+    assert node["resourceLabels"]["tpu-vllm-unbounded-billing"] == "opted-in"
+
+
+def test_on_demand_sets_neither_flex_start_nor_spot():
+    node = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="on-demand", run_seconds=None,
+                           service_account_email="n@p.iam.gserviceaccount.com", labels={"app": "tpu-vllm"},
+                           unbounded_billing_opt_in=True)
+    assert not {"flexStart", "flex_start", "spot", "max_run_duration"} & set(node)
+    assert node["resource_labels"]["tpu-vllm-unbounded-billing"] == "opted-in"
+    flex = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="flex-start", run_seconds=3600,
+                           service_account_email="n", labels={}, unbounded_billing_opt_in=True)
+    assert flex["max_run_duration"] == "3600s" and "tpu-vllm-unbounded-billing" not in flex["resource_labels"]
+
+
+def test_several_zones_in_a_regional_cluster(variant):
+    assert variant.one(CLUSTER)["inputs"]["location"] == "us-west4"
+    assert tpu_pool(variant)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
+    assert variant.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
+
+
+def test_the_pod_runs_the_exact_serve_command_on_one_chip_with_its_own_cache_volume(gke):
+    cfg = gke_settings()
+    vllm = container(gke, "vllm")
+    assert vllm["args"] == serve_command.vllm_serve_args(cfg)
+    assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
+    assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
+    assert {"name": "xla-cache", "mountPath": "/root/.cache/vllm", "subPath": "vllm"} in vllm["volumeMounts"]
+    spec = gke.one(STATEFULSET)["inputs"]["spec"]
+    assert "replicas" not in spec  # the HPA owns it
+    assert spec["podManagementPolicy"] == "Parallel"
+    [claim] = spec["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "tpu-vllm-gke-xla-cache"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    storage = gke.one(STORAGE_CLASS)["inputs"]
+    assert storage["metadata"]["name"] == "tpu-vllm-gke-xla-cache"
+    assert (storage["provisioner"], storage["parameters"]) == ("pd.csi.storage.gke.io", {"type": "pd-balanced"})
+    assert storage["volumeBindingMode"] == "WaitForFirstConsumer" and storage["reclaimPolicy"] == "Delete"
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenScaled": "Retain", "whenDeleted": "Delete"}
+    pod = pod_spec(gke)
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                                   "cloud.google.com/gke-tpu-topology": "1x1",
+                                   "cloud.google.com/gke-nodepool": "tpu-v5e"}
+
+
+def test_probes_cover_a_cold_compile_and_the_grace_period_lets_streams_finish(gke):
+    vllm, front_container = container(gke, "vllm"), container(gke, "front")
+    startup = vllm["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 30 * 60 > budget.COLD_BOOT_SECONDS
+    assert "127.0.0.1:8001/health" in " ".join(startup["exec"]["command"])
+    assert front_container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert pod_spec(gke)["terminationGracePeriodSeconds"] == 300
+    assert "-s quit" in front_container["lifecycle"]["preStop"]["exec"]["command"][-1]
+    assert "/dev/tcp/127.0.0.1/8000" in vllm["lifecycle"]["preStop"]["exec"]["command"][-1]
+    budget_ = gke.one(PDB)["inputs"]["spec"]
+    assert budget_["maxUnavailable"] == 1
+
+
+def test_the_front_is_the_vms_front_and_the_only_door_to_the_api(gke):
+    cfg = gke_settings()
+    front_container = container(gke, "front")
+    assert front_container["command"] == front.entry_command(front.FrontLayout())
+    assert front_container["ports"] == [{"name": "http", "containerPort": 8000}]
+    config_map = gke.named("serving-front-config")["inputs"]["data"]
+    assert config_map["nginx.conf"] == front.nginx_config(listen_port=8000, upstream_port=8001)
+    assert {"name": "api-key", "mountPath": "/run/secrets/tpu-vllm", "readOnly": True} in front_container[
+        "volumeMounts"]
+    assert cfg.front.upstream_port not in [p["containerPort"] for c in pod_spec(gke)["containers"]
+                                           for p in c.get("ports", [])]
+
+
+def test_tokens_reach_the_pod_as_files_from_the_secret_manager_add_on(gke):
+    classes = {c["inputs"]["metadata"]["name"]: c["inputs"]["spec"] for c in gke.of_type(SECRET_PROVIDER_CLASS)}
+    assert classes["vllm-hf-token"] == {"provider": "gke", "parameters": {
+        "secrets": "- resourceName: projects/my-proj/secrets/tpu-vllm-gke-hf-token/versions/latest\n"
+                   "  path: hf-token\n"}}
+    assert classes["vllm-api-key"]["parameters"]["secrets"] == (
+        "- resourceName: projects/my-proj/secrets/tpu-vllm-gke-api-key/versions/latest\n  path: api-key\n")
+    volumes = {v["name"]: v for v in pod_spec(gke)["volumes"]}
+    for volume, spc in (("hf-token", "vllm-hf-token"), ("api-key", "vllm-api-key")):
+        assert volumes[volume]["csi"] == {"driver": "secrets-store-gke.csi.k8s.io", "readOnly": True,
+                                          "volumeAttributes": {"secretProviderClass": spc}}
+    env = {e["name"]: e for e in container(gke, "vllm")["env"]}
+    assert env["HF_TOKEN_PATH"] == {"name": "HF_TOKEN_PATH", "value": "/run/secrets/tpu-vllm-hf/hf-token"}
+    assert all("valueFrom" not in e for e in env.values())
+
+
+def test_workload_identity_binds_the_pods_account_to_the_secret_reader_only(gke):
+    ksa = gke.named("serving-ksa")["inputs"]
+    email = ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+    assert email == "tpu-vllm-gke-wl@my-proj.iam.gserviceaccount.com"
+    assert pod_spec(gke)["serviceAccountName"] == ksa["metadata"]["name"] == "vllm"
+    binding = gke.named("serving-workload-identity")
+    assert binding["inputs"] == {"serviceAccountId": f"projects/my-proj/serviceAccounts/{email}",
+                                 "role": "roles/iam.workloadIdentityUser",
+                                 "member": "serviceAccount:my-proj.svc.id.goog[tpu-vllm/vllm]"}
+    assert "gke-cluster" in binding["dependencies"]  # the workload pool exists once the cluster does
+    accessors = gke.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert sorted(a["inputs"]["secretId"] for a in accessors) == ["tpu-vllm-gke-api-key", "tpu-vllm-gke-hf-token"]
+    assert {a["inputs"]["member"] for a in accessors} == {f"serviceAccount:{email}"}
+    project_roles = [r["inputs"] for r in gke.of_type("gcp:projects/iAMMember:IAMMember")]
+    assert all(email not in r["member"] for r in project_roles)
+    adapter = gke.named("autoscaling-adapter-workload-identity")["inputs"]
+    assert adapter["member"] == "serviceAccount:my-proj.svc.id.goog[custom-metrics/custom-metrics-stackdriver-adapter]"
+
+
+def test_services_are_cluster_ip_and_an_internal_load_balancer_for_the_vpc(gke):
+    services = {s["inputs"]["metadata"]["name"]: s["inputs"] for s in gke.of_type(SERVICE)
+                if s["inputs"]["metadata"]["namespace"] == "tpu-vllm"}
+    assert services["vllm"]["spec"]["type"] == "ClusterIP"
+    balancer = services["vllm-lb"]
+    assert balancer["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert balancer["spec"]["loadBalancerSourceRanges"] == ["10.128.0.0/9"]
+    assert all(p["targetPort"] == "http" for s in services.values() for p in s["spec"]["ports"])
+    assert gke.output("internalEndpoint")["value"] == f"http://{MOCK_LOAD_BALANCER_IP}:8000/v1"
+    assert "externalEndpoint" not in gke.data["outputs"]
+
+
+def test_an_external_load_balancer_only_with_the_opt_in_and_only_for_the_listed_ranges(variant):
+    balancer = variant.named("exposure-load-balancer")["inputs"]
+    assert balancer["metadata"]["annotations"] == {
+        "tpu-vllm/external-load-balancer": "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"}
+    assert balancer["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert variant.output("externalEndpoint")["value"] == f"http://{MOCK_LOAD_BALANCER_IP}:8000/v1"
+    assert "internalEndpoint" not in variant.data["outputs"]
+
+
+def test_the_hpa_scales_the_statefulset_on_the_queue_that_pod_monitoring_collects(gke):
+    hpa = gke.one(HPA)["inputs"]["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm"}
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
+    assert hpa["metrics"] == [{"type": "Pods", "pods": {
+        "metric": {"name": "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"},
+        "target": {"type": "AverageValue", "averageValue": "10"}}}]
+    monitoring = gke.one(POD_MONITORING)["inputs"]["spec"]
+    [endpoint] = monitoring["endpoints"]
+    metrics_ports = container(gke, "metrics")["ports"]
+    assert metrics_ports == [{"name": endpoint["port"], "containerPort": 9090}]
+    assert endpoint["path"] == "/metrics"
+    labels = gke.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["labels"]
+    assert monitoring["selector"] == {"matchLabels": labels}
+
+
+def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke, variant):
+    services = {r["inputs"]["metadata"]["name"] for r in gke.of_type("kubernetes:apiregistration.k8s.io/v1:APIService")}
+    assert services == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
+                        "v1beta1.external.metrics.k8s.io"}
+    deployment = gke.named("autoscaling-adapter-deployment-custom-metrics-stackdriver-adapter")["inputs"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
+        "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9")
+    role = gke.named("autoscaling-adapter-monitoring-viewer")["inputs"]
+    assert role["role"] == "roles/monitoring.viewer"
+    assert "autoscaling-adapter-apiservice-v1beta2.custom.metrics.k8s.io" in gke.named("autoscaling-hpa")[
+        "dependencies"]
+    assert not [r for r in variant.registrations if r["name"].startswith("autoscaling-adapter")]
+    assert variant.of_type(HPA)
+
+
+def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
+    objects = kubernetes_objects(gke.registrations)
+    kinds = {o["kind"] for o in objects}
+    assert {"StatefulSet", "Service", "HorizontalPodAutoscaler", "PodMonitoring", "SecretProviderClass",
+            "PodDisruptionBudget", "StorageClass", "ConfigMap", "ServiceAccount", "Namespace", "Deployment",
+            "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding"} <= kinds
+    assert KUBERNETES_VERSION == "1.33"
+    assert [error for o in objects for error in validation_errors(o)] == []
+
+
+def test_the_validator_catches_what_the_api_server_would_refuse(gke):
+    statefulset = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "StatefulSet")
+    statefulset["spec"]["template"]["spec"]["containers"][0]["startupProb"] = {}
+    assert validation_errors(statefulset)
+    monitoring = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "PodMonitoring")
+    monitoring["spec"]["endpoints"][0]["interval"] = "15 seconds"
+    assert validation_errors(monitoring)
+
+
+def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(gke):
+    canary = gke
+    assert canary.problems is None
+    for needle in (HF_CANARY, API_CANARY):
+        for registration in canary.registrations:
+            assert harness.plain_occurrences(registration["inputs"], needle) == [], registration["name"]
+        for manifest in kubernetes_objects(canary.registrations):
+            assert needle not in json.dumps(manifest), manifest["kind"]
+        for name, output in canary.data["outputs"].items():
+            assert needle not in json.dumps(output["value"]) or output["secret"], name
+        assert needle not in canary.stderr
+    version = canary.named("secrets-hf-token-version")["inputs"]["secretData"]
+    assert is_wrapped_secret(version) and unwrap(version) == HF_CANARY
+    kubeconfig = json.loads(canary.one("pulumi:providers:kubernetes")["inputs"]["kubeconfig"])
+    assert kubeconfig["users"][0]["user"] == {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
+        "installHint": kubeconfig["users"][0]["user"]["exec"]["installHint"], "provideClusterInfo": True}}
+
+
+def test_outputs_cost_the_chips_the_cluster_fee_and_the_system_pool(gke):
+    outputs = {name: output["value"] for name, output in gke.data["outputs"].items()}
+    system = 2 * budget.E2_USD_PER_VCPU_HOUR + 8 * budget.E2_USD_PER_GIB_HOUR
+    assert outputs["costPerHourUsd"] == pytest.approx(4 * 0.60 + 0.10 + system, abs=1e-4)
+    assert outputs["costPerHourAtMinReplicasUsd"] == pytest.approx(0.60 + 0.10 + system, abs=1e-4)
+    assert outputs["clusterBaselineUsdPerHour"] == pytest.approx(0.10 + system, abs=1e-4)
+    assert outputs["maxSpendPerRunUsd"] == pytest.approx(24 * (2.40 + 0.10 + system), abs=0.01)
+    assert (outputs["kvTokens"], outputs["kvTokensAtMaxReplicas"]) == (321_344, 4 * 321_344)
+    assert "250,648" in outputs["concurrencyGuidance"] and "1,002,592 at 4" in outputs["concurrencyGuidance"]
+    assert "497 s" in outputs["scaleUpLatency"] and "857 s" in outputs["scaleUpLatency"]
+    assert gke.output("apiKey")["secret"] is True
+    assert outputs["credentialsCommand"] == (
+        "gcloud container clusters get-credentials tpu-vllm-gke --location us-west4-a --project my-proj")
+
+
+def test_the_vm_stack_registers_none_of_the_gke_resources():
+    dev = harness.run(harness.dev_config())
+    assert dev.problems is None
+    registered = {r["type"] for r in dev.registrations}
+    assert not registered & GKE_TYPES
+    assert not [t for t in registered if t.startswith(("kubernetes:", "tpu-vllm:gke:"))]
+    assert "platform" not in dev.data["outputs"]
+
+
+def test_a_reused_cluster_is_looked_up_not_created_and_pays_no_fee():
+    program = harness.run(gke_with("gke", useExistingCluster=True, clusterName="shared"), stack="gke")
+    assert program.problems is None
+    assert not program.of_type(CLUSTER) and [p["name"] for p in program.of_type(NODE_POOL)] == ["tpu-pool"]
+    assert tpu_pool(program)["inputs"]["cluster"] == "shared"
+    kubeconfig = json.loads(program.one("pulumi:providers:kubernetes")["inputs"]["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://203.0.113.20"
+    assert program.output("costPerHourAtMinReplicasUsd")["value"] == pytest.approx(0.60)
+
+
+def test_a_reused_cluster_without_the_add_ons_stops_the_preview_with_the_fixes():
+    program = harness.run(gke_with("gke", useExistingCluster=True, clusterName="shared"), stack="gke",
+                          fixed_outputs={"gcp:container/getCluster:getCluster": {
+                              "secretManagerConfigs": [{"enabled": False}], "monitoringConfigs": [],
+                              "masterVersion": "1.32.4-gke.100"}})
+    [problem] = program.problems
+    assert "tpu-vllm:gke.clusterName = 'shared'" in problem
+    assert "--enable-secret-manager" in problem and "--enable-managed-prometheus" in problem
+    assert "1.32.4-gke.100" in problem and "--workload-pool" not in problem
+    assert not [r for r in program.registrations if r["type"].startswith("kubernetes:") or r["type"] == NODE_POOL]
+
+
+def test_a_release_channel_whose_default_is_too_old_stops_before_the_cluster(variant):
+    program = harness.run(gke_with("gke", releaseChannel="STABLE"), stack="gke", fixed_outputs=OLD_STABLE)
+    [problem] = program.problems
+    assert "tpu-vllm:gke.releaseChannel = 'STABLE'" in problem and "1.32.9-gke.1000" in problem
+    assert "gke.minMasterVersion to 1.34" in problem
+    assert not program.of_type(CLUSTER)
+    # Pinned past the minimum, the same channel is fine.
+    assert variant.problems is None and variant.one(CLUSTER)["inputs"]["minMasterVersion"] == "1.34"
+
+
+def test_bad_gke_settings_register_nothing_and_say_every_problem():
+    program = harness.run(gke_with("gke", minReplicas=3, maxReplicas=2, machineType="ct6e-standard-1t",
+                                   nodeLocations=["us-east5-a"], minMasterVersion="1.32"), stack="gke")
+    [problem] = program.problems
+    for key in ('tpu-vllm:gke.maxReplicas = 2', 'tpu-vllm:gke.machineType = "ct6e-standard-1t"',
+                'tpu-vllm:gke.nodeLocations = ["us-east5-a"]', 'tpu-vllm:gke.minMasterVersion = "1.32"'):
+        assert key in problem, key
+    assert program.registrations == []  # refused before the first resource or cloud lookup
+
+
+def test_pod_template_variants():
+    cfg = gke_settings(gke_with("vllm", weightsOnDisk=True))
+    pod = workload.pod_template(cfg, service_account="vllm", node_pool="tpu-v5e", hash_of_config="x")["spec"]
+    vllm = pod["containers"][0]
+    assert {"name": "HF_HOME", "value": "/root/.cache/huggingface"} in vllm["env"]
+    assert {"name": "xla-cache", "mountPath": "/root/.cache/huggingface", "subPath": "huggingface"} in vllm[
+        "volumeMounts"]
+    spot = gke_settings({**gke_with("gke", allowUnboundedBilling=True),
+                         "tpu-vllm:tpu": json.dumps({"provisioningModel": "spot"})})
+    tolerations = workload.pod_template(spot, service_account="vllm", node_pool="p", hash_of_config="x")[
+        "spec"]["tolerations"]
+    assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/gke-spot"]

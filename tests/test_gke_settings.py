@@ -1,0 +1,143 @@
+"""The gke platform's settings and costs: bad values refused with key, value and fix; good variants pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components import budget, settings
+from tools.plan import read_stack_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gke_raw() -> dict:
+    """Pulumi.gke.yaml as the program reads it."""
+    config, _ = read_stack_config(ROOT / "Pulumi.gke.yaml")
+    raw = {}
+    for key, value in config.items():
+        namespace, _, name = key.partition(":")
+        if namespace == settings.NAMESPACE:
+            raw[name] = json.loads(value) if settings.TOP_LEVEL_KEYS.get(name) else value
+    return raw
+
+
+def with_gke(**values) -> dict:
+    raw = gke_raw()
+    return {**raw, "gke": {**raw["gke"], **values}}
+
+
+def problems_of(raw: dict) -> list[str]:
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.load(raw, "my-proj", "gke")
+    return caught.value.problems
+
+
+def test_the_example_gke_stack_is_valid_and_needs_no_ssh():
+    loaded = settings.load(gke_raw(), "my-proj", "gke")
+    assert loaded.settings.platform == "gke"
+    assert loaded.settings.access.ssh_source_ranges == []
+    assert loaded.warnings == []
+    gke = loaded.settings.gke
+    assert (gke.region, gke.tpu_zones, gke.is_regional) == ("us-west4", ["us-west4-a"], False)
+
+
+def test_the_vm_platform_stays_the_default_and_still_wants_ssh_ranges():
+    loaded = settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev")
+    assert loaded.settings.platform == "vm"
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.load({}, "my-proj", "dev")
+    assert "tpu-vllm:access.sshSourceRanges = []" in caught.value.render()
+
+
+def test_a_gke_section_on_the_vm_platform_is_ignored_with_a_warning():
+    loaded = settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "gke": {"maxReplicas": 2}},
+                           "my-proj", "dev")
+    assert any(w.startswith("gke: this section is read only with tpu-vllm:platform: gke") for w in loaded.warnings)
+
+
+BAD = [
+    (with_gke(minReplicas=3, maxReplicas=2), "gke.maxReplicas", "2", "Raise maxReplicas to at least 3"),
+    (with_gke(machineType="ct5lp-hightpu-4t"), "gke.machineType", "ct5lp-hightpu-4t", "set it to ct5lp-hightpu-1t"),
+    (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t", "not a TPU v5e machine"),
+    (with_gke(machineType="a2-highgpu-1g"), "gke.machineType", "a2-highgpu-1g", "set it to ct5lp-hightpu-1t"),
+    (with_gke(nodeLocations=["us-west4-a", "us-east5-b"]), "gke.nodeLocations", "us-east5-b",
+     "Use zones like us-west4-a"),
+    (with_gke(location="us-west4", nodeLocations=["europe-west4-a"]), "gke.nodeLocations", "europe-west4-a",
+     "not in the cluster's region us-west4"),
+    (with_gke(location="us-west4", nodeLocations=[]), "gke.nodeLocations", "[]", "nodeLocations[0]' us-west4-a"),
+    (with_gke(minMasterVersion="1.32.2-gke.1652000"), "gke.minMasterVersion", "1.32.2-gke.1652000",
+     "need GKE 1.33.0-gke.1712000 or later"),
+    (with_gke(minMasterVersion="1.33.0-gke.1711999"), "gke.minMasterVersion", "1.33.0-gke.1711999",
+     "need GKE 1.33.0-gke.1712000 or later"),
+    (with_gke(minMasterVersion="1.33"), "gke.minMasterVersion", "1.33", "a newer minor like 1.34"),
+    (with_gke(maxReplicas=9), "gke.maxReplicas", "9", "over the gke.maxTpuChips cap (8)"),
+    (with_gke(releaseChannel="regular"), "gke.releaseChannel", "regular", "RAPID, REGULAR, STABLE"),
+    (with_gke(systemMachineType="n2-standard-2"), "gke.systemMachineType", "n2-standard-2", "e2-standard-2"),
+    (with_gke(allowExternalLoadBalancer=True), "gke.allowExternalLoadBalancer", "true",
+     "servingSourceRanges[0]"),
+    ({**gke_raw(), "tpu": {"provisioningModel": "spot"}}, "tpu.provisioningModel", "spot",
+     "set gke.allowUnboundedBilling true"),
+    (with_gke(maxReplica=3), "gke.maxReplica", "maxReplica", "did you mean 'maxReplicas'?"),
+    ({**gke_raw(), "platform": "k8s"}, "platform", "k8s", "'vm' or 'gke'"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "value", "fix"), BAD, ids=[f"{case[1]}={case[2]}" for case in BAD])
+def test_bad_gke_settings_are_refused_with_key_value_and_fix(raw, key, value, fix):
+    problem = next(p for p in problems_of(raw) if p.startswith(f"tpu-vllm:{key}"))
+    assert value in problem and fix in problem, problem
+
+
+@pytest.mark.parametrize("version", ["1.33.0-gke.1712000", "1.33.2-gke.1", "1.34", "1.35.0", "latest"])
+def test_versions_at_or_past_the_flex_start_minimum_pass(version):
+    loaded = settings.load(with_gke(minMasterVersion=version), "my-proj", "gke")
+    assert loaded.settings.gke.min_master_version == version
+
+
+@pytest.mark.parametrize(("version", "verdict"), [
+    ("1.33.0-gke.1712000", True), ("1.33.0-gke.1712001", True), ("1.33.0-gke.1711999", False),
+    ("1.33.1-gke.100", True), ("1.32.9-gke.9999999", False), ("2.0", True), ("1.34", True),
+    ("1.33", None), ("1.33.0", None), ("1.x", None), ("latest", True)])
+def test_gke_version_comparison(version, verdict):
+    assert settings.gke_version_at_least(version) is verdict
+
+
+def test_several_zones_in_the_region_pass_and_unverified_ones_warn():
+    loaded = settings.load(with_gke(location="us-west4", nodeLocations=["us-west4-a", "us-west4-b"]), "my-proj", "gke")
+    assert loaded.settings.gke.tpu_zones == ["us-west4-a", "us-west4-b"]
+    assert any("gke.nodeLocations" in w and "us-west4-b" in w for w in loaded.warnings)
+
+
+def test_spot_on_gke_passes_with_the_explicit_opt_in_and_still_warns():
+    raw = {**with_gke(allowUnboundedBilling=True), "tpu": {"provisioningModel": "spot"}}
+    loaded = settings.load(raw, "my-proj", "gke")
+    assert any("nothing stops its billing" in w for w in loaded.warnings)
+
+
+def test_an_external_load_balancer_passes_with_source_ranges():
+    raw = {**with_gke(allowExternalLoadBalancer=True), "access": {"servingSourceRanges": ["203.0.113.0/24"]}}
+    assert settings.load(raw, "my-proj", "gke").settings.gke.allow_external_load_balancer is True
+
+
+def test_load_beyond_every_replica_warns():
+    raw = {**with_gke(maxReplicas=2), "load": {"clients": 64, "contextTokens": 8192}}
+    warnings = settings.load(raw, "my-proj", "gke").warnings
+    assert any("raise gke.maxReplicas" in w for w in warnings)
+    assert not any("raise gke.maxReplicas" in w for w in settings.load(gke_raw(), "my-proj", "gke").warnings)
+
+
+def test_gke_costs_chips_fee_and_system_pool():
+    cost = budget.gke_cost("flex-start", chips=4, system_machine_type="e2-standard-2", system_nodes=1)
+    assert cost.chips_usd_per_hour == pytest.approx(2.40)
+    assert cost.cluster_fee_usd_per_hour == 0.10
+    assert cost.system_pool_usd_per_hour == pytest.approx(2 * 0.024553 + 8 * 0.003291)
+    assert cost.total_usd_per_hour == pytest.approx(2.40 + 0.10 + 0.075434)
+    assert cost.max_spend_usd(24 * 3600) == pytest.approx(24 * (2.40 + 0.10 + 0.075434))
+    reused = budget.gke_cost("flex-start", chips=1, system_machine_type="e2-standard-2", system_nodes=0,
+                             cluster_fee=False)
+    assert reused.total_usd_per_hour == pytest.approx(0.60)
+    assert budget.gke_cost("on-demand", 2, "e2-standard-4", 2).total_usd_per_hour == pytest.approx(
+        2.40 + 0.10 + 2 * (4 * 0.024553 + 16 * 0.003291))
