@@ -45,22 +45,32 @@ def values(unit: configparser.ConfigParser, section: str, key: str) -> list[str]
     return unit.get(section, key).splitlines()
 
 
-def test_vllm_starts_after_docker_the_boot_script_and_the_cache_mount():
+def test_vllm_starts_after_docker_the_boot_scripts_success_and_the_cache_mount():
     unit = parse(systemd_units.vllm_unit(cfg()))
     requires = unit.get("Unit", "Requires").split()
     after = unit.get("Unit", "After").split()
-    needed = ["docker.service", boot_contract.BOOT_SCRIPT_UNIT, "mnt-tpu\\x2dvllm\\x2dcache.mount"]
+    needed = ["docker.service", systemd_units.BOOT_READY_UNIT, "mnt-tpu\\x2dvllm\\x2dcache.mount"]
     assert requires == needed
     assert set(needed) <= set(after)
     assert unit.get("Install", "WantedBy") == "multi-user.target"
 
 
+def test_the_boot_check_runs_once_per_boot_after_the_boot_script_without_running_it_again():
+    unit = parse(systemd_units.boot_ready_unit())
+    # After= only: google-startup-scripts is a oneshot that goes inactive; Requires=/Wants= would re-run it.
+    assert unit.get("Unit", "After") == boot_contract.BOOT_SCRIPT_UNIT
+    assert not unit.has_option("Unit", "Requires") and not unit.has_option("Unit", "Wants")
+    assert unit.get("Service", "Type") == "oneshot" and unit.get("Service", "RemainAfterExit") == "yes"
+    assert unit.get("Service", "ExecStart") == f"grep -qx ready {boot_contract.STATUS_FILE}"
+    for rendered in (systemd_units.vllm_unit(cfg()), systemd_units.front_unit(cfg())):
+        assert boot_contract.BOOT_SCRIPT_UNIT not in parse(rendered).get("Unit", "Requires")
+
+
 def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_with_limits():
     unit = parse(systemd_units.vllm_unit(cfg()))
     pre = values(unit, "Service", "ExecStartPre")
-    assert pre[0] == f"-docker rm -f {container.CONTAINER_NAME}"  # '-': no container yet is fine
-    assert f"grep -qx ready {boot_contract.STATUS_FILE}" in pre  # this boot's script succeeded
-    assert "rm -f /tmp/libtpu_lockfile" in pre
+    assert pre == [f"-docker rm -f {container.CONTAINER_NAME}",  # '-': no container yet is fine
+                   "rm -f /tmp/libtpu_lockfile"]
     assert unit.get("Service", "ExecStart") == f"bash {container.VLLM_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
     assert int(unit.get("Service", "RestartSec")) >= 10
@@ -70,7 +80,7 @@ def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_wi
 
 def test_the_front_needs_the_boot_script_for_its_key_file_but_not_the_cache_disk():
     unit = parse(systemd_units.front_unit(cfg()))
-    assert unit.get("Unit", "Requires").split() == ["docker.service", boot_contract.BOOT_SCRIPT_UNIT]
+    assert unit.get("Unit", "Requires").split() == ["docker.service", systemd_units.BOOT_READY_UNIT]
     assert values(unit, "Service", "ExecStartPre")[0] == f"-docker rm -f {container.FRONT_CONTAINER_NAME}"
     assert unit.get("Service", "ExecStart") == f"bash {container.FRONT_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
@@ -102,9 +112,10 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path, access):
     mount = systemd_units.mount_unit(settings_.cache.mount_point)
     (stubs / mount).write_text(f"[Mount]\nWhat=/dev/disk/by-id/google-persistent-disk-1\n"
                                f"Where={settings_.cache.mount_point}\n")
-    names = [systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT]
+    names = [systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT, systemd_units.BOOT_READY_UNIT]
     (stubs / names[0]).write_text(systemd_units.vllm_unit(settings_))
     (stubs / names[1]).write_text(systemd_units.front_unit(settings_))
+    (stubs / names[2]).write_text(systemd_units.boot_ready_unit())
     checked = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", *(str(stubs / name) for name in names)],
                              capture_output=True, text=True, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{stubs}:"})
     # Any complaint (an unknown key, a bad value, a command it cannot find) is printed, even when the exit is 0.
@@ -117,6 +128,7 @@ def test_verify_catches_a_broken_unit(tmp_path):
     broken = systemd_units.front_unit(cfg()).replace("Restart=on-failure", "Restart=sometimes")
     path = tmp_path / systemd_units.FRONT_UNIT
     path.write_text(broken)
+    (tmp_path / systemd_units.BOOT_READY_UNIT).write_text(systemd_units.boot_ready_unit())
     (tmp_path / "docker.service").write_text("[Service]\nExecStart=/bin/true\n")
     (tmp_path / boot_contract.BOOT_SCRIPT_UNIT).write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
     checked = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", str(path)], capture_output=True, text=True,
@@ -139,7 +151,7 @@ def test_the_front_runner_is_valid_bash(tmp_path):
 
 
 def test_unit_files_reference_paths_the_stack_installs():
-    text = systemd_units.vllm_unit(cfg()) + systemd_units.front_unit(cfg())
+    text = systemd_units.vllm_unit(cfg()) + systemd_units.front_unit(cfg()) + systemd_units.boot_ready_unit()
     for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.STATUS_FILE):
         assert path in text
     assert Path(container.VLLM_RUNNER).parent == Path(container.FRONT_RUNNER).parent == Path("/etc/tpu-vllm")

@@ -1,10 +1,15 @@
 """The systemd units that bring both containers back by themselves after a reboot of the node.
 
-Each unit starts only after Docker, the boot script (which writes the secret files on every boot) and,
-for vLLM, the compile-cache mount; it removes the previous container and creates a fresh one from the
-runner script serve.sh installed, so a restart never inherits an old container's flags. A crash restarts
-the container, a few times an hour at most: a setting that fails ~11 minutes into every compile must not
-loop for the whole run.
+Each container unit starts only after Docker, this boot's run of the boot script (which writes the secret
+files on every boot) and, for vLLM, the compile-cache mount; it removes the previous container and creates
+a fresh one from the runner script serve.sh installed, so a restart never inherits an old container's
+flags. A crash restarts the container, a few times an hour at most: a setting that fails ~11 minutes into
+every compile must not loop for the whole run.
+
+The boot script's own unit (google-startup-scripts.service) is a oneshot that goes inactive when it
+finishes, so requiring it would run the boot script again at every start of a container. Instead a
+oneshot of ours, ordered after it, checks its status file once per boot and stays active (RemainAfterExit);
+the container units require that one.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from components.vm import boot_contract, container
 UNIT_DIR = "/etc/systemd/system"
 VLLM_UNIT = "tpu-vllm.service"
 FRONT_UNIT = "tpu-vllm-front.service"
+BOOT_READY_UNIT = "tpu-vllm-boot-ready.service"
 DOCKER_UNIT = "docker.service"
 # vLLM: a crash costs a compile (~8 min warm, ~14 cold); three tries an hour, then the unit stays failed.
 VLLM_RESTART_SECONDS = 30
@@ -50,14 +56,23 @@ def unit_path(name: str) -> str:
     return f"{UNIT_DIR}/{name}"
 
 
-def _boot_ready_check() -> str:
-    # After= waits for this boot's run of the boot script; its status file says whether it succeeded.
-    return f"ExecStartPre=grep -qx ready {boot_contract.STATUS_FILE}"
+def boot_ready_unit() -> str:
+    return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
+[Unit]
+Description=tpu-vllm: this boot's run of the boot script wrote the secret files and mounted the cache disk
+# Ordered after the boot script, never pulling it in: it is a oneshot, and starting it would run it again.
+After={boot_contract.BOOT_SCRIPT_UNIT}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=grep -qx ready {boot_contract.STATUS_FILE}
+"""
 
 
 def vllm_unit(settings: Settings) -> str:
     cache_mount = mount_unit(settings.cache.mount_point)
-    requires = f"{DOCKER_UNIT} {boot_contract.BOOT_SCRIPT_UNIT} {cache_mount}"
+    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT} {cache_mount}"
     burst, interval = VLLM_START_LIMIT
     where = f"127.0.0.1:{settings.front.upstream_port}"
     return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
@@ -76,7 +91,6 @@ Type=simple
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
 # A crashed run can leave libtpu's lock behind, and the next one then cannot open the chip.
 ExecStartPre=rm -f /tmp/libtpu_lockfile
-{_boot_ready_check()}
 ExecStart=bash {container.VLLM_RUNNER}
 ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
 Restart=on-failure
@@ -89,7 +103,7 @@ WantedBy=multi-user.target
 
 
 def front_unit(settings: Settings) -> str:
-    requires = f"{DOCKER_UNIT} {boot_contract.BOOT_SCRIPT_UNIT}"
+    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT}"
     burst, interval = FRONT_START_LIMIT
     upstream = f"127.0.0.1:{settings.front.upstream_port}"
     return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
@@ -105,7 +119,6 @@ StartLimitBurst={burst}
 [Service]
 Type=simple
 ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
-{_boot_ready_check()}
 ExecStart=bash {container.FRONT_RUNNER}
 ExecStop=docker stop --time 10 {container.FRONT_CONTAINER_NAME}
 Restart=on-failure

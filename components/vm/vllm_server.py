@@ -35,6 +35,7 @@ def installed_files(settings: Settings) -> list[tuple[str, str]]:
     return [
         (container.FRONT_CONFIG_FILE, container.front_config(settings)),
         (container.FRONT_RUNNER, container.front_runner_script(settings)),
+        (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
         (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
         (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
     ]

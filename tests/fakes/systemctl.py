@@ -1,6 +1,7 @@
 """A fake `systemctl` that runs the units serve.sh installed, under $STARTUP_ROOT, the way systemd would.
 
-restart: ExecStartPre lines in order (a leading '-' ignores failure), then ExecStart in the background;
+restart: first each required oneshot unit that serve.sh installed (once: RemainAfterExit), then ExecStartPre
+lines in order (a leading '-' ignores failure), then ExecStart in the background;
 is-active: true while that ExecStart runs; stop: ExecStop, then wait for ExecStart to end. Absolute paths in
 the command lines (/etc, /var, /tmp, /mnt) are taken under $STARTUP_ROOT; executables resolve through PATH
 (the test's shims), so `docker` is the real CLI talking to the fake engine. Nothing is daemonised for long:
@@ -67,9 +68,25 @@ def stop(name: str, keys: dict[str, list[str]]) -> None:
         time.sleep(0.05)
 
 
+def start_requirements(name: str, keys: dict[str, list[str]]) -> bool:
+    """Required units that are ours (docker.service and the mount unit belong to the VM image)."""
+    for requirement in " ".join(keys.get("Unit.Requires", [])).split():
+        if not (UNIT_DIR / requirement).is_file() or (STATE / f"{requirement}.active").exists():
+            continue
+        for value in parse_unit(requirement).get("Service.ExecStart", []):
+            argv, ignore = command_line(value)
+            if subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode and not ignore:
+                print(f"A dependency job for {name} failed. See 'journalctl -xe' for details.", file=sys.stderr)
+                return False
+        (STATE / f"{requirement}.active").touch()
+    return True
+
+
 def restart(name: str) -> int:
     keys = parse_unit(name)
     stop(name, keys)
+    if not start_requirements(name, keys):
+        return 1
     for value in keys.get("Service.ExecStartPre", []):
         argv, ignore = command_line(value)
         if subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode and not ignore:
