@@ -171,7 +171,8 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
         "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
         "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
         "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"])
-    assert vllm_create["Env"] == ["HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token", "HF_HOME=/dev/shm"]
+    # Sorted: the CLI does not keep the order of -e flags.
+    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
     assert front_create["Image"] == front.DEFAULT_IMAGE
     assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
     assert front_create["HostConfig"]["NetworkMode"] == "host"
@@ -200,8 +201,8 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     inspected = subprocess.run([DOCKER_CLI, "inspect", container.CONTAINER_NAME, container.FRONT_CONTAINER_NAME],
                                env=vm.env, capture_output=True, text=True, check=True).stdout
     assert all(canary not in inspected for canary in CANARIES)
-    assert json.loads(inspected)[0]["Config"]["Env"] == ["HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token",
-                                                         "HF_HOME=/dev/shm"]
+    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == ["HF_HOME=/dev/shm",
+                                                                 "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
 
 
 def test_the_probe_catches_secrets_handed_over_the_old_way(tmp_path):
@@ -214,7 +215,7 @@ def test_the_probe_catches_secrets_handed_over_the_old_way(tmp_path):
         subprocess.run([DOCKER_CLI, "run", "--detach", "--name", "old", "--env-file", str(env_file), "img"],
                        env=env, capture_output=True, text=True, check=True)
         [create] = engine.creates("old")
-    assert create["Env"] == [f"HF_TOKEN={HF_CANARY}", f"VLLM_API_KEY={API_CANARY}"]
+    assert sorted(create["Env"]) == [f"HF_TOKEN={HF_CANARY}", f"VLLM_API_KEY={API_CANARY}"]
 
 
 def test_the_wait_prints_elapsed_time_and_the_latest_compile_line_each_interval(node):
