@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from components.settings import Settings
+from components.settings import NO_MEDIA_DOMAIN, Settings
 
 # vLLM answers only on loopback; the front (components/front.py) owns the serving port.
 LISTEN_HOST = "127.0.0.1"
@@ -41,6 +41,8 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         args += ["--max-num-seqs", str(vllm.max_num_seqs)]
     if vllm.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory", str(vllm.kv_cache_memory_bytes)]
+    # Media URLs in prompts make vLLM fetch them (server-side requests); an empty list would allow any host.
+    args += ["--allowed-media-domains", *(vllm.allowed_media_domains or [NO_MEDIA_DOMAIN])]
     return args + ["--host", LISTEN_HOST, "--port", str(settings.front.upstream_port)]
 
 

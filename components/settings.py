@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -137,6 +138,18 @@ def _family_limits(model: str) -> dict[str, int]:
     if family is GEMMA_4 and not GEMMA_4_WITH_AUDIO.search(model):
         return {key: count for key, count in family.limit_mm_per_prompt.items() if key != "audio"}
     return dict(family.limit_mm_per_prompt)
+
+
+# Directories a cache disk must never be mounted on or under: the mount would hide the OS's own files
+# (/usr/lib, /var/lib/docker, a user's ~/.ssh), or the directory is cleaned or virtual (/tmp, /proc, /run).
+SYSTEM_MOUNT_ROOTS = ("/etc", "/usr", "/var", "/root", "/home", "/boot", "/bin", "/sbin", "/opt", "/proc",
+                      "/sys", "/dev", "/run", "/tmp", "/snap")  # and /lib, /lib64, /lib32, /libx32
+# vLLM fetches an http(s) media URL when its host is listed (exact match), or when the list is empty:
+# an empty --allowed-media-domains means "any host" (vllm/multimodal/media/connector.py). No flag turns
+# URL fetching off, so "none" is rendered as one host under the reserved .invalid TLD (RFC 6761), which
+# no resolver answers: every media URL is refused or fails to resolve; inline data: URLs still work.
+NO_MEDIA_DOMAIN = "media-urls-disabled.invalid"
+HOSTNAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 
 
 class SettingsError(Exception):
@@ -406,6 +419,10 @@ class VllmSettings(_Section):
     """Keep HF_HOME on the cache disk instead of /dev/shm (slower to load, saves the download)."""
     health_timeout: str = "30m"
     """How long the deploy waits for /health; a cold start is ~14 min."""
+    allowed_media_domains: list[str] = Field(default_factory=list)
+    """Hosts vLLM may fetch image/audio URLs from (exact names); none by default: inline data only."""
+    container_access: Literal["privileged", "devices"] = "privileged"
+    """How the container reaches the TPU: --privileged (measured by the log) or only the device nodes."""
 
     @model_validator(mode="before")
     @classmethod
@@ -606,6 +623,20 @@ class VllmSettings(_Section):
             )
         return value
 
+    @field_validator("allowed_media_domains")
+    @classmethod
+    def _media_hosts(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if value == NO_MEDIA_DOMAIN:
+                raise ValueError(f"{value!r} is what an empty list renders to; leave the list empty instead")
+            if not HOSTNAME.fullmatch(value):
+                raise ValueError(
+                    f"{value!r} is not a host name: write lowercase host names only, no scheme, port, path "
+                    "or wildcard (vLLM matches the URL's host exactly, so list each subdomain), e.g. "
+                    "images.example.com; leave the list empty to allow no media URLs at all"
+                )
+        return values
+
     @property
     def health_timeout_seconds(self) -> int:
         return parse_duration(self.health_timeout)
@@ -642,9 +673,21 @@ class CacheSettings(_Section):
     @field_validator("mount_point")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or " " in value:
-            raise ValueError("use an absolute path with no spaces, e.g. /mnt/tpu-vllm-cache")
-        return value
+        if not value.startswith("/") or not re.fullmatch(r"[A-Za-z0-9._/-]+", value):
+            raise ValueError("use an absolute path of letters, digits, '.', '_', '-' and '/', "
+                             "e.g. /mnt/tpu-vllm-cache")
+        # //usr/../etc and /etc/ are /etc: judge the directory the kernel would mount on.
+        normal = "/" + posixpath.normpath(value).lstrip("/")
+        system = next((root for root in SYSTEM_MOUNT_ROOTS
+                       if normal == root or normal.startswith(root + "/")), None)
+        if normal == "/" or system or re.match(r"/lib(32|64|x32)?(/|$)", normal):
+            shown = f" (that is {normal})" if normal != value else ""
+            raise ValueError(
+                f"a system directory{shown}: mounting the cache disk there would hide the OS's own files "
+                "or land on a directory that is cleaned or virtual; use a path under /mnt, e.g. "
+                "/mnt/tpu-vllm-cache"
+            )
+        return normal
 
 
 def _check_cidrs(values: list[str], info: ValidationInfo) -> list[str]:

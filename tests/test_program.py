@@ -10,7 +10,7 @@ import pytest
 
 from components import settings
 from components.vm import container
-from components.vm.vllm_server import SERVE_SCRIPT
+from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
 from tools.mocks import MOCK_NODE_UID, is_wrapped_secret, unwrap
@@ -130,8 +130,11 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     connection = inputs["connection"]["value"]
     assert (connection["host"], connection["user"]) == ("203.0.113.10", "tpu-vllm")
     assert inputs["triggers"][0] == MOCK_NODE_UID
-    assert inputs["stdin"] == SERVE_SCRIPT.read_text()
     cfg = settings.load(SSH, "my-proj", "dev").settings
+    # stdin: serve.sh, then the rendered files (nginx.conf, the front's runner, both units), then `main`.
+    assert inputs["stdin"] == serve_stdin(cfg)
+    assert inputs["stdin"].startswith(SERVE_SCRIPT.read_text().rstrip("\n"))
+    assert inputs["stdin"].endswith("\nmain\n")
     assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 

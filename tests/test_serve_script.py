@@ -1,40 +1,52 @@
-"""The real startup/serve.sh under bash with a fake docker and a fake vLLM server on 127.0.0.1."""
+"""The real startup/serve.sh under bash, fed exactly what pulumi-command sends (its flags, then serve.sh and the
+rendered files on stdin), with the real `docker` CLI against a fake Docker Engine, a fake systemctl that runs
+the installed units, a fake vLLM on the loopback upstream port and a key-checking fake front on the serving port.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shlex
+import shutil
 import socket
 import subprocess
-import threading
+import sys
 from pathlib import Path
 
 import pytest
 
-from components import settings
-from components.vm import boot_contract, container
-from components.vm.vllm_server import remote_command_text
+from components import front, settings
+from components.vm import boot_contract, container, systemd_units
+from components.vm.vllm_server import installed_files, remote_command_text, serve_stdin
+from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.vllm import FakeVllm
 from tests.shims import make_shims
 
-SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "serve.sh"
+HERE = Path(__file__).resolve().parent
+DOCKER_CLI = os.environ.get("TPU_VLLM_DOCKER_CLI") or shutil.which("docker")
+pytestmark = pytest.mark.skipif(DOCKER_CLI is None,
+                                reason="run through ./scripts/test.sh, which installs the docker CLI")
+
 API_CANARY = "CANARYserveKEY0123456789abcdefghijklmnopqrstu"
+HF_CANARY = "hf_CANARYserveTOKEN0123456789"
+CANARIES = (API_CANARY, HF_CANARY)
 MODEL = "google/gemma-4-E2B-it"
-VLLM_LOG = (
+MILESTONE_LOG = (
     "INFO Memory statistics | total_hbm_limit_gb=15.75GiB | total_hbm_limit_cap_gb=14.49GiB\n"
     "INFO Init kv-cache: block_size 64 x 5021 blocks\n"
+    "INFO Precompile backbone --> {'num_tokens': 16}\n"
     "INFO:     Application startup complete.\n"
 )
-FAKE_DOCKER = r'''
-state="$STARTUP_ROOT/.docker"
-mkdir -p "$state"
-case "$1" in
-  run) echo "${FAKE_DOCKER_RUNNING:-true}" > "$state/running"; echo deadbeef ;;
-  rm) rm -f "$state/running" ;;
-  inspect) cat "$state/running" 2>/dev/null || echo false ;;
-  logs) printf '%s' "${FAKE_VLLM_LOG:-}" ;;
-esac
-'''
-
+COMPILING_LOG = (
+    "INFO Memory statistics | total_hbm_limit_gb=15.75GiB | total_hbm_limit_cap_gb=14.49GiB\n"
+    "INFO Precompile all the subgraphs with possible input shapes.\n"
+    "INFO Precompile backbone --> {'num_tokens': 16}\n"
+    "INFO Compilation of backbone --> {'num_tokens': 16} finished in 3.21 [secs].\n"
+    "INFO Precompile backbone --> {'num_tokens': 32}\n"
+    "INFO some unrelated line\n"
+)
 SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
 
 
@@ -44,12 +56,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Serve:
-    def __init__(self, tmp_path: Path, port: int, status: str | None = "ready", **env):
+class Node:
+    """One fake VM: its root, the engine, vLLM on the upstream port, a front on the serving port."""
+
+    def __init__(self, tmp_path: Path, status: str | None = "ready", vllm_log: str = MILESTONE_LOG,
+                 raw: dict | None = None, vllm_key: str | None = API_CANARY, **vllm_options):
+        self.tmp_path = tmp_path
         self.root = tmp_path / "root"
-        env_file = self.root / boot_contract.ENV_FILE.lstrip("/")
-        env_file.parent.mkdir(parents=True)
-        env_file.write_text(f"HF_TOKEN=hf_unused\nVLLM_API_KEY={API_CANARY}\n")
+        self.engine = FakeDockerEngine().__enter__()
+        self.engine.logs[container.CONTAINER_NAME] = vllm_log
+        self.engine.logs[container.FRONT_CONTAINER_NAME] = "nginx: ready\n"
+        port, upstream = free_port(), free_port()
+        raw = raw or {}
+        self.cfg = settings.load({**SSH, "vllm": {"port": port, **raw.get("vllm", {})},
+                                  "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
+        self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
+        self.front = FakeVllm(API_CANARY, MODEL, port=port).__enter__()
+        for path, value in ((boot_contract.API_KEY_FILE, API_CANARY), (boot_contract.HF_TOKEN_FILE, HF_CANARY)):
+            secret = self.root / path.lstrip("/")
+            secret.parent.mkdir(parents=True, exist_ok=True)
+            secret.write_text(value + "\n")
         (self.root / "tmp").mkdir()
         (self.root / "tmp/libtpu_lockfile").touch()
         if status is not None:
@@ -57,137 +83,271 @@ class Serve:
             status_file.parent.mkdir(parents=True)
             status_file.write_text(status + "\n")
         self.log = tmp_path / "commands.log"
-        self.env = make_shims(tmp_path / "bin", self.log, {"docker": FAKE_DOCKER})
-        self.env.update({"STARTUP_ROOT": str(self.root), "FAKE_VLLM_LOG": VLLM_LOG, **env})
-        cfg = settings.load({"vllm": {"port": port}, **SSH}, "my-proj", "dev").settings
-        self.docker_args = container.docker_run_args(cfg)
+        self.env = make_shims(tmp_path / "bin", self.log, {
+            "docker": f'exec {shlex.quote(DOCKER_CLI)} "$@"',
+            "systemctl": f'exec {shlex.quote(sys.executable)} {shlex.quote(str(HERE / "fakes/systemctl.py"))} "$@"',
+            "journalctl": "exit 1",
+        })
+        docker_config = tmp_path / "docker-config"
+        docker_config.mkdir()
+        # Canaries in serve.sh's own environment too: a `-e NAME` without a value would copy them into a container.
+        self.env.update({"STARTUP_ROOT": str(self.root), **self.engine.client_env(docker_config),
+                         "HF_TOKEN": HF_CANARY, "VLLM_API_KEY": API_CANARY})
         # Exactly what pulumi-command sends, minus sudo (the tests run unprivileged).
-        self.argv = shlex.split(remote_command_text(cfg))[4:]
+        self.argv = shlex.split(remote_command_text(self.cfg))[4:]
+        self.stdin = serve_stdin(self.cfg)
 
-    def __call__(self, *extra: str, timeout: int = 60):
+    def close(self) -> None:
+        self.engine.__exit__(None, None, None)
+        self.vllm.__exit__(None, None, None)
+        self.front.__exit__(None, None, None)
+
+    def __call__(self, *extra: str, timeout: int = 60) -> subprocess.CompletedProcess:
         separator = self.argv.index("--")
-        argv = self.argv[:separator] + ["--poll", "0.2", *extra] + self.argv[separator:]
-        self.result = subprocess.run(["bash", "-s", "--", *argv], input=SCRIPT.read_text(), env=self.env,
+        argv = self.argv[:separator] + ["--poll", "0.1", "--front-timeout", "5", *extra] + self.argv[separator:]
+        self.result = subprocess.run(["bash", "-s", "--", *argv], input=self.stdin, env=self.env,
                                      capture_output=True, text=True, timeout=timeout)
         return self.result
+
+    def file(self, path: str) -> str:
+        return (self.root / path.lstrip("/")).read_text()
 
     @property
     def commands(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
-    def assert_key_never_leaked(self):
-        assert not any(API_CANARY in line for line in self.commands)
-        assert API_CANARY not in self.result.stdout and API_CANARY not in self.result.stderr
+    def assert_no_secret_left_the_files(self):
+        for canary in CANARIES:
+            assert not any(canary in line for line in self.commands), "a secret reached an argv"
+            assert canary not in self.result.stdout and canary not in self.result.stderr
+            for request in self.engine.requests:
+                assert canary not in request.path + json.dumps(request.query), "a secret reached the engine"
+                assert canary.encode() not in request.body, f"a secret reached the engine: {request.path}"
+            for path, _ in installed_files(self.cfg):
+                assert canary not in self.file(path)
+            assert canary not in self.file(container.VLLM_RUNNER)
+            assert canary not in self.stdin and all(canary not in arg for arg in self.argv)
 
 
-def test_happy_path_replaces_the_container_waits_and_smoke_tests(tmp_path):
-    with FakeVllm(API_CANARY, MODEL, unhealthy_first=2) as vllm:
-        serve = Serve(tmp_path, vllm.port)
-        result = serve()
+@pytest.fixture
+def node(tmp_path):
+    nodes: list[Node] = []
+
+    def make(**options) -> Node:
+        nodes.append(Node(tmp_path, **options))
+        return nodes[-1]
+
+    yield make
+    for made in nodes:
+        made.close()
+
+
+def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_through_the_front(node):
+    vm = node(unhealthy_first=2)
+    result = vm()
     assert result.returncode == 0, result.stderr
-    docker = [line for line in serve.commands if line.startswith("docker ")]
-    assert docker[0] == "docker rm -f tpu-vllm "
-    run = [line for line in docker if line.startswith("docker run ")]
-    assert run == ["docker run " + " ".join(_q(arg) for arg in serve.docker_args) + " "]
-    assert not (serve.root / "tmp/libtpu_lockfile").exists()
-    for milestone in ("Memory statistics", "Init kv-cache", "startup complete"):
-        assert result.stdout.count(milestone) == 1
+    # Every rendered file is on the VM as rendered, and the vLLM runner exists.
+    for path, text in installed_files(vm.cfg):
+        assert vm.file(path) == text
+    assert vm.file(container.VLLM_RUNNER).startswith("#!/bin/bash\n")
+    assert f"ExecStart=bash {container.VLLM_RUNNER}" in vm.file(systemd_units.unit_path(systemd_units.VLLM_UNIT))
+    for unit in (systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT):
+        assert (vm.root / f".systemd/{unit}.enabled").exists()
+    # systemd: reload, enable both, restart both (each unit removes its old container first).
+    systemctl = [line.split()[1:] for line in vm.commands if line.startswith("systemctl ")]
+    assert systemctl[:4] == [["daemon-reload"], ["enable", "--quiet", "tpu-vllm-front.service", "tpu-vllm.service"],
+                             ["reset-failed", "tpu-vllm-front.service", "tpu-vllm.service"],
+                             ["restart", "tpu-vllm-front.service", "tpu-vllm.service"]]
+    assert "docker rm -f tpu-vllm " in vm.commands and "docker rm -f tpu-vllm-front " in vm.commands
+    assert not (vm.root / "tmp/libtpu_lockfile").exists()
+    # The engine got one create per container, with exactly the rendered arguments.
+    [vllm_create] = vm.engine.creates(container.CONTAINER_NAME)
+    [front_create] = vm.engine.creates(container.FRONT_CONTAINER_NAME)
+    image = container.docker_run_args(vm.cfg).index(vm.cfg.vllm.image)
+    assert vllm_create["Entrypoint"] == ["/bin/sh"]
+    assert vllm_create["Cmd"] == container.docker_run_args(vm.cfg)[image + 1:]
+    assert vllm_create["HostConfig"]["Privileged"] is True
+    assert sorted(vllm_create["HostConfig"]["Binds"]) == sorted([
+        "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
+        "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
+        "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"])
+    # Sorted: the CLI does not keep the order of -e flags.
+    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+    assert front_create["Image"] == front.DEFAULT_IMAGE
+    assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
+    assert front_create["HostConfig"]["NetworkMode"] == "host"
+    assert sorted(front_create["HostConfig"]["Binds"]) == [
+        "/etc/tpu-vllm/front/nginx.conf:/etc/tpu-vllm-front/nginx.conf:ro",
+        "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"]
+    assert list(front_create["HostConfig"]["Tmpfs"]) == [front.RUN_DIR]
+    assert not front_create.get("Env") and not front_create["HostConfig"].get("Privileged")
+    # Health on vLLM's loopback port; the smoke test through the front; vLLM's own key checked keyless.
+    assert [r.path for r in vm.vllm.requests].count("/health") == 3
+    through_front = [(r.method, r.path, "Authorization" in r.headers) for r in vm.front.requests]
+    assert through_front == [("GET", "/health", False), ("POST", "/invocations", False),
+                             ("GET", "/v1/models", False), ("GET", "/v1/models", True),
+                             ("POST", "/v1/chat/completions", True), ("POST", "/v1/chat/completions", True)]
+    assert [(r.path, "Authorization" in r.headers) for r in vm.vllm.requests if r.path != "/health"] == [
+        ("/v1/models", False)]
+    # The build log's three milestones, each printed once however often the log was read.
+    milestones = [line for line in result.stdout.splitlines() if line.startswith("[tpu-vllm] vllm: ")]
+    assert milestones == ["[tpu-vllm] vllm: " + line for line in MILESTONE_LOG.splitlines() if "Precompile" not in line]
     assert "tool call ok: get_weather" in result.stdout
-    paths = [(r.method, r.path, "Authorization" in r.headers) for r in vllm.requests if r.path != "/health"]
-    assert paths == [("GET", "/v1/models", False), ("GET", "/v1/models", True),
-                     ("POST", "/v1/chat/completions", True), ("POST", "/v1/chat/completions", True)]
-    assert not any(r.path == "/v1/completions" for r in vllm.requests)
-    serve.assert_key_never_leaked()
+    # At the default interval (30 s) the first progress line comes at once, the next only 30 s later.
+    assert re.search(r"^PROGRESS_EVERY=30$", (HERE.parent / "startup/serve.sh").read_text(), re.MULTILINE)
+    assert sum("waiting for vLLM /health:" in line for line in result.stdout.splitlines()) == 1
+    vm.assert_no_secret_left_the_files()
+    # What an operator would see: `docker inspect` of both containers, through the real CLI.
+    inspected = subprocess.run([DOCKER_CLI, "inspect", container.CONTAINER_NAME, container.FRONT_CONTAINER_NAME],
+                               env=vm.env, capture_output=True, text=True, check=True).stdout
+    assert all(canary not in inspected for canary in CANARIES)
+    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == ["HF_HOME=/dev/shm",
+                                                                 "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
 
 
-def _q(arg: str) -> str:
-    """bash's printf %q, for the simple characters the docker args use."""
-    out = subprocess.run(["bash", "-c", 'printf "%q" "$1"', "_", arg], capture_output=True, text=True)
-    return out.stdout
+def test_the_probe_catches_secrets_handed_over_the_old_way(tmp_path):
+    """The earlier `docker run --env-file`: the real CLI reads the file and sends the values in Env."""
+    env_file = tmp_path / "env"
+    env_file.write_text(f"HF_TOKEN={HF_CANARY}\nVLLM_API_KEY={API_CANARY}\n")
+    (tmp_path / "docker-config").mkdir()
+    with FakeDockerEngine() as engine:
+        env = {**os.environ, **engine.client_env(tmp_path / "docker-config")}
+        subprocess.run([DOCKER_CLI, "run", "--detach", "--name", "old", "--env-file", str(env_file), "img"],
+                       env=env, capture_output=True, text=True, check=True)
+        [create] = engine.creates("old")
+    assert sorted(create["Env"]) == [f"HF_TOKEN={HF_CANARY}", f"VLLM_API_KEY={API_CANARY}"]
 
 
-def test_connection_refused_then_healthy(tmp_path):
-    port = free_port()
-    started: list[FakeVllm] = []
-    timer = threading.Timer(1.0, lambda: started.append(FakeVllm(API_CANARY, MODEL, port=port).__enter__()))
-    timer.start()
-    try:
-        result = Serve(tmp_path, port)()
-    finally:
-        timer.join()
-        for server in started:
-            server.__exit__(None, None, None)
+def test_the_wait_prints_elapsed_time_and_the_latest_compile_line_each_interval(node):
+    vm = node(vllm_log=COMPILING_LOG)
+    # Healthy only once the vLLM log has been read twice, so the last progress line comes from a full log.
+    vm.vllm.ready_when = lambda: vm.engine.log_reads.get(container.CONTAINER_NAME, 0) >= 2
+    result = vm("--progress-every", "0")
     assert result.returncode == 0, result.stderr
-    assert "ready: google/gemma-4-E2B-it" in result.stdout
+    progress = [line for line in result.stdout.splitlines() if "waiting for vLLM /health:" in line]
+    unhealthy = [r for r in vm.vllm.requests if r.path == "/health"][:-1]
+    assert len(progress) == len(unhealthy) >= 2  # one line per poll at --progress-every 0
+    assert all(re.search(r"waiting for vLLM /health: \d+m\d\ds elapsed; ", line) for line in progress)
+    assert progress[-1].endswith("latest: INFO Precompile backbone --> {'num_tokens': 32}")
 
 
-def test_health_timeout_fails_with_the_log_tail(tmp_path):
-    with FakeVllm(API_CANARY, MODEL, unhealthy_first=10_000) as vllm:
-        serve = Serve(tmp_path, vllm.port)
-        result = serve("--health-timeout", "1")
+def test_devices_access_passes_the_tpu_device_nodes_found_at_start_and_no_privilege(node):
+    vm = node(raw={"vllm": {"containerAccess": "devices"}})
+    for device in ("dev/vfio/vfio", "dev/vfio/0", "dev/accel0"):
+        (vm.root / device).parent.mkdir(parents=True, exist_ok=True)
+        (vm.root / device).touch()
+    result = vm()
+    assert result.returncode == 0, result.stderr
+    [create] = vm.engine.creates(container.CONTAINER_NAME)
+    host = create["HostConfig"]
+    assert not host.get("Privileged")
+    assert sorted(d["PathOnHost"] for d in host["Devices"]) == ["/dev/accel0", "/dev/vfio/0", "/dev/vfio/vfio"]
+    assert host["Ulimits"] == [{"Name": "memlock", "Soft": -1, "Hard": -1}]
+
+
+def test_devices_access_with_no_device_node_fails_the_deploy_with_the_reason(node):
+    vm = node(raw={"vllm": {"containerAccess": "devices"}}, unhealthy_first=10_000)
+    result = vm("--health-timeout", "60")
+    assert result.returncode == 1
+    assert "vllm exited before it became healthy" in result.stderr
+    assert "no container was created" in result.stderr
+    assert vm.engine.creates(container.CONTAINER_NAME) == []
+    assert "no TPU device node" in (vm.root / ".systemd/tpu-vllm.service.log").read_text()
+
+
+def test_a_container_that_exits_stops_its_unit_and_fails_at_once_with_its_log(node):
+    vm = node(vllm_log="RuntimeProgramAllocationFailure: Attempting to reserve 384.11M\n", unhealthy_first=10_000)
+    vm.engine.exit_on_start[container.CONTAINER_NAME] = 1
+    result = vm("--health-timeout", "60")
+    assert result.returncode == 1
+    assert "vLLM exited (exit code 1)" in result.stderr
+    assert "RuntimeProgramAllocationFailure" in result.stderr
+    assert "systemctl stop tpu-vllm.service " in vm.commands
+
+
+def test_health_timeout_fails_with_the_log_tail_and_leaves_it_running(node):
+    vm = node(unhealthy_first=10_000)
+    result = vm("--health-timeout", "1")
     assert result.returncode == 1
     assert "/health did not answer 200 within 1s" in result.stderr
     assert "Application startup complete" in result.stderr  # the log tail
+    assert not any(line.startswith("systemctl stop") for line in vm.commands)
 
 
-def test_a_container_that_exits_fails_at_once_with_its_log(tmp_path):
-    with FakeVllm(API_CANARY, MODEL, unhealthy_first=10_000) as vllm:
-        serve = Serve(tmp_path, vllm.port, FAKE_DOCKER_RUNNING="false",
-                      FAKE_VLLM_LOG="RuntimeProgramAllocationFailure: Attempting to reserve 384.11M\n")
-        result = serve("--health-timeout", "1000")
-    assert result.returncode == 1
-    assert "vllm exited before it became healthy" in result.stderr
-    assert "RuntimeProgramAllocationFailure" in result.stderr
-
-
-def test_a_tool_call_that_does_not_come_back_fails_the_deploy(tmp_path):
-    with FakeVllm(API_CANARY, MODEL, tool_calls_work=False) as vllm:
-        serve = Serve(tmp_path, vllm.port)
-        result = serve()
+def test_a_tool_call_that_does_not_come_back_fails_the_deploy(node):
+    vm = node()
+    vm.front.tool_calls_work = False
+    result = vm()
     assert result.returncode == 1
     assert "no get_weather tool call came back" in result.stderr
-    serve.assert_key_never_leaked()
+    vm.assert_no_secret_left_the_files()
 
 
-def test_an_endpoint_open_without_the_key_fails_the_deploy(tmp_path):
-    with FakeVllm(API_CANARY, MODEL) as vllm:
-        vllm.api_key = None  # a server started without VLLM_API_KEY answers everyone
-        vllm.handle = _open_handler(vllm)
-        result = Serve(tmp_path, vllm.port)()
+def test_a_front_that_lets_invocations_through_without_the_key_fails_the_deploy(node):
+    vm = node()
+    vm.front.api_key = None  # what vLLM alone on the port would do: /invocations chats for anyone
+    result = vm()
     assert result.returncode == 1
-    assert "without the API key; expected 401" in result.stderr
+    assert "the front's /invocations answered 200 without the API key; expected 401" in result.stderr
 
 
-def _open_handler(vllm):
-    original = FakeVllm.handle
-
-    def handle(request):
-        request.headers = {**dict(request.headers), "Authorization": "Bearer None"}
-        return original(vllm, request)
-    return handle
+def test_a_vllm_started_without_its_key_fails_the_deploy(node):
+    vm = node(vllm_key=None)  # the entry command did not export VLLM_API_KEY
+    result = vm()
+    assert result.returncode == 1
+    assert "vLLM's own /v1/models" in result.stderr and "answered 200 without the API key" in result.stderr
 
 
-def test_a_failed_boot_script_stops_the_deploy_with_its_reason(tmp_path):
-    with FakeVllm(API_CANARY, MODEL) as vllm:
-        serve = Serve(tmp_path, vllm.port, status="failed: permission denied reading projects/p/secrets/hf")
-        result = serve()
+def test_a_front_that_does_not_answer_fails_the_deploy(node):
+    vm = node()
+    vm.front.__exit__(None, None, None)
+    result = vm("--front-timeout", "1")
+    assert result.returncode == 1
+    assert "the front on :" in result.stderr and "answered 000 for /health within 1s" in result.stderr
+
+
+def test_the_units_do_not_start_unless_this_boots_script_said_ready(node):
+    vm = node()
+    status = vm.root / boot_contract.STATUS_FILE.lstrip("/")
+    # serve.sh saw `ready`; then the boot script is run again by hand and fails: the containers must not start.
+    assert vm.stdin.endswith("\nmain\n")
+    vm.stdin = vm.stdin.removesuffix("main\n") + (
+        f"wait_for_startup() {{ printf 'failed: rerun\\n' > {shlex.quote(str(status))}; }}\nmain\n")
+    result = vm()
+    assert result.returncode == 1
+    assert "systemd could not start" in result.stderr
+    assert vm.engine.creates() == []
+
+
+def test_a_failed_boot_script_stops_the_deploy_with_its_reason(node):
+    vm = node(status="failed: permission denied reading projects/p/secrets/hf")
+    result = vm()
     assert result.returncode == 1
     assert "permission denied reading projects/p/secrets/hf" in result.stderr
-    assert not any(line.startswith("docker run") for line in serve.commands)
+    assert not any(line.startswith("systemctl") for line in vm.commands)
+    assert vm.engine.requests == []
 
 
-def test_a_boot_script_that_never_finishes_is_bounded(tmp_path):
-    with FakeVllm(API_CANARY, MODEL) as vllm:
-        serve = Serve(tmp_path, vllm.port, status=None)
-        result = serve("--status-timeout", "1")
+def test_a_boot_script_that_never_finishes_is_bounded(node):
+    vm = node(status=None)
+    result = vm("--status-timeout", "1")
     assert result.returncode == 1
     assert "did not finish in 1s" in result.stderr
 
 
-@pytest.mark.parametrize("missing", ["--model", "--port"])
-def test_missing_arguments_are_refused(tmp_path, missing):
-    serve = Serve(tmp_path, 8000)
-    index = serve.argv.index(missing)
-    serve.argv = serve.argv[:index] + serve.argv[index + 2:]
-    result = serve()
+@pytest.mark.parametrize("missing", ["--model", "--api-key-file"])
+def test_missing_arguments_are_refused(node, missing):
+    vm = node()
+    index = vm.argv.index(missing)
+    vm.argv = vm.argv[:index] + vm.argv[index + 2:]
+    result = vm()
     assert result.returncode == 2 and f"missing {missing}" in result.stderr
+
+
+def test_a_staged_file_outside_its_places_is_refused(node):
+    vm = node()
+    vm.stdin = vm.stdin.replace(f"stage_file {container.FRONT_CONFIG_FILE} ", "stage_file /etc/passwd ", 1)
+    result = vm()
+    assert result.returncode == 1
+    assert "refusing to install /etc/passwd" in result.stderr
+    assert not (vm.root / "etc/passwd").exists()

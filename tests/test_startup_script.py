@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import stat
 import subprocess
 import threading
@@ -79,16 +80,23 @@ def good_secrets(**faults):
     return FakeSecretManager({HF_SECRET: HF_CANARY, API_SECRET: API_CANARY}, faults=faults or None)
 
 
-def test_success_writes_a_root_only_env_file_and_the_ready_marker(tmp_path, servers):
+def test_success_writes_each_secret_to_its_own_root_only_file_and_the_ready_marker(tmp_path, servers):
     metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets())
     run = Run(tmp_path, metadata.url, secretmanager.url)
+    legacy = run.root / contract.LEGACY_ENV_FILE.lstrip("/")
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(f"HF_TOKEN={HF_CANARY}\n")  # what an earlier version left behind
     result = run()
     assert result.returncode == 0, result.stderr
-    env_file = run.root / contract.ENV_FILE.lstrip("/")
-    env_dir = env_file.parent
-    assert env_file.read_text() == f"HF_TOKEN={HF_CANARY}\nVLLM_API_KEY={API_CANARY}\n"
-    assert stat.S_IMODE(env_dir.stat().st_mode) == 0o700
-    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    secrets_dir = run.root / contract.SECRETS_DIR.lstrip("/")
+    assert (run.root / contract.HF_TOKEN_FILE.lstrip("/")).read_text() == HF_CANARY + "\n"
+    assert (run.root / contract.API_KEY_FILE.lstrip("/")).read_text() == API_CANARY + "\n"
+    assert sorted(path.name for path in secrets_dir.iterdir()) == ["api-key", "hf-token"]
+    assert stat.S_IMODE(secrets_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(secrets_dir.parent.stat().st_mode) == 0o700
+    for path in secrets_dir.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not legacy.exists()
     assert run.status == "ready"
     assert (run.root / "mnt/tpu-vllm-cache/vllm").is_dir()
     assert "docker pull vllm/vllm-tpu:nightly" in run.commands
@@ -105,7 +113,7 @@ def test_403_names_the_missing_binding_and_the_service_account(tmp_path, servers
     assert run().returncode == 1
     assert "roles/secretmanager.secretAccessor" in run.status
     assert "vm@proj.iam.gserviceaccount.com" in run.status
-    assert not (run.root / contract.ENV_FILE.lstrip("/")).exists()
+    assert not (run.root / contract.SECRETS_DIR.lstrip("/")).exists()
     assert len(secretmanager.requests) == 1  # a 403 is not retried
     run.assert_no_canary_anywhere()
 
@@ -163,30 +171,134 @@ def test_metadata_server_that_never_answers_fails_clearly(tmp_path, servers):
 
 
 DISK_FAKES = {
-    # blkid: blank until mkfs ran; then it reports a UUID.
-    "blkid": 'marker="$STARTUP_ROOT/.formatted"; [[ -e "$marker" ]] || exit 2; '
-             '[[ "$1" == -s ]] && echo 1111-2222; exit 0',
-    "mkfs.ext4": 'touch "$STARTUP_ROOT/.formatted"',
+    # blkid -p -o export: nothing (exit 2) until mkfs ran, then an ext4 filesystem; FAKE_BLKID_* override it.
+    "blkid": 'marker="$STARTUP_ROOT/.formatted"\n'
+             'if [[ -n "${FAKE_BLKID_CODE:-}" ]]; then printf "%s" "${FAKE_BLKID_OUT:-}"; '
+             'echo "blkid: probe failed" >&2; exit "$FAKE_BLKID_CODE"; fi\n'
+             '[[ -e "$marker" ]] || exit 2\n'
+             'printf "DEVNAME=%s\\nUUID=%s\\nBLOCK_SIZE=4096\\nTYPE=ext4\\nUSAGE=filesystem\\n" "${@: -1}" '
+             '"${FAKE_UUID-1111-2222}"',
+    "mkfs.ext4": '[[ -z "${FAKE_MKFS_FAIL:-}" ]] || { echo "mkfs.ext4: Device or resource busy" >&2; exit 1; }\n'
+                 'touch "$STARTUP_ROOT/.formatted"',
     "mountpoint": '[[ -e "$STARTUP_ROOT/.mounted" ]]',
-    "mount": 'touch "$STARTUP_ROOT/.mounted"',
+    "mount": '[[ -z "${FAKE_MOUNT_FAIL:-}" ]] || { echo "mount: wrong fs type" >&2; exit 32; }\n'
+             'touch "$STARTUP_ROOT/.mounted"',
 }
+FSTAB_LINE = ("UUID=1111-2222 /mnt/tpu-vllm-cache ext4 discard,defaults,nofail,"
+              "x-systemd.device-timeout=10s 0 2")
 
 
-def test_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(tmp_path, servers):
+def disk_run(tmp_path, servers, **env) -> Run:
     with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"})
     metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
-    run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES)
+    run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES, **env)
     device = run.root / "dev/disk/by-id/google-persistent-disk-1"
     device.parent.mkdir(parents=True)
     device.touch()
     (run.root / "etc").mkdir()
+    return run
+
+
+def command_count(run: Run, name: str) -> int:
+    return sum(line.startswith(name + " ") for line in run.commands.splitlines())
+
+
+def test_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(tmp_path, servers):
+    run = disk_run(tmp_path, servers)
     assert run().returncode == 0, run.result.stderr
     assert run().returncode == 0, run.result.stderr  # second boot: no format, no second fstab line
-    fstab = (run.root / "etc/fstab").read_text().splitlines()
-    assert fstab == ["UUID=1111-2222 /mnt/tpu-vllm-cache ext4 discard,defaults,nofail,"
-                     "x-systemd.device-timeout=10s 0 2"]
-    assert run.commands.count("mkfs.ext4 ") == 1
-    assert run.commands.count("\nmount ") + run.commands.startswith("mount ") == 1
+    assert (run.root / "etc/fstab").read_text().splitlines() == [FSTAB_LINE]
+    assert command_count(run, "mkfs.ext4") == 1
+    assert command_count(run, "mount") == 1
+    # Only the low-level probe decides: a cached `blkid DEVICE` answer never does.
+    assert all(line.startswith("blkid -p ") for line in run.commands.splitlines() if line.startswith("blkid"))
+
+
+def test_a_replaced_disk_replaces_the_fstab_line_for_its_mount_point(tmp_path, servers):
+    run = disk_run(tmp_path, servers)
+    (run.root / "etc/fstab").write_text("UUID=root / ext4 defaults 0 1\n"
+                                        "UUID=9999-0000 /mnt/tpu-vllm-cache ext4 defaults,nofail 0 2\n")
+    assert run().returncode == 0, run.result.stderr
+    assert (run.root / "etc/fstab").read_text().splitlines() == ["UUID=root / ext4 defaults 0 1", FSTAB_LINE]
+
+
+@pytest.mark.parametrize("code", ["4"])
+def test_a_blkid_error_fails_clearly_and_never_formats(tmp_path, servers, code):
+    run = disk_run(tmp_path, servers, FAKE_BLKID_CODE=code)
+    assert run().returncode == 1
+    assert run.status.startswith(f"failed: blkid -p could not probe {run.root}/dev/disk/by-id/google-persistent-disk-1 "
+                                 f"(exit {code}: blkid: probe failed)")
+    assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
+    assert not (run.root / "etc/fstab").exists()
+
+
+@pytest.mark.parametrize(("probe", "expected"), [
+    ("TYPE=xfs\nUUID=abcd\n", "holds a xfs filesystem, not ext4; refusing to format it"),
+    ("PTUUID=1234\nPTTYPE=gpt\n", "has a gpt partition table"),
+])
+def test_a_disk_that_is_not_plain_ext4_is_refused_not_formatted(tmp_path, servers, probe, expected):
+    run = disk_run(tmp_path, servers, FAKE_BLKID_CODE="0", FAKE_BLKID_OUT=probe)
+    assert run().returncode == 1
+    assert expected in run.status and run.status.startswith("failed: cache disk ")
+    assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
+
+
+def test_no_fstab_line_is_ever_written_with_an_empty_uuid(tmp_path, servers):
+    run = disk_run(tmp_path, servers, FAKE_UUID="")
+    assert run().returncode == 1
+    assert "UUID '' is empty or malformed; not writing /etc/fstab" in run.status
+    assert not (run.root / "etc/fstab").exists()
+
+
+def _line_of(status: str) -> str:
+    match = re.search(r"\(line (\d+)\)$", status)
+    assert match, status
+    return SCRIPT.read_text().splitlines()[int(match.group(1)) - 1]
+
+
+@pytest.mark.parametrize(("env", "step", "command"), [
+    ({"FAKE_MKFS_FAIL": "1"}, "formatting the blank cache disk", "mkfs.ext4"),
+    ({"FAKE_MOUNT_FAIL": "1"}, "mounting the cache disk", "mount -o discard,defaults"),
+])
+def test_a_failed_mkfs_or_mount_ends_in_a_failed_status_naming_the_step_and_line(tmp_path, servers, env, step,
+                                                                                  command):
+    run = disk_run(tmp_path, servers, **env)
+    assert run().returncode != 0
+    assert run.status.startswith(f"failed: {step} ")
+    assert f"`{command}" in run.status
+    assert command in _line_of(run.status)
+    assert not (run.root / contract.SECRETS_DIR.lstrip("/")).exists()
+
+
+def test_any_unexpected_failure_ends_in_a_failed_status_not_running(tmp_path, servers):
+    metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets())
+    run = Run(tmp_path, metadata.url, secretmanager.url, fakes={"install": "exit 1"})
+    assert run().returncode == 1
+    assert run.status.startswith("failed: writing the secret files: `install -m 0600 ")
+    assert "install -m 0600" in _line_of(run.status)
+    run.assert_no_canary_anywhere()
+
+
+@pytest.mark.parametrize("reply", [b"<html>captive portal</html>"])
+def test_a_200_token_reply_that_is_not_json_fails_clearly(tmp_path, servers, reply):
+    metadata, secretmanager = servers(FakeMetadata(attributes(), token_reply=reply), good_secrets())
+    run = Run(tmp_path, metadata.url, secretmanager.url)
+    assert run().returncode == 1
+    assert run.status == ("failed: the metadata server's token reply (HTTP 200) is not JSON with an access_token; "
+                          "is something intercepting metadata.google.internal?")
+    assert secretmanager.requests == []
+    assert "captive" not in run.result.stderr  # the reply's text is never echoed
+
+
+@pytest.mark.parametrize("mount_point", ["/mnt/../etc"])
+def test_a_system_mount_point_from_metadata_is_refused(tmp_path, servers, mount_point):
+    metadata, secretmanager = servers(FakeMetadata(attributes(**{contract.CACHE_MOUNT_ATTRIBUTE: mount_point})),
+                                      good_secrets())
+    run = Run(tmp_path, metadata.url, secretmanager.url)
+    assert run().returncode == 1
+    assert run.status.startswith(f"failed: cache mount point {mount_point}") or \
+        run.status.startswith(f"failed: cache mount point '{mount_point}'")
+    assert secretmanager.requests == []
 
 
 def test_the_script_reads_every_attribute_the_stack_sets():
@@ -197,3 +309,12 @@ def test_the_script_reads_every_attribute_the_stack_sets():
     assert len(ours) == 5
     for key in ours:
         assert f"metadata_attribute {key})" in script, key
+
+
+def test_the_script_writes_the_secret_files_where_the_containers_mount_them():
+    script = SCRIPT.read_text()
+    assert f'SECRETS_DIR="$ROOT{contract.SECRETS_DIR}"' in script
+    assert f'LEGACY_ENV_FILE="$ROOT{contract.LEGACY_ENV_FILE}"' in script
+    assert f'STATUS_FILE="$STATUS_DIR/{contract.STATUS_FILE.rsplit("/", 1)[1]}"' in script
+    names = [path.rsplit("/", 1)[1] for path in (contract.HF_TOKEN_FILE, contract.API_KEY_FILE)]
+    assert f"for name in {' '.join(names)}; do" in script

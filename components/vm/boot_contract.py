@@ -1,4 +1,4 @@
-"""What the Pulumi side and startup/startup.sh agree on: the metadata the VM reads, the files it writes.
+"""What the Pulumi side and the VM's scripts agree on: the metadata the VM reads, the files it writes.
 
 startup.sh is static (no templating), so it spells these names itself; tests check both
 sides against this module.
@@ -13,9 +13,16 @@ CACHE_DEVICE_ATTRIBUTE = "tpu-vllm-cache-device"
 CACHE_MOUNT_ATTRIBUTE = "tpu-vllm-cache-mount"
 IMAGE_ATTRIBUTE = "tpu-vllm-image"
 
-# Files startup.sh writes; the container reads its secrets from ENV_FILE (root only).
-ENV_FILE = "/etc/tpu-vllm/env"
+# Files startup.sh writes at every boot. Each secret is its own root-only file (directory 0700, file 0600),
+# mounted read-only into the containers that need it; no secret is ever in an environment or an argv.
+SECRETS_DIR = "/etc/tpu-vllm/secrets"
+HF_TOKEN_FILE = f"{SECRETS_DIR}/hf-token"
+API_KEY_FILE = f"{SECRETS_DIR}/api-key"
 STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
+# Where earlier versions kept both secrets for `docker run --env-file`; startup.sh deletes it.
+LEGACY_ENV_FILE = "/etc/tpu-vllm/env"
+# The systemd unit that runs the startup-script metadata on GCE/TPU VM images (google-guest-agent).
+BOOT_SCRIPT_UNIT = "google-startup-scripts.service"
 
 
 def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,

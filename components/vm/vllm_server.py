@@ -1,4 +1,10 @@
-"""The serving step: over SSH, start the log's vLLM container, wait for health, smoke-test it."""
+"""The serving step: over SSH, install the two containers as systemd units, wait for health, smoke-test.
+
+The remote command's text is serve.sh's flags and vLLM's `docker run` arguments (what a reviewer reads
+in the plan). Its stdin is serve.sh followed by the files it installs, each a quoted here-document so a
+preview shows them as written: the front's nginx.conf and runner, and both systemd units. None holds a
+secret; the secrets stay in the files startup.sh wrote on the VM.
+"""
 
 from __future__ import annotations
 
@@ -12,27 +18,60 @@ import pulumi_command as command
 
 from components import serve_command
 from components.settings import Settings
-from components.vm import boot_contract, container
+from components.vm import boot_contract, container, systemd_units
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
+
+
+FILE_DELIMITER = "TPU_VLLM_FILE"
 
 
 def serve_script_text() -> str:
     return SERVE_SCRIPT.read_text()
 
 
+def installed_files(settings: Settings) -> list[tuple[str, str]]:
+    """(path on the VM, content) of every file serve.sh installs besides vLLM's runner."""
+    return [
+        (container.FRONT_CONFIG_FILE, container.front_config(settings)),
+        (container.FRONT_RUNNER, container.front_runner_script(settings)),
+        (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
+        (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
+        (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
+    ]
+
+
 def remote_command_text(settings: Settings) -> str:
-    """`sudo bash -s -- ...`: flags only; the script arrives on stdin, secrets stay on the VM."""
+    """`sudo bash -s -- ...`: flags and vLLM's docker run arguments; no secret, the rest arrives on stdin."""
     args = [
         "--status", boot_contract.STATUS_FILE,
-        "--env-file", boot_contract.ENV_FILE,
-        "--container", container.CONTAINER_NAME,
-        "--port", str(settings.vllm.port),
+        "--api-key-file", boot_contract.API_KEY_FILE,
         "--model", settings.vllm.model,
+        "--port", str(settings.vllm.port),
+        "--upstream-port", str(settings.front.upstream_port),
+        "--container", container.CONTAINER_NAME,
+        "--front-container", container.FRONT_CONTAINER_NAME,
+        "--runner", container.VLLM_RUNNER,
+        "--vllm-unit", systemd_units.VLLM_UNIT,
+        "--front-unit", systemd_units.FRONT_UNIT,
+        *(["--tpu-devices"] if settings.vllm.container_access == "devices" else []),
         "--health-timeout", str(settings.vllm.health_timeout_seconds),
         "--", *container.docker_run_args(settings),
     ]
     return "sudo bash -s -- " + shlex.join(args)
+
+
+def serve_stdin(settings: Settings) -> str:
+    """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`."""
+    parts = [serve_script_text().rstrip("\n"), "",
+             "# ---- Rendered by the stack from its settings (no secret): the files this step installs ----"]
+    for path, text in installed_files(settings):
+        if FILE_DELIMITER in text.splitlines():
+            raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
+        body = text if text.endswith("\n") else text + "\n"
+        parts.append(f"stage_file {shlex.quote(path)} <<'{FILE_DELIMITER}'\n{body}{FILE_DELIMITER}")
+    parts.append("main")
+    return "\n".join(parts) + "\n"
 
 
 def content_hash(*parts: str) -> str:
@@ -60,7 +99,7 @@ class VllmServer(pulumi.ComponentResource):
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
         text = remote_command_text(args.settings)
-        script = serve_script_text()
+        script = serve_stdin(args.settings)
         self.serve_command = serve_command.render_serve_command(args.settings)
         self.command = command.remote.Command(
             f"{name}-serve",

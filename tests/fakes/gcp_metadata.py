@@ -13,11 +13,13 @@ ACCESS_TOKEN = "ya29.FAKE-ACCESS-TOKEN-CANARY"
 
 class FakeMetadata(FakeServer):
     def __init__(self, attributes: dict[str, str], email: str = "vm@proj.iam.gserviceaccount.com",
-                 unavailable_first: int = 0, port: int = 0):
+                 unavailable_first: int = 0, port: int = 0, token_reply: bytes | None = None):
         super().__init__(port)
         self.attributes = attributes
         self.email = email
         self.unavailable_first = unavailable_first
+        self.token_reply = token_reply
+        """A raw 200 body for the token request instead of the JSON (a captive proxy, a broken server)."""
 
     def handle(self, request: Request) -> Response:
         if request.headers.get("Metadata-Flavor") != "Google":
@@ -33,6 +35,8 @@ class FakeMetadata(FakeServer):
                 return Response(200, raw=self.attributes[name].encode(), headers={"Content-Type": "text/plain"})
             return Response(404, raw=b"not found")
         if path == "instance/service-accounts/default/token":
+            if self.token_reply is not None:
+                return Response(200, raw=self.token_reply, headers={"Content-Type": "text/html"})
             return Response(200, {"access_token": ACCESS_TOKEN, "expires_in": 3599, "token_type": "Bearer"})
         if path == "instance/service-accounts/default/email":
             return Response(200, raw=self.email.encode(), headers={"Content-Type": "text/plain"})

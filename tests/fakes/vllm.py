@@ -3,30 +3,36 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from tests.fakes.http import FakeServer, Request, Response
 
 
 class FakeVllm(FakeServer):
-    def __init__(self, api_key: str, model: str, unhealthy_first: int = 0, tool_calls_work: bool = True,
-                 port: int = 0):
+    def __init__(self, api_key: str | None, model: str, unhealthy_first: int = 0, tool_calls_work: bool = True,
+                 port: int = 0, ready_when: Callable[[], bool] | None = None):
         super().__init__(port)
         self.api_key = api_key
+        """None: a server started without a key, which answers everyone."""
         self.model = model
         self.unhealthy_first = unhealthy_first
         self.tool_calls_work = tool_calls_work
+        self.ready_when = ready_when
+        """/health answers 503 until this says yes (then unhealthy_first counts down)."""
 
     def handle(self, request: Request) -> Response:
         if request.path == "/health":
+            if self.ready_when is not None and not self.ready_when():
+                return Response(503, raw=b"")
             if self.unhealthy_first > 0:
                 self.unhealthy_first -= 1
                 return Response(503, raw=b"")
             return Response(200, raw=b"")
-        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return Response(401, {"error": "Unauthorized"})
         if request.path == "/v1/models":
             return Response(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
-        if request.path == "/v1/chat/completions":
+        if request.path in ("/v1/chat/completions", "/invocations"):
             body = request.json()
             if body.get("tools") and self.tool_calls_work:
                 message = {"role": "assistant", "content": None, "tool_calls": [{

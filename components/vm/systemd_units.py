@@ -1,0 +1,129 @@
+"""The systemd units that bring both containers back by themselves after a reboot of the node.
+
+Each container unit starts only after Docker, this boot's run of the boot script (which writes the secret
+files on every boot) and, for vLLM, the compile-cache mount; it removes the previous container and creates
+a fresh one from the runner script serve.sh installed, so a restart never inherits an old container's
+flags. A crash restarts the container, a few times an hour at most: a setting that fails ~11 minutes into
+every compile must not loop for the whole run.
+
+The boot script's own unit (google-startup-scripts.service) is a oneshot that goes inactive when it
+finishes, so requiring it would run the boot script again at every start of a container. Instead a
+oneshot of ours, ordered after it, checks its status file once per boot and stays active (RemainAfterExit);
+the container units require that one.
+"""
+
+from __future__ import annotations
+
+from components.settings import Settings
+from components.vm import boot_contract, container
+
+UNIT_DIR = "/etc/systemd/system"
+VLLM_UNIT = "tpu-vllm.service"
+FRONT_UNIT = "tpu-vllm-front.service"
+BOOT_READY_UNIT = "tpu-vllm-boot-ready.service"
+DOCKER_UNIT = "docker.service"
+# vLLM: a crash costs a compile (~8 min warm, ~14 cold); three tries an hour, then the unit stays failed.
+VLLM_RESTART_SECONDS = 30
+VLLM_START_LIMIT = (3, 3600)
+# The front starts in a second; it may retry faster.
+FRONT_RESTART_SECONDS = 5
+FRONT_START_LIMIT = (5, 600)
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.")
+
+
+def escape_path(path: str) -> str:
+    """`systemd-escape --path PATH`: the name systemd gives the unit of a mount point."""
+    trimmed = "/".join(part for part in path.split("/") if part)
+    if not trimmed:
+        return "-"
+    out = []
+    for index, char in enumerate(trimmed):
+        if char == "/":
+            out.append("-")
+        elif char in _SAFE and not (index == 0 and char == "."):
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode())
+    return "".join(out)
+
+
+def mount_unit(mount_point: str) -> str:
+    return escape_path(mount_point) + ".mount"
+
+
+def unit_path(name: str) -> str:
+    return f"{UNIT_DIR}/{name}"
+
+
+def boot_ready_unit() -> str:
+    return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
+[Unit]
+Description=tpu-vllm: this boot's run of the boot script wrote the secret files and mounted the cache disk
+# Ordered after the boot script, never pulling it in: it is a oneshot, and starting it would run it again.
+After={boot_contract.BOOT_SCRIPT_UNIT}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=grep -qx ready {boot_contract.STATUS_FILE}
+"""
+
+
+def vllm_unit(settings: Settings) -> str:
+    cache_mount = mount_unit(settings.cache.mount_point)
+    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT} {cache_mount}"
+    burst, interval = VLLM_START_LIMIT
+    where = f"127.0.0.1:{settings.front.upstream_port}"
+    return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
+[Unit]
+Description=tpu-vllm: vLLM serving {settings.vllm.model} on {where}, behind {FRONT_UNIT}
+# The secret files come from the boot script, the compile cache from its own disk: start after both.
+Requires={requires}
+After={requires} network-online.target
+Wants=network-online.target
+StartLimitIntervalSec={interval}
+StartLimitBurst={burst}
+
+[Service]
+Type=simple
+# Replace, never restart: a new start must not inherit an old container's flags.
+ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
+# A crashed run can leave libtpu's lock behind, and the next one then cannot open the chip.
+ExecStartPre=rm -f /tmp/libtpu_lockfile
+ExecStart=bash {container.VLLM_RUNNER}
+ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
+Restart=on-failure
+RestartSec={VLLM_RESTART_SECONDS}
+TimeoutStopSec=60
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def front_unit(settings: Settings) -> str:
+    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT}"
+    burst, interval = FRONT_START_LIMIT
+    upstream = f"127.0.0.1:{settings.front.upstream_port}"
+    return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
+[Unit]
+Description=tpu-vllm front: nginx on :{settings.vllm.port}, the key on all but /health, before vLLM on {upstream}
+# The API key file comes from the boot script.
+Requires={requires}
+After={requires} network-online.target
+Wants=network-online.target
+StartLimitIntervalSec={interval}
+StartLimitBurst={burst}
+
+[Service]
+Type=simple
+ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
+ExecStart=bash {container.FRONT_RUNNER}
+ExecStop=docker stop --time 10 {container.FRONT_CONTAINER_NAME}
+Restart=on-failure
+RestartSec={FRONT_RESTART_SECONDS}
+
+[Install]
+WantedBy=multi-user.target
+"""
