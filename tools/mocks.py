@@ -6,6 +6,7 @@ Shared by the offline plan and the tests, so both see the program the same way.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,50 @@ from pulumi.runtime.mocks import MockMonitor
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
+
+# What only GCP knows after deploy, as the mocks invent it (plausible, so the program's own
+# string handling runs as in a deploy; distinctive, so the plan can mark every use).
 MOCK_PROJECT_NUMBER = "123456789012"
+MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
+MOCK_INTERNAL_IP = "10.128.0.2"
+MOCK_STATE = "ACTIVE"
+MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
+MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
+
+# How the plan shows them: as marked placeholders, never as if they were real.
+PLACEHOLDERS = {
+    MOCK_EXTERNAL_IP: "<external-ip>",
+    MOCK_INTERNAL_IP: "<internal-ip>",
+    MOCK_PROJECT_NUMBER: "<project-number>",
+    MOCK_TERMINATION_TIME: "<run-end-time>",
+    MOCK_PUBLIC_KEY: "<generated-ssh-public-key>",
+}
+# A state is a common word: only a whole value equal to it is a placeholder.
+WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
+PLACEHOLDER_MEANINGS = {
+    "<external-ip>": "the node's external IP, given by GCP when the node is created",
+    "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
+    "<project-number>": "your project's number",
+    "<run-end-time>": "when the run ends (runDuration.terminationTime), set when the node becomes ACTIVE",
+    "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
+    "<queued-resource-state>": "the queued resource's state at deploy time",
+}
+
+
+def mark_placeholders(value: Any) -> Any:
+    """Every invented value replaced by its placeholder, wherever it ended up."""
+    if isinstance(value, str):
+        if value in WHOLE_VALUE_PLACEHOLDERS:
+            return WHOLE_VALUE_PLACEHOLDERS[value]
+        for invented, placeholder in PLACEHOLDERS.items():
+            # Not inside a longer number: 10.128.0.25 is not 10.128.0.2.
+            value = re.sub(rf"(?<![\d.]){re.escape(invented)}(?![\d])", placeholder, value)
+        return value
+    if isinstance(value, dict):
+        return {key: mark_placeholders(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mark_placeholders(item) for item in value]
+    return value
 
 
 @dataclass
@@ -85,7 +129,7 @@ class StackMocks(pulumi.runtime.Mocks):
             return {"result": "mock-generated-api-key-" + "x" * 25}
         if typ == "tls:index/privateKey:PrivateKey":
             return {
-                "publicKeyOpenssh": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm\n",
+                "publicKeyOpenssh": MOCK_PUBLIC_KEY + "\n",
                 "privateKeyOpenssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n",
             }
         if typ == "pulumi-python:dynamic/tpu-vllm:QueuedResource" or typ.endswith(":QueuedResource"):
@@ -93,10 +137,10 @@ class StackMocks(pulumi.runtime.Mocks):
             return {
                 "queuedResourceName": f"{inputs['parent']}/queuedResources/{inputs['queuedResourceId']}",
                 "nodeName": f"{spec['parent']}/nodes/{spec['nodeId']}",
-                "state": "ACTIVE",
-                "internalIp": "10.128.0.2",
-                "externalIp": "203.0.113.10",
-                "terminationTime": "(set by GCP when the node becomes ACTIVE)",
+                "state": MOCK_STATE,
+                "internalIp": MOCK_INTERNAL_IP,
+                "externalIp": MOCK_EXTERNAL_IP,
+                "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
         if typ == "command:remote:Command":
