@@ -5,6 +5,7 @@ Shared by the offline plan and the tests, so both see the program the same way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
@@ -110,6 +111,18 @@ class StackMocks(pulumi.runtime.Mocks):
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
+    event_loops: set[asyncio.AbstractEventLoop] = field(default_factory=set)
+    """The loops Pulumi's mock monitor opens, one per worker thread (see close_event_loops)."""
+
+    def close_event_loops(self) -> None:
+        """Close them once the program is done with them.
+
+        Left open, the interpreter finalises each at exit after its own self-pipe socket, in no
+        fixed order, and now and then prints "Exception ignored in BaseEventLoop.__del__" to stderr.
+        """
+        for loop in list(self.event_loops):
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         options = self.options.get((args.typ, args.name), {})
@@ -173,8 +186,27 @@ class RecordingMonitor(MockMonitor):
                 "delete_before_replace": bool(request.deleteBeforeReplace),
             }
         response = super().RegisterResource(request)
+        self._remember_loop()
         self._stack_mocks.urn_names[response.urn] = request.name
         return response
+
+    def Invoke(self, request):  # noqa: N802 - gRPC method name
+        try:
+            return super().Invoke(request)
+        finally:
+            self._remember_loop()
+
+    def ReadResource(self, request):  # noqa: N802 - gRPC method name
+        try:
+            return super().ReadResource(request)
+        finally:
+            self._remember_loop()
+
+    def _remember_loop(self) -> None:
+        try:
+            self._stack_mocks.event_loops.add(asyncio.get_event_loop())
+        except RuntimeError:
+            pass  # this call made none (the stack's own registration returns before it does)
 
 
 def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None,

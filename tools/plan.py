@@ -119,6 +119,10 @@ def budget_summary(settings: Any, resources: list[dict[str, Any]] = ()) -> dict[
     return summary
 
 
+class PlanError(Exception):
+    """The program itself stopped (its own RunError) after the settings passed."""
+
+
 SECRET_VERSION_TYPE = "gcp:secretmanager/secretVersion:SecretVersion"
 DISK_TYPE = "gcp:compute/disk:Disk"
 
@@ -167,6 +171,7 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
             _sync_await(wait_for_rpcs())  # let what was already registered reach the mocks
         except Exception:  # noqa: BLE001 - the failure behind the RunError, already reported by it
             pass
+        # Registrations may still be in flight on worker threads here: their loops stay open.
         return ProgramRun(recorder.registrations, [], None, {}, error=str(error))
     _sync_await(wait_for_rpcs())
     loaded = loaded or namespace["loaded"]
@@ -175,7 +180,16 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
     for name, value in get_root_resource().outputs.items():
         output = pulumi.Output.from_input(value)
         outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
+    _close_loops(recorder)
     return ProgramRun(recorder.registrations, loaded.warnings, loaded.settings, outputs)
+
+
+def _close_loops(recorder: Any) -> None:
+    """Every RPC has returned: close the worker threads' loops and this thread's (see close_event_loops)."""
+    import asyncio
+
+    recorder.event_loops.add(asyncio.get_event_loop())
+    recorder.close_event_loops()
 
 
 def _tidy(value: Any) -> Any:
@@ -213,14 +227,20 @@ def tree_order(resources: list[dict[str, Any]]) -> list[tuple[dict[str, Any], in
 
 
 def vm_files() -> dict[str, str]:
-    """Text of each file under startup/ -> its path: how the plan recognises them in inputs."""
+    """Text of each file under startup/ -> its path: how the plan recognises them in inputs.
+
+    Only texts of more than one line: a one-word file would claim every input that says that word.
+    """
     files = {}
     for path in sorted(VM_FILES_DIR.rglob("*")):
-        if path.is_file():
-            try:
-                files[path.read_text()] = path.relative_to(ROOT).as_posix()
-            except UnicodeDecodeError:
-                continue
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        if "\n" in text.strip():
+            files[text] = path.relative_to(ROOT).as_posix()
     return files
 
 
@@ -267,6 +287,8 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
         notes.append(f"gcp:project is not set; the plan uses {PLACEHOLDER_PROJECT!r}. "
                      "Set it with: pulumi config set gcp:project YOUR_PROJECT")
     program = run_program(config, secret_keys, stack)
+    if program.error:
+        raise PlanError(program.error)
     registered = [
         {"type": r.type, "name": r.name, "parent": r.parent, "component": not r.custom,
          "retain_on_delete": r.retain_on_delete, "inputs": _tidy(redact(r.inputs))}
@@ -410,7 +432,7 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
 def render_text(plan: dict[str, Any]) -> str:
     from tools import command_line
 
-    files = {text: path for text, path in _file_texts(plan).items()}
+    files = _file_texts(plan)
     lines = [f"tpu-vllm offline plan: stack {plan['stack']}, project {plan['project']}", ""]
     lines += [f"note: {note}" for note in plan["notes"]]
     if plan["placeholders"]:
@@ -483,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(error.render(), file=sys.stderr)
         return 2
-    except (FileNotFoundError, yaml.YAMLError, plan_diff.PlanFileError) as error:
+    except (FileNotFoundError, yaml.YAMLError, plan_diff.PlanFileError, PlanError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if base is not None:
