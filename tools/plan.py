@@ -21,7 +21,7 @@ import os
 import runpy
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ def read_stack_config(path: Path) -> tuple[dict[str, str], list[str]]:
     return config, secret_keys
 
 
-def budget_summary(settings: Any, resources: list[dict[str, Any]] = ()) -> dict[str, Any]:
+def budget_summary(settings: Any, resources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Cost, memory and load figures; None where a figure does not apply (the text leaves it out)."""
     from components import budget
 
