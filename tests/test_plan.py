@@ -321,6 +321,7 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
     assert '      body.tpu.nodeSpec[0].node.labels.team: (absent) -> "ml"\n' in body
     serve = diff.split("  ~ command:remote:Command  vllm-serve\n")[1].split("\n\n")[0]
     assert "      create (by argument):\n        ~ --max-model-len: 32768 -> 16384\n" in serve
+    assert "        (pulumi-command replaces the command when its triggers change: it runs again)" in serve
     assert "cost (USD):\n" in diff
     assert "  cache_disk_usd_per_month: 5.5 -> 11.0 (+5.5)\n" in diff
     assert "  max_spend_usd: 2.4 -> 1.2 (-1.2)\n" in diff

@@ -16,7 +16,7 @@ from typing import Any
 
 from tools import command_line
 from tools.mocks import mark_placeholders
-from tools.plan import is_command_input, is_command_output, sha256
+from tools.plan import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
 
 ABSENT = "(absent)"
 SCRIPT_DIFF_LINES = 60
@@ -113,6 +113,8 @@ def _field_changes(old: dict[str, Any], new: dict[str, Any], resource_type: str,
             a, b = flat_old.get(path, ABSENT), flat_new.get(path, ABSENT)
             if a != b:
                 lines += describe_change(path, a, b, command=False, files=files)
+        if key == "triggers" and resource_type.startswith(COMMAND_PROVIDER_PREFIX):
+            lines.append("  (pulumi-command replaces the command when its triggers change: it runs again)")
     return lines
 
 
