@@ -41,6 +41,25 @@ USD_PER_CHIP_HOUR = {
 # A forgotten weekend on a node that never stops itself (the log: 60 h).
 FORGOTTEN_WEEKEND_HOURS = 60
 
+# USD per provisioned GB-month of zonal disk in us-west4, from the Cloud Billing Catalog as
+# compiled in github.com/Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml
+# (compute.storage.*.cost.us-west4.month; generated 2025-03-06, commit 0166a59e).
+# A disk bills for its provisioned size, per second, from creation until it is deleted:
+# whether or not a node is attached, whether or not a run is active.
+USD_PER_GB_MONTH = {
+    "pd-balanced": 0.11,
+}
+
+# USD per active secret version per month (cloud.google.com/secret-manager/pricing: $0.06 per
+# version and location, automatic replication billed as one location; the first 6 active
+# versions a month are free per billing account). Versions bill until destroyed, run or no run.
+USD_PER_SECRET_VERSION_MONTH = 0.06
+FREE_SECRET_VERSIONS_PER_MONTH = 6
+
+# The billing month the per-month prices assume (Google prorates them by the second;
+# the same catalog's monthly instance prices are its hourly ones x 730).
+HOURS_PER_MONTH = 730
+
 
 @dataclass(frozen=True)
 class KvLayerGroup:
@@ -179,6 +198,33 @@ def usd_per_million_output_tokens(pricing: str, output_tokens_per_second: float)
 
 def forgotten_weekend_usd(pricing: str) -> float:
     return cost_per_hour_usd(pricing) * FORGOTTEN_WEEKEND_HOURS
+
+
+def disk_usd_per_month(disk_type: str, size_gb: int) -> float:
+    """What the compile-cache disk costs every month it exists, run or no run."""
+    return USD_PER_GB_MONTH[disk_type] * size_gb
+
+
+def disk_usd_for_seconds(disk_type: str, size_gb: int, seconds: int) -> float:
+    """The disk's share of a period, e.g. of one run."""
+    return disk_usd_per_month(disk_type, size_gb) * seconds / (HOURS_PER_MONTH * 3600)
+
+
+def cache_disk_billing(disk_type: str, size_gb: int, keep_on_destroy: bool, *, disk_name: str, zone: str,
+                       project: str) -> str:
+    """One sentence on what the disk costs and when that stops (the stack output and the plan)."""
+    text = (f"{disk_type} {size_gb} GB x ${USD_PER_GB_MONTH[disk_type]}/GB-month = "
+            f"${disk_usd_per_month(disk_type, size_gb):.2f}/month from creation until deleted, "
+            "whether or not a run is active")
+    if keep_on_destroy:
+        return (f"{text}; cache.keepOnDestroy is set, so it outlives pulumi destroy and bills on until you "
+                f"delete it: gcloud compute disks delete {disk_name} --zone={zone} --project={project}")
+    return f"{text}; pulumi destroy deletes it"
+
+
+def max_spend_with_disk_usd(pricing: str, run_seconds: int, disk_type: str, size_gb: int) -> float:
+    """One run at most, TPU and the cache disk's share of those hours (the disk bills on after it)."""
+    return max_spend_usd(pricing, run_seconds) + disk_usd_for_seconds(disk_type, size_gb, run_seconds)
 
 
 def gib(value_bytes: int) -> float:

@@ -76,3 +76,30 @@ def test_unknown_model_has_no_geometry():
 @pytest.mark.parametrize(("value", "bucket"), [(2496, 4096), (4096, 4096), (2048, 2048), (3000, 4096), (17, 32)])
 def test_token_budget_rounds_up_to_power_of_two_bucket(value, bucket):
     assert budget.next_power_of_two(value) == bucket
+
+
+def test_the_cache_disk_bills_by_the_gb_month_run_or_no_run():
+    # pd-balanced in us-west4: $0.11 per GB-month; the default 50 GB disk.
+    assert budget.USD_PER_GB_MONTH["pd-balanced"] == 0.11
+    assert budget.disk_usd_per_month("pd-balanced", 50) == pytest.approx(5.50)
+    # Its share of one 4-hour run: 4 of the billing month's 730 hours.
+    assert budget.disk_usd_for_seconds("pd-balanced", 50, 4 * 3600) == pytest.approx(5.50 * 4 / 730)
+    assert budget.max_spend_with_disk_usd("flex-start", 4 * 3600, "pd-balanced", 50) == pytest.approx(2.4301, abs=1e-4)
+
+
+def test_secret_versions_are_priced_per_month():
+    assert budget.USD_PER_SECRET_VERSION_MONTH == 0.06
+    assert budget.FREE_SECRET_VERSIONS_PER_MONTH == 6
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_disk_billing_sentence_says_when_billing_stops(keep):
+    text = budget.cache_disk_billing("pd-balanced", 100, keep, disk_name="tpu-vllm-dev-cache", zone="us-west4-a",
+                                     project="proj")
+    assert text.startswith("pd-balanced 100 GB x $0.11/GB-month = $11.00/month from creation until deleted, "
+                           "whether or not a run is active; ")
+    if keep:
+        assert text.endswith("it outlives pulumi destroy and bills on until you delete it: gcloud compute disks "
+                             "delete tpu-vllm-dev-cache --zone=us-west4-a --project=proj")
+    else:
+        assert text.endswith("; pulumi destroy deletes it")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +24,21 @@ def plan(*args: str, config_dir: Path | None = None) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def dev_json():
+def dev_json_output() -> str:
     result = plan("--stack", "dev", "--json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def dev_json(dev_json_output):
+    return json.loads(dev_json_output)
 
 
 def test_json_shape(dev_json):
-    assert set(dev_json) >= {"resources", "warnings", "budget"}
+    assert set(dev_json) >= {"resources", "warnings", "budget", "files", "placeholders"}
     for resource in dev_json["resources"]:
-        assert set(resource) == {"type", "name", "parent", "inputs"}
+        assert set(resource) == {"type", "name", "parent", "component", "retain_on_delete", "inputs"}
     assert {"kv_bytes_per_token", "kv_tokens", "hbm_cap_gib", "kv_pool_gib", "cost_per_hour_usd",
             "max_spend_usd"} <= set(dev_json["budget"])
 
@@ -64,15 +72,138 @@ def test_secrets_are_redacted(dev_json):
     assert "mock-generated-api-key" not in json.dumps(dev_json)
 
 
-def test_text_plan_shows_resources_budget_and_warnings():
+@pytest.fixture(scope="module")
+def dev_text():
     result = plan("--stack", "dev")
     assert result.returncode == 0, result.stderr
-    text = result.stdout
-    assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in text
-    assert '"maxRunDuration": "14400s"' in text
-    assert "kv_tokens: 321344" in text
-    assert "warning: access.allowSshFromAnywhere" in text
-    assert "vllm serve google/gemma-4-E2B-it" in text
+    return result.stdout
+
+
+def test_text_plan_shows_resources_budget_and_warnings(dev_text):
+    assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in dev_text
+    assert '"maxRunDuration": "14400s"' in dev_text
+    assert "kv_tokens: 321344" in dev_text
+    assert "warning: access.allowSshFromAnywhere" in dev_text
+    assert "vllm serve google/gemma-4-E2B-it" in dev_text
+
+
+def run_concurrently(commands: list[tuple[list[str], dict[str, str]]]) -> list[subprocess.CompletedProcess]:
+    processes = [(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                   env={**os.environ, **env}), args) for args, env in commands]
+    results = []
+    for process, args in processes:
+        stdout, stderr = process.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
+    return results
+
+
+@pytest.mark.parametrize("shape", ["json", "text"])
+def test_the_plan_is_byte_identical_across_fresh_runs(shape, request):
+    # Fresh processes with other hash seeds than the fixture's: the engine's registration order
+    # and the key order inside request bodies must not reach the output.
+    first = request.getfixturevalue("dev_json_output" if shape == "json" else "dev_text")
+    flags = ["--json"] if shape == "json" else []
+    runs = run_concurrently([([sys.executable, "-m", "tools.plan", "--stack", "dev", *flags],
+                              {"PYTHONHASHSEED": str(seed)}) for seed in (1, 2)])
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    assert runs[0].stdout == runs[1].stdout == first.encode()
+    assert "tpu-qr" in first
+
+
+def test_resources_are_in_tree_order_with_components_counted_apart(dev_json, dev_text):
+    resources = dev_json["resources"]
+    real = [r for r in resources if not r["component"]]
+    wrappers = [r for r in resources if r["component"]]
+    assert {r["type"] for r in wrappers} >= {"tpu-vllm:tpu:TpuNode", "tpu-vllm:serving:VllmServer"}
+    assert all(r["parent"] in {w["name"] for w in wrappers} for r in real)
+    # Each component is followed by what it holds, siblings sorted by name.
+    for index, resource in enumerate(resources):
+        if resource["component"]:
+            held = [r["name"] for r in resources[index + 1:index + 1 + sum(r["parent"] == resource["name"]
+                                                                             for r in resources)]]
+            assert held == sorted(r["name"] for r in resources if r["parent"] == resource["name"])
+    assert f"resources: {len(real)} to create (+), grouped by {len(wrappers)} component wrappers" in dev_text
+    assert sum(line.lstrip().startswith("+ ") for line in dev_text.splitlines()) == len(real)
+    assert "  [component] tpu-vllm:tpu:TpuNode  tpu" in dev_text
+
+
+def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
+    from tools import mocks
+
+    for invented in (mocks.MOCK_EXTERNAL_IP, mocks.MOCK_INTERNAL_IP, "mockmockmock"):
+        assert invented not in dev_text and invented not in json.dumps(dev_json), invented
+    outputs = dev_json["outputs"]
+    assert outputs["queuedResourceState"] == "<queued-resource-state>"
+    assert outputs["runEndsAt"] == "<run-end-time>"
+    assert outputs["sshCommand"].endswith("tpu-vllm@<external-ip>")
+    assert outputs["internalEndpoint"] == "http://<internal-ip>:8000/v1"
+    metadata = next(r for r in dev_json["resources"] if r["name"] == "tpu-qr")["inputs"]["body"]["tpu"][
+        "nodeSpec"][0]["node"]["metadata"]
+    assert metadata["ssh-keys"] == "tpu-vllm:<generated-ssh-public-key>"
+    assert set(dev_json["placeholders"]) == {"<external-ip>", "<internal-ip>", "<run-end-time>", "<node-uid>",
+                                             "<generated-ssh-public-key>", "<queued-resource-state>"}
+    assert "note: values in <angle brackets> are placeholders" in dev_text
+    assert "  <external-ip>: the node's external IP" in dev_text
+
+
+def test_placeholders_leave_real_values_that_merely_look_alike():
+    from tools.mocks import mark_placeholders
+
+    assert mark_placeholders(["10.128.0.25", "203.0.113.100", "x ACTIVE", "ACTIVE"]) == [
+        "10.128.0.25", "203.0.113.100", "x ACTIVE", "<queued-resource-state>"]
+
+
+def test_the_files_sent_to_the_vm_are_named_side_by_side(dev_json, dev_text):
+    startup = (ROOT / "startup/startup.sh").read_text()
+    serve = (ROOT / "startup/serve.sh").read_text()
+    files = {entry["path"]: entry for entry in dev_json["files"]}
+    assert files["startup/startup.sh"]["used_by"] == ["tpu-qr body.tpu.nodeSpec[0].node.metadata.startup-script"]
+    [serve_use] = files["startup/serve.sh"]["used_by"]
+    assert serve_use.startswith("vllm-serve stdin (then ") and "bytes the stack renders" in serve_use
+    assert files["startup/serve.sh"]["bytes"] == len(serve.encode())
+    assert f"stdin: <startup/serve.sh: {len(serve.encode()):,} bytes" in dev_text
+    assert f'"startup-script": "<startup/startup.sh: {len(startup.encode()):,} bytes' in dev_text
+    section = dev_text.split("files the program hands to the VM")[1].split("\n\n")[0]
+    assert "startup/serve.sh" in section and "startup/startup.sh" in section
+    assert "#!/usr/bin/env bash" not in dev_text  # named, not printed
+
+
+def test_the_remote_command_is_one_argument_a_line(dev_json, dev_text):
+    command = next(r for r in dev_json["resources"] if r["name"] == "vllm-serve")["inputs"]["create"]
+    block = dev_text.split("        create:\n")[1].split("\n        stdin:")[0].splitlines()
+    lines = [line.strip().removesuffix(" \\") for line in block]
+    assert lines[0] == "sudo bash"
+    assert "--max-model-len 32768" in lines and "--gpu-memory-utilization 0.92" in lines
+    assert "--limit-mm-per-prompt '{\"image\":4,\"audio\":1}'" in lines
+    assert all(line.endswith(" \\") for line in block[:-1]) and not block[-1].endswith("\\")
+    assert shlex.split(" ".join(lines)) == shlex.split(command)  # nothing lost or reordered
+
+
+def test_no_none_in_the_text_on_any_pricing_or_model(tmp_path, dev_text):
+    assert re.search(r"\bNone\b", dev_text) is None
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj", "tpu-vllm:tpu": {"provisioningModel": "spot"},
+                                       "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}})
+    result = plan("--stack", "review", config_dir=directory)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"\bNone\b", result.stdout) is None
+    assert "nothing stops the TPU until pulumi destroy: a forgotten weekend costs $34.67" in result.stdout
+
+
+def test_the_cache_disk_cost_is_in_the_plan_per_month_and_per_run(dev_json, dev_text):
+    budget = dev_json["budget"]
+    assert (budget["cache_disk_usd_per_gb_month"], budget["cache_disk_usd_per_month"]) == (0.11, 5.5)
+    assert budget["cache_disk_usd_per_run"] == 0.0301  # 4 of the month's 730 hours
+    assert budget["max_spend_with_disk_usd"] == 2.4301 and budget["max_spend_usd"] == 2.4
+    assert budget["secret_versions"] == 1 and budget["idle_usd_per_month"] == 5.56
+    assert budget["cache_disk_outlives_destroy"] is False
+    assert "$5.50/month, billed whether or not a run is active" in dev_text
+    assert "one run with the disk's share of those hours ($0.03): at most $2.43" in dev_text
+    assert "with no run, still billing: the cache disk ($5.50/month) and 1 Secret Manager secret version" in dev_text
+    assert "pulumi destroy deletes the disk" in dev_text
+    outputs = dev_json["outputs"]
+    assert (outputs["cacheDiskUsdPerMonth"], outputs["maxSpendPerRunUsd"], outputs["maxSpendPerRunUsdWithDisk"]) == (
+        5.5, 2.4, 2.43)
+    assert outputs["cacheDiskBilling"].endswith("whether or not a run is active; pulumi destroy deletes it")
 
 
 def write_stack(tmp_path: Path, config: dict) -> Path:
@@ -205,3 +336,168 @@ def test_a_malformed_project_fails_the_plan(tmp_path):
     directory = write_stack(tmp_path, {"gcp:project": "My Project"})
     result = plan("--stack", "review", config_dir=directory)
     assert result.returncode == 2 and 'gcp:project = "My Project"' in result.stderr
+
+
+# Two real configurations, as two commits of Pulumi.review.yaml would have them.
+BASE_CONFIG = {"gcp:project": "my-proj", "tpu-vllm:hfToken": {"secure": CANARY},
+               "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+HEAD_CONFIG = {"gcp:project": "my-proj",
+               "tpu-vllm:tpu": {"maxRunDuration": "2h", "labels": {"team": "ml"}},
+               "tpu-vllm:vllm": {"maxModelLen": 16384},
+               "tpu-vllm:cache": {"sizeGb": 100, "keepOnDestroy": True},
+               "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"],
+                                   "servingSourceRanges": ["198.51.100.0/24"]}}
+
+
+@pytest.fixture(scope="module")
+def two_plans(tmp_path_factory):
+    """(base JSON path, head config dir, head plan, head text) from two configurations."""
+    base_dir = write_stack(tmp_path_factory.mktemp("base"), BASE_CONFIG)
+    head_dir = write_stack(tmp_path_factory.mktemp("head"), HEAD_CONFIG)
+    base, head_json, head_text = run_concurrently([
+        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--json", "--config-dir", str(base_dir)], {}),
+        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--json", "--config-dir", str(head_dir)], {}),
+        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--config-dir", str(head_dir)], {}),
+    ])
+    assert base.returncode == head_json.returncode == head_text.returncode == 0, base.stderr + head_json.stderr
+    base_path = base_dir / "base.json"
+    base_path.write_bytes(base.stdout)
+    return base_path, head_dir, json.loads(head_json.stdout), head_text.stdout.decode()
+
+
+def test_keep_on_destroy_says_the_disk_outlives_destroy(two_plans):
+    _, _, head, text = two_plans
+    assert head["budget"]["cache_disk_outlives_destroy"] is True
+    assert head["budget"]["cache_disk_usd_per_month"] == 11.0
+    assert "+ gcp:compute/disk:Disk  cache-disk  (kept on pulumi destroy)" in text
+    assert "cache.keepOnDestroy: the disk outlives pulumi destroy and bills $11.00/month until you delete it" in text
+    assert head["outputs"]["cacheDiskBilling"].endswith(
+        "cache.keepOnDestroy is set, so it outlives pulumi destroy and bills on until you delete it: "
+        "gcloud compute disks delete tpu-vllm-review-cache --zone=us-west4-a --project=my-proj")
+
+
+def test_diff_cli_against_a_plan_from_another_config(two_plans):
+    base_path, head_dir, _, _ = two_plans
+    result = plan("--stack", "review", "--diff", str(base_path), config_dir=head_dir)
+    assert result.returncode == 0, result.stderr
+    diff = result.stdout
+    assert diff.startswith("offline plan diff, stack review: base.json -> this commit\n")
+    assert "resources: 1 added, 2 removed, 5 changed, 11 unchanged (component wrappers not counted)" in diff
+    assert "  + gcp:compute/firewall:Firewall  firewall-serving-external\n" in diff
+    assert '      sourceRanges[0]: "198.51.100.0/24"' in diff
+    assert "  - gcp:secretmanager/secret:Secret  secrets-hf-token\n" in diff
+    assert "  - gcp:secretmanager/secretVersion:SecretVersion  secrets-hf-token-version\n" in diff
+    disk = diff.split("  ~ gcp:compute/disk:Disk  cache-disk\n")[1].split("  ~ ")[0]
+    assert "      size: 50 -> 100\n" in disk and "      (retain_on_delete): false -> true\n" in disk
+    body = diff.split("  ~ pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr\n")[1].split("  ~ ")[0]
+    assert '      body.runDuration.maxRunDuration: "14400s" -> "7200s"\n' in body
+    assert '      body.tpu.nodeSpec[0].node.labels.team: (absent) -> "ml"\n' in body
+    serve = diff.split("  ~ command:remote:Command  vllm-serve\n")[1].split("\n\n")[0]
+    assert "      create (by argument):\n        ~ --max-model-len: 32768 -> 16384\n" in serve
+    assert "        (pulumi-command replaces the command when its triggers change: it runs again)" in serve
+    assert "cost (USD):\n" in diff
+    assert "  cache_disk_usd_per_month: 5.5 -> 11.0 (+5.5)\n" in diff
+    assert "  max_spend_usd: 2.4 -> 1.2 (-1.2)\n" in diff
+    assert "  ~ vllmServeCommand (by argument):\n      ~ --max-model-len: 32768 -> 16384\n" in diff
+    assert "  ~ gcloudEquivalent (by argument):\n      ~ --max-run-duration: 14400s -> 7200s\n" in diff
+    assert '  + externalEndpoint: "http://<external-ip>:8000/v1"' in diff
+    assert CANARY not in diff and re.search(r"\bNone\b", diff) is None
+
+
+def test_diff_of_a_plan_with_itself_says_no_changes(two_plans):
+    from tools import plan_diff
+
+    _, _, head, _ = two_plans
+    assert plan_diff.render_diff(head, head, "same.json") == (
+        "offline plan diff, stack review: same.json -> this commit\n"
+        "no changes: the plan is the same as the base plan\n")
+
+
+def _edited(plan_data: dict, name: str, path: list, edit) -> dict:
+    edited = json.loads(json.dumps(plan_data))
+    holder = next(r for r in edited["resources"] if r["name"] == name)["inputs"]
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = edit(holder[path[-1]])
+    return edited
+
+
+def test_diff_shows_a_changed_script_line_by_line_and_names_the_file(two_plans):
+    from tools import plan_diff
+    from tools.plan import sha256
+
+    _, _, head, _ = two_plans
+    base = _edited(head, "vllm-serve", ["stdin"], lambda text: text.replace("set -euo pipefail", "set -eu", 1))
+    # The stdin is serve.sh followed by the files the stack renders; the plan records serve.sh's own hash.
+    base_script = (ROOT / "startup/serve.sh").read_text().replace("set -euo pipefail", "set -eu", 1)
+    for entry in base["files"]:
+        if entry["path"] == "startup/serve.sh":
+            entry.update(sha256=sha256(base_script), bytes=len(base_script.encode()))
+    diff = plan_diff.render_diff(base, head)
+    serve = diff.split("  ~ command:remote:Command  vllm-serve\n")[1]
+    head_bytes = len((ROOT / "startup/serve.sh").read_bytes())
+    stdin_bytes = len(next(r for r in head["resources"] if r["name"] == "vllm-serve")["inputs"]["stdin"].encode())
+    assert (f"      stdin: startup/serve.sh (and the files rendered after it) changed "
+            f"({stdin_bytes - 10:,} -> {stdin_bytes:,} bytes)\n") in serve
+    assert "        -set -eu\n        +set -euo pipefail\n" in serve
+    assert f"files handed to the VM:\n  ~ startup/serve.sh: {head_bytes - 10:,} -> {head_bytes:,} bytes" in diff
+
+
+def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
+    """A base branch's plan may predate component flags, files, placeholders and the disk cost."""
+    from tools import mocks, plan_diff
+
+    _, _, head, _ = two_plans
+    old = json.loads(json.dumps(head).replace("<external-ip>", mocks.MOCK_EXTERNAL_IP)
+                     .replace("<internal-ip>", mocks.MOCK_INTERNAL_IP))
+    old["outputs"]["queuedResourceState"] = mocks.MOCK_STATE
+    for resource in old["resources"]:
+        del resource["component"], resource["retain_on_delete"]
+    for key in ("files", "placeholders"):
+        del old[key]
+    del old["budget"]["cache_disk_usd_per_month"]
+    diff = plan_diff.render_diff(old, head)
+    assert "resources: 0 added, 0 removed, 0 changed, 17 unchanged" in diff
+    assert "cache_disk_usd_per_month: (absent) -> 11.0" in diff
+    assert "outputs:" not in diff  # the old plan's raw mock IPs are placeholders too
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"resources": 3}'], ids=["text", "list", "no-list"])
+def test_diff_refuses_a_file_that_is_not_a_plan(tmp_path, content):
+    base = tmp_path / "base.json"
+    base.write_text(content)
+    result = plan("--stack", "dev", "--diff", str(base))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{base} is not a plan saved by `python -m tools.plan --json`" in result.stderr
+    missing = plan("--stack", "dev", "--diff", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "no base plan at" in missing.stderr
+
+
+def test_a_program_that_stops_after_the_settings_passed_is_reported_not_crashed(monkeypatch, tmp_path):
+    from tools import plan as plan_module
+
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj"})
+    stopped = plan_module.ProgramRun([], [], None, {}, error="secret hf-token not found in project proj")
+    monkeypatch.setattr(plan_module, "run_program", lambda *args, **kwargs: stopped)
+    with pytest.raises(plan_module.PlanError, match="secret hf-token not found"):
+        plan_module.run_plan("review", directory)
+
+
+def test_the_plan_leaves_no_event_loop_for_the_exit_to_trip_over():
+    # Open loops are finalised at exit after their own sockets, in no fixed order, and then print
+    # "Exception ignored in BaseEventLoop.__del__" to stderr on some runs.
+    code = ("import asyncio, gc\n"
+            "from tools.plan import run_plan\n"
+            "run_plan('dev')\n"
+            "print(sum(isinstance(o, asyncio.AbstractEventLoop) and not o.is_closed() for o in gc.get_objects()))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0" and result.stderr == ""
+
+
+def test_the_files_rendered_after_serve_sh_are_shown_in_full(dev_text):
+    # serve.sh is named by its hash; the front's config and the units it installs are read in full.
+    rendered = dev_text.split("then, rendered by the stack:\n", 1)[1]
+    assert "include /run/tpu-vllm-front/api-key.map;" in rendered and "listen 8000;" in rendered
+    assert "[Unit]" in rendered and "Restart=on-failure" in rendered
+    assert "#!/usr/bin/env bash\n# tpu-vllm serving step" not in dev_text

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,18 +63,41 @@ def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
     assert "credentials_json" not in json.dumps(job)
 
 
+def copy_of_the_repo(destination: Path) -> Path:
+    """What `actions/checkout` of another commit would give: the repository's files, no venvs."""
+    shutil.copytree(ROOT, destination, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", "plan"))
+    return destination
+
+
+def run_plan_artifact(out: Path, *base: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(out), *base], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180,
+                          env={"PLAN_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+
+
 def test_the_ci_plan_step_works_here(tmp_path):
-    job = load("test.yml")["jobs"]["test"]
-    plan_step = next(s for s in job["steps"] if "plan-artifact.sh" in s.get("run", ""))
-    assert plan_step["run"] == "./scripts/plan-artifact.sh dev plan"
-    result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(tmp_path)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, env={"PLAN_PYTHON": sys.executable,
-                                                                              "PATH": "/usr/bin:/bin"})
+    steps = load("test.yml")["jobs"]["test"]["steps"]
+    plan_step = next(s for s in steps if "plan-artifact.sh" in s.get("run", ""))
+    assert plan_step["run"] == './scripts/plan-artifact.sh dev plan "$BASE_CHECKOUT"'
+    assert plan_step["env"]["BASE_CHECKOUT"] == (
+        "${{ github.event_name == 'pull_request' && 'base-checkout' || '' }}")
+    # The base commit, as the base checkout step would give it, with another maxModelLen.
+    base = copy_of_the_repo(tmp_path / "base-checkout")
+    config = base / "Pulumi.dev.yaml"
+    config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: 16384"))
+    out = tmp_path / "plan"
+    result = run_plan_artifact(out, str(base))
     assert result.returncode == 0, result.stderr
-    plan = json.loads((tmp_path / "plan-dev.json").read_text())
+    plan = json.loads((out / "plan-dev.json").read_text())
     assert plan["budget"]["kv_tokens"] == 321_344
-    assert "vllm serve google/gemma-4-E2B-it" in (tmp_path / "plan-dev.txt").read_text()
-    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert "vllm serve google/gemma-4-E2B-it" in (out / "plan-dev.txt").read_text()
+    assert json.loads((out / "plan-dev.base.json").read_text())["budget"]["block_size"] == 32
+    diff = (out / "plan-dev.diff.txt").read_text()
+    assert diff.startswith("offline plan diff, stack dev: plan-dev.base.json -> this commit\n")
+    assert "        ~ --max-model-len: 16384 -> 32768\n" in diff
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
+                  and s["with"]["name"] == "offline-plan")
     assert upload["with"]["path"] == "plan/"
 
 
@@ -93,3 +118,172 @@ def test_forked_prs_still_get_the_tests_and_the_offline_plan():
     job = workflow["jobs"]["test"]
     assert "if" not in job and "environment" not in job
     assert any("plan-artifact.sh" in step.get("run", "") for step in job["steps"])
+
+
+def test_the_base_branch_is_checked_out_apart_without_credentials():
+    steps = load("test.yml")["jobs"]["test"]["steps"]
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert all(s["with"]["persist-credentials"] is False for s in checkouts)
+    base = next(s for s in checkouts if s["with"].get("path"))
+    assert base["with"] == {"ref": "${{ github.event.pull_request.base.sha }}", "path": "base-checkout",
+                            "persist-credentials": False}
+    assert "pull_request" in base["if"]
+
+
+def test_a_base_that_cannot_plan_gives_a_diff_that_says_so(tmp_path):
+    base = tmp_path / "base-checkout"
+    base.mkdir()  # e.g. a base branch from before the offline plan
+    out = tmp_path / "plan"
+    result = run_plan_artifact(out, str(base))
+    assert result.returncode == 0, result.stderr
+    diff = (out / "plan-dev.diff.txt").read_text()
+    assert diff.startswith("offline plan diff, stack dev: the base branch's plan could not be computed")
+    assert "No module named tools" in diff or "No module named 'tools'" in diff
+
+
+def test_the_diff_and_the_pr_number_go_to_the_comment_workflow_as_data():
+    steps = load("test.yml")["jobs"]["test"]["steps"]
+    handoff = next(s for s in steps if "plan-comment/pr-number" in s.get("run", ""))
+    assert handoff["env"] == {"PR_NUMBER": "${{ github.event.pull_request.number }}"}
+    assert "${{" not in handoff["run"]  # expressions only through env, never pasted into the script
+    assert "cp plan/plan-dev.diff.txt plan-comment/diff.txt" in handoff["run"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
+                  and s["with"]["name"] == "plan-diff")
+    assert upload["with"]["path"] == "plan-comment/"
+    download = next(s for s in load("plan-comment.yml")["jobs"]["comment"]["steps"]
+                    if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"]["name"] == "plan-diff"
+
+
+def comment_workflow() -> dict:
+    return load("plan-comment.yml")
+
+
+def test_the_comment_workflow_is_a_workflow_run_of_the_tests_with_least_privilege():
+    workflow = comment_workflow()
+    triggers = workflow[True]  # YAML reads the key `on` as True
+    assert triggers == {"workflow_run": {"workflows": ["test"], "types": ["completed"]}}
+    assert load("test.yml")["name"] == "test"
+    assert workflow["permissions"] == {}
+    job = workflow["jobs"]["comment"]
+    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    assert job["if"] == "github.event.workflow_run.event == 'pull_request'"
+    download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["with"]["path"].startswith("${{ runner.temp }}")  # never into a workspace
+
+
+def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
+    steps = comment_workflow()["jobs"]["comment"]["steps"]
+    assert not [s for s in steps if "checkout" in s.get("uses", "")]
+    assert not [s for s in steps if "run" in s]  # no shell step at all: nothing can execute the artifact
+    uses = {s["uses"].split("@")[0] for s in steps}
+    assert uses == {"actions/github-script", "actions/download-artifact"}
+    for step in steps:
+        script = step.get("with", {}).get("script", "")
+        assert "${{" not in script  # no expression pasted into code
+        for forbidden in ("eval(", "Function(", "child_process", "exec.", "require(path", "import("):
+            assert forbidden not in script, forbidden
+
+
+POST_HARNESS = """
+const fs = require('fs');
+const script = fs.readFileSync(process.argv[2], 'utf8');
+const scenario = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));
+const calls = [];
+const core = {
+  setFailed: (message) => calls.push(['setFailed', message]),
+  notice: (message) => calls.push(['notice', message]),
+  setOutput: (name, value) => calls.push(['setOutput', name, value]),
+};
+const github = {
+  rest: {
+    pulls: {
+      get: async (args) => { calls.push(['pulls.get', args]); return { data: { head: { sha: scenario.prHead } } }; },
+    },
+    issues: {
+      listComments: 'issues.listComments',
+      createComment: async (args) => { calls.push(['createComment', args]); return {}; },
+      updateComment: async (args) => { calls.push(['updateComment', args]); return {}; },
+    },
+  },
+  paginate: async (endpoint, args) => { calls.push(['paginate', endpoint, args]); return scenario.comments; },
+};
+const context = { repo: { owner: 'owner', repo: 'repo' }, payload: { workflow_run: scenario.run } };
+// As actions/github-script@v7 runs it (src/async-function.ts).
+const AsyncFunction = Object.getPrototypeOf(async () => null).constructor;
+new AsyncFunction('require', 'github', 'context', 'core', script)(require, github, context, core)
+  .catch((error) => calls.push(['threw', error.message]))
+  .then(() => process.stdout.write(JSON.stringify(calls)));
+"""
+HEAD = "0123456789abcdef0123456789abcdef01234567"
+RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42}
+MARKER = "<!-- tpu-vllm offline plan diff -->"
+
+
+def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr_head: str = HEAD,
+                 comments: list | None = None) -> list:
+    """Run the comment step's own script under node against a fake GitHub; return the calls it made."""
+    steps = comment_workflow()["jobs"]["comment"]["steps"]
+    step = next(s for s in steps if "createComment" in s["with"].get("script", ""))
+    artifact = tmp_path / "artifact"
+    artifact.mkdir(exist_ok=True)
+    (artifact / "pr-number").write_text(pr_number)
+    if not (artifact / "diff.txt").is_symlink():
+        (artifact / "diff.txt").write_text(diff)
+    (tmp_path / "script.js").write_text(step["with"]["script"])
+    (tmp_path / "harness.js").write_text(POST_HARNESS)
+    (tmp_path / "scenario.json").write_text(json.dumps({"run": RUN, "prHead": pr_head, "comments": comments or []}))
+    assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
+    result = subprocess.run(["node", str(tmp_path / "harness.js"), str(tmp_path / "script.js"),
+                             str(tmp_path / "scenario.json")], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PLAN_DIFF_DIR": str(artifact)})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def writes(calls: list) -> list:
+    return [call for call in calls if call[0] in ("createComment", "updateComment")]
+
+
+def test_the_comment_is_posted_once_then_edited_in_place(tmp_path):
+    calls = post_comment(tmp_path, diff="resources: 1 added\n")
+    assert ["pulls.get", {"owner": "owner", "repo": "repo", "pull_number": 7}] in calls
+    [(kind, args)] = writes(calls)
+    assert kind == "createComment" and args["issue_number"] == 7
+    assert args["body"].startswith(MARKER + "\n### Offline plan diff for 0123456\n")
+    assert "\n```text\nresources: 1 added\n```" in args["body"]
+    ours = {"id": 99, "user": {"login": "github-actions[bot]"}, "body": args["body"]}
+    forged = {"id": 5, "user": {"login": "someone"}, "body": MARKER + " not ours"}
+    [(kind, args)] = writes(post_comment(tmp_path, diff="resources: 2 added\n", comments=[forged, ours]))
+    assert kind == "updateComment" and args["comment_id"] == 99 and "resources: 2 added" in args["body"]
+
+
+@pytest.mark.parametrize("claimed", ["7; curl evil", "$(id)", "7\n8", "-1", "0", "07", "", "12345678901"])
+def test_a_pr_number_that_is_not_one_posts_nothing(tmp_path, claimed):
+    calls = post_comment(tmp_path, pr_number=claimed)
+    assert calls == [["setFailed", "the artifact's pr-number is not a pull request number; not posting"]]
+
+
+def test_a_pr_number_whose_head_is_not_the_tested_commit_posts_nothing(tmp_path):
+    # Another PR's number, or a PR that moved on since this run: only the newer run may post.
+    calls = post_comment(tmp_path, pr_head="f" * 40)
+    assert not writes(calls) and calls[-1][0] == "notice"
+
+
+def test_the_diff_cannot_close_the_code_fence_and_is_cut_to_fit(tmp_path):
+    [(_, args)] = writes(post_comment(tmp_path, diff="a\n````\n# not a heading\n"))
+    assert "\n`````text\na\n````\n# not a heading\n`````" in args["body"]
+    big = tmp_path / "big"
+    big.mkdir()
+    [(_, args)] = writes(post_comment(big, diff="x" * 70_000))
+    assert len(args["body"]) < 65_536 and "cut at 60000 bytes" in args["body"]
+
+
+def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "diff.txt").symlink_to("/etc/hostname")
+    calls = post_comment(tmp_path)
+    assert not writes(calls)
+    assert calls[-1] == ["threw", "diff.txt in the artifact is not a regular file"]

@@ -5,7 +5,9 @@ Shared by the offline plan and the tests, so both see the program the same way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +16,9 @@ from pulumi.runtime.mocks import MockMonitor
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = "[secret]"
+
+# What only GCP knows after deploy, as the mocks invent it (plausible, so the program's own
+# string handling runs as in a deploy; distinctive, so the plan can mark every use).
 MOCK_PROJECT_NUMBER = "123456789012"
 # A TPU node's `id` is an int64 in a string; GCP gives every new node a new one.
 MOCK_NODE_UID = "4611686018427387904"
@@ -23,6 +28,52 @@ MOCK_GKE_VERSION = "1.34.1-gke.1829001"
 MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_VERSION,
                              "STABLE": "1.33.5-gke.1308000"}
 MOCK_LOAD_BALANCER_IP = "10.128.0.50"
+MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
+MOCK_INTERNAL_IP = "10.128.0.2"
+MOCK_STATE = "ACTIVE"
+MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
+MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
+
+# How the plan shows them: as marked placeholders, never as if they were real.
+PLACEHOLDERS = {
+    MOCK_EXTERNAL_IP: "<external-ip>",
+    MOCK_INTERNAL_IP: "<internal-ip>",
+    MOCK_PROJECT_NUMBER: "<project-number>",
+    MOCK_TERMINATION_TIME: "<run-end-time>",
+    MOCK_PUBLIC_KEY: "<generated-ssh-public-key>",
+    MOCK_NODE_UID: "<node-uid>",
+    MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
+    MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
+}
+# A state is a common word: only a whole value equal to it is a placeholder.
+WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
+PLACEHOLDER_MEANINGS = {
+    "<external-ip>": "the node's external IP, given by GCP when the node is created",
+    "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
+    "<project-number>": "your project's number",
+    "<run-end-time>": "when the run ends (runDuration.terminationTime), set when the node becomes ACTIVE",
+    "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
+    "<queued-resource-state>": "the queued resource's state at deploy time",
+    "<node-uid>": "the TPU node's own id, new for every node GCP creates",
+    "<cluster-endpoint>": "the GKE control plane's address",
+    "<load-balancer-ip>": "the internal load balancer's address, given when it is created",
+}
+
+
+def mark_placeholders(value: Any) -> Any:
+    """Every invented value replaced by its placeholder, wherever it ended up."""
+    if isinstance(value, str):
+        if value in WHOLE_VALUE_PLACEHOLDERS:
+            return WHOLE_VALUE_PLACEHOLDERS[value]
+        for invented, placeholder in PLACEHOLDERS.items():
+            # Not inside a longer number: 10.128.0.25 is not 10.128.0.2.
+            value = re.sub(rf"(?<![\d.]){re.escape(invented)}(?![\d])", placeholder, value)
+        return value
+    if isinstance(value, dict):
+        return {key: mark_placeholders(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mark_placeholders(item) for item in value]
+    return value
 
 
 @dataclass
@@ -74,6 +125,18 @@ class StackMocks(pulumi.runtime.Mocks):
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
+    event_loops: set[asyncio.AbstractEventLoop] = field(default_factory=set)
+    """The loops Pulumi's mock monitor opens, one per worker thread (see close_event_loops)."""
+
+    def close_event_loops(self) -> None:
+        """Close them once the program is done with them.
+
+        Left open, the interpreter finalises each at exit after its own self-pipe socket, in no
+        fixed order, and now and then prints "Exception ignored in BaseEventLoop.__del__" to stderr.
+        """
+        for loop in list(self.event_loops):
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         options = self.options.get((args.typ, args.name), {})
@@ -93,7 +156,7 @@ class StackMocks(pulumi.runtime.Mocks):
             return {"result": "mock-generated-api-key-" + "x" * 25}
         if typ == "tls:index/privateKey:PrivateKey":
             return {
-                "publicKeyOpenssh": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm\n",
+                "publicKeyOpenssh": MOCK_PUBLIC_KEY + "\n",
                 "privateKeyOpenssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nmock\n-----END OPENSSH PRIVATE KEY-----\n",
             }
         if typ == "pulumi-python:dynamic/tpu-vllm:QueuedResource" or typ.endswith(":QueuedResource"):
@@ -103,10 +166,10 @@ class StackMocks(pulumi.runtime.Mocks):
                 "nodeName": f"{spec['parent']}/nodes/{spec['nodeId']}",
                 "nodeUid": MOCK_NODE_UID,
                 "nodeCreateTime": "2026-01-01T00:00:00.000000Z",
-                "state": "ACTIVE",
-                "internalIp": "10.128.0.2",
-                "externalIp": "203.0.113.10",
-                "terminationTime": "(set by GCP when the node becomes ACTIVE)",
+                "state": MOCK_STATE,
+                "internalIp": MOCK_INTERNAL_IP,
+                "externalIp": MOCK_EXTERNAL_IP,
+                "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
         if typ == "command:remote:Command":
@@ -172,8 +235,27 @@ class RecordingMonitor(MockMonitor):
                 "delete_before_replace": bool(request.deleteBeforeReplace),
             }
         response = super().RegisterResource(request)
+        self._remember_loop()
         self._stack_mocks.urn_names[response.urn] = request.name
         return response
+
+    def Invoke(self, request):  # noqa: N802 - gRPC method name
+        try:
+            return super().Invoke(request)
+        finally:
+            self._remember_loop()
+
+    def ReadResource(self, request):  # noqa: N802 - gRPC method name
+        try:
+            return super().ReadResource(request)
+        finally:
+            self._remember_loop()
+
+    def _remember_loop(self) -> None:
+        try:
+            self._stack_mocks.event_loops.add(asyncio.get_event_loop())
+        except RuntimeError:
+            pass  # this call made none (the stack's own registration returns before it does)
 
 
 def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None,

@@ -135,6 +135,14 @@ class VmDeployment:
         outputs["costPerHourUsd"] = budget.cost_per_hour_usd(pricing)
         if pricing == "flex-start":
             outputs["maxSpendPerRunUsd"] = round(budget.max_spend_usd(pricing, cfg.tpu.run_seconds), 2)
+            # The TPU's part stops with the run; this adds the cache disk's share of the run's hours.
+            outputs["maxSpendPerRunUsdWithDisk"] = round(budget.max_spend_with_disk_usd(
+                pricing, cfg.tpu.run_seconds, cfg.cache.disk_type, cfg.cache.size_gb), 2)
+        # The disk bills by the GB-month from creation to deletion, run or no run.
+        outputs["cacheDiskUsdPerMonth"] = round(budget.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb), 2)
+        outputs["cacheDiskBilling"] = cache.disk.name.apply(lambda disk_name: budget.cache_disk_billing(
+            cfg.cache.disk_type, cfg.cache.size_gb, cfg.cache.keep_on_destroy, disk_name=disk_name,
+            zone=cfg.tpu.zone, project=cfg.project))
         if kv is not None:
             outputs["kvBytesPerToken"] = kv.kv_bytes_per_token
             outputs["kvTokens"] = kv.kv_tokens
