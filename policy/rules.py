@@ -334,13 +334,32 @@ def secrets_are_labelled(type_: str, props: Mapping[str, Any], config: Mapping[s
             "found, audited and cleaned up"]
 
 
+def _container_argvs(value: Any) -> Iterator[list[str]]:
+    """command + args of every container in a Kubernetes object, wherever its pod template sits."""
+    if isinstance(value, Mapping):
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            for container in value.get(key) or []:
+                if isinstance(container, Mapping):
+                    yield [str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])]]
+        for item in value.values():
+            yield from _container_argvs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _container_argvs(item)
+
+
 def gpu_memory_utilization_capped(type_: str, props: Mapping[str, Any],
                                   config: Mapping[str, Any] | None = None) -> list[str]:
-    if type_ not in COMMAND_TYPES:
+    """The VM's remote command and every Kubernetes container's argv (the gke wing's pods)."""
+    if type_ in COMMAND_TYPES:
+        argvs = [_shell_words(text) for text in _command_texts(props)]
+    elif type_.startswith("kubernetes:"):
+        argvs = list(_container_argvs(props))
+    else:
         return []
     violations = []
-    for text in _command_texts(props):
-        for _, name, value in _flags(_shell_words(text)):
+    for words in argvs:
+        for _, name, value in _flags(words):
             if name != "--gpu-memory-utilization" or value is None:
                 continue
             try:

@@ -58,3 +58,9 @@ def test_the_text_plan_shows_the_pools_flex_start_fields_and_the_costs(gke_json)
     assert '"locationPolicy": "ANY"' in text and '"tpuTopology": "1x1"' in text
     assert "gke_cost_per_hour_usd_at_max_replicas: 2.5754" in text
     assert "vllm serve google/gemma-4-E2B-it" in text
+
+
+def test_the_readme_lists_every_gke_output_and_no_other(gke_json):
+    from tests.readme_tables import documented_outputs
+
+    assert documented_outputs("gke") == set(gke_json["outputs"])

@@ -207,3 +207,14 @@ def test_the_pack_entry_point_passes_the_gke_stack_and_reports_each_violation(gk
     reports = entry_point([(POOL, pool), (SERVICE, service), (STATEFULSET, workload)])["reports"]
     for name in gke_rules.RESOURCE_RULES:
         assert reports[name], name
+
+
+@pytest.mark.parametrize("spelling", [["--gpu-memory-utilization", "0.99"], ["--gpu_memory_utilization=0.95"],
+                                      ["--GPU-MEMORY-UTILIZATION", "0.93"]])
+def test_the_memory_cap_is_read_from_the_pods_args_too(gke_resources, spelling):
+    workload = statefulset(gke_resources)
+    vllm = next(c for c in workload["spec"]["template"]["spec"]["containers"] if "serve" in (c.get("args") or []))
+    assert rules.gpu_memory_utilization_capped(STATEFULSET, workload) == []  # the stack's own 0.92
+    vllm["args"] = [*vllm["args"], *spelling]  # argparse takes the last one
+    [message] = rules.gpu_memory_utilization_capped(STATEFULSET, workload)
+    assert "0.92" in message and "691 s" in message

@@ -501,3 +501,10 @@ def test_the_files_rendered_after_serve_sh_are_shown_in_full(dev_text):
     assert "include /run/tpu-vllm-front/api-key.map;" in rendered and "listen 8000;" in rendered
     assert "[Unit]" in rendered and "Restart=on-failure" in rendered
     assert "#!/usr/bin/env bash\n# tpu-vllm serving step" not in dev_text
+
+
+def test_the_readme_lists_every_vm_output_and_no_other(dev_json):
+    from tests.readme_tables import documented_outputs
+
+    # externalEndpoint exists only with servingSourceRanges, which the dev stack leaves empty.
+    assert documented_outputs("vm") == set(dev_json["outputs"]) | {"externalEndpoint"}
