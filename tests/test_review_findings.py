@@ -1,0 +1,120 @@
+"""Adversarial review: each test shows a gap found by trying a variant; each fails on the reviewed code."""
+
+from __future__ import annotations
+
+import google.auth
+import google.auth.exceptions
+import httplib2
+import pytest
+from google.auth.credentials import AnonymousCredentials
+
+from components import settings
+from components.gke import metrics_door, workload
+from components.vm import queued_resource as qr
+from tests.fakes.tpu_api import FakeTpuApi, Fault
+from tests.test_gke_settings import gke_raw, problems_of
+
+DEV_RAW = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+
+
+# 1. GKE: the pod's three containers share one network namespace. The metrics door always binds :9090, so
+#    a serving port or a vLLM port of 9090 makes two containers bind the same port (one crash-loops).
+
+@pytest.mark.parametrize("section, key", [("vllm", "port"), ("front", "upstreamPort")])
+def test_gke_refuses_a_port_that_collides_with_the_metrics_door(section, key):
+    raw = gke_raw()
+    raw[section] = {**raw.get(section, {}), key: metrics_door.METRICS_PORT}
+    assert any(f"{section}.{key}" in p for p in problems_of(raw))
+
+
+def test_the_rendered_pod_never_binds_one_port_twice():
+    raw = gke_raw()
+    raw["vllm"] = {**raw["vllm"], "port": metrics_door.METRICS_PORT}
+    try:
+        loaded = settings.load(raw, "my-proj", "gke")
+    except settings.SettingsError:
+        return  # refused: fine
+    pod = workload.pod_template(loaded.settings, service_account="vllm", node_pool="tpu", hash_of_config="x")
+    ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
+    ports.append(loaded.settings.front.upstream_port)  # vLLM's loopback port, in the same namespace
+    assert len(ports) == len(set(ports)), ports
+
+
+# 2. front.image is not checked at all (vllm.image is): an empty or option-like value reaches `docker run`.
+
+@pytest.mark.parametrize("image", ["", "--privileged", "nginx latest"])
+def test_front_image_is_checked_like_vllm_image(image):
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.load({**DEV_RAW, "front": {"image": image}}, "my-proj", "dev")
+    assert "front.image" in caught.value.render()
+
+
+# 3. gke.namespace may name a namespace the stack does not own: the stack declares it as its own Namespace
+#    (create fails on an existing one; destroy deletes it), and custom-metrics is the adapter's own.
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "custom-metrics", "gmp-system"])
+def test_gke_namespace_refuses_namespaces_the_stack_does_not_own(namespace):
+    raw = gke_raw()
+    raw["gke"] = {**raw["gke"], "namespace": namespace}
+    assert any("gke.namespace" in p for p in problems_of(raw))
+
+
+# 4. The provider's retry covers HttpError and OSError only. httplib2 (the discovery client's transport)
+#    raises ServerNotFoundError (not an OSError) on a DNS blip, and google-auth raises TransportError when
+#    a token refresh cannot connect: both escape as tracebacks instead of being retried.
+
+@pytest.mark.parametrize("fault", [httplib2.ServerNotFoundError("Unable to find the server at tpu.googleapis.com"),
+                                   google.auth.exceptions.TransportError("token refresh: connection refused")],
+                         ids=["dns", "token-refresh"])
+def test_a_transient_transport_error_is_retried(fault):
+    calls = []
+
+    class Request:
+        def execute(self, num_retries=0):
+            calls.append(1)
+            if len(calls) == 1:
+                raise fault
+            return {"ok": True}
+
+    api = qr.TpuApi(retry_base_seconds=0, sleep=lambda seconds: None)
+    assert api.call("queuedResources.get", Request) == {"ok": True}
+
+
+# 5. A lasting outage while the request waits in the queue ends the create with an error, but the queued
+#    resource stays on the server, untracked by Pulumi (a failed dynamic create records nothing), and the
+#    message does not say so: the user may `pulumi destroy` and walk away while it goes ACTIVE and bills.
+
+@pytest.fixture
+def tpu_api(monkeypatch):
+    monkeypatch.setattr(qr.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(google.auth, "default", lambda scopes=None: (AnonymousCredentials(), None))
+    with FakeTpuApi(states=["WAITING_FOR_RESOURCES"] * 50 + ["ACTIVE"]) as server:
+        monkeypatch.setenv(qr.ENDPOINT_ENV, server.url + "/")
+        yield server
+
+
+def test_an_outage_during_the_queue_wait_never_leaves_an_unmentioned_request(tpu_api):
+    from tests.test_queued_resource import HAND_DELETE, NAME, props
+    tpu_api.inject(Fault("GET", "/queuedResources/", 503, times=100))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    still_there = NAME in tpu_api.queued and NAME not in tpu_api.deleted
+    assert not still_there or HAND_DELETE in str(caught.value), (
+        f"the request is left on the server and the error does not say so: {caught.value}")
+
+
+# 6. The gke plan prints the VM's cost block unchanged: "one run stops by itself" and "with no run, still
+#    billing: the cache disk ... about $5.56/month", while on gke a new node replaces each ended one for as
+#    long as gke.minReplicas asks, and the cluster fee and system pool bill all the time (README: "nothing
+#    on gke stops billing by itself").
+
+def test_the_gke_plan_does_not_say_billing_stops_by_itself():
+    import subprocess
+    import sys
+    from pathlib import Path
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "gke"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "stops by itself" not in result.stdout
+    idle = [line for line in result.stdout.splitlines() if "with no run, still billing" in line]
+    assert all("system pool" in line or "cluster" in line for line in idle), idle
