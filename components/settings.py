@@ -9,6 +9,7 @@ warnings.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import math
 import posixpath
@@ -448,20 +449,7 @@ class VllmSettings(_Section):
     @field_validator("image")
     @classmethod
     def _image_reference(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the VM pulls this container; set it to vllm/vllm-tpu:nightly or a pinned tag")
-        if re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value):
-            raise ValueError(
-                "an image ID from `docker images` is a config-blob ID, not a manifest digest: "
-                "docker pull by it fails with 'unexpected media type'; use the repository and a "
-                "tag, e.g. vllm/vllm-tpu:nightly, or repository@sha256:<manifest digest>"
-            )
-        if not _IMAGE_REFERENCE.fullmatch(value):
-            raise ValueError(
-                "not an image reference docker can pull; write it like vllm/vllm-tpu:nightly, "
-                "registry.example.com/team/vllm-tpu:v1 or vllm/vllm-tpu@sha256:<digest>"
-            )
-        return value
+        return pullable_image(value, "vllm/vllm-tpu:nightly")
 
     @field_validator("port")
     @classmethod
@@ -635,6 +623,13 @@ class VllmSettings(_Section):
                     "or wildcard (vLLM matches the URL's host exactly, so list each subdomain), e.g. "
                     "images.example.com; leave the list empty to allow no media URLs at all"
                 )
+            inward = _inward_host(value)
+            if inward:
+                raise ValueError(
+                    f"{value!r} {inward}: whoever holds the API key could make vLLM fetch from the node itself, "
+                    "its metadata server or your VPC (vLLM's own loopback port answers without the key); list "
+                    "public host names only"
+                )
         return values
 
     @property
@@ -755,11 +750,57 @@ class AccessSettings(_Section):
         return value
 
 
+def pullable_image(value: str, example: str) -> str:
+    """An image reference docker (and the kubelet) can pull; it also lands in `docker run`'s argv, so
+    nothing option-like or with spaces gets through."""
+    if not value.strip():
+        raise ValueError(f"the node pulls this container; set it to {example} or a pinned tag")
+    if re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value):
+        raise ValueError(
+            "an image ID from `docker images` is a config-blob ID, not a manifest digest: "
+            "docker pull by it fails with 'unexpected media type'; use the repository and a "
+            f"tag, e.g. {example}, or repository@sha256:<manifest digest>"
+        )
+    if not _IMAGE_REFERENCE.fullmatch(value):
+        raise ValueError(
+            f"not an image reference docker can pull; write it like {example}, "
+            "registry.example.com/team/image:v1 or repository@sha256:<digest>"
+        )
+    return value
+
+
+# Names that resolve inside the node or the VPC: GCE's metadata server and internal DNS, mDNS, loopback.
+INWARD_SUFFIXES = (".internal", ".localhost", ".local", ".home.arpa", ".localdomain")
+
+
+def _inward_host(host: str) -> str | None:
+    """Why a media host would point vLLM's fetcher back inside, or None for a public name or address."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        return None if address.is_global else "is not a public address"
+    if host == "localhost" or host.endswith(INWARD_SUFFIXES):
+        return "names the node, the metadata server or the VPC"
+    if "." not in host:
+        return "is a single label, which the node's resolver completes with its own search domains"
+    # getaddrinfo reads 2130706433 or 0x7f000001 as 127.0.0.1: a real domain's last label has a letter first.
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", host.rsplit(".", 1)[1]):
+        return "reads as a numeric address to the resolver"
+    return None
+
+
 class FrontSettings(_Section):
     """The key-checking front on the serving port (config key `tpu-vllm:front`); vLLM itself listens on loopback."""
 
     image: str = front.DEFAULT_IMAGE
     """The proxy's container: nginx's official image."""
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, value: str) -> str:
+        return pullable_image(value, front.DEFAULT_IMAGE)
     upstream_port: int = Field(8001, ge=1, le=65535)
     """vLLM's port on 127.0.0.1, behind the front; vllm.port is the front's."""
 

@@ -179,6 +179,11 @@ probe_disk() {
   return "$code"
 }
 
+# blkid -p also exits 2 when it cannot open the device at all (a missing path, a directory), so "no
+# filesystem" alone never formats: the start of the disk must also read as zeros, as a new disk does.
+BLANK_CHECK_BYTES=1048576
+disk_reads_blank() { cmp -s -n "$BLANK_CHECK_BYTES" "$1" /dev/zero; }
+
 write_fstab_line() {
   local uuid="$1" mount_point="$2" fstab="$ROOT/etc/fstab" line
   [[ "$uuid" =~ ^[0-9A-Fa-f-]+$ ]] || fail "the cache disk's UUID '$uuid' is empty or malformed; not writing /etc/fstab"
@@ -208,6 +213,8 @@ mount_cache_disk() {
   case "$code" in
     0) ;;
     2)
+      disk_reads_blank "$device" ||
+        fail "blkid -p found no filesystem on $device, but its first MiB does not read as zeros (or cannot be read); not formatting a disk that may hold data: attach a blank disk, or zero its start yourself if its data is not needed"
       STEP="formatting the blank cache disk $device"
       log "no filesystem or partition table on $device: formatting it (ext4)"
       mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"

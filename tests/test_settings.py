@@ -748,3 +748,27 @@ def test_a_token_or_key_set_without_secret_is_an_error(key):
     assert problem.startswith(f"tpu-vllm:{key} is stored in plaintext")
     assert f"pulumi config set --secret tpu-vllm:{key}" in problem and "CANARY-plain" not in problem
     assert s.load(raw, "my-proj", "dev", secret_keys=frozenset({key})).settings
+
+
+@pytest.mark.parametrize("image", ["", "--privileged", "nginx latest", "sha256:2a4a1f82793f"])
+def test_the_front_image_is_checked_like_the_vllm_image(image):
+    # It lands in `docker run`'s argv: an option-like value would become a docker option.
+    problem = one_problem(front={"image": image})
+    assert problem.startswith("tpu-vllm:front.image = ") and "nginx:1.28.0-alpine" in problem
+
+
+def test_a_pinned_front_image_is_accepted():
+    assert load(front={"image": "nginx@sha256:" + "a" * 64}).settings.front.image == "nginx@sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "169.254.169.254", "metadata.google.internal",
+                                  "metadata", "10.0.0.1", "192.168.1.10", "vm-1.us-west4-a.c.my-proj.internal",
+                                  "2130706433", "0x7f000001", "printer.local", "a.b.localhost", "100.64.0.1"])
+def test_media_hosts_that_point_back_inside_are_refused(host):
+    problem = one_problem(vllm={"allowedMediaDomains": [host]})
+    assert problem.startswith("tpu-vllm:vllm.allowedMediaDomains") and "public host names only" in problem
+
+
+@pytest.mark.parametrize("host", ["images.example.com", "upload.wikimedia.org", "8.8.8.8", "cdn-1.example.co.uk"])
+def test_public_media_hosts_are_accepted(host):
+    assert load(vllm={"allowedMediaDomains": [host]}).settings.vllm.allowed_media_domains == [host]

@@ -194,7 +194,7 @@ def disk_run(tmp_path, servers, **env) -> Run:
     run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES, **env)
     device = run.root / "dev/disk/by-id/google-persistent-disk-1"
     device.parent.mkdir(parents=True)
-    device.touch()
+    device.write_bytes(bytes(1 << 20))  # a new persistent disk reads as zeros
     (run.root / "etc").mkdir()
     return run
 
@@ -230,6 +230,23 @@ def test_a_blkid_error_fails_clearly_and_never_formats(tmp_path, servers, code):
                                  f"(exit {code}: blkid: probe failed)")
     assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
     assert not (run.root / "etc/fstab").exists()
+
+
+@pytest.mark.parametrize("device_kind", ["data", "directory", "short"])
+def test_no_filesystem_found_never_formats_a_disk_that_is_not_blank(tmp_path, servers, device_kind):
+    # blkid -p exits 2 for "nothing found" and also when it cannot open the path at all.
+    run = disk_run(tmp_path, servers)
+    device = run.root / "dev/disk/by-id/google-persistent-disk-1"
+    if device_kind == "data":
+        device.write_bytes(bytes(4096) + b"compile cache" + bytes(1 << 20))
+    elif device_kind == "directory":
+        device.unlink()
+        device.mkdir()
+    else:
+        device.write_bytes(bytes(100))  # cannot be read as far as a real disk's first MiB
+    assert run().returncode == 1
+    assert "does not read as zeros (or cannot be read); not formatting" in run.status
+    assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
 
 
 @pytest.mark.parametrize(("probe", "expected"), [
