@@ -124,6 +124,9 @@ ssh_target = pulumi.Output.concat(cfg.access.ssh_user, "@", node.external_ip)
 pulumi.export("gcloudEquivalent", body.apply(lambda b: gcloud_equivalent(b, cfg.node_id)))
 pulumi.export("nodeName", node.node_name)
 pulumi.export("queuedResourceState", node.state)
+# The plain name, so tools.status finds the request in any state (nodeName is empty unless ACTIVE).
+pulumi.export("queuedResourceName",
+              f"projects/{cfg.project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}")
 pulumi.export("runEndsAt", node.termination_time)
 pulumi.export("internalEndpoint", pulumi.Output.concat("http://", node.internal_ip, f":{port}/v1"))
 if cfg.access.serving_source_ranges:

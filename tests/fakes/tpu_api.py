@@ -46,6 +46,7 @@ class FakeTpuApi(FakeServer):
         self.created_bodies: list[dict[str, Any]] = []
         self.deleted: list[str] = []
         self.operations = 0
+        self.node_state = "READY"
 
     # Test controls
     def inject(self, fault: Fault) -> None:
@@ -55,6 +56,13 @@ class FakeTpuApi(FakeServer):
         """The run duration ended: GCP deletes the node and suspends the request."""
         self.queued[name]["state"] = {"state": "SUSPENDED", "stateInitiator": "SERVICE"}
         self.steps[name].clear()
+
+    def put(self, name: str, body: dict[str, Any], state: str, **fields: Any) -> None:
+        """A queued resource that already exists and stays in `state` (for readers such as tools.status)."""
+        self.queued[name] = {**body, "name": name, "state": {"state": state}, **fields}
+        if state == "FAILED":
+            self.queued[name]["state"]["failedData"] = {"error": {"code": 8, "message": self.failed_message}}
+        self.steps[name] = deque()
 
     def _fault_for(self, request: Request) -> Fault | None:
         for fault in list(self.faults):
@@ -136,7 +144,7 @@ class FakeTpuApi(FakeServer):
             spec = queued["tpu"]["nodeSpec"][0]
             if spec["nodeId"] == node_id and queued["state"]["state"] == "ACTIVE":
                 return Response(200, {
-                    "name": name, "state": "READY", **spec["node"],
+                    "name": name, "state": self.node_state, **spec["node"],
                     "networkEndpoints": [{"ipAddress": "10.164.0.7", "port": 8470,
                                           "accessConfig": {"externalIp": "34.0.0.7"}}],
                 })
