@@ -8,6 +8,7 @@ under STARTUP_ROOT, as in the startup-script tests). Canary secrets must never b
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ OUTPUTS = {
 STATE_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}"
 
 FAKE_PULUMI = r"""
+readlink /proc/self/fd/0 >"$FAKE_NODE/pulumi-stdin"
 if [[ -f "$FAKE_NODE/pulumi-error" ]]; then cat "$FAKE_NODE/pulumi-error" >&2; exit 255; fi
 [[ "$1 $2 $3 $4" == "stack output --json --show-secrets" ]] || { echo "fake pulumi: unexpected $*" >&2; exit 3; }
 cat "$FAKE_NODE/outputs.json"
@@ -408,6 +410,23 @@ def test_no_pulumi_cli_is_an_error(stack, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(empty))
     assert run(stack) == status.EXIT_ERROR
     assert "error: the Pulumi CLI is not on PATH" in shown(capsys)
+
+
+def test_pulumi_gets_no_stdin_so_a_passphrase_prompt_fails_at_once(stack, capsys):
+    (stack.node / "pulumi-error").write_text(
+        "error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE\n")
+    # Our own stdin is an open pipe, as a terminal would be: pulumi must not inherit it.
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        assert run(stack) == status.EXIT_ERROR
+    finally:
+        os.dup2(saved, 0)
+        for descriptor in (saved, read_end, write_end):
+            os.close(descriptor)
+    assert stack.fake("pulumi-stdin").strip() == "/dev/null"
+    assert "error: `pulumi stack output` failed: error: passphrase must be set" in shown(capsys)
 
 
 def test_a_pulumi_failure_is_an_error_with_its_message(stack, capsys):

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from components.vm import boot_contract, container
-from components.vm.queued_resource import TpuApi, TpuApiError
+from components.vm.queued_resource import WAITING_STATES, TpuApi, TpuApiError
 
 EXIT_READY, EXIT_NOT_READY, EXIT_ERROR = 0, 1, 2
 
@@ -46,7 +46,7 @@ LOG_TAIL_LINES = 2000
 FACT_LIMIT = 300
 
 QUEUED_RESOURCE_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/queuedResources/([^/]+)$")
-QUEUED_STATES = {"STATE_UNSPECIFIED", "CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"}
+QUEUED_STATES = WAITING_STATES - {"PROVISIONING"}
 ENDED_STATES = {"SUSPENDING", "SUSPENDED"}
 NODE_COMING_UP = {"STATE_UNSPECIFIED", "CREATING", "STARTING", "RESTARTING", "REPAIRING", "REIMAGING"}
 
@@ -116,7 +116,9 @@ def stack_outputs(stack: str | None) -> dict[str, Any] | None:
                           "and log in to the backend that holds the stack")
     command = ["pulumi", "stack", "output", "--json", "--show-secrets", *(["--stack", stack] if stack else [])]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_SECONDS)
+        # No stdin: a passphrase prompt must fail with Pulumi's own message, not wait for the timeout.
+        completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                   timeout=PULUMI_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         raise StatusError(f"`{shlex.join(command[:3])}` did not answer in {PULUMI_TIMEOUT_SECONDS} s; "
                           "is the Pulumi backend reachable?") from None
