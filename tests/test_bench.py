@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tools import bench
+from tools import bench, bench_client_ceiling
 from tools.fake_openai_server import FakeOpenAIServer, FakeTiming
 
 TTFT, TPOT, OUTPUT = 0.1, 0.02, 11  # one request: 0.1 s to the first token + 10 x 0.02 s
@@ -108,7 +109,111 @@ def test_errors_are_counted_and_reported_not_dropped(server):
     [cell] = cells
     assert cell.errors >= 3 and cell.status == "ok"
     assert cell.reps[0].requests == 12
-    assert "failed request(s)" in bench.render_tables(cells)
+    # The first failure's own words, in the JSON and in the notes.
+    assert cell.summary()["first_error"] == 'HTTP 500: {"error": "injected failure"}'
+    assert '128 x 4: 4 failed request(s), 0 timeout(s); first: HTTP 500: {"error": "injected failure"}' in (
+        bench.render_tables(cells))
+
+
+@pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, fail_every=1)], indirect=True)
+def test_a_cell_where_every_request_failed_says_why(server, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    code = bench.main(["--base-url", server.url, "--api-key", "k", "--contexts", "128", "--clients", "2",
+                       "--reps", "1", "--requests-per-client", "1", "--json", str(out), "--no-plot", "--quiet"])
+    assert code == 1
+    [cell] = json.loads(out.read_text())["cells"]
+    assert cell["status"] == "error" and cell["errors"] == 2
+    assert cell["first_error"] == 'HTTP 500: {"error": "injected failure"}'
+    assert cell["reason"] == 'every request failed; first: HTTP 500: {"error": "injected failure"}'
+    assert '128 x 2: error: every request failed; first: HTTP 500: {"error": "injected failure"}' in (
+        capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, spaced_json=True),
+                                    FakeTiming(ttft=0.01, tpot=0.001, split_events=True),
+                                    FakeTiming(ttft=0.01, tpot=0.001, spaced_json=True, split_events=True)],
+                         indirect=True, ids=["spaced-json", "events-split-across-chunks", "both"])
+def test_any_valid_json_and_chunking_of_the_stream_is_read(server):
+    cells = run_sweep(server.url, options(clients=[2], reps=1, requests_per_client=2))
+    [cell] = cells
+    assert (cell.status, cell.errors, cell.first_error) == ("ok", 0, None)
+    assert cell.reps[0].prompt_tokens == [128] * 4
+    assert len(cell.reps[0].ttft_ms) == 4 and len(cell.reps[0].tpot_ms) == 4
+    assert cell.aggregate_tok_s > 0
+
+
+def test_streams_are_read_to_the_end_so_connections_are_reused(server):
+    # Closing a response before its last chunk makes httpx drop the connection: a new one per request.
+    run_sweep(server.url, options(clients=[2], reps=1, requests_per_client=3))
+    assert server.chat_requests == 1 + 2 * 3
+    assert server.connections <= 2
+
+
+def test_server_sent_events_are_split_as_the_format_says():
+    lines = [": keep-alive comment", "event: message", 'data:{"a":', 'data: 1}', "", "",
+             "data: [DONE]", "", "data: {\"tail\": true}"]
+    events = bench.SseEvents()
+    dispatched = [data for data in map(events.feed, lines) if data is not None]
+    # No space after the colon is valid; several data lines join with a newline; blank lines alone are no event.
+    assert dispatched == ['{"a":\n1}', "[DONE]"]
+    assert events.flush() == '{"tail": true}'  # a stream that ends without the final blank line
+    assert events.flush() is None
+
+
+def take(*events: str) -> bench.RequestResult:
+    result = bench.RequestResult(start=0.0)
+    for data in events:
+        if not bench._take_event(result, data):
+            break
+    return result
+
+
+def test_stream_events_are_read_as_json_whatever_the_spacing():
+    result = take('{ "choices" : [ { "delta" : { "content" : "hi" } } ] }',
+                  '{\n "choices": [],\n "usage": {"prompt_tokens": 12, "completion_tokens": 34}\n}', "[DONE]",
+                  '{"usage": {"prompt_tokens": 0, "completion_tokens": 0}}')
+    assert (result.first_token is not None, result.prompt_tokens, result.output_tokens, result.error) == (
+        True, 12, 34, None)
+    # vLLM's current name for the reasoning stream counts as the first token too.
+    assert take('{"choices": [{"delta": {"reasoning": "hm"}}]}').first_token is not None
+    assert take('{"choices": [{"delta": {"role": "assistant", "content": ""}}]}').first_token is None
+
+
+def test_a_broken_stream_event_is_the_requests_error():
+    assert take('{"error": {"message": "The model ran out of KV cache", "code": 400}}').error == (
+        "error event: The model ran out of KV cache")
+    assert take('{"choices": [').error == 'unparseable stream event: {"choices": ['
+    assert take("[1, 2]").error == "stream event is not a JSON object: [1, 2]"
+    assert len(take("{" + "x" * 1000).error) == bench.ERROR_TEXT_LIMIT
+
+
+def test_help_shows_the_sweeps_defaults(capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 128,1024,8192, the log's)" in text
+    assert "(default: 1,4,16,64, the log's)" in text
+    assert "repetitions of each cell (default: 3)" in text
+    args = bench.parse_args([])
+    assert (args.contexts, args.clients, args.reps) == ([128, 1024, 8192], [1, 4, 16, 64], 3)
+
+
+def test_the_plot_goes_beside_the_json_or_under_an_ignored_folder(tmp_path):
+    assert bench.parse_args(["--json", str(tmp_path / "run" / "a.json")]).plot == tmp_path / "run" / "a.png"
+    assert bench.parse_args([]).plot == bench.DEFAULT_PLOT
+    assert bench.DEFAULT_PLOT.parent.name == "bench-results" and bench.DEFAULT_PLOT.parent.parent == Path(".")
+    assert "bench-results/" in (Path(__file__).resolve().parents[1] / ".gitignore").read_text().splitlines()
+    assert bench.parse_args(["--plot", str(tmp_path / "p.png")]).plot == tmp_path / "p.png"
+    assert bench.parse_args(["--json", "x.json", "--no-plot"]).plot is None
+
+
+def test_the_default_plot_folder_is_made(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert bench.main(["--base-url", server.url, "--api-key", "k", "--contexts", "128", "--clients", "1",
+                       "--reps", "1", "--requests-per-client", "1", "--output-tokens", str(OUTPUT),
+                       "--quiet"]) == 0
+    assert (tmp_path / "bench-results" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bench-results"]
 
 
 @pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, hang_every=2)], indirect=True)
@@ -163,3 +268,20 @@ def test_an_unreachable_endpoint_exits_2_with_a_hint(capsys):
     assert bench.main(["--base-url", "http://127.0.0.1:9/v1", "--api-key", "k", "--quiet", "--contexts", "128",
                        "--clients", "1"]) == 2
     assert "SSH tunnel" in capsys.readouterr().err
+
+
+def test_the_client_ceiling_reports_min_median_max_and_the_machine(tmp_path):
+    assert bench_client_ceiling.spread([53_717.2, 64_173.0, 60_859.4]) == (
+        "min 53,717 / median 60,859 / max 64,173 output tok/s over 3 run(s)")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Example CPU @ 2.00GHz\nflags\t\t: fpu\n")
+    described = bench_client_ceiling.machine(cpuinfo)
+    assert "CPU(s), Example CPU @ 2.00GHz, Python 3." in described
+    assert "Example" not in bench_client_ceiling.machine(tmp_path / "missing")
+
+
+def test_the_client_ceiling_runs_each_repetition_against_the_fake_server(server):
+    runs = asyncio.run(bench_client_ceiling.measure(server.url, clients=2, output_tokens=OUTPUT,
+                                                    requests_per_client=1, runs=3))
+    assert [(rep.requests, rep.errors) for rep in runs] == [(2, 0)] * 3
+    assert all(rep.aggregate_tok_s > 0 for rep in runs)

@@ -6,7 +6,8 @@
 Streaming /v1/chat/completions with prompts of an exact token length (calibrated
 with the server's /tokenize, or its reported usage), a fixed output length, a
 warm-up, and closed-loop clients. Prints the log's three tables with each cell's
-ratio to the log, the cost per million output tokens, and writes a PNG plot.
+ratio to the log, the cost per million output tokens, and the first error of any
+cell with failures; writes a PNG plot beside the JSON (else under bench-results/).
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ LOG_REFERENCE: dict[tuple[int, int], tuple[float, float, float]] = {
     (8192, 16): (399.6, 594.4, 27), (8192, 64): (324.3, 11734.0, 10),
 }
 PRICINGS = ("spot", "flex-start", "on-demand")
+DEFAULT_CONTEXTS = [128, 1024, 8192]
+DEFAULT_CLIENTS = [1, 4, 16, 64]
+DEFAULT_REPS = 3
+# Without --json the plot goes here, a folder .gitignore keeps out of the repository.
+DEFAULT_PLOT = Path("bench-results") / "bench.png"
 FILLER = "hello "
 
 
@@ -72,6 +78,8 @@ class RepStats:
     ttft_ms: list[float]
     tpot_ms: list[float]
     prompt_tokens: list[int]
+    first_error: str | None = None
+    """The first failed request's reason, in the order requests finished."""
 
 
 @dataclass
@@ -130,6 +138,10 @@ class CellResult:
     def timeouts(self) -> int:
         return sum(rep.timeouts for rep in self.reps)
 
+    @property
+    def first_error(self) -> str | None:
+        return next((rep.first_error for rep in self.reps if rep.first_error), None)
+
     def cost_per_million(self) -> dict[str, float | None]:
         rate = self.aggregate_tok_s
         return {p: (budget.usd_per_million_output_tokens(p, rate) if rate else None) for p in PRICINGS}
@@ -141,7 +153,7 @@ class CellResult:
             "aggregate_tok_s": self.aggregate_tok_s, "cv": self.cv,
             "median_ttft_ms": self.median_ttft_ms, "p90_ttft_ms": self.p90_ttft_ms,
             "median_tpot_ms": self.median_tpot_ms, "per_stream_tok_s": self.per_stream_tok_s,
-            "errors": self.errors, "timeouts": self.timeouts,
+            "errors": self.errors, "timeouts": self.timeouts, "first_error": self.first_error,
             "mean_prompt_tokens": (statistics.fmean(self._pooled("prompt_tokens"))
                                    if self._pooled("prompt_tokens") else None),
             "usd_per_million_output_tokens": self.cost_per_million(),
@@ -217,20 +229,22 @@ class Endpoint:
             async with self.client.stream("POST", f"{self.base_url}/chat/completions", json=body,
                                           headers=self.headers, timeout=self.timeout) as response:
                 if response.status_code != 200:
-                    await response.aread()
-                    result.error = f"HTTP {response.status_code}"
+                    text = (await response.aread()).decode("utf-8", "replace")
+                    result.error = _short(f"HTTP {response.status_code}: {text.strip()}")
                     return result
+                events, reading = SseEvents(), True
+                # Read to the end even after [DONE] or an error, so the connection can be reused.
                 async for line in response.aiter_lines():
-                    if result.first_token is None and _has_token(line):
-                        result.first_token = time.perf_counter()
-                    elif '"usage":{' in line:
-                        usage = json.loads(line[len("data: "):])["usage"]
-                        result.prompt_tokens = usage.get("prompt_tokens", 0)
-                        result.output_tokens = usage.get("completion_tokens", 0)
+                    data = events.feed(line) if reading else None
+                    if data is not None:
+                        reading = _take_event(result, data)
+                data = events.flush() if reading else None
+                if data is not None:
+                    _take_event(result, data)
         except httpx.TimeoutException:
             result.error = "timeout"
         except httpx.HTTPError as error:
-            result.error = f"{error.__class__.__name__}: {error}"
+            result.error = _short(f"{error.__class__.__name__}: {error}")
         finally:
             result.end = time.perf_counter()
         if result.error is None and result.output_tokens == 0:
@@ -238,12 +252,75 @@ class Endpoint:
         return result
 
 
-def _has_token(line: str) -> bool:
-    if not line.startswith("data: {"):
+ERROR_TEXT_LIMIT = 300
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_TEXT_LIMIT else text[:ERROR_TEXT_LIMIT - 3] + "..."
+
+
+class SseEvents:
+    """Server-sent events from a stream's lines: `data:` fields joined, one event per blank line.
+
+    As the WHATWG event-stream format says: the space after the colon is optional, an event may
+    carry several data lines, lines starting with a colon are comments.
+    """
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> str | None:
+        """Take one line; returns an event's data when the line ends it."""
+        if not line:
+            return self.flush()
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+    def flush(self) -> str | None:
+        """The pending event, if any (also at the end of a stream that lacks the final blank line)."""
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
+def _take_event(result: RequestResult, data: str) -> bool:
+    """Record one event's facts on the result; False when the stream is over or broken."""
+    if data.strip() == "[DONE]":
         return False
-    choices = json.loads(line[len("data: "):]).get("choices") or []
-    delta = choices[0].get("delta", {}) if choices else {}
-    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+    try:
+        event = json.loads(data)
+    except json.JSONDecodeError:
+        result.error = _short(f"unparseable stream event: {data}")
+        return False
+    if not isinstance(event, dict):
+        result.error = _short(f"stream event is not a JSON object: {data}")
+        return False
+    if event.get("error"):
+        # vLLM reports a failure inside an open stream as an event with an error object.
+        error = event["error"]
+        result.error = _short(f"error event: {error.get('message', error) if isinstance(error, dict) else error}")
+        return False
+    if result.first_token is None and _has_token(event):
+        result.first_token = time.perf_counter()
+    usage = event.get("usage")
+    if isinstance(usage, dict):
+        result.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        result.output_tokens = int(usage.get("completion_tokens") or 0)
+    return True
+
+
+def _has_token(event: dict[str, Any]) -> bool:
+    choices = event.get("choices") or []
+    delta = (choices[0].get("delta") or {}) if choices and isinstance(choices[0], dict) else {}
+    # `reasoning` is vLLM's current name for the reasoning stream, `reasoning_content` the former one.
+    return bool(delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content")
+                or delta.get("tool_calls"))
 
 
 async def run_rep(endpoint: Endpoint, words: int, clients: int, requests_per_client: int,
@@ -275,6 +352,7 @@ def rep_stats(results: list[RequestResult], started: float) -> RepStats:
         ttft_ms=[r.ttft * 1000 for r in good if r.ttft is not None],
         tpot_ms=[r.tpot * 1000 for r in good if r.tpot is not None],
         prompt_tokens=[r.prompt_tokens for r in good],
+        first_error=next((r.error for r in results if r.error is not None), None),
     )
 
 
@@ -316,7 +394,7 @@ async def sweep(endpoint: Endpoint, options: SweepOptions, progress: Any = None)
                                                progress.update if progress else None))
             if cell.reps and all(rep.errors == rep.requests for rep in cell.reps):
                 cell.status = "error"
-                cell.reason = "every request failed"
+                cell.reason = f"every request failed; first: {cell.first_error}"
     return cells
 
 
@@ -360,8 +438,8 @@ def render_tables(cells: list[CellResult]) -> str:
         lines.append(f"{cell.context:>6} x {cell.clients:<9}" + "".join(f"{_fmt(costs[p], 3):>14}" for p in PRICINGS)
                      + f"{_fmt(cell.cv * 100 if cell.cv is not None else None):>7}%{cell.errors:>8}")
     notes = [f"  {c.context} x {c.clients}: {c.status}: {c.reason}" for c in cells if c.status != "ok"]
-    notes += [f"  {c.context} x {c.clients}: {c.errors} failed request(s), {c.timeouts} timeout(s)"
-              for c in cells if c.status == "ok" and c.errors]
+    notes += [f"  {c.context} x {c.clients}: {c.errors} failed request(s), {c.timeouts} timeout(s); "
+              f"first: {c.first_error}" for c in cells if c.status == "ok" and c.errors]
     if notes:
         lines += ["", "Notes:", *notes]
     return "\n".join(lines)
@@ -411,6 +489,10 @@ def _stack_output(name: str, secret: bool = False) -> str | None:
     return completed.stdout.strip() or None if completed.returncode == 0 else None
 
 
+def _csv(values: list[int]) -> str:
+    return ",".join(str(value) for value in values)
+
+
 def _ints(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -427,9 +509,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                            "else http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", help="default: $OPENAI_API_KEY, else the stack's apiKey output")
     parser.add_argument("--model", default="google/gemma-4-E2B-it")
-    parser.add_argument("--contexts", type=_ints, default=[128, 1024, 8192])
-    parser.add_argument("--clients", type=_ints, default=[1, 4, 16, 64])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--contexts", type=_ints, default=DEFAULT_CONTEXTS, metavar="N,N,...",
+                        help=f"prompt lengths in tokens (default: {_csv(DEFAULT_CONTEXTS)}, the log's)")
+    parser.add_argument("--clients", type=_ints, default=DEFAULT_CLIENTS, metavar="N,N,...",
+                        help=f"concurrent closed-loop clients (default: {_csv(DEFAULT_CLIENTS)}, the log's)")
+    parser.add_argument("--reps", type=int, default=DEFAULT_REPS,
+                        help=f"repetitions of each cell (default: {DEFAULT_REPS})")
     parser.add_argument("--requests-per-client", type=int, default=4)
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
@@ -437,9 +522,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--allow-over-kv", action="store_true", help="run cells that exceed the KV pool")
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--json", type=Path, help="write every cell to this file")
-    parser.add_argument("--plot", type=Path, default=Path("bench.png"), help="PNG plot (default bench.png)")
+    parser.add_argument("--plot", type=Path,
+                        help=f"PNG plot (default: beside --json with a .png suffix, else {DEFAULT_PLOT})")
+    parser.add_argument("--no-plot", action="store_true", help="write no plot")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.no_plot:
+        args.plot = None
+    elif args.plot is None:
+        args.plot = args.json.with_suffix(".png") if args.json else DEFAULT_PLOT
+    return args
 
 
 async def _main(args: argparse.Namespace) -> list[CellResult]:
@@ -470,10 +562,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(render_tables(cells))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"base_url": args.base_url, "model": args.model,
                                          "output_tokens": args.output_tokens,
                                          "cells": [c.summary() for c in cells]}, indent=2))
     if args.plot:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
         plot(cells, args.plot)
         print(f"\nplot: {args.plot}")
     return 1 if any(c.status == "error" for c in cells) else 0

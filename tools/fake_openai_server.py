@@ -31,6 +31,10 @@ class FakeTiming:
     fail_every: int = 0
     hang_every: int = 0
     tokenize: bool = True
+    spaced_json: bool = False
+    """Write events as json.dumps does by default (`"usage": {`), valid JSON a client must parse, not match."""
+    split_events: bool = False
+    """Send each event in three HTTP chunks: cut inside the JSON and before the blank line that ends it."""
 
 
 @dataclass
@@ -47,6 +51,7 @@ class FakeOpenAIServer:
         self.timing = timing or FakeTiming()
         self.host, self.port = host, port
         self.chat_requests = 0
+        self.connections = 0
         self.streams: list[StreamRecord] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -95,6 +100,7 @@ class FakeOpenAIServer:
 
     # HTTP/1.1 with keep-alive; streaming responses are chunked.
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -148,15 +154,14 @@ class FakeOpenAIServer:
         loop = asyncio.get_running_loop()
         start = loop.time()
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        send = _chunk(b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n')
-        writer.write(send)
-        token = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+        writer.write(self._event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}))
+        token = self._event({"choices": [{"index": 0, "delta": {"content": "tok"}}]})
         if timing.tpot <= 0:
             # As fast as possible, but like a real server: one chunk per token, streams interleaved.
             await asyncio.sleep(timing.ttft)
             for _ in range(output):
                 record.token_times.append(time.perf_counter())  # before the bytes leave: a lower bound
-                writer.write(_chunk(token))
+                writer.write(token)
                 await asyncio.sleep(0)
             await writer.drain()
         else:
@@ -166,11 +171,19 @@ class FakeOpenAIServer:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 record.token_times.append(time.perf_counter())
-                writer.write(_chunk(token))
+                writer.write(token)
                 await writer.drain()
-        final = json.dumps({"choices": [], "usage": usage}, separators=(",", ":")).encode()
-        writer.write(_chunk(b"data: " + final + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+        writer.write(self._event({"choices": [], "usage": usage}) + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
+
+    def _event(self, payload: dict) -> bytes:
+        """One server-sent event as HTTP chunk(s)."""
+        separators = None if self.timing.spaced_json else (",", ":")
+        data = b"data: " + json.dumps(payload, separators=separators).encode()
+        if not self.timing.split_events:
+            return _chunk(data + b"\n\n")
+        middle = len(data) // 2
+        return _chunk(data[:middle]) + _chunk(data[middle:] + b"\n") + _chunk(b"\n")
 
 
 def _chunk(data: bytes) -> bytes:

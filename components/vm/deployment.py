@@ -117,6 +117,8 @@ class VmDeployment:
         outputs["gcloudEquivalent"] = body.apply(lambda b: gcloud_equivalent(b, cfg.node_id))
         outputs["nodeName"] = node.node_name
         outputs["queuedResourceState"] = node.state
+        # The plain name, so tools.status finds the request in any state (nodeName is empty unless ACTIVE).
+        outputs["queuedResourceName"] = f"projects/{cfg.project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}"
         outputs["runEndsAt"] = node.termination_time
         outputs["internalEndpoint"] = pulumi.Output.concat("http://", node.internal_ip, f":{port}/v1")
         if cfg.access.serving_source_ranges:

@@ -97,6 +97,7 @@ class FakeTpuApi(FakeServer):
         self.request_ids: dict[str, str] = {}
         self.token_requests: list[Request] = []
         self.nodes_made = 0
+        self.node_state = "READY"
 
     # Test controls
     def inject(self, fault: Fault) -> None:
@@ -118,6 +119,15 @@ class FakeTpuApi(FakeServer):
             self._make_node(name)
         if state == "DELETING":
             self.deleting[name] = self.deleting_reads if deleting_reads is None else deleting_reads
+
+    def put(self, name: str, body: dict[str, Any], state: str, **fields: Any) -> None:
+        """A queued resource that already exists and stays in `state` (for readers such as tools.status)."""
+        self.queued[name] = {**body, "name": name, "state": {"state": state}, **fields}
+        if state == "FAILED":
+            self.queued[name]["state"]["failedData"] = {"error": {"code": 8, "message": self.failed_message}}
+        self.steps[name] = deque()
+        if state == "ACTIVE":
+            self._make_node(name)
 
     def _fault_for(self, request: Request) -> Fault | None:
         for fault in list(self.faults):
@@ -283,5 +293,5 @@ class FakeTpuApi(FakeServer):
     def _node(self, node_name: str) -> Response:
         for name, node in self.nodes.items():
             if node["name"] == node_name and self.queued[name]["state"]["state"] == "ACTIVE":
-                return Response(200, node)
+                return Response(200, {**node, "state": self.node_state})
         return error(404, "NOT_FOUND", f"Resource '{node_name}' was not found")

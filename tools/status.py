@@ -1,0 +1,463 @@
+"""Where a deployed stack stands, and what to do next.
+
+    python -m tools.status [--stack dev]
+
+Reads the stack's outputs (`pulumi stack output`), the queued resource's live state from the
+TPU API, and, once the node is up, the boot script's status file, the vLLM container and its
+/health over SSH with the stack's own key. One state, a few facts and the next step:
+not deployed, queued, provisioning, booting, compiling, ready, run ended (or what went wrong).
+
+Exit codes: 0 ready, 1 not ready yet or needs action, 2 could not find out (with why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from components.vm import boot_contract, container
+from components.vm.queued_resource import WAITING_STATES, TpuApi, TpuApiError
+
+EXIT_READY, EXIT_NOT_READY, EXIT_ERROR = 0, 1, 2
+
+# Outputs whose values must never be printed (the tool reads them with --show-secrets).
+SECRET_OUTPUTS = ("apiKey", "sshPrivateKey")
+KEY_SETUP_HINT = 'eval "$(pulumi stack output sshPrivateKeySetup)"'
+SSH_CONNECT_TIMEOUT_SECONDS = 10
+SSH_TIMEOUT_SECONDS = 60
+PULUMI_TIMEOUT_SECONDS = 120
+# Lines worth showing while vLLM starts: tpu-inference's "Precompile <graph> --> {shapes}"
+# (tpu_inference/runner/compilation_manager.py) and the three lines the build log watches.
+PROGRESS_PATTERN = "Precompile |Memory statistics|Init kv-cache|startup complete"
+LOG_TAIL_LINES = 2000
+FACT_LIMIT = 300
+
+QUEUED_RESOURCE_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/queuedResources/([^/]+)$")
+QUEUED_STATES = WAITING_STATES - {"PROVISIONING"}
+ENDED_STATES = {"SUSPENDING", "SUSPENDED"}
+NODE_COMING_UP = {"STATE_UNSPECIFIED", "CREATING", "STARTING", "RESTARTING", "REPAIRING", "REIMAGING"}
+
+# Runs on the node as root, reads only. Arguments: status file, container, port, progress pattern.
+# STARTUP_ROOT prefixes the status file as in startup.sh (tests); ssh and sudo never pass it on.
+PROBE_SCRIPT = r"""set -u
+status_file="${STARTUP_ROOT:-}$1" container="$2" port="$3" pattern="$4"
+limit=@FACT_LIMIT@ tail_lines=@LOG_TAIL_LINES@
+fact() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | tr '\r\n' '  ' | cut -c "1-$limit")"; }
+fact startup_status "$(head -n 1 "$status_file" 2>/dev/null)"
+state_format='{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}'
+fact container "$(docker inspect -f "$state_format" "$container" 2>/dev/null)"
+fact progress "$(docker logs --tail "$tail_lines" "$container" 2>&1 | grep -E -- "$pattern" | tail -n 1)"
+fact last_log "$(docker logs --tail 1 "$container" 2>&1)"
+fact health "$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null)"
+""".replace("@FACT_LIMIT@", str(FACT_LIMIT)).replace("@LOG_TAIL_LINES@", str(LOG_TAIL_LINES))
+
+
+class StatusError(Exception):
+    """Could not find out; the message says why and what to do."""
+
+
+@dataclass
+class Report:
+    state: str
+    headline: str
+    next_step: str
+    exit_code: int = EXIT_NOT_READY
+    facts: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class NodeFacts:
+    """What the probe saw on the node."""
+
+    startup_status: str = ""
+    container: str = ""
+    progress: str = ""
+    last_log: str = ""
+    health: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> NodeFacts:
+        facts = cls()
+        for line in text.splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name in cls.__dataclass_fields__:
+                setattr(facts, name, value.strip())
+        return facts
+
+
+@dataclass
+class SshTarget:
+    user: str
+    host: str
+    private_key: str
+    command_hint: str
+    """The stack's sshCommand, pointed at the live node: what the user types to look closer."""
+
+
+# ---- the stack's outputs ----
+
+def stack_outputs(stack: str | None) -> dict[str, Any] | None:
+    """The stack's outputs with secrets revealed; None when there is no such stack."""
+    if shutil.which("pulumi") is None:
+        raise StatusError("the Pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/) "
+                          "and log in to the backend that holds the stack")
+    command = ["pulumi", "stack", "output", "--json", "--show-secrets", *(["--stack", stack] if stack else [])]
+    try:
+        # No stdin: a passphrase prompt must fail with Pulumi's own message, not wait for the timeout.
+        completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                   timeout=PULUMI_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise StatusError(f"`{shlex.join(command[:3])}` did not answer in {PULUMI_TIMEOUT_SECONDS} s; "
+                          "is the Pulumi backend reachable?") from None
+    if completed.returncode != 0:
+        message = _last_line(completed.stderr) or f"exit {completed.returncode}"
+        if "no stack named" in message.lower():
+            return None
+        hint = " (pass --stack NAME)" if "no stack selected" in message.lower() else ""
+        raise StatusError(f"`pulumi stack output` failed: {message}{hint}")
+    try:
+        outputs = json.loads(completed.stdout or "{}")
+    except json.JSONDecodeError:
+        raise StatusError("`pulumi stack output --json` did not print JSON") from None
+    if not isinstance(outputs, dict):
+        raise StatusError("`pulumi stack output --json` did not print an object")
+    return outputs
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _required(outputs: dict[str, Any], name: str, stack_label: str) -> str:
+    value = outputs.get(name)
+    if not isinstance(value, str) or not value:
+        raise StatusError(f"{stack_label} has no {name} output (it was deployed by an older version of this "
+                          "project); run `pulumi up` once to export it")
+    return value
+
+
+def serving_port(outputs: dict[str, Any], stack_label: str) -> int:
+    port = urlsplit(_required(outputs, "localEndpoint", stack_label)).port
+    if port is None:
+        raise StatusError(f"{stack_label}'s localEndpoint output has no port: {outputs['localEndpoint']!r}")
+    return port
+
+
+def ssh_target(outputs: dict[str, Any], host: str, stack_label: str) -> SshTarget:
+    """The stack's user and key, for the node at `host` (the live address, not the last deploy's)."""
+    command = _required(outputs, "sshCommand", stack_label).split()
+    user = command[-1].rpartition("@")[0]
+    if not user:
+        raise StatusError(f"{stack_label}'s sshCommand output names no user: {' '.join(command)!r}")
+    key = _required(outputs, "sshPrivateKey", stack_label)
+    return SshTarget(user=user, host=host, private_key=key,
+                     command_hint=" ".join([*command[:-1], f"{user}@{host}"]))
+
+
+# ---- the node, over SSH ----
+
+def remote_command(port: int) -> str:
+    """Arguments only, no secret: the probe script itself arrives on stdin (as serve.sh does)."""
+    return "sudo -n bash -s -- " + shlex.join(
+        [boot_contract.STATUS_FILE, container.CONTAINER_NAME, str(port), PROGRESS_PATTERN])
+
+
+class SshRefusedError(Exception):
+    """The node answered but refused the key."""
+
+
+class SshUnreachableError(Exception):
+    """No SSH answer (yet)."""
+
+
+def read_node(target: SshTarget, port: int) -> NodeFacts:
+    """Run the read-only probe on the node with the stack's key in a 0600 file that is removed after."""
+    with tempfile.TemporaryDirectory(prefix="tpu-vllm-status-") as directory:
+        key_file = Path(directory) / "key"
+        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(target.private_key.rstrip("\n") + "\n")  # OpenSSH wants the final newline
+        command = [
+            "ssh", "-i", str(key_file),
+            "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_SECONDS}",
+            "-o", "IdentitiesOnly=yes",
+            # Every run is a new node behind a recycled address: no host key to pin, none to keep.
+            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            f"{target.user}@{target.host}", remote_command(port),
+        ]
+        try:
+            completed = subprocess.run(command, input=PROBE_SCRIPT, capture_output=True, text=True,
+                                       errors="replace", timeout=SSH_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise SshUnreachableError(f"no answer in {SSH_TIMEOUT_SECONDS} s") from None
+    if completed.returncode == 255:
+        message = _last_line(completed.stderr) or "ssh failed"
+        if "permission denied" in message.lower():
+            raise SshRefusedError(message)
+        raise SshUnreachableError(message)
+    if completed.returncode != 0:
+        raise StatusError(f"the status probe failed on the node (exit {completed.returncode}): "
+                          f"{_last_line(completed.stderr) or 'no message'}")
+    return NodeFacts.parse(completed.stdout)
+
+
+# ---- time ----
+
+def parse_time(text: str) -> datetime | None:
+    """RFC 3339 as the TPU API and docker write it (nanoseconds allowed); None if absent or zero."""
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$", (text or "").strip())
+    if not match or match.group(1).startswith("0001-"):
+        return None
+    zone = "+00:00" if match.group(2) == "Z" else match.group(2)
+    return datetime.fromisoformat(match.group(1) + zone)
+
+
+def span(seconds: float) -> str:
+    seconds = int(abs(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def run_end_fact(termination: str, now: datetime) -> tuple[str, str] | None:
+    ends = parse_time(termination)
+    if ends is None:
+        return None
+    left = (ends - now).total_seconds()
+    when = ends.strftime("%Y-%m-%d %H:%M UTC")
+    return ("run ends", f"{when} ({span(left)} left)" if left >= 0 else f"{when} (ended {span(left)} ago)")
+
+
+# ---- deciding ----
+
+def decide(outputs: dict[str, Any] | None, stack_label: str, api: TpuApi, now: datetime,
+           node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> Report:
+    if outputs is None:
+        return Report("not deployed", f"there is no {stack_label}",
+                      "create it: `pulumi stack select --create NAME`, set its config (README, One-time "
+                      "config), then `pulumi up`")
+    if not outputs:
+        return Report("not deployed", f"{stack_label} has no outputs: nothing is deployed",
+                      "`pulumi up` (about 20 minutes the first time). If a first `pulumi up` is running now, "
+                      "its outputs appear when it finishes; it reports its own progress meanwhile")
+
+    name = _required(outputs, "queuedResourceName", stack_label)
+    match = QUEUED_RESOURCE_NAME.match(name)
+    if not match:
+        raise StatusError(f"{stack_label}'s queuedResourceName output is not a queued resource's name: {name!r}")
+    zone, queued_id = match.groups()
+    delete_hint = f"gcloud alpha compute tpus queued-resources delete {queued_id} --zone={zone} --force --quiet"
+    try:
+        queued = api.get(name)
+    except TpuApiError as error:
+        raise StatusError(str(error)) from None
+    if queued is None:
+        return Report("not deployed", f"the queued resource {queued_id} no longer exists (deleted by hand, or "
+                      "by the deploy after its queue deadline)", "`pulumi up` requests a new one",
+                      facts=[("queued resource", f"{queued_id}: gone")])
+
+    state = (queued.get("state") or {}).get("state", "STATE_UNSPECIFIED")
+    facts = [("queued resource", f"{queued_id} in {zone}: {state}")]
+    termination = (queued.get("runDuration") or {}).get("terminationTime") or outputs.get("runEndsAt") or ""
+
+    if state in QUEUED_STATES:
+        created = parse_time(queued.get("createTime", ""))
+        if created:
+            facts.append(("waiting", f"{span((now - created).total_seconds())} since the request"))
+        deadline = (queued.get("queueingPolicy") or {}).get("validUntilDuration")
+        if deadline:
+            facts.append(("queue deadline", f"{deadline} after the request (tpu-vllm:tpu.queueTimeout)"))
+        return Report("queued", "waiting for TPU capacity (flex-start)",
+                      "nothing to do: keep `pulumi up` running, it continues when capacity arrives; "
+                      "nothing bills while queued", facts=facts)
+    if state == "PROVISIONING":
+        return Report("provisioning", "capacity granted; GCP is creating the TPU VM",
+                      "wait a few minutes: the boot script and the serving step follow", facts=facts)
+    if state in ENDED_STATES:
+        fact = run_end_fact(termination, now)
+        return Report("run ended", "the run duration is over: GCP deleted the node and billing stopped",
+                      "`pulumi up` to re-queue: it replaces the request; the compile cache makes the next "
+                      "boot warm (~8 min)", facts=facts + ([fact] if fact else []))
+    if state == "FAILED":
+        error = (((queued.get("state") or {}).get("failedData") or {}).get("error") or {})
+        return Report("failed", f"the queued resource failed: {error.get('message') or 'no reason given'}",
+                      f"delete it ({delete_hint}), then `pulumi up` queues a fresh one", facts=facts)
+    if state != "ACTIVE":
+        return Report(state.lower(), f"the queued resource is {state}",
+                      "wait for the `pulumi up` or `pulumi destroy` that is changing it", facts=facts)
+
+    fact = run_end_fact(termination, now)
+    if fact:
+        facts.append(fact)
+    return _active(queued, outputs, stack_label, api, now, facts, delete_hint, node_reader)
+
+
+def _active(queued: dict[str, Any], outputs: dict[str, Any], stack_label: str, api: TpuApi, now: datetime,
+            facts: list[tuple[str, str]], delete_hint: str,
+            node_reader: Callable[[SshTarget, int], NodeFacts]) -> Report:
+    spec = ((queued.get("tpu") or {}).get("nodeSpec") or [{}])[0]
+    node_name = f"{spec.get('parent', '')}/nodes/{spec.get('nodeId', '')}"
+    try:
+        node = api.get_node(node_name)
+    except TpuApiError as error:
+        raise StatusError(str(error)) from None
+    node_state = (node or {}).get("state", "missing")
+    host = (((node or {}).get("networkEndpoints") or [{}])[0].get("accessConfig") or {}).get("externalIp", "")
+    facts.append(("node", f"{node_state}" + (f", {host}" if host else "")))
+    if node is None or node_state in NODE_COMING_UP or (node_state == "READY" and not host):
+        return Report("provisioning", "the request is active; the TPU VM is still coming up",
+                      "wait a minute or two", facts=facts)
+    if node_state != "READY":
+        return Report("node lost", f"the node is {node_state}: it cannot serve",
+                      f"delete the request ({delete_hint}), then `pulumi up` queues a fresh one", facts=facts)
+
+    port = serving_port(outputs, stack_label)
+    target = ssh_target(outputs, host, stack_label)
+    try:
+        seen = node_reader(target, port)
+    except SshRefusedError as refusal:
+        return Report("ssh refused", f"the node refused the stack's SSH key ({refusal})",
+                      "an organisation policy that enforces OS Login overrides the node's enable-oslogin=FALSE; "
+                      "allow the stack's key, or deploy in a project without that policy", facts=facts)
+    except SshUnreachableError as reason:
+        return Report("booting", f"the node is up but SSH does not answer yet ({reason})",
+                      "wait a minute (sshd and the guest agent start after boot); if it persists, check that "
+                      "tpu-vllm:access.sshSourceRanges includes your address", facts=facts)
+    return _on_node(seen, target, facts, port, now)
+
+
+def _on_node(seen: NodeFacts, target: SshTarget, facts: list[tuple[str, str]], port: int,
+             now: datetime) -> Report:
+    ssh = target.command_hint
+    name = container.CONTAINER_NAME
+    startup = seen.startup_status
+    facts.append(("boot script", startup or "not started"))
+    if startup.startswith("failed"):
+        return Report("booting", "the boot script failed (its reason below)",
+                      f"read its log: {ssh} sudo journalctl -u google-startup-scripts; after the fix, run it "
+                      f"again: {ssh} sudo google_metadata_script_runner startup, then `pulumi up`", facts=facts)
+    if startup != "ready":
+        return Report("booting", "the boot script is reading the secrets and mounting the cache disk",
+                      "wait a minute or two; the serving step starts the container when it is done",
+                      facts=facts)
+
+    status, _, rest = seen.container.partition(" ")
+    exit_code, _, started_text = rest.partition(" ")
+    if not status:
+        facts.append(("container", f"{name}: not created"))
+        return Report("booting", "the boot script is done; the vLLM container has not been started yet",
+                      "`pulumi up` runs the serving step that starts it (if one is running now, it will in a "
+                      "moment)", facts=facts)
+    if status != "running":
+        facts.append(("container", f"{name}: {status} (exit code {exit_code})"))
+        if seen.last_log:
+            facts.append(("last log line", seen.last_log))
+        return Report("container stopped", f"the vLLM container is not running ({status})",
+                      f"see why: {ssh} sudo docker logs --tail 100 {name}; to try the same command again: "
+                      f"{ssh} sudo docker start {name}", facts=facts)
+
+    started = parse_time(started_text)
+    since = f" for {span((now - started).total_seconds())} (since {started:%H:%M:%S} UTC)" if started else ""
+    facts.append(("container", f"{name}: running{since}"))
+    answer = seen.health if seen.health.strip("0") else "nothing (not listening yet)"  # curl says 000
+    facts.append(("health", f"/health on :{port} answered {answer}"))
+    if seen.health == "200":
+        return Report("ready", f"vLLM is serving on port {port}",
+                      "open the tunnel: $(pulumi stack output sshTunnelCommand) & then use "
+                      "$(pulumi stack output localEndpoint) with the apiKey output", exit_code=EXIT_READY,
+                      facts=facts)
+    if seen.progress or seen.last_log:
+        facts.append(("progress", seen.progress or seen.last_log))
+    return Report("compiling", "the container is up; vLLM is loading and compiling (/health not 200 yet)",
+                  f"wait: a cold start takes ~14 min (857 s, 80% XLA compile), a warm one ~8 (497 s); "
+                  f"follow it: {ssh} sudo docker logs -f {name}", facts=facts)
+
+
+# ---- output ----
+
+class Redactor:
+    """Removes every secret output's value (and each long line of it) from what is printed."""
+
+    def __init__(self, outputs: dict[str, Any] | None):
+        values: set[str] = set()
+        for name in SECRET_OUTPUTS:
+            value = (outputs or {}).get(name)
+            if isinstance(value, str) and value:
+                values.add(value)
+                values.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 16)
+        self.values = sorted(values, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, "[secret]")
+        return text
+
+
+def render(report: Report, stack_label: str) -> str:
+    width = max([len(label) for label, _ in report.facts] + [10])
+    lines = [f"tpu-vllm status, {stack_label}: {report.state.upper()}", f"  {report.headline}"]
+    lines += [f"  {label.ljust(width)}  {value}" for label, value in report.facts]
+    lines.append(f"next: {report.next_step}")
+    if "ssh -i " in report.next_step:
+        lines.append(f"      (the key file, once: {KEY_SETUP_HINT})")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.status", description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", help="the Pulumi stack (default: the selected one)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
+         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+         node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> int:
+    args = parse_args(argv)
+    stack_label = f"stack {args.stack}" if args.stack else "the selected stack"
+    outputs: dict[str, Any] | None = None
+    redact = Redactor(None)
+    try:
+        outputs = stack_outputs(args.stack)
+        redact = Redactor(outputs)
+        report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader)
+    except StatusError as error:
+        print(f"error: {redact(str(error))}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as error:  # noqa: BLE001 - credentials and transport faults: a message, not a traceback
+        print(f"error: {redact(_explain(error))}", file=sys.stderr)
+        return EXIT_ERROR
+    print(redact(render(report, stack_label)))
+    return report.exit_code
+
+
+def _explain(error: Exception) -> str:
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(error, auth_exceptions.DefaultCredentialsError):
+        return ("no Google credentials to read the TPU API: run `gcloud auth application-default login` "
+                "(a viewer role such as roles/tpu.viewer is enough)")
+    if isinstance(error, auth_exceptions.RefreshError):
+        return f"the Google credentials were refused ({error}); run `gcloud auth application-default login` again"
+    return f"{error.__class__.__name__}: {error}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
