@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import re
+import socket
 import uuid
 
 import dill
 import google.auth
+import google.auth.exceptions
+import httplib2
 import pytest
 from google.auth.credentials import AnonymousCredentials
+from google.oauth2.credentials import Credentials as UserCredentials
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.vm import queued_resource as qr
@@ -19,6 +24,7 @@ from tests.fakes.tpu_api import FakeTpuApi, Fault
 
 PARENT = "projects/proj/locations/us-west4-a"
 NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
+ORIGINAL_DEFAULT_CREDENTIALS = google.auth.default
 HAND_DELETE = ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --project=proj "
                "--zone=us-west4-a --force --quiet")
 
@@ -447,3 +453,199 @@ def test_elapsed_time_reads_in_hours_past_the_first_hour():
     assert qr._duration(0) == "0m00s"
     assert qr._duration(61) == "1m01s"
     assert qr._duration(3725) == "1h02m"
+
+
+# Network and credential faults: a transient one is retried within a bound, a permanent one is a clear error.
+
+def flaky_request(fault: Exception, failures: int = 1):
+    """A discovery-client request whose first `failures` executions raise `fault`."""
+    calls: list[int] = []
+
+    class Request:
+        def execute(self, num_retries=0):
+            calls.append(1)
+            if len(calls) <= failures:
+                raise fault
+            return {"ok": True}
+
+    return Request, calls
+
+
+TRANSIENT_FAULTS = {
+    "dns": httplib2.ServerNotFoundError("Unable to find the server at tpu.googleapis.com"),
+    "token-refresh-transport": google.auth.exceptions.TransportError("token refresh: connection refused"),
+    "token-endpoint-5xx": google.auth.exceptions.RefreshError("temporarily_unavailable: try later", retryable=True),
+    "reply-cut-short": http.client.IncompleteRead(b"{\"na", 120),
+    "connection-reset": ConnectionResetError(104, "Connection reset by peer"),
+}
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transient_transport_error_is_retried(fault):
+    request, calls = flaky_request(fault)
+    waits: list[float] = []
+    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    assert api.call("queuedResources.get", request) == {"ok": True}
+    assert len(calls) == 2 and waits == [1]
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transport_error_that_lasts_is_a_bounded_clear_error(fault):
+    request, calls = flaky_request(fault, failures=10**6)
+    waits: list[float] = []
+    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    with pytest.raises(qr.TpuApiError) as caught:
+        api.call("queuedResources.delete", request)
+    assert len(calls) == 6 and waits == [1, 2, 4, 8, 16]
+    message = str(caught.value)
+    assert caught.value.transient
+    assert "queuedResources.delete" in message and "after 6 attempts" in message
+    assert type(fault).__name__ in message and "DNS, proxy, firewall" in message
+
+
+PERMANENT_FAULTS = {
+    "refresh-refused": (google.auth.exceptions.RefreshError(
+        "invalid_grant: Token has been expired or revoked.", {"error": "invalid_grant"}), "invalid_grant"),
+    "reauth-needed": (google.auth.exceptions.ReauthFailError("reauth is needed"), "Reauthentication failed"),
+    "no-credentials": (google.auth.exceptions.DefaultCredentialsError(
+        "Your default credentials were not found."), "default credentials were not found"),
+    "no-credentials-file": (google.auth.exceptions.OSError("File /nope/adc.json was not found."), "/nope/adc.json"),
+}
+
+
+@pytest.mark.parametrize(("fault", "said"), PERMANENT_FAULTS.values(), ids=PERMANENT_FAULTS.keys())
+def test_a_credential_failure_is_not_retried_and_says_how_to_sign_in(fault, said):
+    request, calls = flaky_request(fault, failures=10**6)
+    waits: list[float] = []
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.TpuApi(retry_base_seconds=1, sleep=waits.append).call("queuedResources.create", request)
+    assert len(calls) == 1 and waits == []
+    message = str(caught.value)
+    assert not caught.value.transient
+    assert "queuedResources.create" in message and said in message
+    assert "gcloud auth application-default login" in message and "GOOGLE_APPLICATION_CREDENTIALS" in message
+
+
+def test_a_permanent_httplib2_error_is_a_clear_error_not_a_retry():
+    request, calls = flaky_request(httplib2.ProxiesUnavailableError("Proxy support missing"), failures=10**6)
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+    assert len(calls) == 1
+    assert "queuedResources.get" in str(caught.value) and "HTTPS_PROXY" in str(caught.value)
+
+
+def test_a_bug_is_not_dressed_up_as_an_outage():
+    request, calls = flaky_request(KeyError("body"), failures=10**6)
+    with pytest.raises(KeyError):
+        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+    assert len(calls) == 1
+
+
+# The same faults through the real client stack (discovery client, httplib2, google-auth) and the fake API.
+
+REFRESH_TOKEN_CANARY = "1//canary-refresh-token-0123456789"
+CLIENT_SECRET_CANARY = "canary-client-secret-0123456789"
+
+
+@pytest.fixture
+def dns(monkeypatch):
+    """`localhost` lookups fail `dns["localhost"]` times first (a DNS blip), then give 127.0.0.1 only.
+
+    Only lookups made from Python are affected, and only `localhost`: nothing leaves the machine."""
+    real = socket.getaddrinfo
+    failures: dict[str, int] = {}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "localhost":
+            if failures.get(host, 0) > 0:
+                failures[host] -= 1
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            host = "127.0.0.1"
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return failures
+
+
+def signed_in_user(monkeypatch, token_uri: str) -> None:
+    """Application Default Credentials of a user (`gcloud auth application-default login`)."""
+    credentials = UserCredentials(token=None, refresh_token=REFRESH_TOKEN_CANARY, token_uri=token_uri,
+                                  client_id="client.apps.googleusercontent.com",
+                                  client_secret=CLIENT_SECRET_CANARY, scopes=[qr.CLOUD_PLATFORM_SCOPE])
+    monkeypatch.setattr(google.auth, "default", lambda scopes=None: (credentials, "proj"))
+
+
+def test_a_dns_blip_on_the_api_is_retried(api, dns, monkeypatch, capsys):
+    server = api()
+    monkeypatch.setenv(qr.ENDPOINT_ENV, f"http://localhost:{server.port}/")
+    dns["localhost"] = 2
+    result = qr.QueuedResourceProvider().create(props())
+    assert result.outs["state"] == "ACTIVE" and dns["localhost"] == 0
+    assert len(server.created_bodies) == 1
+    assert "queuedResources.create: ServerNotFoundError" in capsys.readouterr().err
+
+
+def test_a_dns_blip_on_the_token_endpoint_is_retried(api, dns, monkeypatch, capsys):
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"http://localhost:{server.port}/token")
+    dns["localhost"] = 2
+    result = qr.QueuedResourceProvider().create(props())
+    assert result.outs["state"] == "ACTIVE" and dns["localhost"] == 0
+    assert len(server.token_requests) == 1 and len(server.created_bodies) == 1
+    assert "queuedResources.create: TransportError" in capsys.readouterr().err
+
+
+def test_a_token_endpoint_outage_is_retried(api, monkeypatch):
+    # google-auth tries 3 times itself, then gives up with a RefreshError it marks retryable.
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.refuse_tokens(503, "temporarily_unavailable", "try again later", times=4)
+    assert qr.QueuedResourceProvider().create(props()).outs["state"] == "ACTIVE"
+    assert len(server.token_requests) == 5 and len(server.created_bodies) == 1
+
+
+def test_refused_credentials_end_the_create_at_once_with_how_to_sign_in(api, monkeypatch, capsys):
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.refuse_tokens(400, "invalid_grant", "Token has been expired or revoked.", times=10)
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    message = str(caught.value)
+    assert "invalid_grant: Token has been expired or revoked." in message
+    assert "gcloud auth application-default login" in message
+    assert len(server.token_requests) == 1 and server.created_bodies == []
+    seen = message + capsys.readouterr().err
+    assert REFRESH_TOKEN_CANARY not in seen and CLIENT_SECRET_CANARY not in seen
+
+
+def test_missing_credentials_end_the_create_with_how_to_sign_in(api, monkeypatch, tmp_path):
+    server = api()
+    monkeypatch.setattr(google.auth, "default", ORIGINAL_DEFAULT_CREDENTIALS)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-adc.json"))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "missing-adc.json" in str(caught.value)
+    assert "gcloud auth application-default login" in str(caught.value)
+    assert server.requests == []
+
+
+def test_an_api_401_says_how_to_sign_in(api, monkeypatch):
+    # google-auth-httplib2 refreshes the token and tries again on a 401, twice, then hands it over.
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.inject(Fault("POST", "/queuedResources", 401, times=3))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "401" in str(caught.value) and "gcloud auth application-default login" in str(caught.value)
+
+
+def test_a_page_that_is_not_the_api_is_a_clear_error(api):
+    server = api()
+    server.inject(Fault("POST", "/queuedResources", 200, raw_body=b"<html>Sign in to the proxy</html>"))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "something other than JSON" in str(caught.value) and "Sign in to the proxy" in str(caught.value)
+    assert server.created_bodies == []
+

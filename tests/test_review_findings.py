@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import google.auth
-import google.auth.exceptions
-import httplib2
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
@@ -57,27 +55,6 @@ def test_gke_namespace_refuses_namespaces_the_stack_does_not_own(namespace):
     raw = gke_raw()
     raw["gke"] = {**raw["gke"], "namespace": namespace}
     assert any("gke.namespace" in p for p in problems_of(raw))
-
-
-# 4. The provider's retry covers HttpError and OSError only. httplib2 (the discovery client's transport)
-#    raises ServerNotFoundError (not an OSError) on a DNS blip, and google-auth raises TransportError when
-#    a token refresh cannot connect: both escape as tracebacks instead of being retried.
-
-@pytest.mark.parametrize("fault", [httplib2.ServerNotFoundError("Unable to find the server at tpu.googleapis.com"),
-                                   google.auth.exceptions.TransportError("token refresh: connection refused")],
-                         ids=["dns", "token-refresh"])
-def test_a_transient_transport_error_is_retried(fault):
-    calls = []
-
-    class Request:
-        def execute(self, num_retries=0):
-            calls.append(1)
-            if len(calls) == 1:
-                raise fault
-            return {"ok": True}
-
-    api = qr.TpuApi(retry_base_seconds=0, sleep=lambda seconds: None)
-    assert api.call("queuedResources.get", Request) == {"ok": True}
 
 
 # 5. A lasting outage while the request waits in the queue ends the create with an error, but the queued

@@ -147,11 +147,16 @@ def request_differences(sent: Any, observed: Any, path: str = "") -> list[str]:
 
 
 class TpuApiError(Exception):
-    """A refusal from the TPU API, with what to do about it."""
+    """A refusal from the TPU API, with what to do about it.
 
-    def __init__(self, message: str, status: int | None = None):
+    `transient`: the last attempt failed on an outage (5xx, 429, network, token endpoint), not a refusal,
+    so trying again later may work.
+    """
+
+    def __init__(self, message: str, status: int | None = None, transient: bool = False):
         super().__init__(message)
         self.status = status
+        self.transient = transient
 
 
 def _log(message: str) -> None:
@@ -178,8 +183,49 @@ def _explain(action: str, status: int, message: str, payload: dict[str, Any]) ->
             hints.append(f"field {violation.get('field')}: {violation.get('description')}")
     if status == 403 and not hints:
         hints.append("the deployer needs roles/tpu.admin on the project")
+    if status == 401:
+        hints.append(f"the credentials were not accepted; {SIGN_IN_FIX}")
     suffix = f" ({'; '.join(hints)})" if hints else ""
     return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
+
+
+SIGN_IN_FIX = ("sign in again with `gcloud auth application-default login`, or point "
+               "GOOGLE_APPLICATION_CREDENTIALS at a valid key")
+
+
+def _message_of(error: BaseException) -> str:
+    # google-auth errors carry (message, raw response) as args; the message alone reads better.
+    return f"{error.__class__.__name__}: {error.args[0] if error.args else error}"
+
+
+def _is_transient_fault(error: Exception) -> bool:
+    """A network or token-endpoint failure worth another attempt, as opposed to a refusal or a bug."""
+    import http.client
+
+    import google.auth.exceptions
+    import httplib2
+
+    if isinstance(error, google.auth.exceptions.RefreshError):
+        return error.retryable  # google-auth's own verdict: 5xx/429 from the token endpoint, not a refusal
+    if isinstance(error, google.auth.exceptions.DefaultCredentialsError):
+        return False  # no usable credentials (one of them is also an OSError)
+    # ServerNotFoundError: a failed DNS lookup. TransportError: the token refresh could not connect
+    # (google-auth-httplib2 wraps httplib2 and http.client errors in it).
+    return isinstance(error, (OSError, http.client.HTTPException, httplib2.ServerNotFoundError,
+                              google.auth.exceptions.TransportError))
+
+
+def _permanent_fault(action: str, error: Exception) -> TpuApiError | None:
+    """The clear error for a failure no retry fixes; None for one this module does not know."""
+    import google.auth.exceptions
+    import httplib2
+
+    if isinstance(error, google.auth.exceptions.GoogleAuthError):
+        return TpuApiError(f"Google credentials failed during {action} ({_message_of(error)}); {SIGN_IN_FIX}")
+    if isinstance(error, httplib2.HttpLib2Error):
+        return TpuApiError(f"TPU API request {action} failed ({_message_of(error)}); check "
+                           f"{ENDPOINT_ENV} and the proxy settings (HTTPS_PROXY, NO_PROXY) if set")
+    return None
 
 
 @dataclass
@@ -218,21 +264,36 @@ class TpuApi:
         delay = self.retry_base_seconds
         for attempt in range(1, self.max_attempts + 1):
             try:
-                return build_request().execute(num_retries=0)
+                reply = build_request().execute(num_retries=0)
             except HttpError as error:
                 status, message, payload = _error_details(error)
                 if status in allow:
                     return None
-                if status not in TRANSIENT_STATUSES or attempt == self.max_attempts:
-                    raise TpuApiError(_explain(action, status, message, payload), status) from None
+                transient = status in TRANSIENT_STATUSES
+                if not transient or attempt == self.max_attempts:
+                    raise TpuApiError(_explain(action, status, message, payload), status, transient) from None
                 retry_after = error.resp.get("retry-after")
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
                 _log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
-            except (ConnectionError, TimeoutError, OSError) as error:
+            except Exception as error:
+                if not _is_transient_fault(error):
+                    permanent = _permanent_fault(action, error)
+                    if permanent is None:
+                        raise
+                    raise permanent from None
                 if attempt == self.max_attempts:
-                    raise TpuApiError(f"TPU API unreachable during {action}: {error}") from None
+                    raise TpuApiError(
+                        f"TPU API unreachable during {action} after {attempt} attempts ({_message_of(error)}); "
+                        "check this machine's connection to Google APIs (DNS, proxy, firewall) and try again",
+                        transient=True,
+                    ) from None
                 wait = delay
-                _log(f"{action}: {error.__class__.__name__}, retrying in {wait:g}s")
+                _log(f"{action}: {_message_of(error)}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
+            else:
+                if not isinstance(reply, dict):  # e.g. a proxy's HTML page: not the API at all
+                    raise TpuApiError(f"TPU API answered {action} with something other than JSON: "
+                                      f"{str(reply)[:120]!r}; check {ENDPOINT_ENV} and any proxy in between")
+                return reply
             self.sleep(min(wait, 60.0))
             delay *= 2
         raise AssertionError("unreachable")
