@@ -649,3 +649,150 @@ def test_a_page_that_is_not_the_api_is_a_clear_error(api):
     assert "something other than JSON" in str(caught.value) and "Sign in to the proxy" in str(caught.value)
     assert server.created_bodies == []
 
+
+# An outage once the request is on the server: the wait rides it out until its deadline; a create that
+# still fails deletes its request (a failed create is not in Pulumi's state, so destroy would not), or
+# names the command that does. All on an injected clock.
+
+@pytest.fixture
+def clock(monkeypatch, sleeps):
+    fake = FakeClock()
+    monkeypatch.setattr(qr.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(qr.time, "sleep", fake.sleep)
+    return fake
+
+
+WAIT = 1800  # waitSeconds: the queue deadline plus provisioning
+DELETE_WAIT = 1200
+
+
+def real_props(**overrides):
+    """The provider's own defaults for polling and retries: outages are measured in real (fake-clock) time."""
+    return props(**{"waitSeconds": WAIT, "deleteWaitSeconds": DELETE_WAIT, "pollSeconds": 15, "retryBaseSeconds": 1,
+                    **overrides})
+
+
+@pytest.mark.parametrize("outage_starts", [0, 120], ids=["during-the-create-operation", "in-the-queue"])
+@pytest.mark.parametrize(("outage_seconds", "outcome"), [
+    (120, "active"),  # longer than one call's retry budget (6 attempts, 31 s)
+    (WAIT - 300, "active"),
+    (WAIT + 300, "deleted"),  # outlasts the wait, over before the delete gives up
+    (float("inf"), "named"),  # the delete cannot get through either
+], ids=["2-minutes", "ends-before-the-deadline", "outlasts-the-deadline", "never-ends"])
+def test_an_outage_during_the_queue_wait_never_leaves_an_unmentioned_request(api, clock, capsys, outage_starts,
+                                                                             outage_seconds, outcome):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 10 + ["PROVISIONING", "ACTIVE"], operation_polls=3)
+    started = clock.now
+    # Everything after the create call fails: the create operation or the queue polls, and the delete.
+    begins, ends = started + outage_starts, started + outage_starts + outage_seconds
+    server.outage = lambda request: request.method != "POST" and begins <= clock.now < ends
+    provider = qr.QueuedResourceProvider()
+    if outcome == "active":
+        result = provider.create(real_props())
+        assert result.id == NAME and result.outs["state"] == "ACTIVE" and result.outs["externalIp"]
+        assert list(server.queued) == [NAME] and not server.deleted
+        assert server.outage_replies > 6
+        waited_for = "the queuedResources.create operation" if outage_starts == 0 else "tpu-vllm-dev"
+        assert f"waiting for {waited_for}: TPU API refused" in capsys.readouterr().err
+        return
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.create(real_props())
+    message = str(caught.value)
+    assert "503" in message and "ran out" in message
+    # Bounded: the wait, then at most the delete's own bound (plus the calls in flight at each deadline).
+    assert clock.now - started <= WAIT + DELETE_WAIT + 2 * (31 + 15)
+    assert server.outage_replies > 6
+    if outcome == "deleted":
+        assert server.deleted == [NAME] and NAME not in server.queued
+        assert "The request was deleted, so nothing is left queued or billing." in message
+        assert HAND_DELETE not in message
+    else:
+        assert server.deleted == [] and NAME in server.queued
+        assert "Deleting it failed as well" in message and message.count(HAND_DELETE) == 1
+
+
+def test_an_outage_while_queued_is_logged_and_ridden_out(api, clock, capsys):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 40 + ["ACTIVE"], operation_polls=0)
+    started = clock.now
+    server.outage = lambda request: started + 120 <= clock.now < started + 720
+    result = qr.QueuedResourceProvider().create(real_props())
+    assert result.outs["state"] == "ACTIVE" and not server.deleted
+    err = capsys.readouterr().err
+    retries = re.findall(r"waiting for tpu-vllm-dev: TPU API refused queuedResources.get \(503 UNAVAILABLE\): "
+                         r"The service is currently unavailable; trying again in 15s \((\d+)m\d\ds left\)", err)
+    # One line per failed round (6 attempts, then a poll) through the 10 minutes, counting down to the deadline.
+    minutes_left = [int(m) for m in retries]
+    assert 600 // (31 + 15) <= len(minutes_left) <= 600 // (31 + 15) + 1
+    assert minutes_left[0] == (WAIT - 120 - 31) // 60 and minutes_left == sorted(minutes_left, reverse=True)
+
+
+@pytest.mark.parametrize("states", [["WAITING_FOR_RESOURCES", "FAILED"], ["WAITING_FOR_RESOURCES"] * 10_000],
+                         ids=["failed", "queue-deadline"])
+def test_a_request_that_could_not_be_deleted_is_not_reported_as_deleted(api, clock, states):
+    server = api(states=states, refuse_delete=10**6, failed_message="no capacity for FLEX_START")
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    message = str(caught.value)
+    assert "was deleted" not in message and "Deleting it failed as well" in message
+    assert message.count(HAND_DELETE) == 1 and NAME in server.queued
+
+
+def test_a_refusal_while_queued_ends_the_wait_and_deletes_the_request(api, clock):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 10 + ["ACTIVE"])
+    server.inject(Fault("GET", "/queuedResources/", 403))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    assert "403" in str(caught.value) and "roles/tpu.admin" in str(caught.value)
+    assert "The request was deleted" in str(caught.value) and server.deleted == [NAME]
+
+
+@pytest.mark.parametrize("break_it", ["garbled-reply", "bug"])
+def test_an_unexpected_failure_while_queued_deletes_the_request(api, clock, monkeypatch, break_it):
+    server = api(states=["WAITING_FOR_RESOURCES", "ACTIVE"])
+    if break_it == "garbled-reply":
+        server.inject(Fault("GET", "/queuedResources/", 200, raw_body=b"<html>captive portal</html>"))
+        said = "something other than JSON"
+    else:
+        def broken(*args):
+            raise RuntimeError("a bug in reading the node")
+        monkeypatch.setattr(qr, "_observed", broken)
+        said = "unexpected RuntimeError: a bug in reading the node while waiting for tpu-vllm-dev"
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    assert said in str(caught.value) and "The request was deleted" in str(caught.value)
+    assert server.deleted == [NAME]
+
+
+def test_a_create_lost_in_an_outage_says_it_may_exist_and_the_next_up_adopts_it(api, clock):
+    server = api()
+    server.inject(Fault("POST", "/queuedResources", 503, after_handling=True))
+    server.inject(Fault("POST", "/queuedResources", 503, times=5))
+    provider = qr.QueuedResourceProvider()
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.create(real_props())
+    message = str(caught.value)
+    assert "may have reached the API" in message and "next pulumi up adopts it" in message and HAND_DELETE in message
+    assert list(server.queued) == [NAME]
+    result = provider.create(real_props())
+    assert result.id == NAME and len(server.created_bodies) == 1 and not server.deleted
+
+
+def test_destroy_rides_out_an_outage(api, clock):
+    server = api()
+    provider = qr.QueuedResourceProvider()
+    created = provider.create(real_props())
+    started = clock.now
+    server.outage = lambda request: clock.now < started + 300
+    provider.delete(created.id, created.outs)
+    assert server.deleted == [NAME] and NAME not in server.queued
+    assert server.outage_replies > 6
+
+
+def test_destroy_that_cannot_finish_names_the_command(api, clock):
+    server = api(deleting_reads=10**6)
+    provider = qr.QueuedResourceProvider()
+    created = provider.create(real_props())
+    server.outage = lambda request: request.method == "GET"
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.delete(created.id, created.outs)
+    assert str(caught.value).count(HAND_DELETE) == 1 and "ran out" in str(caught.value)

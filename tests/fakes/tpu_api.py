@@ -10,7 +10,8 @@ It behaves like the real API where the provider's correctness depends on it:
   server's own fields added (name, createTime, state, terminationTime), empty values
   omitted as proto3 JSON does;
 - each node that becomes READY gets its own int64 `id` and `createTime`;
-- an optional OAuth token endpoint (POST /token) and a required bearer token.
+- an optional OAuth token endpoint (POST /token) and a required bearer token;
+- an outage: while `outage(request)` is true every request, the token endpoint's too, gets 503.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +101,8 @@ class FakeTpuApi(FakeServer):
         self.request_ids: dict[str, str] = {}
         self.token_requests: list[Request] = []
         self.token_refusals: deque[Response] = deque()
+        self.outage: Callable[[Request], bool] | None = None
+        self.outage_replies = 0
         self.nodes_made = 0
 
     # Test controls
@@ -145,6 +149,9 @@ class FakeTpuApi(FakeServer):
         return error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
 
     def handle(self, request: Request) -> Response | None:
+        if self.outage is not None and self.outage(request):
+            self.outage_replies += 1
+            return error(503, "UNAVAILABLE", "The service is currently unavailable.")
         if request.path == TOKEN_PATH and request.method == "POST":
             self.token_requests.append(request)
             if self.token_refusals:
