@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import re
+import socket
 import uuid
 
 import dill
 import google.auth
+import google.auth.exceptions
+import httplib2
 import pytest
 from google.auth.credentials import AnonymousCredentials
+from google.oauth2.credentials import Credentials as UserCredentials
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.vm import queued_resource as qr
@@ -19,6 +24,7 @@ from tests.fakes.tpu_api import FakeTpuApi, Fault
 
 PARENT = "projects/proj/locations/us-west4-a"
 NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
+ORIGINAL_DEFAULT_CREDENTIALS = google.auth.default
 HAND_DELETE = ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --project=proj "
                "--zone=us-west4-a --force --quiet")
 
@@ -447,3 +453,346 @@ def test_elapsed_time_reads_in_hours_past_the_first_hour():
     assert qr._duration(0) == "0m00s"
     assert qr._duration(61) == "1m01s"
     assert qr._duration(3725) == "1h02m"
+
+
+# Network and credential faults: a transient one is retried within a bound, a permanent one is a clear error.
+
+def flaky_request(fault: Exception, failures: int = 1):
+    """A discovery-client request whose first `failures` executions raise `fault`."""
+    calls: list[int] = []
+
+    class Request:
+        def execute(self, num_retries=0):
+            calls.append(1)
+            if len(calls) <= failures:
+                raise fault
+            return {"ok": True}
+
+    return Request, calls
+
+
+TRANSIENT_FAULTS = {
+    "dns": httplib2.ServerNotFoundError("Unable to find the server at tpu.googleapis.com"),
+    "token-refresh-transport": google.auth.exceptions.TransportError("token refresh: connection refused"),
+    "token-endpoint-5xx": google.auth.exceptions.RefreshError("temporarily_unavailable: try later", retryable=True),
+    "reply-cut-short": http.client.IncompleteRead(b"{\"na", 120),
+    "connection-reset": ConnectionResetError(104, "Connection reset by peer"),
+}
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transient_transport_error_is_retried(fault):
+    request, calls = flaky_request(fault)
+    waits: list[float] = []
+    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    assert api.call("queuedResources.get", request) == {"ok": True}
+    assert len(calls) == 2 and waits == [1]
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS.values(), ids=TRANSIENT_FAULTS.keys())
+def test_a_transport_error_that_lasts_is_a_bounded_clear_error(fault):
+    request, calls = flaky_request(fault, failures=10**6)
+    waits: list[float] = []
+    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    with pytest.raises(qr.TpuApiError) as caught:
+        api.call("queuedResources.delete", request)
+    assert len(calls) == 6 and waits == [1, 2, 4, 8, 16]
+    message = str(caught.value)
+    assert caught.value.transient
+    assert "queuedResources.delete" in message and "after 6 attempts" in message
+    assert type(fault).__name__ in message and "DNS, proxy, firewall" in message
+
+
+PERMANENT_FAULTS = {
+    "refresh-refused": (google.auth.exceptions.RefreshError(
+        "invalid_grant: Token has been expired or revoked.", {"error": "invalid_grant"}), "invalid_grant"),
+    "reauth-needed": (google.auth.exceptions.ReauthFailError("reauth is needed"), "Reauthentication failed"),
+    "no-credentials": (google.auth.exceptions.DefaultCredentialsError(
+        "Your default credentials were not found."), "default credentials were not found"),
+    "no-credentials-file": (google.auth.exceptions.OSError("File /nope/adc.json was not found."), "/nope/adc.json"),
+}
+
+
+@pytest.mark.parametrize(("fault", "said"), PERMANENT_FAULTS.values(), ids=PERMANENT_FAULTS.keys())
+def test_a_credential_failure_is_not_retried_and_says_how_to_sign_in(fault, said):
+    request, calls = flaky_request(fault, failures=10**6)
+    waits: list[float] = []
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.TpuApi(retry_base_seconds=1, sleep=waits.append).call("queuedResources.create", request)
+    assert len(calls) == 1 and waits == []
+    message = str(caught.value)
+    assert not caught.value.transient
+    assert "queuedResources.create" in message and said in message
+    assert "gcloud auth application-default login" in message and "GOOGLE_APPLICATION_CREDENTIALS" in message
+
+
+def test_a_permanent_httplib2_error_is_a_clear_error_not_a_retry():
+    request, calls = flaky_request(httplib2.ProxiesUnavailableError("Proxy support missing"), failures=10**6)
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+    assert len(calls) == 1
+    assert "queuedResources.get" in str(caught.value) and "HTTPS_PROXY" in str(caught.value)
+
+
+def test_a_bug_is_not_dressed_up_as_an_outage():
+    request, calls = flaky_request(KeyError("body"), failures=10**6)
+    with pytest.raises(KeyError):
+        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+    assert len(calls) == 1
+
+
+# The same faults through the real client stack (discovery client, httplib2, google-auth) and the fake API.
+
+REFRESH_TOKEN_CANARY = "1//canary-refresh-token-0123456789"
+CLIENT_SECRET_CANARY = "canary-client-secret-0123456789"
+
+
+@pytest.fixture
+def dns(monkeypatch):
+    """`localhost` lookups fail `dns["localhost"]` times first (a DNS blip), then give 127.0.0.1 only.
+
+    Only lookups made from Python are affected, and only `localhost`: nothing leaves the machine."""
+    real = socket.getaddrinfo
+    failures: dict[str, int] = {}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "localhost":
+            if failures.get(host, 0) > 0:
+                failures[host] -= 1
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            host = "127.0.0.1"
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return failures
+
+
+def signed_in_user(monkeypatch, token_uri: str) -> None:
+    """Application Default Credentials of a user (`gcloud auth application-default login`)."""
+    credentials = UserCredentials(token=None, refresh_token=REFRESH_TOKEN_CANARY, token_uri=token_uri,
+                                  client_id="client.apps.googleusercontent.com",
+                                  client_secret=CLIENT_SECRET_CANARY, scopes=[qr.CLOUD_PLATFORM_SCOPE])
+    monkeypatch.setattr(google.auth, "default", lambda scopes=None: (credentials, "proj"))
+
+
+def test_a_dns_blip_on_the_api_is_retried(api, dns, monkeypatch, capsys):
+    server = api()
+    monkeypatch.setenv(qr.ENDPOINT_ENV, f"http://localhost:{server.port}/")
+    dns["localhost"] = 2
+    result = qr.QueuedResourceProvider().create(props())
+    assert result.outs["state"] == "ACTIVE" and dns["localhost"] == 0
+    assert len(server.created_bodies) == 1
+    assert "queuedResources.create: ServerNotFoundError" in capsys.readouterr().err
+
+
+def test_a_dns_blip_on_the_token_endpoint_is_retried(api, dns, monkeypatch, capsys):
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"http://localhost:{server.port}/token")
+    dns["localhost"] = 2
+    result = qr.QueuedResourceProvider().create(props())
+    assert result.outs["state"] == "ACTIVE" and dns["localhost"] == 0
+    assert len(server.token_requests) == 1 and len(server.created_bodies) == 1
+    assert "queuedResources.create: TransportError" in capsys.readouterr().err
+
+
+def test_a_token_endpoint_outage_is_retried(api, monkeypatch):
+    # google-auth tries 3 times itself, then gives up with a RefreshError it marks retryable.
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.refuse_tokens(503, "temporarily_unavailable", "try again later", times=4)
+    assert qr.QueuedResourceProvider().create(props()).outs["state"] == "ACTIVE"
+    assert len(server.token_requests) == 5 and len(server.created_bodies) == 1
+
+
+def test_refused_credentials_end_the_create_at_once_with_how_to_sign_in(api, monkeypatch, capsys):
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.refuse_tokens(400, "invalid_grant", "Token has been expired or revoked.", times=10)
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    message = str(caught.value)
+    assert "invalid_grant: Token has been expired or revoked." in message
+    assert "gcloud auth application-default login" in message
+    assert len(server.token_requests) == 1 and server.created_bodies == []
+    seen = message + capsys.readouterr().err
+    assert REFRESH_TOKEN_CANARY not in seen and CLIENT_SECRET_CANARY not in seen
+
+
+def test_missing_credentials_end_the_create_with_how_to_sign_in(api, monkeypatch, tmp_path):
+    server = api()
+    monkeypatch.setattr(google.auth, "default", ORIGINAL_DEFAULT_CREDENTIALS)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-adc.json"))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "missing-adc.json" in str(caught.value)
+    assert "gcloud auth application-default login" in str(caught.value)
+    assert server.requests == []
+
+
+def test_an_api_401_says_how_to_sign_in(api, monkeypatch):
+    # google-auth-httplib2 refreshes the token and tries again on a 401, twice, then hands it over.
+    server = api(access_token="ya29.fake-token")
+    signed_in_user(monkeypatch, f"{server.url}/token")
+    server.inject(Fault("POST", "/queuedResources", 401, times=3))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "401" in str(caught.value) and "gcloud auth application-default login" in str(caught.value)
+
+
+def test_a_page_that_is_not_the_api_is_a_clear_error(api):
+    server = api()
+    server.inject(Fault("POST", "/queuedResources", 200, raw_body=b"<html>Sign in to the proxy</html>"))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "something other than JSON" in str(caught.value) and "Sign in to the proxy" in str(caught.value)
+    assert server.created_bodies == []
+
+
+# An outage once the request is on the server: the wait rides it out until its deadline; a create that
+# still fails deletes its request (a failed create is not in Pulumi's state, so destroy would not), or
+# names the command that does. All on an injected clock.
+
+@pytest.fixture
+def clock(monkeypatch, sleeps):
+    fake = FakeClock()
+    monkeypatch.setattr(qr.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(qr.time, "sleep", fake.sleep)
+    return fake
+
+
+WAIT = 1800  # waitSeconds: the queue deadline plus provisioning
+DELETE_WAIT = 1200
+
+
+def real_props(**overrides):
+    """The provider's own defaults for polling and retries: outages are measured in real (fake-clock) time."""
+    return props(**{"waitSeconds": WAIT, "deleteWaitSeconds": DELETE_WAIT, "pollSeconds": 15, "retryBaseSeconds": 1,
+                    **overrides})
+
+
+@pytest.mark.parametrize("outage_starts", [0, 120], ids=["during-the-create-operation", "in-the-queue"])
+@pytest.mark.parametrize(("outage_seconds", "outcome"), [
+    (120, "active"),  # longer than one call's retry budget (6 attempts, 31 s)
+    (WAIT - 300, "active"),
+    (WAIT + 300, "deleted"),  # outlasts the wait, over before the delete gives up
+    (float("inf"), "named"),  # the delete cannot get through either
+], ids=["2-minutes", "ends-before-the-deadline", "outlasts-the-deadline", "never-ends"])
+def test_an_outage_during_the_queue_wait_never_leaves_an_unmentioned_request(api, clock, capsys, outage_starts,
+                                                                             outage_seconds, outcome):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 10 + ["PROVISIONING", "ACTIVE"], operation_polls=3)
+    started = clock.now
+    # Everything after the create call fails: the create operation or the queue polls, and the delete.
+    begins, ends = started + outage_starts, started + outage_starts + outage_seconds
+    server.outage = lambda request: request.method != "POST" and begins <= clock.now < ends
+    provider = qr.QueuedResourceProvider()
+    if outcome == "active":
+        result = provider.create(real_props())
+        assert result.id == NAME and result.outs["state"] == "ACTIVE" and result.outs["externalIp"]
+        assert list(server.queued) == [NAME] and not server.deleted
+        assert server.outage_replies > 6
+        waited_for = "the queuedResources.create operation" if outage_starts == 0 else "tpu-vllm-dev"
+        assert f"waiting for {waited_for}: TPU API refused" in capsys.readouterr().err
+        return
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.create(real_props())
+    message = str(caught.value)
+    assert "503" in message and "ran out" in message
+    # Bounded: the wait, then at most the delete's own bound (plus the calls in flight at each deadline).
+    assert clock.now - started <= WAIT + DELETE_WAIT + 2 * (31 + 15)
+    assert server.outage_replies > 6
+    if outcome == "deleted":
+        assert server.deleted == [NAME] and NAME not in server.queued
+        assert "The request was deleted, so nothing is left queued or billing." in message
+        assert HAND_DELETE not in message
+    else:
+        assert server.deleted == [] and NAME in server.queued
+        assert "Deleting it failed as well" in message and message.count(HAND_DELETE) == 1
+
+
+def test_an_outage_while_queued_is_logged_and_ridden_out(api, clock, capsys):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 40 + ["ACTIVE"], operation_polls=0)
+    started = clock.now
+    server.outage = lambda request: started + 120 <= clock.now < started + 720
+    result = qr.QueuedResourceProvider().create(real_props())
+    assert result.outs["state"] == "ACTIVE" and not server.deleted
+    err = capsys.readouterr().err
+    retries = re.findall(r"waiting for tpu-vllm-dev: TPU API refused queuedResources.get \(503 UNAVAILABLE\): "
+                         r"The service is currently unavailable; trying again in 15s \((\d+)m\d\ds left\)", err)
+    # One line per failed round (6 attempts, then a poll) through the 10 minutes, counting down to the deadline.
+    minutes_left = [int(m) for m in retries]
+    assert 600 // (31 + 15) <= len(minutes_left) <= 600 // (31 + 15) + 1
+    assert minutes_left[0] == (WAIT - 120 - 31) // 60 and minutes_left == sorted(minutes_left, reverse=True)
+
+
+@pytest.mark.parametrize("states", [["WAITING_FOR_RESOURCES", "FAILED"], ["WAITING_FOR_RESOURCES"] * 10_000],
+                         ids=["failed", "queue-deadline"])
+def test_a_request_that_could_not_be_deleted_is_not_reported_as_deleted(api, clock, states):
+    server = api(states=states, refuse_delete=10**6, failed_message="no capacity for FLEX_START")
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    message = str(caught.value)
+    assert "was deleted" not in message and "Deleting it failed as well" in message
+    assert message.count(HAND_DELETE) == 1 and NAME in server.queued
+
+
+def test_a_refusal_while_queued_ends_the_wait_and_deletes_the_request(api, clock):
+    server = api(states=["WAITING_FOR_RESOURCES"] * 10 + ["ACTIVE"])
+    server.inject(Fault("GET", "/queuedResources/", 403))
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    assert "403" in str(caught.value) and "roles/tpu.admin" in str(caught.value)
+    assert "The request was deleted" in str(caught.value) and server.deleted == [NAME]
+
+
+@pytest.mark.parametrize("break_it", ["garbled-reply", "bug"])
+def test_an_unexpected_failure_while_queued_deletes_the_request(api, clock, monkeypatch, break_it):
+    server = api(states=["WAITING_FOR_RESOURCES", "ACTIVE"])
+    if break_it == "garbled-reply":
+        server.inject(Fault("GET", "/queuedResources/", 200, raw_body=b"<html>captive portal</html>"))
+        said = "something other than JSON"
+    else:
+        def broken(*args):
+            raise RuntimeError("a bug in reading the node")
+        monkeypatch.setattr(qr, "_observed", broken)
+        said = "unexpected RuntimeError: a bug in reading the node while waiting for tpu-vllm-dev"
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(real_props())
+    assert said in str(caught.value) and "The request was deleted" in str(caught.value)
+    assert server.deleted == [NAME]
+
+
+def test_a_create_lost_in_an_outage_says_it_may_exist_and_the_next_up_adopts_it(api, clock):
+    server = api()
+    server.inject(Fault("POST", "/queuedResources", 503, after_handling=True))
+    server.inject(Fault("POST", "/queuedResources", 503, times=5))
+    provider = qr.QueuedResourceProvider()
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.create(real_props())
+    message = str(caught.value)
+    assert "may have reached the API" in message and "next pulumi up adopts it" in message and HAND_DELETE in message
+    assert list(server.queued) == [NAME]
+    result = provider.create(real_props())
+    assert result.id == NAME and len(server.created_bodies) == 1 and not server.deleted
+
+
+def test_destroy_rides_out_an_outage(api, clock):
+    server = api()
+    provider = qr.QueuedResourceProvider()
+    created = provider.create(real_props())
+    started = clock.now
+    server.outage = lambda request: clock.now < started + 300
+    provider.delete(created.id, created.outs)
+    assert server.deleted == [NAME] and NAME not in server.queued
+    assert server.outage_replies > 6
+
+
+def test_destroy_that_cannot_finish_names_the_command(api, clock):
+    server = api(deleting_reads=10**6)
+    provider = qr.QueuedResourceProvider()
+    created = provider.create(real_props())
+    server.outage = lambda request: request.method == "GET"
+    with pytest.raises(qr.TpuApiError) as caught:
+        provider.delete(created.id, created.outs)
+    assert str(caught.value).count(HAND_DELETE) == 1 and "ran out" in str(caught.value)

@@ -8,6 +8,7 @@ and the offline plan show exactly what is sent.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -147,11 +148,16 @@ def request_differences(sent: Any, observed: Any, path: str = "") -> list[str]:
 
 
 class TpuApiError(Exception):
-    """A refusal from the TPU API, with what to do about it."""
+    """A refusal from the TPU API, with what to do about it.
 
-    def __init__(self, message: str, status: int | None = None):
+    `transient`: the last attempt failed on an outage (5xx, 429, network, token endpoint), not a refusal,
+    so trying again later may work.
+    """
+
+    def __init__(self, message: str, status: int | None = None, transient: bool = False):
         super().__init__(message)
         self.status = status
+        self.transient = transient
 
 
 def _log(message: str) -> None:
@@ -178,8 +184,49 @@ def _explain(action: str, status: int, message: str, payload: dict[str, Any]) ->
             hints.append(f"field {violation.get('field')}: {violation.get('description')}")
     if status == 403 and not hints:
         hints.append("the deployer needs roles/tpu.admin on the project")
+    if status == 401:
+        hints.append(f"the credentials were not accepted; {SIGN_IN_FIX}")
     suffix = f" ({'; '.join(hints)})" if hints else ""
     return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
+
+
+SIGN_IN_FIX = ("sign in again with `gcloud auth application-default login`, or point "
+               "GOOGLE_APPLICATION_CREDENTIALS at a valid key")
+
+
+def _message_of(error: BaseException) -> str:
+    # google-auth errors carry (message, raw response) as args; the message alone reads better.
+    return f"{error.__class__.__name__}: {error.args[0] if error.args else error}"
+
+
+def _is_transient_fault(error: Exception) -> bool:
+    """A network or token-endpoint failure worth another attempt, as opposed to a refusal or a bug."""
+    import http.client
+
+    import google.auth.exceptions
+    import httplib2
+
+    if isinstance(error, google.auth.exceptions.RefreshError):
+        return error.retryable  # google-auth's own verdict: 5xx/429 from the token endpoint, not a refusal
+    if isinstance(error, google.auth.exceptions.DefaultCredentialsError):
+        return False  # no usable credentials (one of them is also an OSError)
+    # ServerNotFoundError: a failed DNS lookup. TransportError: the token refresh could not connect
+    # (google-auth-httplib2 wraps httplib2 and http.client errors in it).
+    return isinstance(error, (OSError, http.client.HTTPException, httplib2.ServerNotFoundError,
+                              google.auth.exceptions.TransportError))
+
+
+def _permanent_fault(action: str, error: Exception) -> TpuApiError | None:
+    """The clear error for a failure no retry fixes; None for one this module does not know."""
+    import google.auth.exceptions
+    import httplib2
+
+    if isinstance(error, google.auth.exceptions.GoogleAuthError):
+        return TpuApiError(f"Google credentials failed during {action} ({_message_of(error)}); {SIGN_IN_FIX}")
+    if isinstance(error, httplib2.HttpLib2Error):
+        return TpuApiError(f"TPU API request {action} failed ({_message_of(error)}); check "
+                           f"{ENDPOINT_ENV} and the proxy settings (HTTPS_PROXY, NO_PROXY) if set")
+    return None
 
 
 @dataclass
@@ -218,24 +265,57 @@ class TpuApi:
         delay = self.retry_base_seconds
         for attempt in range(1, self.max_attempts + 1):
             try:
-                return build_request().execute(num_retries=0)
+                reply = build_request().execute(num_retries=0)
             except HttpError as error:
                 status, message, payload = _error_details(error)
                 if status in allow:
                     return None
-                if status not in TRANSIENT_STATUSES or attempt == self.max_attempts:
-                    raise TpuApiError(_explain(action, status, message, payload), status) from None
+                transient = status in TRANSIENT_STATUSES
+                if not transient or attempt == self.max_attempts:
+                    raise TpuApiError(_explain(action, status, message, payload), status, transient) from None
                 retry_after = error.resp.get("retry-after")
                 wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
                 _log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
-            except (ConnectionError, TimeoutError, OSError) as error:
+            except Exception as error:
+                if not _is_transient_fault(error):
+                    permanent = _permanent_fault(action, error)
+                    if permanent is None:
+                        raise
+                    raise permanent from None
                 if attempt == self.max_attempts:
-                    raise TpuApiError(f"TPU API unreachable during {action}: {error}") from None
+                    raise TpuApiError(
+                        f"TPU API unreachable during {action} after {attempt} attempts ({_message_of(error)}); "
+                        "check this machine's connection to Google APIs (DNS, proxy, firewall) and try again",
+                        transient=True,
+                    ) from None
                 wait = delay
-                _log(f"{action}: {error.__class__.__name__}, retrying in {wait:g}s")
+                _log(f"{action}: {_message_of(error)}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
+            else:
+                if not isinstance(reply, dict):  # e.g. a proxy's HTML page: not the API at all
+                    raise TpuApiError(f"TPU API answered {action} with something other than JSON: "
+                                      f"{str(reply)[:120]!r}; check {ENDPOINT_ENV} and any proxy in between")
+                return reply
             self.sleep(min(wait, 60.0))
             delay *= 2
         raise AssertionError("unreachable")
+
+    def through_outages(self, read: Any, deadline: float, poll: float, waiting_for: str) -> Any:
+        """`read()` (a call with its own short retry), tried again every `poll` while it fails on an
+        outage, until `deadline`. A queue wait lasts up to an hour and a half: a few minutes without the
+        API must not end it."""
+        while True:
+            try:
+                return read()
+            except TpuApiError as error:
+                if not error.transient:
+                    raise
+                left = deadline - self.clock()
+                if left <= 0:
+                    raise TpuApiError(f"{str(error).rstrip('.')}; still failing when the time to wait for "
+                                      f"{waiting_for} ran out", error.status, transient=True) from None
+                _log(f"waiting for {waiting_for}: {str(error).rstrip('.')}; trying again in {poll:g}s "
+                     f"({_duration(left)} left)")
+                self.sleep(poll)
 
     def create(self, parent: str, queued_resource_id: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
         """`request_id` is the same on every retry, so a retry after a lost reply is the same request."""
@@ -257,11 +337,12 @@ class TpuApi:
         return self.call("operations.get", lambda: self._locations().operations().get(name=name))
 
     def wait_operation(self, operation: dict[str, Any], action: str, deadline: float, poll: float) -> None:
+        read = functools.partial(self.get_operation, operation.get("name"))
         while not operation.get("done"):
             if self.clock() > deadline:
                 raise TpuApiError(f"{action}: operation {operation.get('name')} did not finish in time")
             self.sleep(poll)
-            operation = self.get_operation(operation["name"])
+            operation = self.through_outages(read, deadline, poll, f"the {action} operation")
         if operation.get("error"):
             error = operation["error"]
             raise TpuApiError(f"{action} failed: {error.get('message')} (code {error.get('code')})")
@@ -299,6 +380,11 @@ def _hand_delete_command(props: dict[str, Any]) -> str:
             f"--project={project} --zone={zone} --force --quiet")
 
 
+def _with_hand_delete(reason: str, props: dict[str, Any]) -> str:
+    command = _hand_delete_command(props)
+    return reason if command in reason else f"{reason.rstrip('.')}; delete it by hand: {command}"
+
+
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
@@ -325,22 +411,39 @@ class QueuedResourceProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         api, name = self._api(props), self._name(props)
+        poll = float(props.get("pollSeconds", 15))
         started = api.clock()
         deadline = started + float(props.get("waitSeconds", 5400))
-        self._request(api, props, deadline)
-        queued_resource = self._wait_until_active(api, props, started, deadline)
-        outs = {**props, **_observed(api, queued_resource, self._node_name(props))}
-        return CreateResult(id_=name, outs=outs)
+        operation = self._request(api, props)
+        # From here the request is on the server. A failed create records nothing in Pulumi's state, so
+        # `pulumi destroy` would not know it: whatever ends the wait deletes it, or says how to.
+        try:
+            if operation is not None:
+                api.wait_operation(operation, "queuedResources.create", deadline, poll)
+            outs = self._wait_until_active(api, props, started, deadline)
+        except Exception as error:
+            reason = str(error) if isinstance(error, TpuApiError) else (
+                f"unexpected {_message_of(error)} while waiting for {props['queuedResourceId']}")
+            raise TpuApiError(f"{reason.rstrip('.')}. {self._remove_after_failed_create(api, props)}") from None
+        return CreateResult(id_=name, outs={**props, **outs})
 
-    def _request(self, api: TpuApi, props: dict[str, Any], deadline: float) -> None:
-        """Request the queued resource, or adopt the one an interrupted run of this stack left behind."""
+    def _request(self, api: TpuApi, props: dict[str, Any]) -> dict[str, Any] | None:
+        """Request the queued resource (its create operation), or adopt the one an interrupted run of
+        this stack left behind (None)."""
         name, qr_id = self._name(props), props["queuedResourceId"]
-        poll = float(props.get("pollSeconds", 15))
         for _ in range(self.MAX_CREATE_ATTEMPTS):
             try:
                 # One id per create call: the API answers a retry of it with the first call's operation.
                 operation = api.create(props["parent"], qr_id, props["body"], str(uuid.uuid4()))
             except TpuApiError as error:
+                if error.transient:
+                    # The last reply was lost or an outage's, so the request may exist anyway.
+                    raise TpuApiError(
+                        f"{str(error).rstrip('.')}. The request may have reached the API before that: if it "
+                        "did, the next "
+                        f"pulumi up adopts it; or delete it: {_hand_delete_command(props)}",
+                        error.status, transient=True,
+                    ) from None
                 if error.status != 409:
                     raise
                 existing = api.get(name)
@@ -365,21 +468,21 @@ class QueuedResourceProvider(ResourceProvider):
                     continue
                 _log(f"{qr_id}: adopting the existing request ({state}); it is exactly what this stack "
                      "requests (left by an interrupted run or a lost reply)")
-                return
+                return None
             _log(f"requested {name}")
-            api.wait_operation(operation, "queuedResources.create", deadline, poll)
-            return
+            return operation
         raise TpuApiError(f"queued resource {qr_id} kept existing after {self.MAX_CREATE_ATTEMPTS} attempts "
                           f"to request it; check it, or delete it: {_hand_delete_command(props)}")
 
     def _wait_until_active(self, api: TpuApi, props: dict[str, Any], started: float,
                            deadline: float) -> dict[str, Any]:
+        """The observed outputs once the request is ACTIVE; raises (without deleting) on anything else."""
         name, qr_id = self._name(props), props["queuedResourceId"]
         poll = float(props.get("pollSeconds", 15))
         limit = _duration(deadline - started)
         last_state, last_logged = None, started
         while True:
-            queued_resource = api.get(name)
+            queued_resource = api.through_outages(functools.partial(api.get, name), deadline, poll, qr_id)
             state = _state(queued_resource)
             now = api.clock()
             # Log on a change, and before the next poll would leave a minute without a line.
@@ -387,30 +490,33 @@ class QueuedResourceProvider(ResourceProvider):
                 _log(f"{qr_id}: {state}, {_duration(now - started)} since the request (gives up after {limit})")
                 last_state, last_logged = state, now
             if state == "ACTIVE":
-                return queued_resource
+                observe = functools.partial(_observed, api, queued_resource, self._node_name(props))
+                return api.through_outages(observe, deadline, poll, f"the node of {qr_id}")
             if state == "FAILED":
                 error = ((queued_resource["state"].get("failedData") or {}).get("error") or {})
-                self._delete_quietly(api, props)
-                raise TpuApiError(
-                    f"queued resource {qr_id} FAILED: "
-                    f"{error.get('message', 'no reason given')}; the request was deleted"
-                )
+                raise TpuApiError(f"queued resource {qr_id} FAILED: {error.get('message', 'no reason given')}")
             if state not in WAITING_STATES:
                 raise TpuApiError(f"queued resource {qr_id} is {state}, not ACTIVE")
             if now > deadline:
-                self._delete_quietly(api, props)
                 raise TpuApiError(
-                    f"gave up on {qr_id} after {props.get('waitSeconds')} s "
-                    f"still {state} (no capacity yet); the request was deleted. Try again later "
-                    "or raise tpu-vllm:tpu.queueTimeout"
+                    f"gave up on {qr_id} after {props.get('waitSeconds')} s still {state} (no capacity yet): "
+                    "try again later or raise tpu-vllm:tpu.queueTimeout"
                 )
             api.sleep(poll)
 
-    def _delete_quietly(self, api: TpuApi, props: dict[str, Any]) -> None:
+    def _remove_after_failed_create(self, api: TpuApi, props: dict[str, Any]) -> str:
+        """Delete a request whose create failed (bounded by deleteWaitSeconds, never raising); say how it went."""
+        _log(f"deleting {props['queuedResourceId']}: the create failed and Pulumi will not track it")
         try:
-            self._delete(api, props)
-        except TpuApiError as error:
-            _log(f"could not delete the request: {error}; finish by hand: {_hand_delete_command(props)}")
+            deleted = self._delete(api, props)
+        except Exception as error:
+            reason = _with_hand_delete(str(error) if isinstance(error, TpuApiError) else _message_of(error), props)
+            _log(f"could not delete the request: {reason}")
+            return ("Deleting it failed as well, so it may still be queued or running (and billing) "
+                    f"without Pulumi knowing of it: {reason}")
+        if not deleted:
+            return "The request is gone, so nothing is left queued or billing."
+        return "The request was deleted, so nothing is left queued or billing."
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         api = self._api(props)
@@ -442,10 +548,14 @@ class QueuedResourceProvider(ResourceProvider):
         return UpdateResult(outs={**olds, **{key: news[key] for key in TUNING_KEYS if key in news}})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        self._delete(self._api(props), props)
+        try:
+            self._delete(self._api(props), props)
+        except TpuApiError as error:
+            raise TpuApiError(_with_hand_delete(str(error), props), error.status, error.transient) from None
 
-    def _delete(self, api: TpuApi, props: dict[str, Any]) -> None:
-        """force=true deletes the node first; a request still PROVISIONING is retried within a bound."""
+    def _delete(self, api: TpuApi, props: dict[str, Any]) -> bool:
+        """force=true deletes the node first; a request still PROVISIONING, or an outage, is retried
+        within a bound. False when it was already gone."""
         name = self._name(props)
         poll = float(props.get("pollSeconds", 15))
         deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
@@ -455,24 +565,26 @@ class QueuedResourceProvider(ResourceProvider):
                 break
             except TpuApiError as error:
                 # 400/409 FAILED_PRECONDITION: the API will not delete it yet (e.g. PROVISIONING).
-                if error.status not in (400, 409) or api.clock() > deadline:
+                if not (error.transient or error.status in (400, 409)) or api.clock() > deadline:
                     raise TpuApiError(
-                        f"{error}. The request could not be deleted in time; finish by hand: "
-                        f"{_hand_delete_command(props)}"
+                        f"{str(error).rstrip('.')}. The request could not be deleted in time; finish by hand: "
+                        f"{_hand_delete_command(props)}", error.status, error.transient,
                     ) from None
-                _log(f"delete not accepted yet ({_state(api.get(name))}); retrying")
+                _log(f"delete not accepted yet ({error}); retrying in {poll:g}s")
                 api.sleep(poll)
         if operation is None:
-            return  # already gone
+            return False  # already gone
         api.wait_operation(operation, "queuedResources.delete", deadline, poll)
         self._wait_until_gone(api, props, deadline)
+        return True
 
     def _wait_until_gone(self, api: TpuApi, props: dict[str, Any], deadline: float | None = None) -> None:
         name = self._name(props)
         poll = float(props.get("pollSeconds", 15))
         if deadline is None:
             deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
-        while api.get(name) is not None:
+        read = functools.partial(api.get, name)
+        while api.through_outages(read, deadline, poll, f"{name} to be deleted") is not None:
             if api.clock() > deadline:
                 raise TpuApiError(f"{name} is still being deleted; check: {_hand_delete_command(props)}")
             api.sleep(poll)

@@ -10,7 +10,8 @@ It behaves like the real API where the provider's correctness depends on it:
   server's own fields added (name, createTime, state, terminationTime), empty values
   omitted as proto3 JSON does;
 - each node that becomes READY gets its own int64 `id` and `createTime`;
-- an optional OAuth token endpoint (POST /token) and a required bearer token.
+- an optional OAuth token endpoint (POST /token) and a required bearer token;
+- an outage: while `outage(request)` is true every request, the token endpoint's too, gets 503.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +62,8 @@ class Fault:
     drop_connection: bool = False
     after_handling: bool = False
     """The server does the work first, then the reply is lost (status or dropped connection)."""
+    raw_body: bytes | None = None
+    """Sent with `status` instead of an API error: a page from something that is not the API."""
 
 
 @dataclass
@@ -96,12 +100,20 @@ class FakeTpuApi(FakeServer):
         self.operations: dict[str, Operation] = {}
         self.request_ids: dict[str, str] = {}
         self.token_requests: list[Request] = []
+        self.token_refusals: deque[Response] = deque()
+        self.outage: Callable[[Request], bool] | None = None
+        self.outage_replies = 0
         self.nodes_made = 0
         self.node_state = "READY"
 
     # Test controls
     def inject(self, fault: Fault) -> None:
         self.faults.append(fault)
+
+    def refuse_tokens(self, status: int, code: str, description: str, times: int = 1) -> None:
+        """The next `times` token requests get an OAuth error (RFC 6749 5.2) instead of a token."""
+        for _ in range(times):
+            self.token_refusals.append(Response(status, {"error": code, "error_description": description}))
 
     def suspend(self, name: str) -> None:
         """The run duration ended: GCP deletes the node and suspends the request."""
@@ -142,11 +154,18 @@ class FakeTpuApi(FakeServer):
     def _fault_reply(fault: Fault) -> Response | None:
         if fault.drop_connection:
             return None
+        if fault.raw_body is not None:
+            return Response(fault.status, raw=fault.raw_body, headers={"Content-Type": "text/html", **fault.headers})
         return error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
 
     def handle(self, request: Request) -> Response | None:
+        if self.outage is not None and self.outage(request):
+            self.outage_replies += 1
+            return error(503, "UNAVAILABLE", "The service is currently unavailable.")
         if request.path == TOKEN_PATH and request.method == "POST":
             self.token_requests.append(request)
+            if self.token_refusals:
+                return self.token_refusals.popleft()
             return Response(200, {"access_token": self.access_token or "unused", "expires_in": 3600,
                                   "token_type": "Bearer"})
         if self.access_token and request.headers.get("Authorization") != f"Bearer {self.access_token}":
