@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import posixpath
+import subprocess
 
 import pytest
 
 from components import budget, front, serve_command, settings
 from components.gke import workload
 from components.gke.node_pool import tpu_node_config
+from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
 from tools.mocks import MOCK_LOAD_BALANCER_IP, is_wrapped_secret, unwrap
@@ -134,6 +137,7 @@ def test_several_zones_in_a_regional_cluster(variant):
 def test_the_pod_runs_the_exact_serve_command_on_one_chip_with_its_own_cache_volume(gke):
     cfg = gke_settings()
     vllm = container(gke, "vllm")
+    assert vllm["command"] == serve_command.key_entry_command()
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
@@ -195,6 +199,35 @@ def test_tokens_reach_the_pod_as_files_from_the_secret_manager_add_on(gke):
     env = {e["name"]: e for e in container(gke, "vllm")["env"]}
     assert env["HF_TOKEN_PATH"] == {"name": "HF_TOKEN_PATH", "value": "/run/secrets/tpu-vllm-hf/hf-token"}
     assert all("valueFrom" not in e for e in env.values())
+
+
+def test_vllm_reads_the_api_key_from_its_file_as_on_the_vm(gke):
+    """Defence in depth behind the front: vLLM's own key check, from the mounted file, never a value."""
+    vllm = container(gke, "vllm")
+    assert {"name": "api-key", "mountPath": "/run/secrets/tpu-vllm", "readOnly": True} in vllm["volumeMounts"]
+    command = vllm["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[3] == "tpu-vllm-entry"
+    assert 'VLLM_API_KEY="$(cat /run/secrets/tpu-vllm/api-key)"' in command[2] and 'exec "$@"' in command[2]
+    assert f"{posixpath.basename(front.KEY_FILE)}" == "api-key"  # the SecretProviderClass's file name
+    assert not [e for e in vllm["env"] if "KEY" in e["name"]]  # the key is never an env value in the spec
+    # The same entry command as the VM's docker run, byte for byte.
+    vm_args = container_vm.docker_run_args(settings.load(
+        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings)
+    script_at = vm_args.index("-c") + 1
+    assert [vm_args[vm_args.index("--entrypoint") + 1], "-c", *vm_args[script_at:script_at + 2]] == command
+
+
+def test_the_pods_entry_command_runs_vllm_with_the_key_from_the_mounted_file(gke, tmp_path):
+    key_file = tmp_path / "api-key"
+    key_file.write_text("k3y\n")
+    command = container(gke, "vllm")["command"]
+    script = command[2].replace(front.KEY_FILE, str(key_file))
+    probe = ["sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$1"', "vllm", "serve"]
+    ran = subprocess.run(["sh", "-c", script, command[3], *probe], capture_output=True, text=True, timeout=30)
+    assert (ran.returncode, ran.stdout) == (0, "k3y|serve")
+    key_file.write_text("")
+    empty = subprocess.run(["sh", "-c", script, command[3], "true"], capture_output=True, text=True, timeout=30)
+    assert empty.returncode == 1 and "API key file is empty" in empty.stderr
 
 
 def test_workload_identity_binds_the_pods_account_to_the_secret_reader_only(gke):

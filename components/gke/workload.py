@@ -119,6 +119,8 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": CACHE_CLAIM, "mountPath": XLA_CACHE_DIR, "subPath": "vllm"},
         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
+        # The entry command reads the key from here into VLLM_API_KEY, as on the VM.
+        {"name": "api-key", "mountPath": posixpath.dirname(front.KEY_FILE), "readOnly": True},
     ]
     if vllm.weights_on_disk:
         mounts.append({"name": CACHE_CLAIM, "mountPath": HF_DIR, "subPath": "huggingface"})
@@ -135,7 +137,10 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
         {
             "name": "vllm",
             "image": vllm.image,
-            # args, not command: the image's entrypoint runs them, as `docker run IMAGE vllm serve ...` does.
+            # The VM's entry command and arguments: vLLM gets the key from its file, then `vllm serve` runs.
+            # vLLM's key check leaves /health and /metrics open (its PUBLIC_ENDPOINTS), so the probes and the
+            # metrics door keep working behind it.
+            "command": serve_command.key_entry_command(),
             "args": serve_command.vllm_serve_args(settings),
             "env": env,
             "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
