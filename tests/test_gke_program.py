@@ -92,10 +92,11 @@ def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed
 def test_the_tpu_node_pool_has_exactly_the_flex_start_fields(gke):
     pool = tpu_pool(gke)["inputs"]
     assert set(pool) == {"project", "cluster", "location", "name", "nodeLocations", "initialNodeCount",
-                         "autoscaling", "management", "placementPolicy", "nodeConfig"}
+                         "autoscaling", "management", "nodeConfig"}
     assert "queuedProvisioning" not in pool  # GKE refuses it for TPU flex-start VMs
+    # Single host: no COMPACT placement (one zone only) and no topology; the pods select 1x1 by GKE's label.
+    assert "placementPolicy" not in pool
     assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
-    assert pool["placementPolicy"]["tpuTopology"] == "1x1"
     assert pool["management"]["autoRepair"] is False
     assert pool["nodeLocations"] == ["us-west4-a"] and pool["initialNodeCount"] == 0
     node = pool["nodeConfig"]
@@ -131,6 +132,7 @@ def test_on_demand_sets_neither_flex_start_nor_spot():
 def test_several_zones_in_a_regional_cluster(variant):
     assert variant.one(CLUSTER)["inputs"]["location"] == "us-west4"
     assert tpu_pool(variant)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
+    assert "placementPolicy" not in tpu_pool(variant)["inputs"]  # a compact placement would pin one zone
     assert variant.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
 
 
