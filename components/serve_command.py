@@ -9,10 +9,26 @@ from __future__ import annotations
 import json
 import shlex
 
+from components import front
 from components.settings import NO_MEDIA_DOMAIN, Settings
 
 # vLLM answers only on loopback; the front (components/front.py) owns the serving port.
 LISTEN_HOST = "127.0.0.1"
+
+# vLLM's entry command on both platforms (defence in depth behind the front): the key goes from its file
+# (front.KEY_FILE, mounted read-only in vLLM's container too) into vLLM's environment inside the container,
+# then `vllm serve` replaces the shell. No single quote inside, so it reads plainly in a shell-quoted command.
+KEY_ENTRY_SCRIPT = (
+    f'set -eu; VLLM_API_KEY="$(cat {front.KEY_FILE})"; '
+    '[ -n "$VLLM_API_KEY" ] || { echo "tpu-vllm: the API key file is empty" >&2; exit 1; }; '
+    'export VLLM_API_KEY; exec "$@"'
+)
+KEY_ENTRY_NAME = "tpu-vllm-entry"
+
+
+def key_entry_command() -> list[str]:
+    """The container's command; `vllm serve ...` (vllm_serve_args) follows as its arguments."""
+    return ["/bin/sh", "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME]
 
 
 def vllm_serve_args(settings: Settings) -> list[str]:

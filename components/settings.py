@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components import budget, front, naming
+from components.gke.metrics_door import METRICS_PORT as GKE_METRICS_PORT
 from policy import address_ranges
 
 NAMESPACE = "tpu-vllm"
@@ -810,6 +811,12 @@ GKE_FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
 # One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
 GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+# Google's custom metrics adapter lives here by its own contract (components/gke/autoscaling.py deploys it).
+GKE_METRICS_ADAPTER_NAMESPACE = "custom-metrics"
+# Namespaces the stack must not declare as its own Namespace (it would fail to create an existing one, and
+# `pulumi destroy` would delete it): Kubernetes' own, GKE's, Managed Prometheus's and the adapter's.
+GKE_FOREIGN_NAMESPACES = frozenset({"default", GKE_METRICS_ADAPTER_NAMESPACE})
+GKE_FOREIGN_NAMESPACE_PREFIXES = ("kube-", "gke-", "gmp-")
 _GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 
 
@@ -938,6 +945,12 @@ class GkeSettings(_Section):
     def _namespace(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
             raise ValueError("a Kubernetes namespace: lowercase letters, digits and hyphens, e.g. tpu-vllm")
+        if value in GKE_FOREIGN_NAMESPACES or value.startswith(GKE_FOREIGN_NAMESPACE_PREFIXES):
+            raise ValueError(
+                "the stack creates this namespace and deletes it on pulumi destroy, so it must be its own; "
+                f"{value} belongs to Kubernetes, GKE, Managed Prometheus or the metrics adapter. Use a name "
+                "of your own, e.g. tpu-vllm"
+            )
         return value
 
     @field_validator("system_machine_type")
@@ -1419,6 +1432,13 @@ def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
                 f"{', '.join(sorted(FLEX_START_VERIFIED_ZONES))}; {', '.join(unverified)} may have no v5e "
                 "capacity or no flex-start for it"
             )
+    errors += _gke_port_checks(settings)
+    if "container_access" in settings.vllm.model_fields_set:
+        warnings.append(
+            f"vllm.containerAccess = {settings.vllm.container_access!r} is read only by the vm platform (docker "
+            "run); on gke the chip reaches the pod through its google.com/tpu resource request (GKE's TPU device "
+            "plugin, no privileged container), so the key changes nothing there; remove it"
+        )
     access = settings.access
     if gke.allow_external_load_balancer and not access.serving_source_ranges:
         errors.append(
@@ -1433,6 +1453,22 @@ def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             warnings.append(
                 f"load: {planned:,} KV tokens planned, over ~78% of the KV pool of {gke.max_replicas} replicas "
                 f"({kv.load_limit_tokens * gke.max_replicas:,}); raise gke.maxReplicas or plan less load"
+            )
+    return errors
+
+
+def _gke_port_checks(settings: Settings) -> list[str]:
+    """A pod's containers share one network namespace: vLLM and the front must not take the metrics door's port."""
+    errors = []
+    ports = {"vllm.port": settings.vllm.port, "front.upstreamPort": settings.front.upstream_port}
+    for key, port in ports.items():
+        if port == GKE_METRICS_PORT:
+            taken = set(ports.values())
+            free = next(p for p in (8000, 8001, 8002) if p not in taken)
+            errors.append(
+                f"{NAMESPACE}:{key} = {port}: on gke the pod's metrics door (GET /metrics for Managed "
+                f"Prometheus) listens on {GKE_METRICS_PORT} in the same network namespace, so two containers "
+                f"would bind it and one would crash-loop; use another port, e.g. {free}"
             )
     return errors
 

@@ -35,6 +35,16 @@ def resource_policy(name, check, description):
                                     config_schema=CONFIG_SCHEMA)
 
 
+def urn_resource_policy(name, check, description):
+    """A rule that also reads the URN: it tells which of the stack's components made the resource."""
+    def validate(args, report_violation):
+        for message in check(args.resource_type, args.props, args.get_config(), urn=args.urn):
+            report_violation(message)
+
+    return ResourceValidationPolicy(name=name, description=description, validate=validate,
+                                    config_schema=CONFIG_SCHEMA)
+
+
 def stack_policy(name, check, description):
     def validate(args, report_violation):
         resources = [rules.Seen(resource.resource_type, resource.props, resource.urn) for resource in args.resources]
@@ -47,6 +57,6 @@ def stack_policy(name, check, description):
 
 POLICIES = [resource_policy(name, check, text) for name, (check, text) in rules.RESOURCE_RULES.items()]
 POLICIES += [stack_policy(name, check, text) for name, (check, text) in rules.STACK_RULES.items()]
-POLICIES += [resource_policy(name, check, text) for name, (check, text) in gke_rules.RESOURCE_RULES.items()]
+POLICIES += [urn_resource_policy(name, check, text) for name, (check, text) in gke_rules.RESOURCE_RULES.items()]
 
 PolicyPack(name="tpu-vllm", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

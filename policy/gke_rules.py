@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
+# A cluster declares TPU capacity too: its default pool (nodeConfig), its inline nodePools[], and node
+# auto-provisioning (clusterAutoscaling.resourceLimits with a TPU resource type, e.g. tpu-v5-lite-podslice).
+CLUSTER_TYPE = "gcp:container/cluster:Cluster"
 SERVICE_TYPE = "kubernetes:core/v1:Service"
+# The component that writes the external load balancer opt-in, and only from the stack's settings
+# (components/gke/exposure.py); an annotation on any other Service clears nothing.
+EXPOSURE_TYPE = "tpu-vllm:gke:Exposure"
+# Likewise the unbounded-billing label counts only on a pool the stack's TpuNodePool component made.
+TPU_POOL_COMPONENT_TYPE = "tpu-vllm:gke:TpuNodePool"
 INGRESS_TYPES = {"kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networking.k8s.io/v1beta1:Ingress",
                  "kubernetes:extensions/v1beta1:Ingress"}
 # Where each workload kind keeps its pod spec.
@@ -30,6 +38,7 @@ MAX_RUN_SECONDS = 7 * 24 * 3600  # flex-start's own limit
 # What the stack writes when the user opted in (gke.allowUnboundedBilling / gke.allowExternalLoadBalancer).
 UNBOUNDED_BILLING_LABEL = ("tpu-vllm-unbounded-billing", "opted-in")
 EXTERNAL_LB_ANNOTATION = "tpu-vllm/external-load-balancer"
+EXTERNAL_LB_OPT_IN = "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"
 INTERNAL_LB_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")
 INTERNAL_INGRESS_CLASS = "gce-internal"
 
@@ -55,13 +64,66 @@ def _tpu_chips_per_node(props: Mapping[str, Any]) -> int | None:
     return int(match.group(2)) if match else None
 
 
-def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
-    """A TPU node pool is flex-start with a run duration of 7 days or less; spot / on-demand only as an opt-in."""
-    config = _config(config)
-    if type_ != NODE_POOL_TYPE or _tpu_chips_per_node(props) is None:
+def _node_pools(type_: str, props: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], int]]:
+    """Every node pool a resource declares, as (name, NodePool-shaped props, zones it spans): a NodePool itself,
+    or a cluster's default pool (nodeConfig) and inline nodePools[] (in the cluster's zones unless they list
+    their own)."""
+    if type_ == NODE_POOL_TYPE:
+        return [(str(props.get("name", "")), props, max(len(props.get("nodeLocations") or []), 1))]
+    if type_ != CLUSTER_TYPE:
         return []
+    cluster = str(props.get("name", ""))
+    zonal = re.fullmatch(r".*-[a-z]", str(props.get("location") or "")) is not None
+    # A regional cluster without nodeLocations puts its nodes in three of the region's zones.
+    zones = len(props.get("nodeLocations") or []) or (1 if zonal else 3)
+    pools: list[tuple[str, Mapping[str, Any], int]] = [(
+        f"{cluster}/default-pool",
+        {"nodeConfig": props.get("nodeConfig") or {}, "initialNodeCount": props.get("initialNodeCount")}, zones)]
+    for pool in props.get("nodePools") or []:
+        if isinstance(pool, Mapping):
+            pools.append((f"{cluster}/{pool.get('name', '')}", pool, len(pool.get("nodeLocations") or []) or zones))
+    return pools
+
+
+def _tpu_limits(type_: str, props: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Node auto-provisioning's TPU resource limits: (resource type, most chips)."""
+    autoscaling = (props.get("clusterAutoscaling") or {}) if type_ == CLUSTER_TYPE else {}
+    if not autoscaling.get("enabled"):
+        return []
+    return [(str(limit.get("resourceType")), int(limit.get("maximum") or 0))
+            for limit in autoscaling.get("resourceLimits") or []
+            if isinstance(limit, Mapping) and str(limit.get("resourceType") or "").startswith("tpu")]
+
+
+def _made_by(urn: str, component: str, type_: str) -> bool:
+    """A resource the given component of the stack made (urn:pulumi:stack::project::...$Parent$Type::name)."""
+    parts = urn.split("::")
+    types = parts[2].split("$") if len(parts) >= 4 else []
+    return types[-2:] == [component, type_]
+
+
+def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None,
+                          urn: str = "") -> list[str]:
+    """Every TPU node pool is flex-start with a run duration of 7 days or less; spot / on-demand, and TPU node
+    auto-provisioning (no run duration at all), only as an opt-in."""
+    config = _config(config)
+    # Only the stack's own TPU pool carries its unbounded-billing opt-in (written from gke.allowUnboundedBilling).
+    stack_pool = type_ == NODE_POOL_TYPE and _made_by(urn, TPU_POOL_COMPONENT_TYPE, NODE_POOL_TYPE)
+    violations = [message for name, pool, _ in _node_pools(type_, props) if _tpu_chips_per_node(pool) is not None
+                  for message in _pool_run_ends(name, pool, config, stack_pool)]
+    limits = _tpu_limits(type_, props)
+    if limits and not config["allowUnboundedBilling"]:
+        listed = ", ".join(f"{kind} up to {most}" for kind, most in limits)
+        violations.append(
+            f"cluster {props.get('name', '')} lets node auto-provisioning create TPU nodes ({listed} chips) with "
+            "no run duration, replaced for as long as pods ask; remove the TPU resourceLimits from "
+            "clusterAutoscaling and use a flex-start node pool with tpu-vllm:tpu.maxRunDuration, or opt in with "
+            "the policy config allowUnboundedBilling: true")
+    return violations
+
+
+def _pool_run_ends(name: str, props: Mapping[str, Any], config: Mapping[str, Any], stack_pool: bool) -> list[str]:
     node = props.get("nodeConfig") or {}
-    name = props.get("name", "")
     if node.get("flexStart"):
         seconds = _seconds(node.get("maxRunDuration"))
         if seconds is None:
@@ -71,7 +133,7 @@ def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[
             return [f"TPU node pool {name}: maxRunDuration {seconds}s is over 7 days (604800s); set "
                     "tpu-vllm:tpu.maxRunDuration to 7d or less"]
         return []
-    opted_in = config["honorStackOptIns"] and (
+    opted_in = config["honorStackOptIns"] and stack_pool and (
         (node.get("resourceLabels") or {}).get(UNBOUNDED_BILLING_LABEL[0]) == UNBOUNDED_BILLING_LABEL[1])
     if config["allowUnboundedBilling"] or opted_in:
         return []
@@ -81,36 +143,56 @@ def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[
             "config allowUnboundedBilling: true)"]
 
 
-def gke_tpu_chips_capped(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
-    """The most chips a TPU node pool can reach stays within maxTpuChips."""
-    config = _config(config)
-    chips_per_node = _tpu_chips_per_node(props) if type_ == NODE_POOL_TYPE else None
-    if chips_per_node is None:
-        return []
+def _pool_nodes(props: Mapping[str, Any], zones: int) -> int:
+    """The most nodes a pool can reach, over all its zones."""
     autoscaling = props.get("autoscaling") or {}
-    zones = max(len(props.get("nodeLocations") or []), 1)
     if autoscaling.get("totalMaxNodeCount") is not None:
-        nodes = autoscaling["totalMaxNodeCount"]
-    elif autoscaling.get("maxNodeCount") is not None:
-        nodes = autoscaling["maxNodeCount"] * zones  # per zone
-    else:
-        nodes = (props.get("nodeCount") or props.get("initialNodeCount") or 0) * zones
-    chips = int(nodes) * chips_per_node
-    if chips <= int(config["maxTpuChips"]):
+        return int(autoscaling["totalMaxNodeCount"])
+    if autoscaling.get("maxNodeCount") is not None:
+        return int(autoscaling["maxNodeCount"]) * zones  # per zone
+    return int(props.get("nodeCount") or props.get("initialNodeCount") or 0) * zones
+
+
+def gke_tpu_chips_capped(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None,
+                         urn: str = "") -> list[str]:
+    """The most chips a node pool, or a cluster with all its pools and auto-provisioning, can reach stays
+    within maxTpuChips."""
+    config = _config(config)
+    cap = int(config["maxTpuChips"])
+    parts: list[tuple[str, int, str]] = []  # (what, chips, how)
+    for name, pool, zones in _node_pools(type_, props):
+        chips_per_node = _tpu_chips_per_node(pool)
+        if chips_per_node is not None:
+            nodes = _pool_nodes(pool, zones)
+            parts.append((f"TPU node pool {name}", nodes * chips_per_node, f"{nodes} nodes x {chips_per_node}"))
+    parts += [(f"node auto-provisioning ({kind})", most, "its resourceLimits maximum")
+              for kind, most in _tpu_limits(type_, props)]
+    chips = sum(count for _, count, _ in parts)
+    if chips <= cap:
         return []
-    return [f"TPU node pool {props.get('name', '')} can reach {chips} chips ({int(nodes)} nodes x {chips_per_node}), "
-            f"over the cap of {config['maxTpuChips']}; lower tpu-vllm:gke.maxReplicas, or raise the policy config "
-            "maxTpuChips if the spend is meant"]
+    what = parts[0][0] if type_ == NODE_POOL_TYPE else f"cluster {props.get('name', '')}"
+    how = "; ".join(f"{part}: {count} ({detail})" for part, count, detail in parts)
+    return [f"{what} can reach {chips} chips ({how if type_ == CLUSTER_TYPE else parts[0][2]}), over the cap of "
+            f"{cap}; lower tpu-vllm:gke.maxReplicas, or raise the policy config maxTpuChips if the spend is meant"]
+
+
+def _stack_opted_in(type_: str, props: Mapping[str, Any], urn: str) -> bool:
+    """The stack's own opt-in: its exact note, on a Service its Exposure made, limited to listed ranges."""
+    annotations = (props.get("metadata") or {}).get("annotations") or {}
+    ranges = (props.get("spec") or {}).get("loadBalancerSourceRanges")
+    return (type_ == SERVICE_TYPE and annotations.get(EXTERNAL_LB_ANNOTATION) == EXTERNAL_LB_OPT_IN
+            and _made_by(urn, EXPOSURE_TYPE, SERVICE_TYPE) and bool(ranges))
 
 
 def no_external_load_balancer(type_: str, props: Mapping[str, Any],
-                              config: Mapping[str, Any] | None = None) -> list[str]:
-    """A Service of type LoadBalancer is internal, and an Ingress uses the internal class, unless allowed."""
+                              config: Mapping[str, Any] | None = None, urn: str = "") -> list[str]:
+    """A Service of type LoadBalancer is internal, and an Ingress uses the internal class, unless allowed: by the
+    policy config, or by the stack's settings (gke.allowExternalLoadBalancer) on the Service it made itself."""
     config = _config(config)
     metadata = props.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     name = metadata.get("name", "")
-    if config["allowExternalLoadBalancer"] or (config["honorStackOptIns"] and annotations.get(EXTERNAL_LB_ANNOTATION)):
+    if config["allowExternalLoadBalancer"] or (config["honorStackOptIns"] and _stack_opted_in(type_, props, urn)):
         return []
     if type_ == SERVICE_TYPE and (props.get("spec") or {}).get("type") == "LoadBalancer":
         if any(str(annotations.get(key, "")).lower() == "internal" for key in INTERNAL_LB_ANNOTATIONS):
@@ -164,7 +246,8 @@ def _secret_in_value(name: str, value: str) -> str | None:
     return None
 
 
-def no_literal_secret_env(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> list[str]:
+def no_literal_secret_env(type_: str, props: Mapping[str, Any], config: Mapping[str, Any] | None = None,
+                          urn: str = "") -> list[str]:
     """No pod spec carries a secret as a literal env value or command-line flag; secrets come as files."""
     spec = _pod_spec(type_, props)
     if spec is None:
@@ -196,9 +279,11 @@ def no_literal_secret_env(type_: str, props: Mapping[str, Any], config: Mapping[
 
 RESOURCE_RULES = {
     "gke-tpu-pool-run-ends": (gke_tpu_pool_run_ends,
-                              "A GKE TPU node pool is flex-start with a run duration; spot/on-demand only as an "
-                              "explicit opt-in."),
-    "gke-tpu-chips-capped": (gke_tpu_chips_capped, "A GKE TPU node pool reaches at most maxTpuChips chips."),
+                              "A GKE TPU node pool (a NodePool, or a cluster's own pools) is flex-start with a run "
+                              "duration; spot/on-demand and TPU auto-provisioning only as an explicit opt-in."),
+    "gke-tpu-chips-capped": (gke_tpu_chips_capped,
+                             "A GKE TPU node pool, or a cluster with its pools and auto-provisioning, reaches at "
+                             "most maxTpuChips chips."),
     "no-external-load-balancer": (no_external_load_balancer,
                                   "Load balancers are internal unless an external one is explicitly allowed."),
     "no-literal-secret-env": (no_literal_secret_env,

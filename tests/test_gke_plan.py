@@ -55,7 +55,7 @@ def test_the_text_plan_shows_the_pools_flex_start_fields_and_the_costs(gke_json)
     text = render_text(gke_json)  # what `--stack gke` without --json prints
     assert "gcp:container/nodePool:NodePool  tpu-pool" in text
     assert '"flexStart": true' in text and '"maxRunDuration": "86400s"' in text
-    assert '"locationPolicy": "ANY"' in text and '"tpuTopology": "1x1"' in text
+    assert '"locationPolicy": "ANY"' in text and '"placementPolicy"' not in text
     assert "gke_cost_per_hour_usd_at_max_replicas: 2.5754" in text
     assert "vllm serve google/gemma-4-E2B-it" in text
 
@@ -64,3 +64,55 @@ def test_the_readme_lists_every_gke_output_and_no_other(gke_json):
     from tests.readme_tables import documented_outputs
 
     assert documented_outputs("gke") == set(gke_json["outputs"])
+
+
+def cost_lines(text: str) -> list[str]:
+    return text.split("cost (USD", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+
+
+def test_the_gke_plan_does_not_say_billing_stops_by_itself(gke_json):
+    text = render_text(gke_json)  # what `--stack gke` prints
+    assert "stops by itself" not in text and "with no run, still billing" not in text
+    lines = cost_lines(text)
+    assert "  cluster fee $0.10/hour and system pool (1 x e2-standard-2) $0.08/hour: $0.18/hour from pulumi up to " \
+           "pulumi destroy, with or without a TPU node" in lines
+    assert any("run ends after 24h (tpu.maxRunDuration), but the billing does not" in line
+               and "gke.minReplicas (1)" in line for line in lines)
+    [idle] = [line for line in lines if "with no requests, still billing" in line]
+    assert "1 replica(s) (gke.minReplicas)" in idle and "the cluster fee and the system pool" in idle
+    month = 730 * (0.60 + 0.10 + budget.system_machine_usd_per_hour("e2-standard-2")) + 5.50 + 0.06
+    assert f"about ${month:,.2f}/month until pulumi destroy" in idle
+    assert gke_json["budget"]["gke_usd_per_month_at_min_replicas"] == pytest.approx(month - 5.56, abs=0.01)
+    assert any("$22.00/month at 4" in line for line in lines)  # one cache volume per replica
+    assert not any("pulumi destroy deletes the disk" in line for line in lines)
+
+
+def gke_budget(**gke_values) -> dict:
+    """The plan's budget for a variant of the gke stack (the plan's own functions, no program run)."""
+    from components import settings as settings_module
+    from tests.test_gke_settings import gke_raw
+    from tools.plan import budget_summary
+
+    raw = gke_raw()
+    extra = gke_values.pop("top", {})
+    raw = {**raw, **extra, "gke": {**raw["gke"], **gke_values}}
+    return budget_summary(settings_module.load(raw, "my-proj", "gke").settings)
+
+
+def test_a_reused_cluster_and_an_unbounded_pool_say_so():
+    from components.gke.costs import plan_cost_lines
+
+    reused = plan_cost_lines({**gke_budget(useExistingCluster=True, clusterName="shared"), "secret_versions": 0,
+                              "secret_versions_usd_per_month": 0})
+    assert any("reused cluster (gke.useExistingCluster)" in line for line in reused)
+    [idle] = [line for line in reused if "still billing" in line]
+    assert "cluster fee" not in idle and "about $443.50/month" in idle  # 730 x $0.60 + one 50 GB volume
+    spot = plan_cost_lines({**gke_budget(allowUnboundedBilling=True, top={"tpu": {"provisioningModel": "spot"}}),
+                            "secret_versions": 1, "secret_versions_usd_per_month": 0.06})
+    assert any("no run duration (spot): every TPU node bills until the autoscaler removes it" in line
+               for line in spot)
+    assert not any("stops by itself" in line or "run ends after" in line for line in spot)
+    kept = plan_cost_lines({**gke_budget(), "cache_disk_outlives_destroy": True, "secret_versions": 0,
+                            "secret_versions_usd_per_month": 0})
+    assert any("the volumes outlive pulumi destroy" in line for line in kept)
+

@@ -11,20 +11,46 @@ from pathlib import Path
 
 import pytest
 
+from components import settings
+from components.gke import exposure
 from policy import gke_rules, rules
+from tests.test_gke_settings import gke_raw
 from tools.mocks import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = gke_rules.NODE_POOL_TYPE
+CLUSTER = gke_rules.CLUSTER_TYPE
 SERVICE = gke_rules.SERVICE_TYPE
 STATEFULSET = "kubernetes:apps/v1:StatefulSet"
 
 
+def with_urns(registrations):
+    """(type, props, urn) of each custom resource, its URN carrying its parents' types as Pulumi writes them.
+    A parent is always a component (a child may share its name, as the TPU pool does)."""
+    components = {r["name"]: r for r in registrations if not r["custom"]}
+
+    def chain(registration):
+        parent = components.get(registration["parent"])
+        return (chain(parent) + "$" if parent else "") + registration["type"]
+
+    return [(r["type"], unwrap(r["inputs"]), f"urn:pulumi:gke::tpu-vllm::{chain(r)}::{r['name']}")
+            for r in registrations if r["custom"] and r["inputs"]]
+
+
 @pytest.fixture(scope="module")
-def gke_resources(gke_program):
-    program = gke_program
-    assert program.problems is None
-    return [(r["type"], unwrap(r["inputs"])) for r in program.registrations if r["inputs"] and r["custom"]]
+def gke_triples(gke_program):
+    """(type, props, urn) of every resource the gke stack makes."""
+    assert gke_program.problems is None
+    return with_urns(gke_program.registrations)
+
+
+@pytest.fixture(scope="module")
+def gke_resources(gke_triples):
+    return [(type_, props) for type_, props, _ in gke_triples]
+
+
+def urn_of(triples, type_, name):
+    return next(urn for t, _, urn in triples if t == type_ and urn.endswith(f"::{name}"))
 
 
 def tpu_pool(resources):
@@ -39,14 +65,16 @@ def statefulset(resources):
     return copy.deepcopy(next(p for t, p in resources if t == STATEFULSET))
 
 
-def every_violation(resources, config=None):
-    checks = [check for check, _ in [*rules.RESOURCE_RULES.values(), *gke_rules.RESOURCE_RULES.values()]]
-    found = [message for type_, props in resources for check in checks for message in check(type_, props, config)]
-    return found + [message for check, _ in rules.STACK_RULES.values() for message in check(resources, config)]
+def every_violation(triples, config=None):
+    found = [message for type_, props, _ in triples for check, _ in rules.RESOURCE_RULES.values()
+             for message in check(type_, props, config)]
+    found += [message for type_, props, urn in triples for check, _ in gke_rules.RESOURCE_RULES.values()
+              for message in check(type_, props, config, urn=urn)]
+    return found + [message for check, _ in rules.STACK_RULES.values() for message in check(triples, config)]
 
 
-def test_the_gke_stack_passes_every_policy(gke_resources):
-    assert every_violation(gke_resources) == []
+def test_the_gke_stack_passes_every_policy(gke_triples):
+    assert every_violation(gke_triples) == []
 
 
 def test_a_flex_start_pool_without_a_run_duration_is_reported(gke_resources):
@@ -61,19 +89,24 @@ def test_a_flex_start_pool_without_a_run_duration_is_reported(gke_resources):
 
 
 @pytest.mark.parametrize("model", ["spot", "on-demand"])
-def test_spot_or_on_demand_tpu_pools_need_an_explicit_opt_in(gke_resources, model):
+def test_spot_or_on_demand_tpu_pools_need_an_explicit_opt_in(gke_triples, gke_resources, model):
     pool = tpu_pool(gke_resources)
+    stack_urn = urn_of(gke_triples, POOL, "tpu-pool")
     node = pool["nodeConfig"]
     for key in ("flexStart", "maxRunDuration", "reservationAffinity"):
         node.pop(key)
     if model == "spot":
         node["spot"] = True
-    [message] = gke_rules.gke_tpu_pool_run_ends(POOL, pool)
+    [message] = gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=stack_urn)
     assert f"is {model}" in message and "allowUnboundedBilling" in message
     assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, {"allowUnboundedBilling": True}) == []
     node["resourceLabels"]["tpu-vllm-unbounded-billing"] = "opted-in"  # what the stack writes on opt-in
-    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool) == []
-    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, {"honorStackOptIns": False})
+    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=stack_urn) == []
+    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, {"honorStackOptIns": False}, urn=stack_urn)
+    # The same label on a pool the stack's TpuNodePool did not make clears nothing.
+    for urn in ("", f"urn:pulumi:gke::tpu-vllm::{POOL}::hand-made",
+                stack_urn.replace("tpu-vllm:gke:TpuNodePool$", "tpu-vllm:gke:Deployment$")):
+        assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=urn), urn
 
 
 def test_cpu_pools_are_not_tpu_pools(gke_resources):
@@ -117,11 +150,44 @@ def test_an_external_load_balancer_is_reported_unless_allowed(gke_resources):
     assert gke_rules.no_external_load_balancer(SERVICE, service, {"allowExternalLoadBalancer": True}) == []
     service["metadata"]["annotations"] = {"cloud.google.com/load-balancer-type": "Internal"}  # the older spelling
     assert gke_rules.no_external_load_balancer(SERVICE, service) == []
-    service["metadata"]["annotations"] = {"tpu-vllm/external-load-balancer": "opted-in by tpu-vllm:gke..."}
-    assert gke_rules.no_external_load_balancer(SERVICE, service) == []
-    assert gke_rules.no_external_load_balancer(SERVICE, service, {"honorStackOptIns": False})
     cluster_ip = {"metadata": {"name": "x"}, "spec": {"type": "ClusterIP"}}
     assert gke_rules.no_external_load_balancer(SERVICE, cluster_ip) == []
+
+
+def opted_in_balancer() -> dict:
+    """The load balancer the stack's Exposure renders with gke.allowExternalLoadBalancer (the real function)."""
+    raw = {**gke_raw(), "access": {"servingSourceRanges": ["203.0.113.0/24"]}}
+    raw["gke"] = {**raw["gke"], "allowExternalLoadBalancer": True}
+    cfg = settings.load(raw, "my-proj", "gke").settings
+    return copy.deepcopy(exposure.load_balancer_service(cfg, cfg.gke.namespace))
+
+
+def test_the_stacks_own_opt_in_clears_only_the_service_its_exposure_made(gke_triples):
+    service, urn = opted_in_balancer(), urn_of(gke_triples, SERVICE, "exposure-load-balancer")
+    assert service["metadata"]["annotations"] == {gke_rules.EXTERNAL_LB_ANNOTATION: gke_rules.EXTERNAL_LB_OPT_IN}
+    assert gke_rules.no_external_load_balancer(SERVICE, service, urn=urn) == []
+    assert gke_rules.no_external_load_balancer(SERVICE, service, {"honorStackOptIns": False}, urn=urn)
+    # The same annotation on a Service anyone else made (a hand-written one, a Helm chart's, the stack's
+    # cluster-IP Service's parent under another component): reported.
+    for other in ("", f"urn:pulumi:gke::tpu-vllm::{SERVICE}::mine",
+                  urn.replace("tpu-vllm:gke:Exposure$", "tpu-vllm:gke:Autoscaling$"),
+                  urn.replace("tpu-vllm:gke:Exposure$", "tpu-vllm:gke:Exposure$my:chart:Chart$")):
+        assert gke_rules.no_external_load_balancer(SERVICE, service, urn=other), other
+
+
+@pytest.mark.parametrize("change", ["another value", "no ranges"])
+def test_an_opt_in_the_stack_would_not_write_clears_nothing(gke_triples, change):
+    service, urn = opted_in_balancer(), urn_of(gke_triples, SERVICE, "exposure-load-balancer")
+    if change == "another value":
+        service["metadata"]["annotations"][gke_rules.EXTERNAL_LB_ANNOTATION] = "yes"
+    else:
+        service["spec"]["loadBalancerSourceRanges"] = []  # Kubernetes reads an empty list as everyone
+    assert gke_rules.no_external_load_balancer(SERVICE, service, urn=urn)
+
+
+def test_the_policy_knows_the_stacks_component_types(gke_program):
+    components = {r["type"] for r in gke_program.registrations if not r["custom"]}
+    assert {gke_rules.EXPOSURE_TYPE, gke_rules.TPU_POOL_COMPONENT_TYPE} <= components
 
 
 def test_an_external_ingress_is_reported():
@@ -179,24 +245,23 @@ def test_every_workload_kind_is_read(gke_resources):
     assert gke_rules.no_literal_secret_env("kubernetes:core/v1:ConfigMap", {"data": {"PASSWORD": "x"}}) == []
 
 
-def entry_point(resources):
-    """The real pack entry (tests/policy_entry_check.py), one case of (type, props, urn) triples."""
+def entry_points(cases):
+    """The real pack entry (tests/policy_entry_check.py): each case a list of (type, props, urn) triples."""
     python = os.environ.get("TPU_VLLM_POLICY_PYTHON")
     if not python:
         pytest.skip("run through ./scripts/test.sh, which builds the policy pack's own venv")
-    triples = [(type_, props, f"urn:pulumi:gke::tpu-vllm::{type_}::resource-{index}")
-               for index, (type_, props) in enumerate(resources)]
-    request = {"cases": {"gke": {"resources": triples, "config": {}}}}
+    request = {"cases": {name: {"resources": triples, "config": {}} for name, triples in cases.items()}}
     completed = subprocess.run([python, str(ROOT / "tests/policy_entry_check.py"), str(ROOT / "policy")],
                                input=json.dumps(request), capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
-    return {"reports": json.loads(completed.stdout)["cases"]["gke"]}
+    return json.loads(completed.stdout)["cases"]
 
 
-def test_the_pack_entry_point_passes_the_gke_stack_and_reports_each_violation(gke_resources):
-    clean = entry_point(gke_resources)
-    assert set(gke_rules.RESOURCE_RULES) <= set(clean["reports"])
-    assert all(messages == [] for messages in clean["reports"].values())
+def hand_made(type_, props, name="hand-made"):
+    return (type_, props, f"urn:pulumi:gke::tpu-vllm::{type_}::{name}")
+
+
+def test_the_pack_entry_point_passes_the_gke_stack_and_reports_each_violation(gke_triples, gke_resources):
     pool = tpu_pool(gke_resources)
     del pool["nodeConfig"]["maxRunDuration"]
     pool["autoscaling"]["totalMaxNodeCount"] = 12
@@ -204,9 +269,83 @@ def test_the_pack_entry_point_passes_the_gke_stack_and_reports_each_violation(gk
     service["metadata"]["annotations"] = {}
     workload = statefulset(gke_resources)
     workload["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "HF_TOKEN", "value": "hf_x"})
-    reports = entry_point([(POOL, pool), (SERVICE, service), (STATEFULSET, workload)])["reports"]
+    balancer_urn = urn_of(gke_triples, SERVICE, "exposure-load-balancer")
+    reports = entry_points({
+        "clean": gke_triples,
+        "violations": [hand_made(POOL, pool), hand_made(SERVICE, service), hand_made(STATEFULSET, workload)],
+        "stack opt-in": [(SERVICE, opted_in_balancer(), balancer_urn)],
+        "copied opt-in": [hand_made(SERVICE, opted_in_balancer())],
+        "tpu cluster": [hand_made(CLUSTER, tpu_cluster("default-pool"))],
+        "tpu auto-provisioning": [hand_made(CLUSTER, tpu_cluster("auto-provisioning"))],
+    })
+    assert set(gke_rules.RESOURCE_RULES) <= set(reports["clean"])
+    assert all(messages == [] for messages in reports["clean"].values())
     for name in gke_rules.RESOURCE_RULES:
-        assert reports[name], name
+        assert reports["violations"][name], name
+    assert reports["stack opt-in"]["no-external-load-balancer"] == []
+    assert reports["copied opt-in"]["no-external-load-balancer"]
+    for case in ("tpu cluster", "tpu auto-provisioning"):
+        assert reports[case]["gke-tpu-pool-run-ends"] and reports[case]["gke-tpu-chips-capped"], case
+
+
+def tpu_cluster(shape: str) -> dict:
+    """A cluster that declares TPU capacity itself, in each of the shapes a NodePool rule alone would miss."""
+    cluster = {"name": "big", "location": "us-west4-a", "nodeConfig": {"machineType": "e2-medium"},
+               "initialNodeCount": 1}
+    if shape == "default-pool":
+        cluster.update(nodeConfig={"machineType": "ct5lp-hightpu-4t"}, initialNodeCount=3)
+    elif shape == "node-pools":
+        cluster["nodePools"] = [{"name": "tpu", "nodeConfig": {"machineType": "ct5lp-hightpu-4t", "flexStart": True},
+                                 "autoscaling": {"totalMaxNodeCount": 3}}]
+    elif shape == "auto-provisioning":
+        cluster["clusterAutoscaling"] = {"enabled": True, "resourceLimits": [
+            {"resourceType": "cpu", "maximum": 64}, {"resourceType": "memory", "maximum": 256},
+            {"resourceType": "tpu-v5-lite-podslice", "maximum": 16}]}
+    return cluster
+
+
+@pytest.mark.parametrize(("shape", "run_ends", "chips"), [
+    ("default-pool", "big/default-pool is on-demand", "reach 12 chips"),
+    ("node-pools", "big/tpu is flex-start with no nodeConfig.maxRunDuration", "reach 12 chips"),
+    ("auto-provisioning", "node auto-provisioning create TPU nodes (tpu-v5-lite-podslice up to 16", "reach 16 chips"),
+])
+def test_tpu_capacity_declared_on_the_cluster_is_checked(shape, run_ends, chips):
+    cluster = tpu_cluster(shape)
+    [message] = gke_rules.gke_tpu_pool_run_ends(CLUSTER, cluster)
+    assert run_ends in message, message
+    [message] = gke_rules.gke_tpu_chips_capped(CLUSTER, cluster)
+    assert chips in message and "cap of 8" in message, message
+    assert gke_rules.gke_tpu_chips_capped(CLUSTER, cluster, {"maxTpuChips": 16}) == []
+    assert gke_rules.gke_tpu_pool_run_ends(CLUSTER, cluster, {"allowUnboundedBilling": True}) == [] or \
+        shape == "node-pools"  # a flex-start pool without a run duration is refused whatever the opt-in
+
+
+def test_cluster_variants_that_stay_in_bounds_pass(gke_resources):
+    stacks_cluster = next(p for t, p in gke_resources if t == CLUSTER)
+    assert gke_rules.gke_tpu_pool_run_ends(CLUSTER, stacks_cluster) == []
+    assert gke_rules.gke_tpu_chips_capped(CLUSTER, stacks_cluster) == []
+    bounded = tpu_cluster("node-pools")
+    bounded["nodePools"][0]["nodeConfig"]["maxRunDuration"] = "86400s"
+    bounded["nodePools"][0]["autoscaling"] = {"totalMaxNodeCount": 2}
+    assert gke_rules.gke_tpu_pool_run_ends(CLUSTER, bounded) == []
+    assert gke_rules.gke_tpu_chips_capped(CLUSTER, bounded) == []
+    cpu_only = tpu_cluster("auto-provisioning")
+    cpu_only["clusterAutoscaling"]["resourceLimits"].pop()
+    assert gke_rules.gke_tpu_pool_run_ends(CLUSTER, cpu_only) == gke_rules.gke_tpu_chips_capped(CLUSTER, cpu_only) == []
+    switched_off = tpu_cluster("auto-provisioning")
+    switched_off["clusterAutoscaling"]["enabled"] = False
+    assert gke_rules.gke_tpu_pool_run_ends(CLUSTER, switched_off) == []
+
+
+def test_a_regional_clusters_pools_count_every_zone():
+    cluster = {**tpu_cluster("default-pool"), "location": "us-west4", "initialNodeCount": 1}
+    assert "reach 12 chips" in gke_rules.gke_tpu_chips_capped(CLUSTER, cluster)[0]  # 1 node x 3 zones x 4 chips
+    cluster["nodeLocations"] = ["us-west4-a"]
+    assert gke_rules.gke_tpu_chips_capped(CLUSTER, cluster) == []
+    cluster["nodePools"] = [{"name": "p", "nodeConfig": {"machineType": "ct5lp-hightpu-1t", "flexStart": True,
+                                                         "maxRunDuration": "3600s"},
+                             "autoscaling": {"maxNodeCount": 3}, "nodeLocations": ["us-west4-a", "us-west4-b"]}]
+    assert "reach 10 chips" in gke_rules.gke_tpu_chips_capped(CLUSTER, cluster)[0]  # 4 + 3 per zone x 2
 
 
 @pytest.mark.parametrize("spelling", [["--gpu-memory-utilization", "0.99"], ["--gpu_memory_utilization=0.95"],

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import posixpath
+import re
+import subprocess
+from types import SimpleNamespace
 
 import pytest
 
 from components import budget, front, serve_command, settings
+from components.gke import cluster as cluster_module
 from components.gke import workload
 from components.gke.node_pool import tpu_node_config
+from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
-from tools.mocks import MOCK_LOAD_BALANCER_IP, is_wrapped_secret, unwrap
+from tools.mocks import MOCK_LOAD_BALANCER_IP, StackMocks, is_wrapped_secret, unwrap
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -89,10 +95,11 @@ def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed
 def test_the_tpu_node_pool_has_exactly_the_flex_start_fields(gke):
     pool = tpu_pool(gke)["inputs"]
     assert set(pool) == {"project", "cluster", "location", "name", "nodeLocations", "initialNodeCount",
-                         "autoscaling", "management", "placementPolicy", "nodeConfig"}
+                         "autoscaling", "management", "nodeConfig"}
     assert "queuedProvisioning" not in pool  # GKE refuses it for TPU flex-start VMs
+    # Single host: no COMPACT placement (one zone only) and no topology; the pods select 1x1 by GKE's label.
+    assert "placementPolicy" not in pool
     assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
-    assert pool["placementPolicy"]["tpuTopology"] == "1x1"
     assert pool["management"]["autoRepair"] is False
     assert pool["nodeLocations"] == ["us-west4-a"] and pool["initialNodeCount"] == 0
     node = pool["nodeConfig"]
@@ -128,12 +135,14 @@ def test_on_demand_sets_neither_flex_start_nor_spot():
 def test_several_zones_in_a_regional_cluster(variant):
     assert variant.one(CLUSTER)["inputs"]["location"] == "us-west4"
     assert tpu_pool(variant)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
+    assert "placementPolicy" not in tpu_pool(variant)["inputs"]  # a compact placement would pin one zone
     assert variant.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
 
 
 def test_the_pod_runs_the_exact_serve_command_on_one_chip_with_its_own_cache_volume(gke):
     cfg = gke_settings()
     vllm = container(gke, "vllm")
+    assert vllm["command"] == serve_command.key_entry_command()
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
@@ -195,6 +204,77 @@ def test_tokens_reach_the_pod_as_files_from_the_secret_manager_add_on(gke):
     env = {e["name"]: e for e in container(gke, "vllm")["env"]}
     assert env["HF_TOKEN_PATH"] == {"name": "HF_TOKEN_PATH", "value": "/run/secrets/tpu-vllm-hf/hf-token"}
     assert all("valueFrom" not in e for e in env.values())
+
+
+def test_vllm_reads_the_api_key_from_its_file_as_on_the_vm(gke):
+    """Defence in depth behind the front: vLLM's own key check, from the mounted file, never a value."""
+    vllm = container(gke, "vllm")
+    assert {"name": "api-key", "mountPath": "/run/secrets/tpu-vllm", "readOnly": True} in vllm["volumeMounts"]
+    command = vllm["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[3] == "tpu-vllm-entry"
+    assert 'VLLM_API_KEY="$(cat /run/secrets/tpu-vllm/api-key)"' in command[2] and 'exec "$@"' in command[2]
+    assert f"{posixpath.basename(front.KEY_FILE)}" == "api-key"  # the SecretProviderClass's file name
+    assert not [e for e in vllm["env"] if "KEY" in e["name"]]  # the key is never an env value in the spec
+    # The same entry command as the VM's docker run, byte for byte.
+    vm_args = container_vm.docker_run_args(settings.load(
+        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings)
+    script_at = vm_args.index("-c") + 1
+    assert [vm_args[vm_args.index("--entrypoint") + 1], "-c", *vm_args[script_at:script_at + 2]] == command
+
+
+def test_the_pods_entry_command_runs_vllm_with_the_key_from_the_mounted_file(gke, tmp_path):
+    key_file = tmp_path / "api-key"
+    key_file.write_text("k3y\n")
+    command = container(gke, "vllm")["command"]
+    script = command[2].replace(front.KEY_FILE, str(key_file))
+    probe = ["sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$1"', "vllm", "serve"]
+    ran = subprocess.run(["sh", "-c", script, command[3], *probe], capture_output=True, text=True, timeout=30)
+    assert (ran.returncode, ran.stdout) == (0, "k3y|serve")
+    key_file.write_text("")
+    empty = subprocess.run(["sh", "-c", script, command[3], "true"], capture_output=True, text=True, timeout=30)
+    assert empty.returncode == 1 and "API key file is empty" in empty.stderr
+
+
+@pytest.mark.parametrize(("section", "key", "port"), [("vllm", "port", 9090), ("front", "upstreamPort", 9090),
+                                                     ("vllm", "port", 8080), ("front", "upstreamPort", 9091)])
+def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
+    try:
+        cfg = gke_settings(gke_with(section, **{key: port}))
+    except settings.SettingsError as refused:
+        assert port == 9090 and f"{section}.{key} = 9090" in refused.render()
+        return
+    assert port != 9090, "a port the metrics door binds was accepted"
+    pod = workload.pod_template(cfg, service_account="vllm", node_pool="tpu", hash_of_config="x")
+    ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
+    ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
+    assert len(ports) == len(set(ports)) == 3, ports
+
+
+def test_a_network_policy_opens_the_metrics_door_to_the_collectors_only(gke):
+    [policy] = [o for o in kubernetes_objects(gke.registrations) if o["kind"] == "NetworkPolicy"]
+    labels = gke.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == "tpu-vllm"
+    assert spec["podSelector"] == {"matchLabels": labels} and spec["policyTypes"] == ["Ingress"]
+    front_rule, metrics_rule = spec["ingress"]
+    # The front: whatever the Services route (the key check is the front's); nothing else open to all.
+    assert front_rule == {"ports": [{"protocol": "TCP", "port": 8000}]}
+    assert metrics_rule == {
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gmp-system"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "collector"}}}],
+        "ports": [{"protocol": "TCP", "port": 9090}]}
+    pod_ports = {p["containerPort"] for c in pod_spec(gke)["containers"] for p in c.get("ports", [])}
+    assert pod_ports == {8000, 9090}  # every port the pod opens is named by exactly one rule
+    # In place before the first pod, and enforced by the cluster the stack makes (Dataplane V2).
+    assert "serving-network-policy" in gke.named("serving-statefulset")["dependencies"]
+    assert gke.one(CLUSTER)["inputs"]["datapathProvider"] == "ADVANCED_DATAPATH"
+
+
+def test_the_network_policy_follows_the_serving_port():
+    cfg = gke_settings(gke_with("vllm", port=8443))
+    from components.gke import network_policy
+    rules_ = network_policy.pod_network_policy("ns", workload.selector_labels(cfg), cfg.vllm.port)["spec"]["ingress"]
+    assert rules_[0]["ports"] == [{"protocol": "TCP", "port": 8443}]
 
 
 def test_workload_identity_binds_the_pods_account_to_the_secret_reader_only(gke):
@@ -273,7 +353,7 @@ def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
     kinds = {o["kind"] for o in objects}
     assert {"StatefulSet", "Service", "HorizontalPodAutoscaler", "PodMonitoring", "SecretProviderClass",
             "PodDisruptionBudget", "StorageClass", "ConfigMap", "ServiceAccount", "Namespace", "Deployment",
-            "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding"} <= kinds
+            "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "NetworkPolicy"} <= kinds
     assert KUBERNETES_VERSION == "1.33"
     assert [error for o in objects for error in validation_errors(o)] == []
 
@@ -285,6 +365,9 @@ def test_the_validator_catches_what_the_api_server_would_refuse(gke):
     monitoring = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "PodMonitoring")
     monitoring["spec"]["endpoints"][0]["interval"] = "15 seconds"
     assert validation_errors(monitoring)
+    policy = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "NetworkPolicy")
+    policy["spec"]["ingress"][1]["from"][0]["namespace"] = "gmp-system"
+    assert validation_errors(policy)
 
 
 def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(gke):
@@ -349,6 +432,49 @@ def test_a_reused_cluster_without_the_add_ons_stops_the_preview_with_the_fixes()
     assert "tpu-vllm:gke.clusterName = 'shared'" in problem
     assert "--enable-secret-manager" in problem and "--enable-managed-prometheus" in problem
     assert "1.32.4-gke.100" in problem and "--workload-pool" not in problem
+    assert "network policy" not in problem  # the mock's cluster runs Dataplane V2
+    assert not [r for r in program.registrations if r["type"].startswith("kubernetes:") or r["type"] == NODE_POOL]
+
+
+def reused(fields: dict) -> SimpleNamespace:
+    """A reused cluster as get_cluster hands it to the program: the mock's healthy one, with these fields."""
+    def attributes(value):
+        if isinstance(value, dict):
+            return SimpleNamespace(**{re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): attributes(item)
+                                      for key, item in value.items()})
+        return [attributes(item) for item in value] if isinstance(value, list) else value
+
+    healthy = StackMocks(project="my-proj")._call_outputs("gcp:container/getCluster:getCluster",
+                                                          {"name": "shared", "location": "us-west4-a"})
+    return attributes({"networkPolicies": [], **healthy, **fields})
+
+
+@pytest.mark.parametrize(("fields", "enforced"), [
+    ({"datapathProvider": "ADVANCED_DATAPATH"}, True),
+    ({"datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [{"enabled": True, "provider": "CALICO"}]}, True),
+    ({"datapathProvider": "LEGACY_DATAPATH",
+      "networkPolicies": [{"enabled": False, "provider": "PROVIDER_UNSPECIFIED"}]}, False),
+    ({"datapathProvider": "", "networkPolicies": []}, False),
+    ({"datapathProvider": "DATAPATH_PROVIDER_UNSPECIFIED"}, False),
+])
+def test_a_reused_cluster_must_enforce_network_policy(fields, enforced):
+    cluster = reused(fields)
+    assert cluster_module.network_policy_enforced(cluster) is enforced
+    problems = [p for p in cluster_module.existing_cluster_problems(cluster, "my-proj") if "network policy" in p]
+    if enforced:
+        assert problems == []
+    else:
+        [problem] = problems
+        assert "--update-addons=NetworkPolicy=ENABLED" in problem and "--enable-network-policy" in problem
+        assert "shared --location us-west4-a --project my-proj" in problem
+
+
+def test_a_reused_cluster_without_network_policy_stops_the_preview():
+    program = harness.run(gke_with("gke", useExistingCluster=True, clusterName="shared"), stack="gke",
+                          fixed_outputs={"gcp:container/getCluster:getCluster": {
+                              "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": []}})
+    [problem] = program.problems
+    assert "tpu-vllm:gke.clusterName = 'shared'" in problem and "network policy is not enforced" in problem
     assert not [r for r in program.registrations if r["type"].startswith("kubernetes:") or r["type"] == NODE_POOL]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from components import budget, settings
+from components.gke import autoscaling, metrics_door
 from tools.plan import read_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,3 +142,55 @@ def test_gke_costs_chips_fee_and_system_pool():
     assert reused.total_usd_per_hour == pytest.approx(0.60)
     assert budget.gke_cost("on-demand", 2, "e2-standard-4", 2).total_usd_per_hour == pytest.approx(
         2.40 + 0.10 + 2 * (4 * 0.024553 + 16 * 0.003291))
+
+
+# The pod's containers share one network namespace; the metrics door always binds metrics_door.METRICS_PORT.
+
+@pytest.mark.parametrize("section, key", [("vllm", "port"), ("front", "upstreamPort")])
+def test_gke_refuses_a_port_that_collides_with_the_metrics_door(section, key):
+    raw = gke_raw()
+    raw[section] = {**raw.get(section, {}), key: metrics_door.METRICS_PORT}
+    problem = next(p for p in problems_of(raw) if p.startswith(f"tpu-vllm:{section}.{key} = 9090"))
+    assert "metrics door" in problem and "use another port, e.g. 80" in problem
+
+
+@pytest.mark.parametrize("section, key, port", [("vllm", "port", 9091), ("front", "upstreamPort", 9089),
+                                                ("vllm", "port", 8080)])
+def test_ports_next_to_the_metrics_door_pass(section, key, port):
+    raw = gke_raw()
+    raw[section] = {**raw.get(section, {}), key: port}
+    assert settings.load(raw, "my-proj", "gke").settings
+
+
+def test_the_metrics_port_stays_free_on_the_vm():
+    raw = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "vllm": {"port": metrics_door.METRICS_PORT}}
+    assert settings.load(raw, "my-proj", "dev").settings.vllm.port == metrics_door.METRICS_PORT
+
+
+# The stack declares gke.namespace as its own Namespace: creating an existing one fails and destroy deletes it.
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease", "default", "custom-metrics",
+                                       autoscaling.ADAPTER_NAMESPACE, "gmp-system", "gmp-public",
+                                       "gke-managed-system"])
+def test_gke_namespace_refuses_namespaces_the_stack_does_not_own(namespace):
+    [problem] = [p for p in problems_of(with_gke(namespace=namespace)) if p.startswith("tpu-vllm:gke.namespace")]
+    assert f'"{namespace}"' in problem and "must be its own" in problem and "e.g. tpu-vllm" in problem
+
+
+@pytest.mark.parametrize("namespace", ["Tpu-vllm", "tpu_vllm", "-tpu", "tpu-", "a" * 64, ""])
+def test_gke_namespace_must_be_a_dns_label(namespace):
+    assert any(p.startswith("tpu-vllm:gke.namespace") for p in problems_of(with_gke(namespace=namespace)))
+
+
+@pytest.mark.parametrize("namespace", ["tpu-vllm", "kube", "my-kube-system", "defaults", "team-gmp", "a" * 63, "0"])
+def test_namespaces_of_the_users_own_pass(namespace):
+    assert settings.load(with_gke(namespace=namespace), "my-proj", "gke").settings.gke.namespace == namespace
+
+
+@pytest.mark.parametrize("access", ["devices", "privileged"])
+def test_container_access_on_gke_is_named_as_ignored(access):
+    raw = {**gke_raw(), "vllm": {**gke_raw().get("vllm", {}), "containerAccess": access}}
+    [warning] = [w for w in settings.load(raw, "my-proj", "gke").warnings if w.startswith("vllm.containerAccess")]
+    assert f"'{access}'" in warning and "google.com/tpu" in warning and "remove it" in warning
+    vm = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "vllm": {"containerAccess": access}}
+    assert not any("containerAccess" in w for w in settings.load(vm, "my-proj", "dev").warnings)

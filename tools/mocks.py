@@ -210,6 +210,7 @@ class StackMocks(pulumi.runtime.Mocks):
                 "workloadIdentityConfigs": [{"workloadPool": f"{self.project}.svc.id.goog"}],
                 "secretManagerConfigs": [{"enabled": True}],
                 "monitoringConfigs": [{"managedPrometheuses": [{"enabled": True}]}],
+                "datapathProvider": "ADVANCED_DATAPATH",  # Dataplane V2: NetworkPolicy enforced
                 "network": f"projects/{self.project}/global/networks/default",
             }
         return {}

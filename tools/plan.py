@@ -505,9 +505,16 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
     lines.append(f"  at the log's peak, 1,496.5 output tok/s: "
                  f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
     if budget.get("platform") == "gke":
-        lines += ["", "gke (the cluster as a whole; the lines above are one chip and one cache volume):"]
-        lines += [f"  {key}: {value}" for key, value in budget.items()
-                  if key.startswith("gke_") or key.endswith("_at_max_replicas")]
+        from components.gke.costs import plan_cost_lines
+
+        # The lines above are the VM's, which say a run stops the billing; nothing on gke does.
+        lines = lines[:1] + plan_cost_lines(budget)
+        lines += ["", "gke (the cluster as a whole, between gke.minReplicas and gke.maxReplicas):"]
+        lines += [f"  {key}: {budget[key]}" for key in (
+            "gke_replicas", "gke_cost_per_hour_usd_at_max_replicas", "gke_cost_per_hour_usd_at_min_replicas",
+            "gke_cluster_fee_and_system_pool_usd_per_hour", "gke_max_spend_per_run_usd",
+            "gke_usd_per_month_at_min_replicas", "kv_tokens_at_max_replicas", "load_limit_tokens_at_max_replicas")
+            if key in budget]
     lines += ["", "memory and load (one v5e chip):"]
     for key in ("kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib", "kv_pool_gib",
                 "outside_cap_gib", "load_limit_tokens", "planned_load_tokens"):

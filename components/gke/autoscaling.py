@@ -21,7 +21,7 @@ from components import budget
 from components.gke import manifests, metrics_door
 from components.gke.workload import APP_NAME, WORKLOAD_IDENTITY_USER, selector_labels, workload_identity_member
 from components.identity import VmIdentity, VmIdentityArgs, account_id
-from components.settings import Settings
+from components.settings import GKE_METRICS_ADAPTER_NAMESPACE, Settings
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
 # The adapter's name for a Managed Prometheus gauge: prometheus.googleapis.com|<metric>|gauge.
@@ -34,7 +34,7 @@ SCALE_DOWN_WINDOW_SECONDS = 900
 # release cm-sd-adapter-v0.16.9: deploy/production/adapter_new_resource_model.yaml). The object names and
 # the namespace are the adapter's contract with the API server; keep them.
 ADAPTER_IMAGE = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
-ADAPTER_NAMESPACE = "custom-metrics"
+ADAPTER_NAMESPACE = GKE_METRICS_ADAPTER_NAMESPACE  # gke.namespace may not take it (settings.py)
 ADAPTER_NAME = "custom-metrics-stackdriver-adapter"
 ADAPTER_ROLE = "roles/monitoring.viewer"
 

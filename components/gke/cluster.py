@@ -16,6 +16,8 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # What GKE's nodes need to write logs and metrics, and nothing else (a project-level role by design).
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 SYSTEM_POOL_NAME = "system"
+# GKE Dataplane V2 enforces Kubernetes NetworkPolicy (components/gke/network_policy.py) with no add-on.
+DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
 AUTH_PLUGIN_HINT = ("Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin "
                     "(cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl)")
 
@@ -51,6 +53,13 @@ def check_channel_version(channel: str, default_version: str | None) -> str | No
             "or set gke.minMasterVersion to 1.34")
 
 
+def network_policy_enforced(cluster: gcp.container.GetClusterResult) -> bool:
+    """Dataplane V2 enforces NetworkPolicy itself; otherwise GKE's Calico add-on must be on."""
+    if cluster.datapath_provider == DATAPATH_PROVIDER:
+        return True
+    return any(policy.enabled for policy in cluster.network_policies or [])
+
+
 def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str) -> list[str]:
     """What a reused cluster lacks for this stack, each with the gcloud fix."""
     where = f"{cluster.name} --location {cluster.location} --project {project}"
@@ -66,6 +75,13 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
     if not any(p.enabled for p in prometheus):
         problems.append("Managed Service for Prometheus is off (the HPA's queue metric comes from it): gcloud "
                         f"container clusters update {where} --enable-managed-prometheus")
+    if not network_policy_enforced(cluster):
+        problems.append(
+            "network policy is not enforced (the pods' NetworkPolicy keeps the unauthenticated metrics port for "
+            "Managed Prometheus only; without enforcement every pod in the cluster can read it): gcloud container "
+            f"clusters update {where} --update-addons=NetworkPolicy=ENABLED, then gcloud container clusters "
+            f"update {where} --enable-network-policy (Dataplane V2, which enforces it by itself, is chosen when "
+            "a cluster is created: --enable-dataplane-v2)")
     if cluster.master_version and gke_version_at_least(cluster.master_version) is False:
         problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_FLEX_START_TPU_MIN_VERSION} that "
                         f"flex-start TPU node pools need: gcloud container clusters upgrade {where} --master")
@@ -103,8 +119,9 @@ class GkeClusterArgs:
 
 
 class GkeCluster(pulumi.ComponentResource):
-    """A Standard cluster with Workload Identity, the Secret Manager add-on and Managed Prometheus, the default
-    pool removed and a small CPU system pool; `provider` deploys into it."""
+    """A Standard cluster with Workload Identity, the Secret Manager add-on, Managed Prometheus and Dataplane V2
+    (NetworkPolicy enforcement), the default pool removed and a small CPU system pool; `provider` deploys
+    into it."""
 
     name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
@@ -144,6 +161,7 @@ class GkeCluster(pulumi.ComponentResource):
                 release_channel={"channel": args.release_channel},
                 min_master_version=args.min_master_version,
                 networking_mode="VPC_NATIVE",
+                datapath_provider=DATAPATH_PROVIDER,
                 ip_allocation_policy={},
                 network=args.network,
                 subnetwork=args.subnetwork,

@@ -9,6 +9,7 @@ from components.settings import Settings
 
 # ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept).
 CHIPS_PER_NODE = 1
+GKE_MACHINE = "ct5lp-hightpu-1t"
 
 
 def gke_costs(settings: Settings) -> dict[str, Any]:
@@ -55,6 +56,10 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     """The plan's budget lines for gke (snake_case, like the rest of the plan's budget)."""
     costs, kv = gke_costs(settings), settings.kv_budget()
     gke = settings.gke
+    reused = gke.use_existing_cluster
+    system_nodes = 0 if reused else gke.system_node_count
+    least = budget.gke_cost(settings.tpu.provisioning_model, gke.min_replicas * CHIPS_PER_NODE,
+                            gke.system_machine_type, system_nodes, cluster_fee=not reused)
     summary: dict[str, Any] = {
         "platform": "gke",
         "gke_replicas": f"{gke.min_replicas}..{gke.max_replicas}",
@@ -62,8 +67,72 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_cost_per_hour_usd_at_min_replicas": costs["costPerHourAtMinReplicasUsd"],
         "gke_cluster_fee_and_system_pool_usd_per_hour": costs["clusterBaselineUsdPerHour"],
         "gke_max_spend_per_run_usd": costs.get("maxSpendPerRunUsd"),
+        "gke_min_replicas": gke.min_replicas,
+        "gke_max_replicas": gke.max_replicas,
+        "gke_reused_cluster": reused,
+        "gke_cluster_fee_usd_per_hour": round(least.cluster_fee_usd_per_hour, 4),
+        "gke_system_pool": f"{system_nodes} x {gke.system_machine_type}",
+        "gke_system_pool_usd_per_hour": round(least.system_pool_usd_per_hour, 4),
+        # minReplicas chips never scale away, so they bill every hour the stack exists, like the fee.
+        "gke_usd_per_month_at_min_replicas": round(least.total_usd_per_hour * budget.HOURS_PER_MONTH, 2),
     }
     if kv is not None:
         summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
         summary["load_limit_tokens_at_max_replicas"] = kv.load_limit_tokens * gke.max_replicas
     return summary
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def plan_cost_lines(summary: dict[str, Any]) -> list[str]:
+    """The plan's cost lines for gke, from the plan's budget (JSON as well): nothing here stops billing by
+    itself. A node's run ends, but the autoscaler brings a new one for as long as gke.minReplicas asks, and the
+    cluster fee, the system pool, the cache volumes and the secrets bill until `pulumi destroy`."""
+    least, most = summary["gke_min_replicas"], summary["gke_max_replicas"]
+    disk = summary["cache_disk_usd_per_month"]
+    lines = [f"  TPU v5e chip (one per replica, {GKE_MACHINE}), {summary['pricing']}: "
+             f"{_money(summary['cost_per_hour_usd'])}/hour each"]
+    if summary["gke_reused_cluster"]:
+        lines.append("  reused cluster (gke.useExistingCluster): its fee and system nodes are its owner's, not in "
+                     "these numbers")
+    else:
+        baseline = summary["gke_cluster_fee_usd_per_hour"] + summary["gke_system_pool_usd_per_hour"]
+        lines.append(f"  cluster fee {_money(summary['gke_cluster_fee_usd_per_hour'])}/hour and system pool "
+                     f"({summary['gke_system_pool']}) {_money(summary['gke_system_pool_usd_per_hour'])}/hour: "
+                     f"{_money(baseline)}/hour from pulumi up to pulumi destroy, with or without a TPU node")
+    lines.append(f"  all of it at {least} replica(s) (gke.minReplicas): "
+                 f"{_money(summary['gke_cost_per_hour_usd_at_min_replicas'])}/hour; at {most} (gke.maxReplicas): "
+                 f"{_money(summary['gke_cost_per_hour_usd_at_max_replicas'])}/hour")
+    if summary["run_hours"] is not None:
+        lines.append(f"  each TPU node's run ends after {summary['run_hours']:g}h (tpu.maxRunDuration), but the "
+                     f"billing does not: the autoscaler brings a new node for as long as gke.minReplicas ({least}) "
+                     "asks")
+        lines.append(f"  one run of {most} nodes with the cluster for the same hours: at most "
+                     f"{_money(summary['gke_max_spend_per_run_usd'])}")
+    else:
+        lines.append(f"  no run duration ({summary['pricing']}): every TPU node bills until the autoscaler "
+                     f"removes it, never below gke.minReplicas ({least}), or until pulumi destroy")
+    lines.append(f"  compile-cache volumes ({summary['cache_disk_type']}, {summary['cache_disk_gb']} GB, one per "
+                 f"replica that has run): {_money(disk)}/month each, {_money(disk * most)}/month at {most}; a "
+                 "replica scaled away keeps its volume")
+    idle = [f"{least} replica(s) (gke.minReplicas)"]
+    if not summary["gke_reused_cluster"]:
+        idle.append("the cluster fee and the system pool")
+    idle.append(f"{least} cache volume(s)")
+    if summary["secret_versions"]:
+        idle.append(f"{summary['secret_versions']} Secret Manager secret version(s)")
+    idle_month = (summary["gke_usd_per_month_at_min_replicas"] + least * disk
+                  + summary["secret_versions_usd_per_month"])
+    lines.append(f"  with no requests, still billing: {', '.join(idle)}; about {_money(idle_month)}/month "
+                 "until pulumi destroy")
+    if summary["cache_disk_outlives_destroy"]:
+        lines.append(f"  cache.keepOnDestroy: the volumes outlive pulumi destroy and bill {_money(disk)}/month each "
+                     "until you delete them")
+    else:
+        lines.append("  pulumi destroy deletes the cluster and its node pools; Kubernetes deletes the cache volumes "
+                     "as their claims go, which may not finish before the cluster is gone: check for pvc- disks")
+    lines.append(f"  at the log's peak, 1,496.5 output tok/s per replica: "
+                 f"${summary['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens (chip only)")
+    return lines

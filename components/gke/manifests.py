@@ -17,6 +17,7 @@ BUILT_IN_KINDS = {
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
     ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,

@@ -10,7 +10,8 @@ import pulumi_gcp as gcp
 
 from components.gke.cluster import CLOUD_PLATFORM_SCOPE
 
-# One v5e chip: the GKE accelerator label value and its topology.
+# One v5e chip: the GKE accelerator label value and its topology. GKE labels a single-host TPU node with its
+# topology by itself (cloud.google.com/gke-tpu-topology), so the pods select 1x1 without the pool naming it.
 TPU_ACCELERATOR = "tpu-v5-lite-podslice"
 TPU_TOPOLOGY = "1x1"
 # Marks a spot / on-demand pool the stack opted into (gke.allowUnboundedBilling); the policy pack reads it.
@@ -72,8 +73,9 @@ class TpuNodePoolArgs:
 
 
 class TpuNodePool(pulumi.ComponentResource):
-    """Auto-repair is off (flex-start requires it) and queued provisioning is not set (GKE refuses it for
-    single-host TPU flex-start VMs): a pending pod is what asks for a node."""
+    """Auto-repair is off (flex-start requires it), queued provisioning is not set (GKE refuses it for
+    single-host TPU flex-start VMs) and there is no placement policy (single host, several zones): a pending
+    pod is what asks for a node."""
 
     pool: gcp.container.NodePool
     name: pulumi.Output[str]
@@ -91,7 +93,12 @@ class TpuNodePool(pulumi.ComponentResource):
             autoscaling={"total_min_node_count": 0, "total_max_node_count": args.max_nodes,
                          "location_policy": "ANY"},
             management={"auto_repair": False, "auto_upgrade": True},
-            placement_policy={"type": "COMPACT", "tpu_topology": TPU_TOPOLOGY},
+            # No placement_policy. A single-host pool takes neither a COMPACT placement nor a TPU topology:
+            # Google's xpk sets both only for multi-host slices (AI-Hypercomputer/xpk src/xpk/core/nodepool.py,
+            # "--tpu-topology should not be set for single-host node pools", PR #822), and a compact placement
+            # keeps a pool's nodes in one zone (cloud.google.com/kubernetes-engine/docs/how-to/compact-placement,
+            # Limitations), against the several gke.nodeLocations that are this pool's capacity fallback.
+            # pulumi-gcp cannot send a topology alone: placement_policy.type is required and only COMPACT.
             node_config=tpu_node_config(
                 machine_type=args.machine_type, provisioning_model=args.provisioning_model,
                 run_seconds=args.run_seconds, service_account_email=args.service_account_email,

@@ -1,8 +1,9 @@
 """The serving workload: a StatefulSet of vLLM pods, one v5e chip each, behind the same key-checking front
 as the VM, with a compile-cache volume per replica and the tokens mounted as files by the Secret Manager add-on.
 
-Each pod runs three containers: vLLM (the exact `vllm serve` flags the VM runs, on 127.0.0.1), the front
-(nginx, the only thing on the serving port) and the metrics door (components/gke/metrics_door.py).
+Each pod runs three containers: vLLM (the VM's entry command and exact `vllm serve` flags, on 127.0.0.1), the
+front (nginx, the only thing on the serving port) and the metrics door (components/gke/metrics_door.py), which
+a NetworkPolicy (components/gke/network_policy.py) opens to Managed Prometheus's collectors only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import front, serve_command
-from components.gke import manifests, metrics_door
+from components.gke import manifests, metrics_door, network_policy
 from components.gke.node_pool import TPU_ACCELERATOR, TPU_TOPOLOGY
 from components.settings import Settings
 
@@ -119,6 +120,8 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": CACHE_CLAIM, "mountPath": XLA_CACHE_DIR, "subPath": "vllm"},
         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
+        # The entry command reads the key from here into VLLM_API_KEY, as on the VM.
+        {"name": "api-key", "mountPath": posixpath.dirname(front.KEY_FILE), "readOnly": True},
     ]
     if vllm.weights_on_disk:
         mounts.append({"name": CACHE_CLAIM, "mountPath": HF_DIR, "subPath": "huggingface"})
@@ -135,7 +138,10 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
         {
             "name": "vllm",
             "image": vllm.image,
-            # args, not command: the image's entrypoint runs them, as `docker run IMAGE vllm serve ...` does.
+            # The VM's entry command and arguments: vLLM gets the key from its file, then `vllm serve` runs.
+            # vLLM's key check leaves /health and /metrics open (its PUBLIC_ENDPOINTS), so the probes and the
+            # metrics door keep working behind it.
+            "command": serve_command.key_entry_command(),
             "args": serve_command.vllm_serve_args(settings),
             "env": env,
             "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
@@ -281,7 +287,8 @@ class ServingWorkloadArgs:
 
 class ServingWorkload(pulumi.ComponentResource):
     """Namespace, cache StorageClass, front ConfigMap, SecretProviderClasses, the Kubernetes service account
-    bound by Workload Identity, the headless Service, the StatefulSet and its PodDisruptionBudget."""
+    bound by Workload Identity, the headless Service, the pods' NetworkPolicy, the StatefulSet and its
+    PodDisruptionBudget."""
 
     namespace: pulumi.Output[str]
     statefulset: pulumi.CustomResource
@@ -319,12 +326,15 @@ class ServingWorkload(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready),
         )
         headless = manifests.declare(f"{name}-pods", headless_service(cfg, ns), in_namespace)
+        # Before the first pod: no moment where its metrics door is open to the cluster.
+        ingress = manifests.declare(f"{name}-network-policy", network_policy.pod_network_policy(
+            ns, selector_labels(cfg), cfg.vllm.port), in_namespace)
         self.statefulset = manifests.declare(
             f"{name}-statefulset",
             statefulset(cfg, ns, service_account=KSA_NAME, node_pool=args.node_pool_name,
                         storage_class_name=cache_class_name, hash_of_config=config_hash(data)),
             pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(
-                depends_on=[cache_class, config_map, hf_class, api_class, ksa, binding, headless])))
+                depends_on=[cache_class, config_map, hf_class, api_class, ksa, binding, headless, ingress])))
         manifests.declare(f"{name}-disruption-budget", disruption_budget(cfg, ns), in_namespace)
         self.namespace = pulumi.Output.from_input(ns)
         self.register_outputs({"namespace": self.namespace})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from components import front
-from components.serve_command import vllm_serve_args
+from components.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, vllm_serve_args
 from components.settings import Settings
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
@@ -35,15 +35,6 @@ MEMLOCK_UNLIMITED = "memlock=-1:-1"
 TPU_DEVICE_GLOBS = ("/dev/vfio/*", "/dev/accel*")
 # The front's private tmpfs: the key's map line, the pid file and nginx's temp files.
 FRONT_TMPFS = f"{front.RUN_DIR}:rw,noexec,nosuid,nodev,size=128m,mode=0755"
-
-# vLLM's entry command: the key goes from its file into vLLM's environment inside the container, then
-# `vllm serve` replaces the shell. No single quote inside, so it reads plainly in a shell-quoted command.
-KEY_ENTRY_SCRIPT = (
-    f'set -eu; VLLM_API_KEY="$(cat {CONTAINER_API_KEY_FILE})"; '
-    '[ -n "$VLLM_API_KEY" ] || { echo "tpu-vllm: the API key file is empty" >&2; exit 1; }; '
-    'export VLLM_API_KEY; exec "$@"'
-)
-KEY_ENTRY_NAME = "tpu-vllm-entry"
 
 
 def tpu_access_args(settings: Settings) -> list[str]:

@@ -1,0 +1,46 @@
+"""Who may open a connection to a vLLM pod: the front's port for the clients the Services bring, the metrics
+door's port for Managed Prometheus's collectors only, nothing else.
+
+The metrics door answers on the pod's IP without a key (components/gke/metrics_door.py), and vLLM's /metrics
+tells the load and the model; without this policy every pod in the cluster could read it. Enforced by GKE
+Dataplane V2, which the stack's cluster turns on (components/gke/cluster.py; a reused cluster is checked).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.gke import manifests, metrics_door
+
+NAME = "vllm-ingress"
+# Managed Service for Prometheus runs its collectors as the DaemonSet `collector` in gmp-system, pods labelled
+# app.kubernetes.io/name: collector, on the pod network (GoogleCloudPlatform/prometheus-engine,
+# manifests/operator.yaml); a collector scrapes the targets on its own node from its pod IP.
+COLLECTOR_NAMESPACE = "gmp-system"
+COLLECTOR_LABELS = {"app.kubernetes.io/name": "collector"}
+# Every namespace carries this label (Kubernetes 1.22+), so a namespace can be selected by its name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def pod_network_policy(namespace: str, pod_labels: dict[str, str], front_port: int) -> dict[str, Any]:
+    """For the pods with pod_labels; ingress only (the pods still reach Hugging Face and the metadata server).
+
+    The front's port is open to any source: the Services route clients to it, the internal load balancer
+    already limits who reaches it (loadBalancerSourceRanges) and delivers the client's address or, when it
+    forwards through another node, possibly that node's, which the stack cannot list; and the front wants the
+    key on every path but /health. The metrics door's port answers only the collectors.
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": manifests.metadata(NAME, namespace, pod_labels),
+        "spec": {
+            "podSelector": {"matchLabels": dict(pod_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"protocol": "TCP", "port": front_port}]},
+                {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: COLLECTOR_NAMESPACE}},
+                           "podSelector": {"matchLabels": dict(COLLECTOR_LABELS)}}],
+                 "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]},
+            ],
+        },
+    }
