@@ -60,7 +60,8 @@ class Node:
     """One fake VM: its root, the engine, vLLM on the upstream port, a front on the serving port."""
 
     def __init__(self, tmp_path: Path, status: str | None = "ready", vllm_log: str = MILESTONE_LOG,
-                 raw: dict | None = None, vllm_key: str | None = API_CANARY, **vllm_options):
+                 raw: dict | None = None, vllm_key: str | None = API_CANARY, front_reply_field: str = "content",
+                 **vllm_options):
         self.tmp_path = tmp_path
         self.root = tmp_path / "root"
         self.engine = FakeDockerEngine().__enter__()
@@ -71,7 +72,7 @@ class Node:
         self.cfg = settings.load({**SSH, "vllm": {"port": port, **raw.get("vllm", {})},
                                   "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
         self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
-        self.front = FakeVllm(API_CANARY, MODEL, port=port).__enter__()
+        self.front = FakeVllm(API_CANARY, MODEL, port=port, reply_field=front_reply_field).__enter__()
         for path, value in ((boot_contract.API_KEY_FILE, API_CANARY), (boot_contract.HF_TOKEN_FILE, HF_CANARY)):
             secret = self.root / path.lstrip("/")
             secret.parent.mkdir(parents=True, exist_ok=True)
@@ -351,3 +352,12 @@ def test_a_staged_file_outside_its_places_is_refused(node):
     assert result.returncode == 1
     assert "refusing to install /etc/passwd" in result.stderr
     assert not (vm.root / "etc/passwd").exists()
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_a_reply_that_is_only_reasoning_still_counts_as_a_chat(node, field):
+    # Current vLLM names the field `reasoning`; older releases `reasoning_content`.
+    vm = node(front_reply_field=field)
+    result = vm()
+    assert result.returncode == 0, result.stderr
+    assert "chat ok: Hi there" in result.stdout

@@ -10,7 +10,7 @@ from tests.fakes.http import FakeServer, Request, Response
 
 class FakeVllm(FakeServer):
     def __init__(self, api_key: str | None, model: str, unhealthy_first: int = 0, tool_calls_work: bool = True,
-                 port: int = 0, ready_when: Callable[[], bool] | None = None):
+                 port: int = 0, ready_when: Callable[[], bool] | None = None, reply_field: str = "content"):
         super().__init__(port)
         self.api_key = api_key
         """None: a server started without a key, which answers everyone."""
@@ -19,6 +19,9 @@ class FakeVllm(FakeServer):
         self.tool_calls_work = tool_calls_work
         self.ready_when = ready_when
         """/health answers 503 until this says yes (then unhealthy_first counts down)."""
+        self.reply_field = reply_field
+        """Where a chat reply's text goes: content, or (a reasoning model that has not answered yet) reasoning
+        (current vLLM) or reasoning_content (older vLLM)."""
 
     def handle(self, request: Request) -> Response:
         if request.path == "/health":
@@ -39,7 +42,7 @@ class FakeVllm(FakeServer):
                     "id": "call_1", "type": "function",
                     "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]}
             else:
-                message = {"role": "assistant", "content": "Hi there, lovely to meet you."}
+                message = {"role": "assistant", "content": None, self.reply_field: "Hi there, lovely to meet you."}
             return Response(200, {"id": "chatcmpl-1", "model": self.model,
                                   "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
         if request.path == "/v1/completions":
