@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,11 +17,10 @@ import httpx
 import pytest
 
 from components import front
+from tests.fakes import nginx
 
 CANARY_KEY = "canaryKEY0123456789abcdefghijklmnopqrstuvwxyzAB"  # the stack's shape: 48 alphanumerics
-NGINX = os.environ.get("TPU_VLLM_NGINX") or shutil.which("nginx") or ("/usr/sbin/nginx"
-                                                                      if Path("/usr/sbin/nginx").exists() else None)
-pytestmark = pytest.mark.skipif(NGINX is None, reason="run through ./scripts/test.sh, which installs nginx")
+pytestmark = pytest.mark.skipif(nginx.NGINX is None, reason=nginx.SKIP_REASON)
 
 
 class FakeVllm(BaseHTTPRequestHandler):
@@ -69,60 +65,28 @@ class FakeVllm(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_OPTIONS = _handle
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def proxy():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    # Outside pytest's 0700 tmp tree: nginx's workers drop to an unprivileged user and need to traverse it.
-    base = Path(tempfile.mkdtemp(prefix="tpu-vllm-front-"))
-    base.chmod(0o755)
+    base = nginx.workdir("tpu-vllm-front-")
     layout = front.FrontLayout(config_path=str(base / "nginx.conf"), key_file=str(base / "secrets" / "api-key"),
                                run_dir=str(base / "run"))
     (base / "secrets").mkdir(mode=0o700)
     Path(layout.key_file).write_text(CANARY_KEY + "\n")
     Path(layout.key_file).chmod(0o600)
-    port = _free_port()
+    port = nginx.free_port()
     Path(layout.config_path).write_text(front.nginx_config(listen_port=port, upstream_port=upstream.server_port,
                                                            layout=layout))
-    bin_dir = base / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nginx").symlink_to(NGINX)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    process = subprocess.Popen(front.entry_command(layout), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"nginx did not start: {process.communicate()[1]}")
-            time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "port": port, "layout": layout, "process": process}
-    process.terminate()
-    _, stderr = process.communicate(timeout=10)
+    running = nginx.RunningNginx(front.entry_command(layout), port, base)
+    yield {"url": f"http://127.0.0.1:{port}", "port": port, "layout": layout}
+    stderr = running.stop()
     upstream.shutdown()
     shutil.rmtree(base, ignore_errors=True)
     assert CANARY_KEY not in stderr
 
 
-def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
-    """Exactly these bytes on the wire: no client library normalises the path first."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(request)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    status_line = data.split(b"\r\n", 1)[0].split()
-    return int(status_line[1]), data
+raw_request = nginx.raw_request
 
 
 GOOD = f"Bearer {CANARY_KEY}"
@@ -207,11 +171,11 @@ def test_the_rendered_config_and_command_carry_no_key(proxy):
 
 def test_nginx_accepts_the_config_as_rendered_for_the_container(tmp_path):
     # The container's own paths (not the test's): nginx -t parses and checks it.
-    config = front.nginx_config(listen_port=_free_port(), upstream_port=8001,
+    config = front.nginx_config(listen_port=nginx.free_port(), upstream_port=8001,
                                 layout=front.FrontLayout(run_dir=str(tmp_path)))
     (tmp_path / "api-key.map").write_text('"~^Bearer k$" 1;\n')
     (tmp_path / "nginx.conf").write_text(config)
-    checked = subprocess.run([NGINX, "-t", "-e", "stderr", "-c", str(tmp_path / "nginx.conf")],
+    checked = subprocess.run([nginx.NGINX, "-t", "-e", "stderr", "-c", str(tmp_path / "nginx.conf")],
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
 

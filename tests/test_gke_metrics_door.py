@@ -3,23 +3,17 @@ nothing else does (the API stays behind the front's key)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
-import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from components.gke import metrics_door
+from tests.fakes import nginx
 
-NGINX = os.environ.get("TPU_VLLM_NGINX") or shutil.which("nginx") or ("/usr/sbin/nginx"
-                                                                      if Path("/usr/sbin/nginx").exists() else None)
-pytestmark = pytest.mark.skipif(NGINX is None, reason="run through ./scripts/test.sh, which installs nginx")
+pytestmark = pytest.mark.skipif(nginx.NGINX is None, reason=nginx.SKIP_REASON)
 METRICS_BODY = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 3.0\n"
 
 
@@ -44,53 +38,24 @@ class FakeVllm(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = _handle
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def door():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    base = Path(tempfile.mkdtemp(prefix="tpu-vllm-metrics-"))
-    base.chmod(0o755)  # nginx's workers drop privileges and must traverse it
-    port = _free_port()
+    base = nginx.workdir("tpu-vllm-metrics-")
+    port = nginx.free_port()
     config = base / metrics_door.CONFIG_KEY
     run_dir = str(base / "run")
     config.write_text(metrics_door.nginx_config(listen_port=port, upstream_port=upstream.server_port,
                                                 run_dir=run_dir))
-    bin_dir = base / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nginx").symlink_to(NGINX)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    process = subprocess.Popen(metrics_door.command(str(config), run_dir), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"nginx did not start: {process.communicate()[1]}")
-            time.sleep(0.05)
+    running = nginx.RunningNginx(metrics_door.command(str(config), run_dir), port, base)
     yield port
-    process.terminate()
-    process.communicate(timeout=10)
+    running.stop()
     upstream.shutdown()
     shutil.rmtree(base, ignore_errors=True)
 
 
-def request(port: int, raw: bytes) -> tuple[int, bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(raw)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return int(data.split(b"\r\n", 1)[0].split()[1]), data
+request = nginx.raw_request
 
 
 def test_get_metrics_reaches_vllm_and_returns_the_queue_gauge(door):
@@ -123,5 +88,5 @@ def test_only_get_reads_the_metrics(door, method):
 def test_the_config_as_rendered_for_the_pod_parses(tmp_path):
     config = tmp_path / "metrics.conf"
     config.write_text(metrics_door.nginx_config(upstream_port=8001, run_dir=str(tmp_path)))
-    checked = subprocess.run([NGINX, "-t", "-e", "stderr", "-c", str(config)], capture_output=True, text=True)
+    checked = subprocess.run([nginx.NGINX, "-t", "-e", "stderr", "-c", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
