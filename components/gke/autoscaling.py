@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components import budget
 from components.gke import manifests, metrics_door
-from components.gke.workload import APP_NAME, WORKLOAD_IDENTITY_USER, selector_labels, workload_identity_member
+from components.gke.workload import APP_NAME, bind_workload_identity, selector_labels
 from components.identity import VmIdentity, VmIdentityArgs, account_id
 from components.settings import GKE_METRICS_ADAPTER_NAMESPACE, Settings
 
@@ -191,13 +191,9 @@ class Autoscaling(pulumi.ComponentResource):
                 f"{name}-adapter-monitoring-viewer", project=cfg.project, role=ADAPTER_ROLE,
                 member=pulumi.Output.concat("serviceAccount:", identity.email),
                 opts=pulumi.ResourceOptions(parent=self))
-            binding = gcp.serviceaccount.IAMMember(
-                f"{name}-adapter-workload-identity",
-                service_account_id=pulumi.Output.concat(
-                    "projects/", cfg.project, "/serviceAccounts/", identity.email),
-                role=WORKLOAD_IDENTITY_USER,
-                member=workload_identity_member(cfg.project, ADAPTER_NAMESPACE, ADAPTER_NAME),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
+            binding = bind_workload_identity(
+                f"{name}-adapter-workload-identity", cfg.project, identity.email, ADAPTER_NAMESPACE, ADAPTER_NAME,
+                pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
             previous: list[pulumi.Resource] = [role, binding]
             for manifest in metrics_adapter(identity.email):
                 previous = [manifests.declare(

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.gke import manifests
-from components.gke.workload import selector_labels
+from components.gke.workload import serving_service
 from components.settings import Settings
 
 CLUSTER_SERVICE = "vllm"
@@ -23,31 +23,21 @@ EXTERNAL_LB_OPT_IN = "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"
 
 
 def cluster_service(settings: Settings, namespace: str) -> dict[str, Any]:
-    labels = selector_labels(settings)
-    return {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": manifests.metadata(CLUSTER_SERVICE, namespace, labels),
-        "spec": {"type": "ClusterIP", "selector": labels,
-                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http", "protocol": "TCP"}]},
-    }
+    return serving_service(settings, CLUSTER_SERVICE, namespace, {"type": "ClusterIP"})
 
 
 def load_balancer_service(settings: Settings, namespace: str) -> dict[str, Any]:
     """Source ranges: the VPC's (access.internalSourceRanges) and the listed outside ones; an external one
     gets only the listed outside ranges (never an empty list, which Kubernetes reads as everyone)."""
-    labels, access = selector_labels(settings), settings.access
+    access = settings.access
     if settings.gke.allow_external_load_balancer:
         annotations = {EXTERNAL_LB_OPT_IN_ANNOTATION: EXTERNAL_LB_OPT_IN}
         ranges = list(access.serving_source_ranges)
     else:
         annotations = {INTERNAL_LB_ANNOTATION: "Internal"}
         ranges = list(dict.fromkeys([*access.internal_source_ranges, *access.serving_source_ranges]))
-    return {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": manifests.metadata(LOAD_BALANCER_SERVICE, namespace, labels, annotations),
-        "spec": {"type": "LoadBalancer", "selector": labels, "loadBalancerSourceRanges": ranges,
-                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http", "protocol": "TCP"}]},
-    }
+    return serving_service(settings, LOAD_BALANCER_SERVICE, namespace,
+                           {"type": "LoadBalancer", "loadBalancerSourceRanges": ranges}, annotations)
 
 
 @dataclass

@@ -233,14 +233,20 @@ def statefulset(settings: Settings, namespace: str, *, service_account: str, nod
     }
 
 
-def headless_service(settings: Settings, namespace: str) -> dict[str, Any]:
+def serving_service(settings: Settings, name: str, namespace: str, spec: dict[str, Any],
+                    annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Service in front of the pods' front door (the serving port, named `http`); `spec` adds its kind."""
     labels = selector_labels(settings)
     return {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": manifests.metadata(HEADLESS_SERVICE, namespace, labels),
-        "spec": {"clusterIP": "None", "selector": labels,
-                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http"}]},
+        "metadata": manifests.metadata(name, namespace, labels, annotations),
+        "spec": {**spec, "selector": labels,
+                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http", "protocol": "TCP"}]},
     }
+
+
+def headless_service(settings: Settings, namespace: str) -> dict[str, Any]:
+    return serving_service(settings, HEADLESS_SERVICE, namespace, {"clusterIP": "None"})
 
 
 def disruption_budget(settings: Settings, namespace: str) -> dict[str, Any]:
@@ -263,6 +269,18 @@ def service_account(namespace: str, google_service_account: pulumi.Input[str]) -
 
 def workload_identity_member(project: str, namespace: str, ksa: str) -> str:
     return f"serviceAccount:{project}.svc.id.goog[{namespace}/{ksa}]"
+
+
+def bind_workload_identity(name: str, project: str, google_account_email: pulumi.Input[str], namespace: str,
+                           ksa: str, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.IAMMember:
+    """Lets the Kubernetes service account `namespace/ksa` act as the Google service account."""
+    return gcp.serviceaccount.IAMMember(
+        name,
+        service_account_id=pulumi.Output.concat("projects/", project, "/serviceAccounts/", google_account_email),
+        role=WORKLOAD_IDENTITY_USER,
+        member=workload_identity_member(project, namespace, ksa),
+        opts=opts,
+    )
 
 
 @dataclass
@@ -317,14 +335,9 @@ class ServingWorkload(pulumi.ComponentResource):
             API_KEY_CLASS, ns, pulumi.Output.from_input(args.api_key_secret_name).apply(
                 lambda secret: secrets_parameter(secret, posixpath.basename(front.KEY_FILE)))), in_namespace)
         ksa = manifests.declare(f"{name}-ksa", service_account(ns, args.google_service_account_email), in_namespace)
-        binding = gcp.serviceaccount.IAMMember(
-            f"{name}-workload-identity",
-            service_account_id=pulumi.Output.concat(
-                "projects/", cfg.project, "/serviceAccounts/", args.google_service_account_email),
-            role=WORKLOAD_IDENTITY_USER,
-            member=workload_identity_member(cfg.project, ns, KSA_NAME),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready),
-        )
+        binding = bind_workload_identity(
+            f"{name}-workload-identity", cfg.project, args.google_service_account_email, ns, KSA_NAME,
+            pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
         headless = manifests.declare(f"{name}-pods", headless_service(cfg, ns), in_namespace)
         # Before the first pod: no moment where its metrics door is open to the cluster.
         ingress = manifests.declare(f"{name}-network-policy", network_policy.pod_network_policy(

@@ -70,15 +70,13 @@ ExecStart=grep -qx ready {boot_contract.STATUS_FILE}
 """
 
 
-def vllm_unit(settings: Settings) -> str:
-    cache_mount = mount_unit(settings.cache.mount_point)
-    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT} {cache_mount}"
-    burst, interval = VLLM_START_LIMIT
-    where = f"127.0.0.1:{settings.front.upstream_port}"
+def _unit(*, description: str, why: str, requires: str, start_limit: tuple[int, int], service: str) -> str:
+    """Both containers' units: the same header, ordering and install section; `service` is the [Service] body."""
+    burst, interval = start_limit
     return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
 [Unit]
-Description=tpu-vllm: vLLM serving {settings.vllm.model} on {where}, behind {FRONT_UNIT}
-# The secret files come from the boot script, the compile cache from its own disk: start after both.
+Description={description}
+# {why}
 Requires={requires}
 After={requires} network-online.target
 Wants=network-online.target
@@ -87,7 +85,20 @@ StartLimitBurst={burst}
 
 [Service]
 Type=simple
-# Replace, never restart: a new start must not inherit an old container's flags.
+{service}
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def vllm_unit(settings: Settings) -> str:
+    where = f"127.0.0.1:{settings.front.upstream_port}"
+    return _unit(
+        description=f"tpu-vllm: vLLM serving {settings.vllm.model} on {where}, behind {FRONT_UNIT}",
+        why="The secret files come from the boot script, the compile cache from its own disk: start after both.",
+        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(settings.cache.mount_point)}",
+        start_limit=VLLM_START_LIMIT,
+        service=f"""# Replace, never restart: a new start must not inherit an old container's flags.
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
 # A crashed run can leave libtpu's lock behind, and the next one then cannot open the chip.
 ExecStartPre=rm -f /tmp/libtpu_lockfile
@@ -96,34 +107,20 @@ ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
 Restart=on-failure
 RestartSec={VLLM_RESTART_SECONDS}
 TimeoutStopSec=60
-
-[Install]
-WantedBy=multi-user.target
-"""
+""")
 
 
 def front_unit(settings: Settings) -> str:
-    requires = f"{DOCKER_UNIT} {BOOT_READY_UNIT}"
-    burst, interval = FRONT_START_LIMIT
     upstream = f"127.0.0.1:{settings.front.upstream_port}"
-    return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
-[Unit]
-Description=tpu-vllm front: nginx on :{settings.vllm.port}, the key on all but /health, before vLLM on {upstream}
-# The API key file comes from the boot script.
-Requires={requires}
-After={requires} network-online.target
-Wants=network-online.target
-StartLimitIntervalSec={interval}
-StartLimitBurst={burst}
-
-[Service]
-Type=simple
-ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
+    return _unit(
+        description=(f"tpu-vllm front: nginx on :{settings.vllm.port}, the key on all but /health, "
+                     f"before vLLM on {upstream}"),
+        why="The API key file comes from the boot script.",
+        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT}",
+        start_limit=FRONT_START_LIMIT,
+        service=f"""ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
 ExecStart=bash {container.FRONT_RUNNER}
 ExecStop=docker stop --time 10 {container.FRONT_CONTAINER_NAME}
 Restart=on-failure
 RestartSec={FRONT_RESTART_SECONDS}
-
-[Install]
-WantedBy=multi-user.target
-"""
+""")
