@@ -1231,12 +1231,12 @@ def _fix(error: dict[str, Any], key: str) -> str:
         "dict_type": (f"must be a map{eg or MAP_EXAMPLE}; set entries with "
                       f"pulumi config set --path '{key}.NAME' VALUE"),
         "list_type": (f"must be a list{eg}; set items with pulumi config set --path '{key}[0]' VALUE"),
-        "too_short": f"needs at least {ctx.get('min_length')} item(s); see the README's Changing the model",
-        "missing": (f"is required; set it with pulumi config set --path '{key}' VALUE (see the "
-                    "README's Changing the model)"),
+        "too_short": f"needs at least {ctx.get('min_length')} item(s); see docs/settings.md, Changing the model",
+        "missing": (f"is required; set it with pulumi config set --path '{key}' VALUE (see "
+                    "docs/settings.md, Changing the model)"),
         "value_error": str(error["msg"]).removeprefix("Value error, "),
     }
-    return messages.get(kind) or f"{error['msg']}; the README's Settings table lists the values it takes"
+    return messages.get(kind) or f"{error['msg']}; docs/settings.md lists the values it takes"
 
 
 def _describe(error: dict[str, Any], secret_keys: frozenset[str] = frozenset()) -> str:
@@ -1539,7 +1539,7 @@ def _memory_checks(settings: Settings, warnings: list[str]) -> list[str]:
             "weights fit the chip, the KV pool and its token count (kvTokens), the planned load "
             "against it, maxModelLen against the model's context, kvCacheMemoryBytes against "
             "what is left, and the multimodal batch floor. Supply it as vllm.modelGeometry "
-            "(weightsGib, kvLayers, maxContextTokens; see the README's Changing the model)"
+            "(weightsGib, kvLayers, maxContextTokens; see docs/settings.md, Changing the model)"
         )
         return errors
 
