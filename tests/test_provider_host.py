@@ -253,10 +253,21 @@ def test_the_real_host_runs_the_provider_from_the_project_root_through_every_cal
     assert plain_occurrences(stored, SSH_KEYS_CANARY) == []
     assert plain_occurrences(stored, provider_blob) == []
 
-    # Preview of a change whose body is unknown yet: a replacement, the old request deleted first.
+    # Preview of a change whose body (or one leaf of it) is unknown yet: an update in the preview, not a
+    # replacement only because a value is unknown; `pulumi up` diffs again with every value known.
+    unknown_leaf = json.loads(json.dumps(ins))
+    unknown_leaf["body"]["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"] = rpc.UNKNOWN
+    for news in (preview_ins, unknown_leaf):
+        diff = host.call("Diff", proto.DiffRequest(
+            id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
+            old_inputs=marshal(ins, accept), news=marshal(news, accept)))
+        assert diff.changes == proto.DiffResponse.DIFF_SOME and list(diff.replaces) == []
+    # A known difference beside an unknown leaf is a new request, the old one deleted first.
+    resized = json.loads(json.dumps(unknown_leaf))
+    resized["body"]["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] = "v5litepod-4"
     diff = host.call("Diff", proto.DiffRequest(
         id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
-        old_inputs=marshal(ins, accept), news=marshal(preview_ins, accept)))
+        old_inputs=marshal(ins, accept), news=marshal(resized, accept)))
     assert diff.changes == proto.DiffResponse.DIFF_SOME
     assert list(diff.replaces) == ["body"] and diff.deleteBeforeReplace
     diff = host.call("Diff", proto.DiffRequest(

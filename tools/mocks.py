@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
+from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -105,6 +107,22 @@ def redact(value: Any) -> Any:
     return value
 
 
+def with_unknown_sentinels(value: Any) -> Any:
+    """Each value unknown in a preview as the engine sends it on the wire (and to a policy pack): the
+    sentinel string, so the record serialises and a returned output reads back as unknown."""
+    if isinstance(value, Unknown):
+        return rpc.UNKNOWN
+    if isinstance(value, dict):
+        return {key: with_unknown_sentinels(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_unknown_sentinels(item) for item in value]
+    return value
+
+
+def is_unknown(value: Any) -> bool:
+    return value == rpc.UNKNOWN
+
+
 def unwrap(value: Any) -> Any:
     if is_wrapped_secret(value):
         return unwrap(value["value"])
@@ -125,6 +143,12 @@ class StackMocks(pulumi.runtime.Mocks):
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
+    preview: bool = False
+    """A dry run, as `pulumi preview` of a new stack: a new resource's outputs are only its inputs (what the
+    engine returns for a provider without previews, pkg/resource/deploy/step.go CreateStep.Apply), so
+    everything computed (an email, a generated key, an IP) is unknown."""
+    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Disks that already exist in GCP, by name (answers gcp.compute.get_disk); absent ones are a 404."""
     event_loops: set[asyncio.AbstractEventLoop] = field(default_factory=set)
     """The loops Pulumi's mock monitor opens, one per worker thread (see close_event_loops)."""
 
@@ -140,10 +164,13 @@ class StackMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         options = self.options.get((args.typ, args.name), {})
+        inputs = with_unknown_sentinels(dict(args.inputs))
         self.registrations.append(Registration(
-            type=args.typ, name=args.name, inputs=dict(args.inputs), custom=bool(args.custom), **options,
+            type=args.typ, name=args.name, inputs=inputs, custom=bool(args.custom), **options,
         ))
-        plain = unwrap(args.inputs)
+        plain = unwrap(inputs)
+        if self.preview:
+            return "", plain  # the engine gives a resource to be created no id in a preview
         outputs = {**plain, **self._outputs(args.typ, args.name, plain), **self.fixed_outputs.get(args.typ, {})}
         return f"{args.name}-id", outputs
 
@@ -195,7 +222,16 @@ class StackMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
         if args.token in self.failing_calls:
             raise Exception(self.failing_calls[args.token])
+        if args.token == "gcp:compute/getDisk:getDisk":
+            return self._disk(dict(args.args)), []
         return {**self._call_outputs(args.token, dict(args.args)), **self.fixed_outputs.get(args.token, {})}, []
+
+    def _disk(self, args: dict[str, Any]) -> dict[str, Any]:
+        disk = self.disks.get(args.get("name"))
+        if disk is None:  # what the provider's data source reports for a disk that is not there
+            raise Exception(f"googleapi: Error 404: The resource 'projects/{args.get('project')}/zones/"
+                            f"{args.get('zone')}/disks/{args.get('name')}' was not found, notFound")
+        return {"name": args.get("name"), "project": args.get("project"), "zone": args.get("zone"), **disk}
 
     def _call_outputs(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
         if token == "gcp:container/getEngineVersions:getEngineVersions":
@@ -260,14 +296,16 @@ class RecordingMonitor(MockMonitor):
 
 
 def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None,
-            failing_calls: dict[str, str] | None = None) -> StackMocks:
+            failing_calls: dict[str, str] | None = None, preview: bool = False,
+            disks: dict[str, dict[str, Any]] | None = None) -> StackMocks:
     """Set the mocks; call before importing any program code."""
-    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {}, failing_calls=failing_calls or {})
+    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {}, failing_calls=failing_calls or {},
+                       preview=preview, disks=disks or {})
     quiet = logging.getLogger("tpu-vllm.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # the plan reports warnings itself, once
     pulumi.runtime.set_mocks(
-        mocks, project="tpu-vllm", stack=stack, preview=False, logger=quiet,
+        mocks, project="tpu-vllm", stack=stack, preview=preview, logger=quiet,
         monitor=RecordingMonitor(mocks),
     )
     return mocks

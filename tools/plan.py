@@ -195,7 +195,8 @@ class ProgramRun:
 
 def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
                 fixed_outputs: dict[str, dict[str, Any]] | None = None,
-                failing_calls: dict[str, str] | None = None, validate_first: bool = True) -> ProgramRun:
+                failing_calls: dict[str, str] | None = None, validate_first: bool = True,
+                preview: bool = False, disks: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
     """Run __main__.py once under mocks in this process.
 
     validate_first: check the settings before the program runs and raise SettingsError (the
@@ -210,7 +211,7 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
 
     os.environ.pop("PULUMI_CONFIG", None)
     recorder = stack_mocks.install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs,
-                                   failing_calls=failing_calls)
+                                   failing_calls=failing_calls, preview=preview, disks=disks)
     runtime_config.set_all_config(config, secret_keys)
 
     from components import settings as settings_module
@@ -234,7 +235,9 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
     outputs = {}
     for name, value in get_root_resource().outputs.items():
         output = pulumi.Output.from_input(value)
-        outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
+        known = _sync_await(output.is_known())  # False only in a preview, for what is computed at deploy
+        value = _sync_await(output.future()) if known else stack_mocks.rpc.UNKNOWN
+        outputs[name] = (value, _sync_await(output.is_secret()))
     _close_loops(recorder)
     return ProgramRun(recorder.registrations, loaded.warnings, loaded.settings, outputs)
 

@@ -2,8 +2,9 @@
 
 pulumi-gcp's V2QueuedResource cannot express a provisioning model, a run
 duration, metadata, a service account or data disks; v2alpha1 has them all.
-The request body is a resource input, built by one pure function, so previews
-and the offline plan show exactly what is sent.
+The request body is a resource input, built by one pure function over input leaves
+(components/vm/deployment.py), so previews and the offline plan show what is sent:
+in a preview only a value computed at deploy (a new stack's SSH key) is unknown.
 """
 
 from __future__ import annotations
@@ -113,6 +114,29 @@ def gcloud_equivalent(body: dict[str, Any], queued_resource_id: str) -> str:
     if "runDuration" in body:
         parts.append(f"--max-run-duration={body['runDuration']['maxRunDuration']}")
     return " ".join(parts)
+
+
+def is_unknown(value: Any) -> bool:
+    """A value the engine does not know yet (a preview): pulumi's Unknown, or its wire sentinel."""
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    return isinstance(value, Unknown) or value == rpc.UNKNOWN
+
+
+def compare_known(old: Any, new: Any) -> tuple[bool, bool]:
+    """(differs in a known value, has an unknown value) of a new input against the old one, leaf by leaf."""
+    if is_unknown(new):
+        return False, True
+    if isinstance(old, dict) and isinstance(new, dict):
+        results = [compare_known(old.get(key), new.get(key)) for key in old.keys() | new.keys()]
+        return any(changed for changed, _ in results), any(maybe for _, maybe in results)
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return True, False
+        results = [compare_known(mine, theirs) for mine, theirs in zip(old, new, strict=True)]
+        return any(changed for changed, _ in results), any(maybe for _, maybe in results)
+    return old != new, False
 
 
 def _is_empty(value: Any) -> bool:
@@ -531,14 +555,20 @@ class QueuedResourceProvider(ResourceProvider):
         return ReadResult(id_=id_, outs={**props, **observed})
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [key for key in REQUEST_KEYS if olds.get(key) != news.get(key)]
+        # In a preview, news may hold unknowns (pulumi.dynamic's Diff deserialises them with keep_unknowns:
+        # sdk/python/lib/pulumi/dynamic/__main__.py, Diff). Only a known difference is a new request: an
+        # unknown leaf is an update in the preview, and `pulumi up` diffs again with every value known
+        # (the SDK resolves inputs before it registers), replacing then if the value really changed.
+        compared = {key: compare_known(olds.get(key), news.get(key)) for key in REQUEST_KEYS}
+        replaces = [key for key, (changed, _) in compared.items() if changed]
+        maybe_changed = any(maybe for _, maybe in compared.values())
         if olds.get("state") in GONE_STATES:
             replaces.append("state")
         # Only named inputs count: the None placeholders for outputs must not look like changes.
         tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
         # The old request must go first: it holds the node id, the quota and the disk.
         return DiffResult(
-            changes=bool(replaces) or tuning_changed,
+            changes=bool(replaces) or tuning_changed or maybe_changed,
             replaces=replaces,
             delete_before_replace=True,
         )
@@ -648,7 +678,10 @@ class TpuNode(pulumi.ComponentResource):
                 "pollSeconds": args.poll_seconds,
                 "deleteWaitSeconds": args.delete_wait_seconds,
             },
-            pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A component's depends_on does not reach its children: the request itself must wait for the
+            # account, secrets, disk and firewall that the body names by value.
+            pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                   depends_on=opts.depends_on if opts is not None else None),
         )
         self.node_name = self.queued_resource.nodeName
         self.node_uid = self.queued_resource.nodeUid
