@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import pulumi
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
@@ -90,6 +91,8 @@ class Registration:
     """Names of the resources it waits for (explicit and through its inputs)."""
     retain_on_delete: bool = False
     delete_before_replace: bool = False
+    import_id: str = ""
+    """The `import` option: the id of an existing resource the engine adopts instead of creating one."""
 
 
 def is_wrapped_secret(value: Any) -> bool:
@@ -166,7 +169,8 @@ class StackMocks(pulumi.runtime.Mocks):
         options = self.options.get((args.typ, args.name), {})
         inputs = with_unknown_sentinels(dict(args.inputs))
         self.registrations.append(Registration(
-            type=args.typ, name=args.name, inputs=inputs, custom=bool(args.custom), **options,
+            type=args.typ, name=args.name, inputs=inputs, custom=bool(args.custom),
+            import_id=args.resource_id or "", **options,
         ))
         plain = unwrap(inputs)
         if self.preview:
@@ -252,6 +256,20 @@ class StackMocks(pulumi.runtime.Mocks):
         return {}
 
 
+class InvokeFailed(grpc.RpcError):
+    """A failed invoke as the monitor's gRPC client raises it: an RpcError that is also a Call."""
+
+    def __init__(self, details: str):
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self._details
+
+
 class RecordingMonitor(MockMonitor):
     """MockMonitor that also tells the mocks each resource's parent."""
 
@@ -279,6 +297,13 @@ class RecordingMonitor(MockMonitor):
     def Invoke(self, request):  # noqa: N802 - gRPC method name
         try:
             return super().Invoke(request)
+        except grpc.RpcError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a lookup the mocks answer with a failure
+            # The engine answers a failed invoke with an error status, which the SDK hands back to the caller
+            # (pulumi/runtime/invoke.py, do_invoke), so a program may catch it; a bare exception here would
+            # instead fail the whole run from the RPC manager.
+            raise InvokeFailed(str(error)) from None
         finally:
             self._remember_loop()
 

@@ -43,7 +43,8 @@ class VmDeployment:
             "cache",
             CacheDiskArgs(project=cfg.project, zone=cfg.tpu.zone, name=cfg.cache_disk_name,
                           size_gb=cfg.cache.size_gb, disk_type=cfg.cache.disk_type,
-                          keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels),
+                          keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels,
+                          owner_labels={key: labels[key] for key in ("app", "stack")}),
             after_services,
         )
         firewall = NodeFirewall(
