@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -182,6 +183,45 @@ class TpuApiError(Exception):
         super().__init__(message)
         self.status = status
         self.transient = transient
+
+
+class Interrupted(TpuApiError):
+    """The provider host is shutting down (the engine's SIGINT) while a create waits."""
+
+
+# The host polls this often for its own shutdown while it waits: well inside the engine's 5 s grace.
+SHUTDOWN_POLL_SECONDS = 0.1
+
+
+def host_is_stopping() -> bool:
+    """The dynamic-provider host's main thread has ended: on SIGINT it leaves `Event().wait()` through
+    KeyboardInterrupt, stops the gRPC server and returns (pulumi sdk/python/lib/pulumi/dynamic/__main__.py,
+    main), while the call's worker thread runs on until the engine kills the process group 5 s after the
+    SIGINT (sdk/go/common/resource/plugin/plugin.go, newPlugin's kill: InterruptChildren, then KillChildren).
+    Never true on the main thread (tests, tools). At the main thread's end CPython sets
+    threading._SHUTTING_DOWN and then joins the worker threads (threading._shutdown, concurrent.futures'
+    exit hook) before it marks the main thread stopped, so the flag is the first sign; is_alive() is the
+    public fallback. tests/test_provider_host.py checks this against the real host."""
+    main = threading.main_thread()
+    if threading.current_thread() is main:
+        return False
+    return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not main.is_alive()
+
+
+def sleep_unless_stopping(seconds: float) -> None:
+    """time.sleep that ends with Interrupted as soon as the host is stopping."""
+    if threading.current_thread() is threading.main_thread():
+        time.sleep(seconds)  # not inside the host's gRPC server: nothing to watch for
+        return
+    end = time.monotonic() + seconds
+    while True:
+        if host_is_stopping():
+            raise Interrupted("interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a killed CLI or a "
+                              "CI timeout)")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, SHUTDOWN_POLL_SECONDS))
 
 
 def _log(message: str) -> None:
@@ -422,7 +462,7 @@ class QueuedResourceProvider(ResourceProvider):
     MAX_CREATE_ATTEMPTS = 3
 
     def _api(self, props: dict[str, Any]) -> TpuApi:
-        return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)))
+        return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)), sleep=sleep_unless_stopping)
 
     @staticmethod
     def _name(props: dict[str, Any]) -> str:
@@ -445,6 +485,9 @@ class QueuedResourceProvider(ResourceProvider):
             if operation is not None:
                 api.wait_operation(operation, "queuedResources.create", deadline, poll)
             outs = self._wait_until_active(api, props, started, deadline)
+        except Interrupted as error:
+            # Not in state (the create never returned): left alone, it would queue, go ACTIVE and bill unseen.
+            raise TpuApiError(f"{error}. {self._abandon(props, created=operation is not None)}") from None
         except Exception as error:
             reason = str(error) if isinstance(error, TpuApiError) else (
                 f"unexpected {_message_of(error)} while waiting for {props['queuedResourceId']}")
@@ -527,6 +570,26 @@ class QueuedResourceProvider(ResourceProvider):
                     "try again later or raise tpu-vllm:tpu.queueTimeout"
                 )
             api.sleep(poll)
+
+    def _abandon(self, props: dict[str, Any], created: bool) -> str:
+        """On the engine's interrupt: send the request's DELETE once, without waiting for it (the engine kills
+        the host 5 s after its SIGINT); say what was done on stderr, which reaches the CLI."""
+        qr_id = props["queuedResourceId"]
+        if not created:
+            message = (f"{qr_id} was an existing request this create adopted; it is left as it was and is not "
+                       f"in Pulumi's state: the next pulumi up adopts it again, or delete it: "
+                       f"{_hand_delete_command(props)}")
+        else:
+            try:
+                TpuApi(max_attempts=1).delete(self._name(props))
+                message = (f"sent the DELETE of {qr_id}, which this create requested, so it does not queue or bill "
+                           "untracked; `python -m tools.status` shows when it is gone")
+            except Exception as error:  # noqa: BLE001 - reported with the command that finishes the job
+                reason = str(error) if isinstance(error, TpuApiError) else _message_of(error)
+                message = (f"could not delete {qr_id} ({reason}); it may queue and bill without Pulumi knowing: "
+                           f"{_hand_delete_command(props)}")
+        _log(f"interrupted while waiting for {qr_id}: {message}")
+        return message
 
     def _remove_after_failed_create(self, api: TpuApi, props: dict[str, Any]) -> str:
         """Delete a request whose create failed (bounded by deleteWaitSeconds, never raising); say how it went."""
