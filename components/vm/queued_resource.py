@@ -185,7 +185,7 @@ class TpuApiError(Exception):
         self.transient = transient
 
 
-class Interrupted(TpuApiError):
+class HostStoppingError(TpuApiError):
     """The provider host is shutting down (the engine's SIGINT) while a create waits."""
 
 
@@ -209,15 +209,15 @@ def host_is_stopping() -> bool:
 
 
 def sleep_unless_stopping(seconds: float) -> None:
-    """time.sleep that ends with Interrupted as soon as the host is stopping."""
+    """time.sleep that ends with HostStoppingError as soon as the host is stopping."""
     if threading.current_thread() is threading.main_thread():
         time.sleep(seconds)  # not inside the host's gRPC server: nothing to watch for
         return
     end = time.monotonic() + seconds
     while True:
         if host_is_stopping():
-            raise Interrupted("interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a killed CLI or a "
-                              "CI timeout)")
+            raise HostStoppingError("interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a "
+                                    "killed CLI or a CI timeout)")
         left = end - time.monotonic()
         if left <= 0:
             return
@@ -485,7 +485,7 @@ class QueuedResourceProvider(ResourceProvider):
             if operation is not None:
                 api.wait_operation(operation, "queuedResources.create", deadline, poll)
             outs = self._wait_until_active(api, props, started, deadline)
-        except Interrupted as error:
+        except HostStoppingError as error:
             # Not in state (the create never returned): left alone, it would queue, go ACTIVE and bill unseen.
             raise TpuApiError(f"{error}. {self._abandon(props, created=operation is not None)}") from None
         except Exception as error:
