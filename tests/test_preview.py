@@ -96,3 +96,20 @@ def test_the_policy_pack_enforces_the_body_rules_on_a_preview(dev_preview):
     assert not any(ADVISORY in message for message in leaks)
     # The stack rule reads the TPU's service account from the preview too, not an advisory note.
     assert reports["dev"]["tpu-service-account-has-no-project-role"] == []
+
+
+# pulumi-command v1.2.1 (provider/pkg/provider/remote/connection.go, dialWithRetry over retry.Until):
+# dialErrorLimit dials of perDialTimeout seconds, at most 5 s of back-off between two.
+RETRY_MAX_DELAY_SECONDS = 5
+
+
+def test_ssh_that_never_answers_fails_the_serving_step_within_five_minutes_of_active(dev_preview):
+    from tools.mocks import unwrap
+
+    program = run(dev_config())
+    connection = unwrap(program.one("command:remote:Command")["inputs"]["connection"])
+    dials, per_dial = int(connection["dialErrorLimit"]), int(connection["perDialTimeout"])
+    worst_case = dials * per_dial + (dials - 1) * RETRY_MAX_DELAY_SECONDS
+    assert worst_case <= 300
+    # Still room for a fresh node's sshd and guest agent (a minute or two after ACTIVE).
+    assert worst_case >= 150

@@ -438,6 +438,12 @@ def _observed(api: TpuApi, queued_resource: dict[str, Any] | None, node_name: st
     }
 
 
+def node_is_missing(observed: dict[str, Any]) -> bool:
+    """An ACTIVE request whose node is not there: nodes.get answered 404, so the node id read back is "".
+    (State written before the nodeUid output existed has no such key: not a missing node.)"""
+    return observed.get("state") == "ACTIVE" and observed.get("nodeUid") == ""
+
+
 def _hand_delete_command(props: dict[str, Any]) -> str:
     project, zone = props["parent"].split("/")[1], props["parent"].rsplit("/", 1)[-1]
     return (f"gcloud alpha compute tpus queued-resources delete {props['queuedResourceId']} "
@@ -558,7 +564,11 @@ class QueuedResourceProvider(ResourceProvider):
                 last_state, last_logged = state, now
             if state == "ACTIVE":
                 observe = functools.partial(_observed, api, queued_resource, self._node_name(props))
-                return api.through_outages(observe, deadline, poll, f"the node of {qr_id}")
+                observed = api.through_outages(observe, deadline, poll, f"the node of {qr_id}")
+                if node_is_missing(observed):
+                    raise TpuApiError(f"queued resource {qr_id} is ACTIVE but its node "
+                                      f"{self._node_name(props)} does not exist")
+                return observed
             if state == "FAILED":
                 error = ((queued_resource["state"].get("failedData") or {}).get("error") or {})
                 raise TpuApiError(f"queued resource {qr_id} FAILED: {error.get('message', 'no reason given')}")
@@ -615,6 +625,9 @@ class QueuedResourceProvider(ResourceProvider):
         if observed["state"] in GONE_STATES:
             _log(f"{id_} is {observed['state']} (its run duration ended or it failed; the node "
                  "is gone); the next pulumi up replaces it with a fresh node")
+        elif node_is_missing(observed):
+            _log(f"{id_} is ACTIVE but its node is gone (deleted by hand or by GCP); the next pulumi up "
+                 "replaces the request with a fresh node")
         return ReadResult(id_=id_, outs={**props, **observed})
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -627,6 +640,8 @@ class QueuedResourceProvider(ResourceProvider):
         maybe_changed = any(maybe for _, maybe in compared.values())
         if olds.get("state") in GONE_STATES:
             replaces.append("state")
+        elif node_is_missing(olds):
+            replaces.append("nodeUid")  # the serving step would otherwise dial host "" 60 times
         # Only named inputs count: the None placeholders for outputs must not look like changes.
         tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
         # The old request must go first: it holds the node id, the quota and the disk.
