@@ -104,7 +104,7 @@ RETRY_MAX_DELAY_SECONDS = 5
 
 
 def test_ssh_that_never_answers_fails_the_serving_step_within_five_minutes_of_active(dev_preview):
-    from tools.mocks import unwrap
+    from tools.plan.engine import unwrap
 
     program = run(dev_config())
     connection = unwrap(program.one("command:remote:Command")["inputs"]["connection"])

@@ -252,7 +252,7 @@ def request_from_settings(stack: str, config_dir: Path | None = None) -> str | N
     """The queued resource's name as the stack's settings fix it (Pulumi.<stack>.yaml): found without
     outputs or state, e.g. after an interrupted first `pulumi up`. None when the file does not say."""
     from components import settings as stack_settings
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     path = (config_dir or Path.cwd()) / f"Pulumi.{stack}.yaml"
     if not path.exists():
