@@ -83,7 +83,7 @@ def test_text_plan_shows_resources_budget_and_warnings(dev_text):
     assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in dev_text
     assert '"maxRunDuration": "14400s"' in dev_text
     assert "kv_tokens: 321344" in dev_text
-    assert "warning: access.allowSshFromAnywhere" in dev_text
+    assert "warning: tpu-vllm:access.allowSshFromAnywhere = true: " in dev_text
     assert "vllm serve google/gemma-4-E2B-it" in dev_text
 
 
@@ -250,7 +250,7 @@ SEVEN_BAD_CONFIGS = [
     ({"tpu-vllm:tpu": {"maxRunDuration": "10d"}}, "tpu.maxRunDuration", "10d", "set something like 4h"),
     ({"tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95}}, "vllm.gpuMemoryUtilization", "0.95", "set it to 0.92"),
     ({"tpu-vllm:vllm": {"kvCacheDtype": "int8"}}, "vllm.kvCacheDtype", "int8", "set it to auto"),
-    ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "Use 4096"),
+    ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "use 4096"),
     ({"tpu-vllm:vllm": {"maxModelLenn": 16384}}, "vllm.maxModelLenn", "maxModelLenn", "did you mean 'maxModelLen'"),
 ]
 
