@@ -97,9 +97,6 @@ KV_DTYPES_ACCEPTED = (
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
 
-# The offline plan's marked stand-in for an unset gcp:project (tools/plan.py); it never reaches GCP.
-OFFLINE_PLAN_PROJECT = "PLACEHOLDER-set-gcp-project"
-
 
 @dataclass(frozen=True)
 class ModelFamily:
@@ -1075,8 +1072,6 @@ class Settings(_Section):
         # with a letter. Trailing hyphens are prohibited." Legacy domain-scoped projects
         # (example.com:my-project) can no longer be made but still exist, and Google's APIs
         # address them by that id, so the domain prefix is accepted.
-        if value == OFFLINE_PLAN_PROJECT:
-            return value
         if not re.fullmatch(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]", value):
             raise ValueError(
                 "a project ID is 6-30 lowercase letters, digits and hyphens, starting with a "

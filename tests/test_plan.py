@@ -59,9 +59,27 @@ def test_the_queued_resource_body_is_shown_whole(dev_json):
     assert queued["parent"] == "tpu"
 
 
-def test_unset_project_uses_a_marked_placeholder(dev_json):
+def test_unset_project_uses_a_marked_placeholder(dev_json, dev_json_output):
+    from tools.plan.placeholders import UNSET_PROJECT_STAND_IN
+
     assert dev_json["project"] == "PLACEHOLDER-set-gcp-project"
     assert any("pulumi config set gcp:project" in note for note in dev_json["notes"])
+    # The stand-in the engine ran with is shown as the marker wherever the program put the project.
+    assert UNSET_PROJECT_STAND_IN not in dev_json_output
+    account = next(r for r in dev_json["resources"] if r["type"] == "gcp:serviceaccount/account:Account")
+    assert account["inputs"]["project"] == "PLACEHOLDER-set-gcp-project"
+
+
+def test_a_real_project_named_like_the_stand_in_is_shown_as_itself(tmp_path):
+    from tools.plan.placeholders import UNSET_PROJECT_STAND_IN
+
+    directory = write_stack(tmp_path, {"gcp:project": UNSET_PROJECT_STAND_IN,
+                                       "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}})
+    result = plan("--stack", "review", "--json", config_dir=directory)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["project"] == UNSET_PROJECT_STAND_IN and data["notes"] == []
+    assert "PLACEHOLDER-set-gcp-project" not in result.stdout
 
 
 def test_secrets_are_redacted(dev_json):
