@@ -137,6 +137,18 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
     return summary
 
 
+# What describes one VM (its run, its idle month): a gke plan's budget holds them, its text shows the cluster's.
+VM_ONLY_BUDGET_FIELDS = frozenset({"max_spend_usd", "forgotten_weekend_usd", "cache_disk_usd_per_run",
+                                   "max_spend_with_disk_usd", "idle_usd_per_month"})
+
+
+def budget_fields_shown(budget: dict[str, Any]) -> set[str]:
+    """The budget fields a plan of the budget's platform shows (a plan diff compares only these)."""
+    if budget.get("platform") == "gke":
+        return set(budget) - VM_ONLY_BUDGET_FIELDS
+    return {key for key in budget if not key.startswith("gke_") and key != "platform"}
+
+
 def _money(value: float) -> str:
     return f"${value:,.2f}"
 
