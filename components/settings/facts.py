@@ -70,9 +70,6 @@ KV_DTYPES_ACCEPTED = (
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
 
-# The offline plan's marked stand-in for an unset gcp:project (tools/plan.py); it never reaches GCP.
-OFFLINE_PLAN_PROJECT = "PLACEHOLDER-set-gcp-project"
-
 
 @dataclass(frozen=True)
 class ModelFamily:

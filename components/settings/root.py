@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from components import budget, naming
 from components.settings.access import AccessSettings
 from components.settings.cache import CacheSettings
-from components.settings.facts import NAMESPACE, OFFLINE_PLAN_PROJECT, ModelFamily, family_of
+from components.settings.facts import NAMESPACE, ModelFamily, family_of
 from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
 from components.settings.front import FrontSettings
@@ -105,8 +105,6 @@ class Settings(_Section):
         # with a letter. Trailing hyphens are prohibited." Legacy domain-scoped projects
         # (example.com:my-project) can no longer be made but still exist, and Google's APIs
         # address them by that id, so the domain prefix is accepted.
-        if value == OFFLINE_PLAN_PROJECT:
-            return value
         if not re.fullmatch(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]", value):
             raise InvalidSettingError(
                 "a project ID is 6-30 lowercase letters, digits and hyphens, starting with a "

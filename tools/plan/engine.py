@@ -7,12 +7,13 @@ Shared by the offline plan and the tests, so both see the program the same way.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
-import runpy
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import grpc
@@ -38,6 +39,9 @@ from tools.plan.placeholders import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+PROGRAM_FILE = ROOT / "__main__.py"
+# Not "__main__": that name makes the file run itself, as under the Pulumi CLI.
+PROGRAM_MODULE = "tpu_vllm_program"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 REDACTED = SECRET_PLACEHOLDER
 
@@ -309,32 +313,43 @@ class ProgramRun:
     """The program's own RunError, if it stopped (bad config, a missing secret)."""
 
 
+def load_program() -> ModuleType:
+    """__main__.py as a module of its own name: importing it registers nothing, its run() does."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location(PROGRAM_MODULE, PROGRAM_FILE)
+    assert spec is not None and spec.loader is not None, PROGRAM_FILE
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    return program
+
+
 def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
                 fixed_outputs: dict[str, dict[str, Any]] | None = None,
                 failing_calls: dict[str, str] | None = None, validate_first: bool = True,
                 preview: bool = False, disks: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
-    """Run __main__.py once under mocks in this process.
+    """Run the program's run() once under mocks in this process.
 
-    validate_first: check the settings before the program runs and raise SettingsError (the
-    plan's exit 2); otherwise the program's own RunError is returned with what it registered.
+    validate_first: an invalid config raises SettingsError (the plan's exit 2); otherwise the
+    program's own error (what `pulumi up` would print) is returned with what it registered.
     """
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
     from pulumi.runtime.sync_await import _sync_await
 
+    from components.settings import SettingsError
+
     os.environ.pop("PULUMI_CONFIG", None)
     recorder = install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs,
                        failing_calls=failing_calls, preview=preview, disks=disks)
     runtime_config.set_all_config(config, secret_keys)
-
-    from components import settings as settings_module
-
-    loaded = settings_module.from_pulumi_config() if validate_first else None
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+    program = load_program()
     try:
-        namespace = runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        loaded = program.run()
+    except SettingsError as error:
+        if validate_first:
+            raise
+        return ProgramRun(recorder.registrations, [], None, {}, error=error.render())
     except pulumi.RunError as error:
         try:
             _sync_await(wait_for_rpcs())  # let what was already registered reach the mocks
@@ -343,7 +358,6 @@ def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
         # Registrations may still be in flight on worker threads here: their loops stay open.
         return ProgramRun(recorder.registrations, [], None, {}, error=str(error))
     _sync_await(wait_for_rpcs())
-    loaded = loaded or namespace["loaded"]
 
     outputs = {}
     for name, value in get_root_resource().outputs.items():
