@@ -806,8 +806,24 @@ class FrontSettings(_Section):
     """vLLM's port on 127.0.0.1, behind the front; vllm.port is the front's."""
 
 
-# GKE: flex-start for TPU node pools needs this version or later (GKE's flex-start page, TPU requirements).
+# GKE: flex-start for TPU nodes needs this version or later (GKE's flex-start page, TPU requirements).
 GKE_FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
+# A ComputeClass creates its own node pools (nodePoolAutoCreation) on a Standard cluster without cluster-level
+# node auto-provisioning from this version on (GKE's "Configure node pool auto-creation", Limitations and
+# Requirements). The stack needs both, so this later one is its minimum.
+GKE_CLASS_AUTO_CREATION_MIN_VERSION = "1.33.3-gke.1136000"
+GKE_MIN_VERSION = GKE_CLASS_AUTO_CREATION_MIN_VERSION
+# Why GKE_MIN_VERSION, for every message that names it.
+GKE_MIN_VERSION_REASON = ("the ComputeClass creates its flex-start TPU node pools itself (node pool auto-creation "
+                          "without node auto-provisioning)")
+# What a ComputeClass priority may fall back to when flex-start has no capacity, each an explicit opt-in.
+GKE_FALLBACK_MODELS = ("spot", "on-demand")
+# The CRD's bounds on flexStart.nodeRecycling.leadTimeSeconds (computeclasses.cloud.google.com v1).
+GKE_LEAD_TIME_MAX_SECONDS = 604800
+# A replacement node must be up and warm before the old one ends: the log's warm start (497 s) plus an allowance
+# for GKE to create the node and pull the image. The allowance is not measured in the log; it is the
+# order of a GKE node's boot (a few minutes) with room for a short flex-start queue.
+GKE_NODE_UP_ALLOWANCE_SECONDS = 600
 # One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
 GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -820,7 +836,7 @@ GKE_FOREIGN_NAMESPACE_PREFIXES = ("kube-", "gke-", "gmp-")
 _GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 
 
-def gke_version_at_least(version: str, minimum: str = GKE_FLEX_START_TPU_MIN_VERSION) -> bool | None:
+def gke_version_at_least(version: str, minimum: str = GKE_MIN_VERSION) -> bool | None:
     """True or False when the version says; None when it cannot (an alias like '1.33' may mean any patch)."""
     if version.strip().lower() == "latest":
         return True
@@ -849,7 +865,7 @@ class GkeSettings(_Section):
     node_locations: list[str] = Field(default_factory=list)
     """Zones the TPU pool may use (several: the autoscaler's fallback when one has no capacity); default the zone."""
     release_channel: str = "REGULAR"
-    """RAPID, REGULAR or STABLE; its default version must be 1.33.0-gke.1712000 or later (checked at preview)."""
+    """RAPID, REGULAR or STABLE; its default version must be 1.33.3-gke.1136000 or later (checked at preview)."""
     min_master_version: str | None = None
     """Pin the cluster's minimum version (e.g. 1.34); unset takes the channel's default."""
     machine_type: str = GKE_V5E_ONE_CHIP_MACHINE
@@ -876,6 +892,27 @@ class GkeSettings(_Section):
     """Explicit opt-in for spot or on-demand TPU nodes on GKE: nothing stops their billing."""
     install_metrics_adapter: bool = True
     """Deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if the cluster has one."""
+    fallback: list[Literal["spot", "on-demand"]] = Field(default_factory=list)
+    """ComputeClass priorities after tpu.provisioningModel, in order, when it has no capacity: spot and/or
+    on-demand. Each is an explicit, priced opt-in: nothing stops their billing."""
+    recycling_lead_time: str = "1h"
+    """How long before a flex-start node's run ends GKE brings up its replacement (nodeRecycling)."""
+
+    @field_validator("fallback")
+    @classmethod
+    def _distinct_fallbacks(cls, values: list[str]) -> list[str]:
+        if len(set(values)) != len(values):
+            raise ValueError("each fallback once, in the order to try them, e.g. "
+                             f"{json.dumps(list(GKE_FALLBACK_MODELS))}")
+        return values
+
+    @field_validator("recycling_lead_time")
+    @classmethod
+    def _lead_time(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if not 1 <= seconds <= GKE_LEAD_TIME_MAX_SECONDS:
+            raise ValueError("between 1s and 7d (the ComputeClass CRD's bounds), e.g. 1h")
+        return value
 
     @field_validator("machine_type")
     @classmethod
@@ -922,13 +959,13 @@ class GkeSettings(_Section):
         newer = gke_version_at_least(value)
         if newer is None:
             raise ValueError(
-                f"cannot tell whether {value!r} is {GKE_FLEX_START_TPU_MIN_VERSION} or later (flex-start TPU "
-                f"node pools need that); write a full version like {GKE_FLEX_START_TPU_MIN_VERSION}, a newer "
+                f"cannot tell whether {value!r} is {GKE_MIN_VERSION} or later ({GKE_MIN_VERSION_REASON}); "
+                f"write a full version like {GKE_MIN_VERSION}, a newer "
                 "minor like 1.34, or remove the key to take the channel's default"
             )
         if not newer:
             raise ValueError(
-                f"flex-start TPU node pools need GKE {GKE_FLEX_START_TPU_MIN_VERSION} or later; set "
+                f"GKE {GKE_MIN_VERSION} or later is needed ({GKE_MIN_VERSION_REASON}); set "
                 "1.34 (or a 1.33 patch at or past that build), or remove the key to take the channel's default"
             )
         return value
@@ -987,6 +1024,10 @@ class GkeSettings(_Section):
     @property
     def termination_grace_seconds(self) -> int:
         return parse_duration(self.termination_grace_period)
+
+    @property
+    def recycling_lead_seconds(self) -> int:
+        return parse_duration(self.recycling_lead_time)
 
 
 class LoadSettings(_Section):
@@ -1424,6 +1465,7 @@ def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             f"with nothing to stop their billing (${budget.cost_per_hour_usd(model, gke.max_replicas):.2f}/h); use "
             "flex-start, or set gke.allowUnboundedBilling true if you mean it"
         )
+    errors += _gke_class_checks(settings, warnings)
     if model == "flex-start":
         unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
         if unverified:
@@ -1454,6 +1496,38 @@ def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
                 f"load: {planned:,} KV tokens planned, over ~78% of the KV pool of {gke.max_replicas} replicas "
                 f"({kv.load_limit_tokens * gke.max_replicas:,}); raise gke.maxReplicas or plan less load"
             )
+    return errors
+
+
+def _gke_class_checks(settings: Settings, warnings: list[str]) -> list[str]:
+    """The ComputeClass's priorities: fallbacks after the primary model, and a recycling lead time that brings a
+    warm replacement before each run ends without replacing a node that has barely started."""
+    gke, model = settings.gke, settings.tpu.provisioning_model
+    errors: list[str] = []
+    if model in gke.fallback:
+        errors.append(
+            f"{NAMESPACE}:gke.fallback = {json.dumps(gke.fallback)}: {model!r} is already the first priority "
+            f"(tpu.provisioningModel); list only what to try after it, e.g. "
+            f"{json.dumps([m for m in GKE_FALLBACK_MODELS if m != model])}")
+    if model != "flex-start":
+        if "recycling_lead_time" in gke.model_fields_set:
+            warnings.append(
+                f"gke.recyclingLeadTime = {gke.recycling_lead_time!r} is read only with flex-start (its nodes end "
+                f"after tpu.maxRunDuration); {model} nodes have no run end, so nothing is recycled")
+        return errors
+    lead, run = gke.recycling_lead_seconds, settings.tpu.run_seconds
+    least = budget.WARM_BOOT_SECONDS + GKE_NODE_UP_ALLOWANCE_SECONDS
+    if lead < least:
+        errors.append(
+            f"{NAMESPACE}:gke.recyclingLeadTime = {gke.recycling_lead_time!r} ({lead} s): too short for the "
+            f"replacement to be up and warm before the run ends (a node, ~{GKE_NODE_UP_ALLOWANCE_SECONDS} s, "
+            f"plus the log's warm start, {budget.WARM_BOOT_SECONDS} s: {least} s); use at least "
+            f"{math.ceil(least / 60)}m, e.g. 1h (Google's v5e class)")
+    if lead * 2 > run:
+        errors.append(
+            f"{NAMESPACE}:gke.recyclingLeadTime = {gke.recycling_lead_time!r} ({lead} s): over half of "
+            f"tpu.maxRunDuration ({settings.tpu.max_run_duration}, {run} s), so two chips would bill for most of "
+            f"every run; use at most {run // 2 // 60}m, or raise tpu.maxRunDuration (e.g. 1d)")
     return errors
 
 

@@ -33,6 +33,8 @@ MOCK_INTERNAL_IP = "10.128.0.2"
 MOCK_STATE = "ACTIVE"
 MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
 MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
+# The manifest digest a floating tag resolves to at the first `pulumi up` (components/gke/image_digest.py).
+MOCK_IMAGE_DIGEST_HEX = "d16e57" * 10 + "d16e"
 
 # How the plan shows them: as marked placeholders, never as if they were real.
 PLACEHOLDERS = {
@@ -44,6 +46,7 @@ PLACEHOLDERS = {
     MOCK_NODE_UID: "<node-uid>",
     MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
     MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
+    MOCK_IMAGE_DIGEST_HEX: "<image-digest>",
 }
 # A state is a common word: only a whole value equal to it is a placeholder.
 WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
@@ -57,6 +60,8 @@ PLACEHOLDER_MEANINGS = {
     "<node-uid>": "the TPU node's own id, new for every node GCP creates",
     "<cluster-endpoint>": "the GKE control plane's address",
     "<load-balancer-ip>": "the internal load balancer's address, given when it is created",
+    "<image-digest>": "the sha256 manifest digest vllm.image's tag resolves to at the first pulumi up, then pinned "
+                      "in state (every replica and recycled node pulls it)",
 }
 
 
@@ -172,6 +177,11 @@ class StackMocks(pulumi.runtime.Mocks):
                 "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
+        if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
+            from components.gke.image_digest import parse
+
+            pinned = parse(inputs["image"]).pinned(f"sha256:{MOCK_IMAGE_DIGEST_HEX}")
+            return {"pinned": pinned, "digest": pinned.split("@", 1)[1]}
         if typ == "command:remote:Command":
             return {"stdout": "", "stderr": ""}
         return self._gke_outputs(typ, inputs)
@@ -209,6 +219,7 @@ class StackMocks(pulumi.runtime.Mocks):
                 "masterAuths": [{"clusterCaCertificate": MOCK_GKE_CA}],
                 "workloadIdentityConfigs": [{"workloadPool": f"{self.project}.svc.id.goog"}],
                 "secretManagerConfigs": [{"enabled": True}],
+                "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": True}]}],
                 "monitoringConfigs": [{"managedPrometheuses": [{"enabled": True}]}],
                 "datapathProvider": "ADVANCED_DATAPATH",  # Dataplane V2: NetworkPolicy enforced
                 "network": f"projects/{self.project}/global/networks/default",
