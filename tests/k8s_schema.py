@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 
-from tools.mocks import unwrap
+from tools.plan.engine import unwrap
 
 # The oldest minor the gke platform accepts (its ComputeClass needs GKE 1.33.3-gke.1136000 or later).
 KUBERNETES_VERSION = "1.33"
