@@ -466,3 +466,23 @@ def test_pod_template_variants():
                                         cache_prefix="xla/k", hash_of_config="x")["spec"]["tolerations"]
     assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/compute-class",
                                                "cloud.google.com/gke-spot"]
+
+
+def test_every_api_the_wings_identities_use_is_enabled(gke):
+    enabled = {r["inputs"]["service"] for r in gke.of_type("gcp:projects/service:Service")}
+    # generateAccessToken (GKE's metadata server, for every Workload Identity: the Secret Manager add-on, the
+    # metrics adapter, the cache mount) and the cache bucket's API, with the cluster's and the metrics'.
+    assert {"iamcredentials.googleapis.com", "storage.googleapis.com", "container.googleapis.com",
+            "monitoring.googleapis.com", "secretmanager.googleapis.com", "iam.googleapis.com"} <= enabled
+    bucket = gke.one("gcp:storage/bucket:Bucket")
+    assert {"services-storage"} <= set(bucket["dependencies"])
+
+
+def test_a_cache_size_on_gke_is_a_warning():
+    loaded = settings.load({**json_sections(gke_with("cache", sizeGb=80))}, "my-proj", "gke")
+    assert any("cache.sizeGb = 80 is read only by the vm platform" in w for w in loaded.warnings)
+
+
+def json_sections(config: dict[str, str]) -> dict:
+    return {key.split(":", 1)[1]: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key.split(":", 1)[1]) else value)
+            for key, value in config.items() if key.startswith("tpu-vllm:")}

@@ -81,6 +81,8 @@ class CompileCacheArgs:
     workload_service_account_email: pulumi.Input[str]
     """The pods' Google identity; gets the one bucket-level grant."""
     labels: dict[str, str]
+    services: list[pulumi.Resource]
+    """The project's APIs (Cloud Storage's among them): the bucket waits for them."""
 
 
 class CompileCache(pulumi.ComponentResource):
@@ -105,7 +107,7 @@ class CompileCache(pulumi.ComponentResource):
             soft_delete_policy={"retention_duration_seconds": 0},
             force_destroy=not keep,
             labels=args.labels,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep, depends_on=args.services),
         )
         gcp.storage.BucketIAMMember(
             f"{name}-object-user",

@@ -71,8 +71,8 @@ class GkeDeployment(pulumi.ComponentResource):
             "tpu-class", compute_class.compute_class(cfg, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
         cache = CompileCache("compile-cache", CompileCacheArgs(
-            settings=cfg, workload_service_account_email=args.workload_identity.email, labels=args.labels),
-            after_services)
+            settings=cfg, workload_service_account_email=args.workload_identity.email, labels=args.labels,
+            services=args.services), pulumi.ResourceOptions(parent=self))
         image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",

@@ -56,6 +56,9 @@ def _gke_cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
             "flex-start, or set gke.allowUnboundedBilling true if you mean it"
         )
     errors += _gke_class_checks(settings, warnings)
+    if "size_gb" in settings.cache.model_fields_set:
+        warnings.append(f"cache.sizeGb = {settings.cache.size_gb} is read only by the vm platform (its cache disk); "
+                        "on gke the compile cache is a Cloud Storage bucket, billed for what it holds; remove it")
     if model == "flex-start":
         unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
         if unverified:
