@@ -9,11 +9,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import serve_command
+from components.costs import gke_costs, kv_outputs
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
-from components.gke.costs import gke_costs, kv_outputs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
 from components.gke.workload import ServingWorkload, ServingWorkloadArgs
