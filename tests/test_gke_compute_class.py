@@ -230,3 +230,24 @@ def test_the_policy_passes_the_stacks_class_and_refuses_each_violation(with_fall
 def test_a_namespace_quota_past_the_chip_cap_is_reported(hard, over):
     quota = {"metadata": {"name": "q", "namespace": "x"}, "spec": {"hard": hard}}
     assert bool(gke_rules.gke_tpu_chips_capped(gke_rules.RESOURCE_QUOTA_TYPE, quota)) is over
+
+
+def test_the_pack_entry_point_reads_the_class_and_the_quota(with_fallbacks):
+    from tests.test_gke_policy import entry_points, hand_made
+
+    triples = with_urns(with_fallbacks.registrations)
+    (props, urn), = [(p, u) for t, p, u in triples if t == COMPUTE_CLASS]
+    copied = copy.deepcopy(props)  # the stack's opt-in annotation, on a class the stack did not make
+    no_run = copy.deepcopy(props)
+    del no_run["spec"]["priorities"][0]["maxRunDurationSeconds"]
+    quota = {"metadata": {"name": "q", "namespace": "x"}, "spec": {"hard": {"requests.google.com/tpu": "12"}}}
+    reports = entry_points({
+        "stack class": [(COMPUTE_CLASS, props, urn)],
+        "copied opt-in": [hand_made(COMPUTE_CLASS, copied)],
+        "no run duration": [(COMPUTE_CLASS, no_run, urn)],
+        "quota": [hand_made(gke_rules.RESOURCE_QUOTA_TYPE, quota)],
+    })
+    assert reports["stack class"]["gke-tpu-pool-run-ends"] == [] == reports["stack class"]["gke-tpu-chips-capped"]
+    assert len(reports["copied opt-in"]["gke-tpu-pool-run-ends"]) == 2  # spot and on-demand, no run end
+    assert "no maxRunDurationSeconds" in reports["no run duration"]["gke-tpu-pool-run-ends"][0]
+    assert "12 chips" in reports["quota"]["gke-tpu-chips-capped"][0]
