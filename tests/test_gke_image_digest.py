@@ -118,3 +118,42 @@ def test_a_digest_in_the_settings_registers_no_resolver():
     program = harness.run(harness.with_section(harness.gke_config(), "vllm", image=pinned), stack="gke")
     assert program.problems is None and not program.of_type(DIGEST_TYPE)
     assert program.output("vllmImage")["value"] == pinned
+
+
+def test_the_real_provider_host_pins_at_create_and_keeps_it_through_diff(tmp_path, registry):
+    """The engine's part, as tests/test_provider_host.py plays it: `python -m pulumi.dynamic` from the project root,
+    the provider pickled into `__provider`, Check / Create / Diff over gRPC."""
+    import os
+
+    from google.protobuf import struct_pb2
+    from pulumi.dynamic.dynamic import serialize_provider
+    from pulumi.runtime import proto, rpc
+
+    from tests.test_provider_host import ROOT, Host, marshal, pickled_globals, unmarshal
+
+    blob = serialize_provider(ImageDigestProvider())
+    assert pickled_globals(blob) == [("components.gke.image_digest", "ImageDigestProvider")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8", "PULUMI_PROJECT": "tpu-vllm",
+           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    host = Host(ROOT, env, tmp_path / "host.stderr")
+    try:
+        urn = f"urn:pulumi:gke::tpu-vllm::tpu-vllm:gke:Deployment${DIGEST_TYPE}::vllm-image"
+        image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly"
+        ins = {"image": image, "pinned": None, "digest": None, "__provider": rpc.wrap_rpc_secret(blob)}
+        host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptSecrets=True,
+                                                      acceptResources=True))
+        checked = host.call("Check", proto.CheckRequest(urn=urn, type=DIGEST_TYPE, name="vllm-image",
+                                                        olds=struct_pb2.Struct(), news=marshal(ins, False)))
+        created = host.call("Create", proto.CreateRequest(urn=urn, properties=checked.inputs, timeout=60))
+        outs = unmarshal(created.properties)
+        assert outs["pinned"] == created.id == f"127.0.0.1:{registry.port}/vllm/vllm-tpu@" + registry.digest(
+            manifest_bytes("nightly"))
+        registry.tags["vllm/vllm-tpu"]["nightly"] = manifest_bytes("moved on")  # a new nightly
+        same = host.call("Diff", proto.DiffRequest(id=created.id, urn=urn, olds=created.properties,
+                                                   news=checked.inputs))
+        assert same.changes == proto.DiffResponse.DIFF_NONE
+        moved = marshal({**ins, "image": image.replace("nightly", "v0.1")}, False)
+        changed = host.call("Diff", proto.DiffRequest(id=created.id, urn=urn, olds=created.properties, news=moved))
+        assert changed.changes == proto.DiffResponse.DIFF_SOME and list(changed.replaces) == ["image"]
+    finally:
+        host.stop()
