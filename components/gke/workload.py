@@ -269,7 +269,7 @@ class ServingWorkloadArgs:
     namespace: str
     """The Kubernetes namespace the stack creates and deploys into."""
     google_service_account_email: pulumi.Input[str]
-    """The workload's Google identity: secretAccessor on the stack's two secrets, nothing else."""
+    """The workload's Google identity: secretAccessor on the stack's two secrets and objectUser on the cache bucket."""
     hf_token_secret_name: pulumi.Input[str]
     """projects/<project>/secrets/<id> of the HF token."""
     api_key_secret_name: pulumi.Input[str]
