@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from components.settings.checks import cross_checks
 from components.settings.errors import config_key, finding_of
 from components.settings.facts import NAMESPACE
 from components.settings.findings import NO_VALUE, Finding, SettingsError, full_key, is_under
+from components.settings.namespaces import unread_namespace_findings
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
 
 
@@ -70,7 +72,11 @@ def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w./:@+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def _secrecy_problems(raw: dict[str, Any], secret_keys: frozenset[str]) -> list[Finding]:
+def stack_file_name(stack: str) -> str:
+    return f"Pulumi.{stack}.yaml"
+
+
+def _secrecy_problems(raw: dict[str, Any], secret_keys: frozenset[str], stack: str) -> list[Finding]:
     """A value set with --secret must stay one; a token or key set without it sits in plaintext in the file."""
     problems = []
     for key in sorted(secret_keys & raw.keys()):
@@ -84,7 +90,7 @@ def _secrecy_problems(raw: dict[str, Any], secret_keys: frozenset[str]) -> list[
             ))
     for key in sorted(SECRET_BY_NATURE & raw.keys() - secret_keys):
         problems.append(Finding(
-            key, NO_VALUE, "is stored in plaintext in Pulumi.<stack>.yaml",
+            key, NO_VALUE, f"is stored in plaintext in {stack_file_name(stack)}",
             f"set it again with `pulumi config set --secret {NAMESPACE}:{key}` (paste it at the prompt), and "
             "replace it if that file was shared",
         ))
@@ -97,15 +103,16 @@ def _reads_a_failed_key(finding: Finding, failed: list[str]) -> bool:
 
 
 def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool = False,
-         secret_keys: frozenset[str] | None = None) -> Loaded:
+         secret_keys: frozenset[str] | None = None, config_problems: Iterable[Finding] = ()) -> Loaded:
     """Validate raw config values (already JSON-decoded). Raises SettingsError with every problem.
 
     secret_keys: the top-level keys set with --secret (None when the caller cannot know, e.g. pure rule tests).
+    config_problems: what is wrong with the stack's other keys (see namespaces.py), listed first.
     """
     context: dict[str, Any] = {"warnings": []}
-    problems: list[Finding] = []
+    problems: list[Finding] = list(config_problems)
     if secret_keys is not None:
-        problems += _secrecy_problems(raw, secret_keys)
+        problems += _secrecy_problems(raw, secret_keys, stack)
         if any(TOP_LEVEL_KEYS.get(key) is not None for key in secret_keys & raw.keys()):
             # Any further message could quote a value of the secret section: stop here.
             raise SettingsError(problems)
@@ -167,9 +174,14 @@ def from_pulumi_config() -> Loaded:
             "gcp:project", NO_VALUE, "is not set",
             "run `pulumi config set gcp:project YOUR_PROJECT` (the project that pays for the TPU)",
         )])
+    from pulumi.runtime import config as runtime_config
+
+    stack = pulumi.get_stack()
     raw, explicit_hf_secret = raw_from_pulumi_config()
-    return load(raw, project=project, stack=pulumi.get_stack(), explicit_hf_secret=explicit_hf_secret,
-                secret_keys=secret_keys_from_pulumi_config())
+    every_key = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    return load(raw, project=project, stack=stack, explicit_hf_secret=explicit_hf_secret,
+                secret_keys=secret_keys_from_pulumi_config(),
+                config_problems=unread_namespace_findings(every_key, stack_file_name(stack)))
 
 
 def secret_keys_from_pulumi_config() -> frozenset[str]:
