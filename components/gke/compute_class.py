@@ -72,8 +72,10 @@ def compute_class(settings: Settings, node_service_account: Any) -> dict[str, An
         "spec": {
             "priorities": [priority(settings, model) for model in models(settings)],
             # The class makes its own node pools, with the nodes' least-privilege identity (not Compute's default).
+            # No imageStreaming (Google's class sets it): it streams Artifact Registry images only, and needs the
+            # Container File System API; vllm/vllm-tpu comes from Docker Hub.
             "nodePoolAutoCreation": {"enabled": True},
-            "nodePoolConfig": {"serviceAccount": node_service_account, "imageStreaming": {"enabled": True}},
+            "nodePoolConfig": {"serviceAccount": node_service_account},
             # With no priority satisfiable, wait for capacity rather than put a TPU pod anywhere else.
             "whenUnsatisfiable": "DoNotScaleUp",
             # Move replicas back to the first priority when it has capacity again (a fallback costs more).
