@@ -128,6 +128,7 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
         env.append({"name": "HF_HOME", "value": HF_DIR})
     else:
         env.append({"name": "HF_HOME", "value": "/dev/shm"})
+    env += [{"name": name, "value": value} for name, value in serve_command.backend_environment(settings).items()]
     probe = {"exec": {"command": health_probe_command(settings.front.upstream_port)}, "timeoutSeconds": 5}
     tolerations = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     if settings.tpu.provisioning_model == "flex-start":

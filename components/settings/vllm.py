@@ -25,6 +25,7 @@ from components.settings.facts import (
     family_of,
 )
 from components.settings.fields import HOSTNAME, _inward_host, _Section, _warn, parse_duration, pullable_image
+from components.settings.speculative import SpeculativeSetting
 
 
 class KvLayerGroupSetting(_Section):
@@ -108,6 +109,8 @@ class VllmSettings(_Section):
     """Hosts vLLM may fetch image/audio URLs from (exact names); none by default: inline data only."""
     container_access: Literal["privileged", "devices"] = "privileged"
     """How the container reaches the TPU: --privileged (measured by the log) or only the device nodes."""
+    speculative_config: SpeculativeSetting | None = None
+    """n-gram speculative decoding (--speculative-config); unset: none, as the log ran."""
 
     @model_validator(mode="before")
     @classmethod
@@ -238,18 +241,6 @@ class VllmSettings(_Section):
                 "unknown KV cache dtype; accepted values are "
                 + ", ".join(sorted(KV_DTYPES_ACCEPTED)) + " and turboquant_*; use auto"
             )
-        return value
-
-    @field_validator("max_num_batched_tokens")
-    @classmethod
-    def _bucketed(cls, value: int, info: ValidationInfo) -> int:
-        bucket = budget.next_power_of_two(value)
-        if bucket != value:
-            _warn(info, (
-                f"vllm.maxNumBatchedTokens={value} compiles as the {bucket} bucket (TPU "
-                f"precompiles powers of two) and runs {bucket}-shaped kernels with less work "
-                f"in them: the log measured -24.7% throughput at 2496; use {bucket}"
-            ))
         return value
 
     @field_validator("tensor_parallel_size")

@@ -70,10 +70,32 @@ def budget_summary(settings: Any, resources: Sequence[dict[str, Any]] = ()) -> d
             "load_limit_tokens": kv.load_limit_tokens,
         })
     summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    summary.update(arms_summary(settings, kv))
     if settings.platform == "gke":
         from components.gke.costs import plan_summary
 
         summary.update(plan_summary(settings))  # the lines above are per chip; these are the whole cluster
+    return summary
+
+
+def arms_summary(settings: Any, kv: Any) -> dict[str, Any]:
+    """The untested arms a stack turns on (components/arms.py), with the KV and bucket arithmetic they
+    change, and tpu-inference's environment; nothing for the log's own configuration."""
+    from components import arms, budget, serve_command
+
+    summary: dict[str, Any] = {}
+    environment = serve_command.backend_environment(settings)
+    if environment:
+        summary["tpu_inference_environment"] = environment
+    turned_on = arms.untested_arms(settings)
+    if not turned_on:
+        return summary
+    summary["untested_arms"] = [arm.as_plan() for arm in turned_on]
+    if kv is not None:
+        summary["blocks_per_request"] = kv.blocks_per_request
+    gap = settings.tpu_inference.bucket_padding_gap
+    ladder = budget.token_buckets(settings.vllm.max_num_batched_tokens, gap)
+    summary["token_buckets"] = {"count": len(ladder), "largest": ladder[-1], "padding_gap": gap}
     return summary
 
 

@@ -7,6 +7,7 @@ import re
 
 from components import budget
 from components.settings.checks.access import _access_checks
+from components.settings.checks.arms import _arm_checks
 from components.settings.checks.gke import _gke_cross_checks
 from components.settings.checks.memory import _memory_checks
 from components.settings.checks.model import _model_checks
@@ -77,6 +78,7 @@ def _cross_checks(settings: Settings, warnings: list[str]) -> list[str]:
         )
     errors += _model_checks(settings, warnings)
     errors += _memory_checks(settings, warnings)
+    errors += _arm_checks(settings, warnings)
 
     if settings.front.upstream_port in (vllm.port, 22):
         errors.append(
