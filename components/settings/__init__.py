@@ -63,7 +63,9 @@ from components.settings.loading import (
 )
 from components.settings.planned_load import LoadSettings
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
+from components.settings.speculative import SpeculativeSetting
 from components.settings.tpu import TpuSettings
+from components.settings.tpu_inference import TpuInferenceSettings
 from components.settings.vllm import KvLayerGroupSetting, ModelGeometrySetting, VllmSettings
 from policy import address_ranges  # the old module's name for it, which tests read
 
@@ -77,7 +79,8 @@ __all__ = [
     "OFFLINE_PLAN_PROJECT", "SECRET_BY_NATURE", "SSH_PORT", "SYSTEM_MOUNT_ROOTS", "TOP_LEVEL_KEYS", "V5E_ZONES",
     "VLLM_MODALITIES", "VLLM_REASONING_PARSERS", "VLLM_TOOL_CALL_PARSERS",
     "AccessSettings", "CacheSettings", "FrontSettings", "GkeSettings", "KvLayerGroupSetting", "LoadSettings",
-    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "TpuSettings", "VllmSettings",
+    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "SpeculativeSetting",
+    "TpuInferenceSettings", "TpuSettings", "VllmSettings",
     "address_ranges", "family_of", "from_pulumi_config", "gke_version_at_least", "load", "parse_duration",
     "pullable_image", "raw_from_pulumi_config", "secret_keys_from_pulumi_config",
 ]
