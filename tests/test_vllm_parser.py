@@ -9,6 +9,8 @@ One run of that script serves every test here (importing vLLM takes ~10 s).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -74,18 +76,37 @@ def vllm_python() -> str:
 
 
 @pytest.fixture(scope="module")
-def verdict():
+def verdict(tmp_path_factory):
+    """Judged once per test run: xdist's workers share this run's temp dir (their base temp's parent), and
+    the first one writes the verdict there under a lock the others wait on. Keyed by the request, so
+    nothing but this run's own commands is ever read back."""
+    request = json.dumps(verdict_request(), sort_keys=True)
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = run_dir.parent
+    shared = run_dir / f"vllm-parser-{hashlib.sha256(request.encode()).hexdigest()[:16]}.json"
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.exists():
+            shared.write_text(json.dumps(judge(request)))
+    return json.loads(shared.read_text())
+
+
+def verdict_request() -> dict:
     commands = {name: serve_command.vllm_serve_args(arm_settings(extra)) for name, extra in ARMS.items()}
     for name, (spec, _) in SPECULATIVE_PROBES.items():
         commands[f"probe-{name}"] = ["vllm", "serve", facts.DEFAULT_MODEL, "--speculative-config", json.dumps(spec)]
     commands["unknown-flag"] = ["vllm", "serve", facts.DEFAULT_MODEL, "--no-such-flag"]
-    request = {
+    return {
         "commands": commands,
         "env": {name: serve_command.backend_environment(arm_settings(extra)) for name, extra in ARMS.items()},
         "env_names": [variable.env for variable in TPU_INFERENCE_VARIABLES],
         "paddings": PADDINGS,
     }
-    completed = subprocess.run([vllm_python(), str(CHECK)], input=json.dumps(request), capture_output=True,
+
+
+def judge(request: str) -> dict:
+    completed = subprocess.run([vllm_python(), str(CHECK)], input=request, capture_output=True,
                                text=True, timeout=600, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout)
