@@ -46,6 +46,14 @@ class SpeculativeSetting(_Section):
                 "set it to ngram")
         return value
 
+    @field_validator("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", mode="before")
+    @classmethod
+    def _a_number_not_a_switch(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise InvalidSettingError("a number of tokens, not true or false (pydantic would read it as 1 or 0)",
+                                      "set a count, e.g. 3")
+        return value
+
     @field_validator("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
     @classmethod
     def _positive(cls, value: int) -> int:

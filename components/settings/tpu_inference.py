@@ -78,6 +78,16 @@ class TpuInferenceSettings(_Section):
         "`VLLM_XLA_CHECK_RECOMPILATION`: a runtime recompile is an error; for one validation boot (warns while "
         "on). Each key is rendered into vLLM's container environment only when set"))
 
+    @field_validator("num_precompile_workers", "bucket_padding_gap", mode="before")
+    @classmethod
+    def _a_number_not_a_switch(cls, value: Any) -> Any:
+        # pydantic would read true as 1: `numPrecompileWorkers: true` meant "on", and would silently stay serial.
+        if isinstance(value, bool):
+            raise InvalidSettingError(
+                "a number, not true or false (it would be read as 1 or 0, which is not what a switch means here)",
+                "set a count, e.g. numPrecompileWorkers: 8 or bucketPaddingGap: 128")
+        return value
+
     @field_validator("num_precompile_workers")
     @classmethod
     def _workers_on_the_host(cls, value: int) -> int:
