@@ -7,6 +7,7 @@ vLLM's own parser judges the rendered commands in tests/test_vllm_parser.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -80,12 +81,25 @@ def test_each_variable_reaches_vllms_container_on_the_vm_before_the_image():
 
 def test_each_variable_reaches_the_gke_pods_vllm_container():
     cfg = load({"platform": "gke", "tpuInference": ALL_TPU_INFERENCE}).settings
-    pod = workload.pod_template(cfg, service_account="vllm", node_pool="tpu", hash_of_config="x")
+    pod = workload.pod_template(cfg, service_account="vllm", image="i", cache_bucket="b", cache_prefix="xla/k",
+                                hash_of_config="x")
     [vllm] = [c for c in pod["spec"]["containers"] if c["name"] == "vllm"]
     env = {entry["name"]: entry["value"] for entry in vllm["env"]}
     assert {name: env[name] for name in ALL_ENV} == ALL_ENV
     front = [c for c in pod["spec"]["containers"] if c["name"] != "vllm"]
     assert all(name not in json.dumps(front) for name in ALL_ENV)  # the front's nginx gets none
+
+
+def test_the_gke_compile_cache_gives_each_variable_setting_its_own_prefix():
+    from components.gke import compile_cache
+
+    default = load({"platform": "gke"}).settings
+    gapped = load({"platform": "gke", "tpuInference": {"bucketPaddingGap": 128}}).settings
+    assert serve_command.vllm_serve_args(default) == serve_command.vllm_serve_args(gapped)
+    assert compile_cache.flags_key(default) != compile_cache.flags_key(gapped)
+    # Unset variables leave the log's configuration on the prefix it had.
+    plain = hashlib.sha256("\0".join(serve_command.vllm_serve_args(default)).encode()).hexdigest()[:16]
+    assert compile_cache.flags_key(default) == plain
 
 
 def test_a_key_set_to_its_default_is_rendered_and_unset_keys_are_not():
