@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tools import bench, bench_client_ceiling
-from tools.fake_openai_server import FakeOpenAIServer, FakeTiming
+from dev import bench_client_ceiling
+from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from tools import bench
 
 TTFT, TPOT, OUTPUT = 0.1, 0.02, 11  # one request: 0.1 s to the first token + 10 x 0.02 s
 

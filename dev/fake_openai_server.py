@@ -4,7 +4,7 @@ The first content token comes `ttft` seconds after the request, then one every `
 (tpot 0: as fast as it can, still one chunk per token). Faults: every Nth chat request fails with 500 or
 hangs; /tokenize can be switched off to exercise the usage-based calibration.
 
-    python -m tools.fake_openai_server --port 0 --ttft 0 --tpot 0    # prints the port
+    python -m dev.fake_openai_server --port 0 --ttft 0 --tpot 0    # prints the port
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def _chunk(data: bytes) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.fake_openai_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dev.fake_openai_server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ttft", type=float, default=0.0)
     parser.add_argument("--tpot", type=float, default=0.0)

@@ -5,7 +5,7 @@ and drives it with the real bench client: 64 closed-loop streams, several runs, 
 as min / median / max with the machine they ran on. The build log peaks at 1,496 tok/s;
 the client should sustain at least 20,000 (judged on the median run).
 
-    python -m tools.bench_client_ceiling [--runs 3] [--clients 64] [--output-tokens 1024] [--requests-per-client 8]
+    python -m dev.bench_client_ceiling [--runs 3] [--clients 64] [--output-tokens 1024] [--requests-per-client 8]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.bench_client_ceiling", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dev.bench_client_ceiling", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="repetitions to report min/median/max over (default: 3)")
     parser.add_argument("--clients", type=int, default=64, help="concurrent streams (default: 64)")
     parser.add_argument("--output-tokens", type=int, default=1024, help="tokens per request (default: 1024)")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.runs, args.clients, args.output_tokens, args.requests_per_client) < 1:
         parser.error("--runs, --clients, --output-tokens and --requests-per-client must be at least 1")
-    server = subprocess.Popen([sys.executable, "-m", "tools.fake_openai_server", "--port", "0"],
+    server = subprocess.Popen([sys.executable, "-m", "dev.fake_openai_server", "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
