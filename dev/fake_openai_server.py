@@ -213,6 +213,9 @@ class FakeOpenAIServer:
             return await self._chat(body, writer)
         elif path == "/fake/stats":
             await self._json(writer, 200, self.stats())
+        elif path == "/fake/records":
+            await self._json(writer, 200, [{"head": r.content.split(" ", 1)[0], "received": r.received,
+                                            "token_times": r.token_times} for r in self.streams])
         elif path == "/fake/reset" and method == "POST":
             self.streams.clear()
             await self._json(writer, 200, {})

@@ -245,6 +245,14 @@ def test_the_server_writes_vllms_json_raw_utf8_one_token_per_chunk():
     assert b'"choices":[{"index":0,"delta":{"content":"a' in body  # compact separators
 
 
+def test_ttft_starts_when_the_request_goes_to_the_socket_before_the_server_reads_it(server):
+    result = one_request(server.url)
+    record = server.streams[-1]
+    # Stamped just before the write, so it precedes the server's read: the bound stays causal.
+    assert result.start <= result.sent <= record.received
+    assert result.ttft == result.first_token - result.sent >= record.token_times[0] - record.received
+
+
 @pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, tokens=("", "tok"))], indirect=True)
 def test_a_first_token_that_decodes_to_nothing_is_counted_against_the_server(server):
     result = one_request(server.url)
