@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools.mocks import is_wrapped_secret
+from tools.plan.engine import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG = ROOT / "Pulumi.dev.yaml"
@@ -16,14 +16,14 @@ GKE_CONFIG = ROOT / "Pulumi.gke.yaml"
 
 
 def dev_config(project: str = "my-proj") -> dict[str, str]:
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     config, _ = read_stack_config(DEV_CONFIG)
     return {**config, "gcp:project": project}
 
 
 def gke_config(project: str = "my-proj") -> dict[str, str]:
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     config, _ = read_stack_config(GKE_CONFIG)
     return {**config, "gcp:project": project}

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 
-from tools.plan import run_program
+from tools.plan.engine import run_program
 
 
 class Collect(logging.Handler):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components import budget
-from tools.plan import render_text
+from tools.plan.render import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def gke_budget(**gke_values) -> dict:
     """The plan's budget for a variant of the gke stack (the plan's own functions, no program run)."""
     from components import settings as settings_module
     from tests.test_gke_settings import gke_raw
-    from tools.plan import budget_summary
+    from tools.plan.model import budget_summary
 
     raw = gke_raw()
     extra = gke_values.pop("top", {})

@@ -9,7 +9,7 @@ import pytest
 
 from components import budget, settings
 from components.gke import autoscaling, metrics_door
-from tools.plan import read_stack_config
+from tools.plan.stack_file import read_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

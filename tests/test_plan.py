@@ -128,7 +128,7 @@ def test_resources_are_in_tree_order_with_components_counted_apart(dev_json, dev
 
 
 def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
-    from tools import mocks
+    from tools.plan import placeholders as mocks
 
     for invented in (mocks.MOCK_EXTERNAL_IP, mocks.MOCK_INTERNAL_IP, "mockmockmock"):
         assert invented not in dev_text and invented not in json.dumps(dev_json), invented
@@ -147,7 +147,7 @@ def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
 
 
 def test_placeholders_leave_real_values_that_merely_look_alike():
-    from tools.mocks import mark_placeholders
+    from tools.plan.placeholders import mark_placeholders
 
     assert mark_placeholders(["10.128.0.25", "203.0.113.100", "x ACTIVE", "ACTIVE"]) == [
         "10.128.0.25", "203.0.113.100", "x ACTIVE", "<queued-resource-state>"]
@@ -283,7 +283,7 @@ MALFORMED_STACK_FILES = [
                          ids=[case[0] for case in MALFORMED_STACK_FILES])
 def test_a_malformed_stack_file_names_the_file_and_the_fix(tmp_path, text, words):
     from components.settings import SettingsError
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     path = tmp_path / "Pulumi.review.yaml"
     path.write_text(text)
@@ -296,7 +296,7 @@ def test_a_malformed_stack_file_names_the_file_and_the_fix(tmp_path, text, words
 
 @pytest.mark.parametrize("text", ["", "config:\n", "# only a comment\n", "config: {}\n"])
 def test_an_empty_stack_file_is_an_empty_config(tmp_path, text):
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     path = tmp_path / "Pulumi.review.yaml"
     path.write_text(text)
@@ -405,7 +405,7 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
 
 
 def test_diff_of_a_plan_with_itself_says_no_changes(two_plans):
-    from tools import plan_diff
+    from tools.plan import diff as plan_diff
 
     _, _, head, _ = two_plans
     assert plan_diff.render_diff(head, head, "same.json") == (
@@ -423,8 +423,8 @@ def _edited(plan_data: dict, name: str, path: list, edit) -> dict:
 
 
 def test_diff_shows_a_changed_script_line_by_line_and_names_the_file(two_plans):
-    from tools import plan_diff
-    from tools.plan import sha256
+    from tools.plan import diff as plan_diff
+    from tools.plan.model import sha256
 
     _, _, head, _ = two_plans
     base = _edited(head, "vllm-serve", ["stdin"], lambda text: text.replace("set -euo pipefail", "set -eu", 1))
@@ -445,7 +445,8 @@ def test_diff_shows_a_changed_script_line_by_line_and_names_the_file(two_plans):
 
 def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
     """A base branch's plan may predate component flags, files, placeholders and the disk cost."""
-    from tools import mocks, plan_diff
+    from tools.plan import diff as plan_diff
+    from tools.plan import placeholders as mocks
 
     _, _, head, _ = two_plans
     old = json.loads(json.dumps(head).replace("<external-ip>", mocks.MOCK_EXTERNAL_IP)
@@ -474,10 +475,11 @@ def test_diff_refuses_a_file_that_is_not_a_plan(tmp_path, content):
 
 
 def test_a_program_that_stops_after_the_settings_passed_is_reported_not_crashed(monkeypatch, tmp_path):
-    from tools import plan as plan_module
+    from tools.plan import engine
+    from tools.plan import model as plan_module
 
     directory = write_stack(tmp_path, {"gcp:project": "my-proj"})
-    stopped = plan_module.ProgramRun([], [], None, {}, error="secret hf-token not found in project proj")
+    stopped = engine.ProgramRun([], [], None, {}, error="secret hf-token not found in project proj")
     monkeypatch.setattr(plan_module, "run_program", lambda *args, **kwargs: stopped)
     with pytest.raises(plan_module.PlanError, match="secret hf-token not found"):
         plan_module.run_plan("review", directory)
@@ -487,7 +489,7 @@ def test_the_plan_leaves_no_event_loop_for_the_exit_to_trip_over():
     # Open loops are finalised at exit after their own sockets, in no fixed order, and then print
     # "Exception ignored in BaseEventLoop.__del__" to stderr on some runs.
     code = ("import asyncio, gc\n"
-            "from tools.plan import run_plan\n"
+            "from tools.plan.model import run_plan\n"
             "run_plan('dev')\n"
             "print(sum(isinstance(o, asyncio.AbstractEventLoop) and not o.is_closed() for o in gc.get_objects()))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

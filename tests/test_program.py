@@ -13,7 +13,8 @@ from components.vm import container
 from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
-from tools.mocks import MOCK_NODE_UID, is_wrapped_secret, unwrap
+from tools.plan.engine import is_wrapped_secret, unwrap
+from tools.plan.placeholders import MOCK_NODE_UID
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"

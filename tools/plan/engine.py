@@ -1,4 +1,5 @@
-"""Pulumi mocks that give each resource type plausible outputs and record what was registered.
+"""The offline engine: runs the real program under Pulumi mocks that give each resource type plausible
+outputs and record what was registered.
 
 Shared by the offline plan and the tests, so both see the program the same way.
 """
@@ -7,74 +8,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
+import os
+import runpy
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
+from tools.plan.placeholders import (
+    MOCK_EXTERNAL_IP,
+    MOCK_GKE_CA,
+    MOCK_GKE_CHANNEL_DEFAULTS,
+    MOCK_GKE_ENDPOINT,
+    MOCK_GKE_VERSION,
+    MOCK_INTERNAL_IP,
+    MOCK_LOAD_BALANCER_IP,
+    MOCK_NODE_UID,
+    MOCK_PROJECT_NUMBER,
+    MOCK_PUBLIC_KEY,
+    MOCK_STATE,
+    MOCK_TERMINATION_TIME,
+    SECRET_PLACEHOLDER,
+)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
-REDACTED = "[secret]"
-
-# What only GCP knows after deploy, as the mocks invent it (plausible, so the program's own
-# string handling runs as in a deploy; distinctive, so the plan can mark every use).
-MOCK_PROJECT_NUMBER = "123456789012"
-# A TPU node's `id` is an int64 in a string; GCP gives every new node a new one.
-MOCK_NODE_UID = "4611686018427387904"
-MOCK_GKE_ENDPOINT = "203.0.113.20"
-MOCK_GKE_CA = "bW9jay1jbHVzdGVyLWNh"  # base64("mock-cluster-ca"): a public certificate, not a secret
-MOCK_GKE_VERSION = "1.34.1-gke.1829001"
-MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_VERSION,
-                             "STABLE": "1.33.5-gke.1308000"}
-MOCK_LOAD_BALANCER_IP = "10.128.0.50"
-MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
-MOCK_INTERNAL_IP = "10.128.0.2"
-MOCK_STATE = "ACTIVE"
-MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
-MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
-
-# How the plan shows them: as marked placeholders, never as if they were real.
-PLACEHOLDERS = {
-    MOCK_EXTERNAL_IP: "<external-ip>",
-    MOCK_INTERNAL_IP: "<internal-ip>",
-    MOCK_PROJECT_NUMBER: "<project-number>",
-    MOCK_TERMINATION_TIME: "<run-end-time>",
-    MOCK_PUBLIC_KEY: "<generated-ssh-public-key>",
-    MOCK_NODE_UID: "<node-uid>",
-    MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
-    MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
-}
-# A state is a common word: only a whole value equal to it is a placeholder.
-WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
-PLACEHOLDER_MEANINGS = {
-    "<external-ip>": "the node's external IP, given by GCP when the node is created",
-    "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
-    "<project-number>": "your project's number",
-    "<run-end-time>": "when the run ends (runDuration.terminationTime), set when the node becomes ACTIVE",
-    "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
-    "<queued-resource-state>": "the queued resource's state at deploy time",
-    "<node-uid>": "the TPU node's own id, new for every node GCP creates",
-    "<cluster-endpoint>": "the GKE control plane's address",
-    "<load-balancer-ip>": "the internal load balancer's address, given when it is created",
-}
-
-
-def mark_placeholders(value: Any) -> Any:
-    """Every invented value replaced by its placeholder, wherever it ended up."""
-    if isinstance(value, str):
-        if value in WHOLE_VALUE_PLACEHOLDERS:
-            return WHOLE_VALUE_PLACEHOLDERS[value]
-        for invented, placeholder in PLACEHOLDERS.items():
-            # Not inside a longer number: 10.128.0.25 is not 10.128.0.2.
-            value = re.sub(rf"(?<![\d.]){re.escape(invented)}(?![\d])", placeholder, value)
-        return value
-    if isinstance(value, dict):
-        return {key: mark_placeholders(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [mark_placeholders(item) for item in value]
-    return value
-
+REDACTED = SECRET_PLACEHOLDER
 
 @dataclass
 class Registration:
@@ -271,3 +233,64 @@ def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] |
         monitor=RecordingMonitor(mocks),
     )
     return mocks
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Any]
+    warnings: list[str]
+    settings: Any
+    outputs: dict[str, tuple[Any, bool]]
+    """name -> (value, is_secret)."""
+    error: str | None = None
+    """The program's own RunError, if it stopped (bad config, a missing secret)."""
+
+
+def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
+                fixed_outputs: dict[str, dict[str, Any]] | None = None,
+                failing_calls: dict[str, str] | None = None, validate_first: bool = True) -> ProgramRun:
+    """Run __main__.py once under mocks in this process.
+
+    validate_first: check the settings before the program runs and raise SettingsError (the
+    plan's exit 2); otherwise the program's own RunError is returned with what it registered.
+    """
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    os.environ.pop("PULUMI_CONFIG", None)
+    recorder = install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs,
+                       failing_calls=failing_calls)
+    runtime_config.set_all_config(config, secret_keys)
+
+    from components import settings as settings_module
+
+    loaded = settings_module.from_pulumi_config() if validate_first else None
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        namespace = runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    except pulumi.RunError as error:
+        try:
+            _sync_await(wait_for_rpcs())  # let what was already registered reach the mocks
+        except Exception:  # noqa: BLE001 - the failure behind the RunError, already reported by it
+            pass
+        # Registrations may still be in flight on worker threads here: their loops stay open.
+        return ProgramRun(recorder.registrations, [], None, {}, error=str(error))
+    _sync_await(wait_for_rpcs())
+    loaded = loaded or namespace["loaded"]
+
+    outputs = {}
+    for name, value in get_root_resource().outputs.items():
+        output = pulumi.Output.from_input(value)
+        outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
+    _close_loops(recorder)
+    return ProgramRun(recorder.registrations, loaded.warnings, loaded.settings, outputs)
+
+
+def _close_loops(recorder: Any) -> None:
+    """Every RPC has returned: close the worker threads' loops and this thread's (see close_event_loops)."""
+    recorder.event_loops.add(asyncio.get_event_loop())
+    recorder.close_event_loops()
+

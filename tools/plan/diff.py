@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools import command_line
-from tools.mocks import mark_placeholders
-from tools.plan import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
+from tools.plan import command_line
+from tools.plan.model import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
+from tools.plan.placeholders import mark_placeholders
 
 ABSENT = "(absent)"
 SCRIPT_DIFF_LINES = 60
