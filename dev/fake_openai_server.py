@@ -9,7 +9,8 @@ when `stream_options.include_usage` asks for it; `data: [DONE]` last. Errors as 
 error is `{"error": {"message", "type", "param", "code"}}`, an error inside an open stream is that object as
 an event (`json.dumps`, so spaced and ASCII-escaped) followed by `[DONE]`.
 
-Token i of a stream leaves at request + ttft + i x tpot (an absolute schedule, so sleeps do not drift), and
+Token i of a stream leaves at request + ttft + i x tpot (an absolute schedule, so sleeps do not drift;
+`tpot_per_stream` and `prefill_per_token` make it slow with load and context as a real server does), and
 the server records when it read each request and sent each token, for tests that check the client's
 figures against them by causality.
 
@@ -79,6 +80,10 @@ class ChatCompletionStreamResponse(BaseModel):
 class FakeTiming:
     ttft: float = 0.05
     tpot: float = 0.01
+    tpot_per_stream: float = 0.0
+    """Seconds each other open stream adds to a token's interval: streams sharing one decoder, as a batch does."""
+    prefill_per_token: float = 0.0
+    """Seconds each prompt token adds to the first token: prefill that grows with the context."""
     tokens: tuple[str, ...] = ("tok",)
     """Token texts, cycled: put U+2028 or "" here to send what a real tokenizer can emit."""
     reasoning_only: bool = False
@@ -128,6 +133,7 @@ class FakeOpenAIServer:
         self.host, self.port = host, port
         self.chat_requests = 0
         self.connections = 0
+        self.open_streams = 0
         self.streams: list[StreamRecord] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -260,16 +266,23 @@ class FakeOpenAIServer:
             writer.write(chunk.role())
         cut = next((kind for kind, every in (("error", timing.error_event_every), ("truncate", timing.truncate_every),
                                               ("reset", timing.reset_every)) if _every(every, number)), None)
-        for index in range(output):
-            if cut and index == timing.cut_after:
-                return await self._cut(cut, chunk, writer)
-            delay = start + timing.ttft + index * timing.tpot - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            data = chunk.role() if index == 0 and not timing.role_at_once else b""
-            record.token_times.append(time.perf_counter())  # before the bytes leave: a lower bound for the client
-            writer.write(data + chunk.token(index, last=index == output - 1))
-            await writer.drain()
+        # An absolute schedule (each token's time from the last one's due time), so sleeps do not drift.
+        due = start + timing.ttft + prompt * timing.prefill_per_token
+        self.open_streams += 1
+        try:
+            for index in range(output):
+                if cut and index == timing.cut_after:
+                    return await self._cut(cut, chunk, writer)
+                delay = due - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                data = chunk.role() if index == 0 and not timing.role_at_once else b""
+                record.token_times.append(time.perf_counter())  # before the bytes leave: a lower bound
+                writer.write(data + chunk.token(index, last=index == output - 1))
+                await writer.drain()
+                due += timing.tpot + timing.tpot_per_stream * (self.open_streams - 1)
+        finally:
+            self.open_streams -= 1
         if timing.usage_delay:
             await asyncio.sleep(timing.usage_delay)
         include_usage = (body.get("stream_options") or {}).get("include_usage")
@@ -354,8 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="(default: 0, any free port; printed on stdout)")
     parser.add_argument("--ttft", type=float, default=0.0, help="seconds to the first token (default: 0)")
     parser.add_argument("--tpot", type=float, default=0.0, help="seconds between tokens (default: 0)")
+    parser.add_argument("--tpot-per-stream", type=float, default=0.0,
+                        help="seconds each other open stream adds between tokens (default: 0)")
+    parser.add_argument("--prefill-per-token", type=float, default=0.0,
+                        help="seconds each prompt token adds to the first token (default: 0)")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(FakeTiming(ttft=args.ttft, tpot=args.tpot), port=args.port)
+    timing = FakeTiming(ttft=args.ttft, tpot=args.tpot, tpot_per_stream=args.tpot_per_stream,
+                        prefill_per_token=args.prefill_per_token)
+    server = FakeOpenAIServer(timing, port=args.port)
     try:
         asyncio.run(server.serve_forever())
     except KeyboardInterrupt:

@@ -253,6 +253,16 @@ def test_ttft_starts_when_the_request_goes_to_the_socket_before_the_server_reads
     assert result.ttft == result.first_token - result.sent >= record.token_times[0] - record.received
 
 
+@pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, prefill_per_token=0.0005,
+                                               tpot_per_stream=0.5)], indirect=True)
+def test_the_servers_first_token_waits_for_its_prefill(server):
+    result = one_request(server.url)
+    record = server.streams[-1]
+    assert record.token_times[0] - record.received >= 0.01 + 128 * 0.0005  # the calibrated 128-token prompt
+    assert result.ttft >= record.token_times[0] - record.received
+    assert server.open_streams == 0  # the count that slows streams by each other is given back
+
+
 @pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, tokens=("", "tok"))], indirect=True)
 def test_a_first_token_that_decodes_to_nothing_is_counted_against_the_server(server):
     result = one_request(server.url)
