@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +33,8 @@ from dev.bench_client_ceiling import expected_rate, machine, pinning, start_serv
 from tools.bench.request import Endpoint
 from tools.bench.sweep import run_rep
 
-METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms")
+SERVER_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms")
+METRICS = (*SERVER_METRICS, "net_cpu_us_per_token")
 TOKENIZER = """
 import json, sys
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -58,7 +60,8 @@ async def ours(base_url: str, clients: int, prompts: int, output_tokens: int) ->
         rep = await run_rep(endpoint, words, clients, prompts)
         cpu = time.process_time() - cpu
     return {"output_throughput": rep.aggregate_tok_s, "median_ttft_ms": statistics.median(rep.ttft_ms),
-            "median_tpot_ms": statistics.median(rep.tpot_ms), "median_itl_ms": statistics.median(rep.itl_ms),
+            "median_tpot_ms": statistics.median(rep.tpot_ms) if rep.tpot_ms else 0.0,
+            "median_itl_ms": statistics.median(rep.itl_ms) if rep.itl_ms else 0.0,
             "completed": rep.requests - rep.errors, "failed": rep.errors, "cpu_s": cpu}
 
 
@@ -74,7 +77,7 @@ def run_vllm(vllm: str, port: int, cpus: str, tokenizer: str, args: argparse.Nam
         raise SystemExit(f"vllm bench serve failed ({completed.returncode}):\n{completed.stdout[-2000:]}"
                          f"\n{completed.stderr[-2000:]}")
     result = json.loads((Path(folder) / "vllm.json").read_text())
-    return {key: result[key] for key in (*METRICS, "completed", "failed")}
+    return {key: result[key] for key in (*SERVER_METRICS, "completed", "failed")}
 
 
 def run_ours(port: int, cpus: str, args: argparse.Namespace) -> dict:
@@ -99,13 +102,27 @@ def reset(port: int) -> None:
     asyncio.run(post())
 
 
+def child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(run_once) -> dict:
+    """One client process's figures, with the CPU seconds it spent, start-up included."""
+    before = child_cpu()
+    run = run_once()
+    run["process_cpu_s"] = child_cpu() - before
+    return run
+
+
 def line(name: str, run: dict, expected: dict) -> str:
     return (f"  {name:<18} {run['output_throughput']:>8,.0f} tok/s ({run['output_throughput'] / expected['rate']:.3f})"
             f"  TTFT {run['median_ttft_ms']:7.2f} ms ({run['median_ttft_ms'] / expected['ttft_ms']:.3f}x, "
             f"{run['median_ttft_ms'] / run['server_ttft_ms']:.3f}x the server's {run['server_ttft_ms']:.2f})"
             f"  TPOT {run['median_tpot_ms']:6.3f} ms ({run['median_tpot_ms'] / expected['tpot_ms']:.3f}x)"
             f"  ITL {run['median_itl_ms']:6.3f} ms  failed {run['failed']}"
-            + (f"  client CPU {run['cpu_s']:.2f} s" if "cpu_s" in run else ""))
+            f"  process CPU {run['process_cpu_s']:.2f} s, {run['net_cpu_us_per_token']:.1f} us/token net of start-up"
+            + (f" (in the run itself {run['cpu_s']:.2f} s)" if "cpu_s" in run else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,12 +156,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.clients} clients x {args.prompts} requests x {args.output_tokens} tokens at "
                   f"{1 / args.tpot:,.0f} tok/s each after {args.ttft * 1000:g} ms; server on CPU {placed[0]}, "
                   f"clients on {client_cpus}; expected at most {expected['rate']:,.0f} tok/s; on {machine()}")
+            # Each tool once with a single request: its start-up CPU, taken off its runs' per-token figure.
+            single = argparse.Namespace(**{**vars(args), "clients": 1, "prompts": 1})
+            startup = {"tools.bench": measured(lambda: run_ours(port, client_cpus, single))["process_cpu_s"],
+                       "vllm bench serve": measured(lambda: run_vllm(args.vllm, port, client_cpus, folder, single,
+                                                                     folder))["process_cpu_s"]}
+            print("start-up CPU (one request): " + ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
             for number in range(1, args.rounds + 1):
                 print(f"round {number}")
                 for name in runs:
                     reset(port)
-                    run = (run_ours(port, client_cpus, args) if name == "tools.bench"
-                           else run_vllm(args.vllm, port, client_cpus, folder, args, folder))
+                    run = measured(lambda name=name: run_ours(port, client_cpus, args) if name == "tools.bench"
+                                   else run_vllm(args.vllm, port, client_cpus, folder, args, folder))
+                    run["net_cpu_us_per_token"] = ((run["process_cpu_s"] - startup[name]) * 1e6
+                                                   / (args.prompts * args.output_tokens))
                     record = server_record(port)
                     run["server_ttft_ms"] = record["median_ttft_s"] * 1000
                     run["server_tpot_ms"] = record["median_tpot_s"] * 1000
@@ -154,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(10)
     print("min / median / max over the rounds")
-    for name, measured in runs.items():
+    for name, tool_runs in runs.items():
         for metric in METRICS:
-            values = [run[metric] for run in measured]
+            values = [run[metric] for run in tool_runs]
             print(f"  {name:<18} {metric:<18} {min(values):>10,.2f} {statistics.median(values):>10,.2f} "
                   f"{max(values):>10,.2f}")
     return 0

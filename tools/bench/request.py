@@ -97,7 +97,8 @@ def take_event(result: RequestResult, data: bytes, now: float) -> bool:
         result.done = True
         return False
     try:
-        event = json.loads(data)
+        # Decoded here: json.loads on bytes first sniffs their encoding, per chunk, for nothing.
+        event = json.loads(data.decode())
     except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
         result.error = short(f"unparseable stream event: {data.decode('utf-8', 'replace')}")
         return False
