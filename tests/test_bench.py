@@ -183,6 +183,15 @@ def test_lines_end_at_cr_lf_or_crlf_however_the_reads_cut_them(ending):
         assert parser.close() is None
 
 
+@pytest.mark.parametrize("read", [b"data: {}\n\n", b"data: a\n\ndata: b\n\n", b"data: a\r\n\r\n",
+                                  b"data: a\ndata: b\n\n", b"data:  two spaces\n\n", b": comment\n\n",
+                                  b"data: a\n\n\n"])
+def test_a_whole_event_in_one_read_parses_as_it_does_byte_by_byte(read):
+    whole, byte_by_byte = SseParser(), SseParser()
+    assert whole.feed(read) == [event for i in range(len(read)) for event in byte_by_byte.feed(read[i:i + 1])]
+    assert whole.close() == byte_by_byte.close()
+
+
 def test_a_cr_then_an_lf_in_the_next_read_is_one_line_end_not_two():
     parser = SseParser()
     assert parser.feed(b"data: a\r") == []

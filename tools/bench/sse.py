@@ -24,6 +24,10 @@ class SseParser:
         self._after_cr = False
         if not chunk:
             return []
+        # vLLM's usual read: one whole event, one data line, LF endings. Same result as the general path.
+        if (not self._tail and not self._data and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n")
+                and chunk.count(b"\n") == 2 and b"\r" not in chunk):
+            return [chunk[6:-2]]
         buffer = self._tail + chunk if self._tail else chunk
         lines = buffer.splitlines(True)
         last = lines[-1]
