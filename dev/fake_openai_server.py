@@ -134,6 +134,7 @@ class FakeOpenAIServer:
         self.chat_requests = 0
         self.connections = 0
         self.open_streams = 0
+        self.last_headers: dict[str, str] = {}
         self.streams: list[StreamRecord] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -190,6 +191,7 @@ class FakeOpenAIServer:
                 method, path, _ = request_line.split(" ", 2)
                 headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines if h)}
                 body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                self.last_headers = headers
                 if not await self._route(method, path, json.loads(body) if body else {}, writer):
                     return
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

@@ -593,6 +593,21 @@ def test_a_cell_where_every_request_failed_says_why(server, tmp_path, capsys):
     assert "128 x 2: error: every request failed; first: HTTP 500 InternalServerError" in capsys.readouterr().out
 
 
+def test_the_api_key_reaches_the_server_and_nothing_else(server, tmp_path, capsys, monkeypatch):
+    canary = "sk-canary-7f3a9c"
+    code = cli.main(["--base-url", server.url, "--api-key", canary, "--contexts", "128", "--clients", "1",
+                     "--reps", "1", "--requests-per-client", "1", "--output-tokens", str(OUTPUT),
+                     "--json", str(tmp_path / "run.json"), "--plot", str(tmp_path / "run.png")])
+    assert code == 0
+    out, err = capsys.readouterr()
+    written = (tmp_path / "run.json").read_bytes() + (tmp_path / "run.png").read_bytes()
+    assert canary not in out and canary not in err and canary.encode() not in written
+    assert server.last_headers["authorization"] == f"Bearer {canary}"  # sent, as a header only
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    assert cli.main(["--base-url", "http://127.0.0.1:9/v1", "--quiet", "--contexts", "128", "--clients", "1"]) == 2
+    assert canary not in "".join(capsys.readouterr())
+
+
 def test_an_unreachable_endpoint_exits_2_with_a_hint(capsys):
     assert cli.main(["--base-url", "http://127.0.0.1:9/v1", "--api-key", "k", "--quiet", "--contexts", "128",
                      "--clients", "1"]) == 2

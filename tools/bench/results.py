@@ -171,14 +171,6 @@ class CellResult:
         rate = self.aggregate_tok_s
         return {p: (budget.usd_per_million_output_tokens(p, rate) if rate else None) for p in PRICINGS}
 
-    def figure(self, metric: str) -> float | None:
-        return getattr(self, metric)
-
-    def spread(self, metric: str) -> float | None:
-        """The run's own coefficient of variation across repetitions for one of the compared metrics."""
-        return {"aggregate_tok_s": self.cv, "median_ttft_ms": self.ttft_cv,
-                "per_stream_tok_s": self.per_stream_cv}[metric]
-
     def summary(self) -> dict[str, Any]:
         prompt_tokens = self._pooled("prompt_tokens")
         logged = reference.LOG.get((self.context, self.clients))
