@@ -105,6 +105,8 @@ class FakeTiming:
     """Every Nth stream's connection is reset (RST) after `cut_after` tokens."""
     cut_after: int = 3
     tokenize: bool = True
+    ignore_stream: bool = False
+    """Answer a streaming request with one JSON body, as a server without streaming does."""
     spaced_json: bool = False
     """Write events as json.dumps does by default (`"usage": {`): valid JSON a client must parse, not match."""
     split_events: bool = False
@@ -252,7 +254,7 @@ class FakeOpenAIServer:
         if _every(timing.hang_every, number):
             await asyncio.sleep(3600)
         usage = UsageInfo(prompt_tokens=prompt, completion_tokens=output, total_tokens=prompt + output)
-        if not body.get("stream"):
+        if not body.get("stream") or timing.ignore_stream:
             await asyncio.sleep(timing.ttft)
             await self._json(writer, 200, {"choices": [{"message": {"content": "x"}}], "usage": usage.model_dump()})
             return True

@@ -142,6 +142,15 @@ def test_an_in_stream_error_fails_the_request():
     assert result.error == "error event: The model ran out of KV cache"
 
 
+def test_a_done_with_spaces_still_ends_the_stream():
+    assert replay((0.1, ROLE + token("a")), (0.2, usage(1) + event(" [DONE] "))).error is None
+
+
+def test_an_endless_line_stops_the_read_instead_of_filling_memory():
+    result = replay((0.1, ROLE + token("a")), (0.2, b"data: " + b"x" * (1 << 20)), (0.3, b"y" * 10))
+    assert result.error == "unparseable stream: a stream line over 1,048,576 bytes without a line end"
+
+
 def test_a_stream_with_no_token_is_an_error():
     assert replay((0.1, ROLE + usage(0) + DONE)).error.startswith("no token in the stream")
 
@@ -309,6 +318,12 @@ def test_a_server_that_sends_no_usage_is_counted_by_chunks_and_says_so(server):
 def test_a_stream_the_server_ends_early_is_reported_truncated(server):
     result = one_request(server.url)
     assert result.error.startswith("truncated stream: it ended after 3 token(s) without data: [DONE]")
+
+
+@pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, ignore_stream=True)], indirect=True)
+def test_a_server_that_does_not_stream_is_named_so(server):
+    error = one_request(server.url).error
+    assert error.startswith('the server answered with one JSON body, not a stream (does it support "stream": true?)')
 
 
 @pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, error_event_every=1)], indirect=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from tools.bench.sse import SseParser
+from tools.bench.sse import LineTooLongError, SseParser
 
 FILLER = "hello "
 ERROR_TEXT_LIMIT = 300
@@ -93,7 +93,7 @@ def streams_output(delta: Any) -> bool:
 
 def take_event(result: RequestResult, data: bytes, now: float) -> bool:
     """Record one event on the result; False when the stream is over or broken."""
-    if data == b"[DONE]":
+    if len(data) < 16 and data.strip() == b"[DONE]":
         result.done = True
         return False
     try:
@@ -210,6 +210,10 @@ class Endpoint:
                 if response.status != 200:
                     result.error = http_error(response.status, await response.read())
                     return result
+                if response.content_type == "application/json":
+                    result.error = short("the server answered with one JSON body, not a stream (does it support "
+                                         f"\"stream\": true?): {(await response.read()).decode('utf-8', 'replace')}")
+                    return result
                 await self._read_stream(response, result)
         except TimeoutError:
             result.error = "timeout"
@@ -234,7 +238,12 @@ async def read_stream(chunks: AsyncIterator[bytes], result: RequestResult, clock
     async for chunk in chunks:
         if reading:
             now = clock()
-            for data in parser.feed(chunk):
+            try:
+                events = parser.feed(chunk)
+            except LineTooLongError as error:
+                result.error, reading = f"unparseable stream: {error}", False
+                continue
+            for data in events:
                 if not take_event(result, data, now):
                     reading = False
                     break

@@ -10,6 +10,13 @@ optional.
 
 from __future__ import annotations
 
+MAX_LINE_BYTES = 1 << 20
+"""A line this long without its end is no chat chunk (vLLM's are well under a kilobyte): stop, do not buffer on."""
+
+
+class LineTooLongError(ValueError):
+    pass
+
 
 class SseParser:
     def __init__(self) -> None:
@@ -36,6 +43,8 @@ class SseParser:
             self._after_cr = last.endswith(b"\r")
         else:
             self._tail = lines.pop()
+            if len(self._tail) > MAX_LINE_BYTES:
+                raise LineTooLongError(f"a stream line over {MAX_LINE_BYTES:,} bytes without a line end")
         events: list[bytes] = []
         for line in lines:
             event = self._line(line.rstrip(b"\r\n"))
