@@ -59,12 +59,13 @@ class StreamChoice(BaseModel):
     delta: DeltaMessage
     logprobs: None = None
     finish_reason: str | None = None
+    token_ids: list[int] | None = None
 
 
 class UsageInfo(BaseModel):
     prompt_tokens: int
-    completion_tokens: int
     total_tokens: int
+    completion_tokens: int
 
 
 class ChatCompletionStreamResponse(BaseModel):
@@ -325,6 +326,7 @@ class _Chunker:
         self.created = int(time.time())
 
     def _response(self, choices: list[StreamChoice], usage: UsageInfo | None = None) -> bytes:
+        # vLLM 0.33: model_dump_json(exclude_unset=True, exclude_none=not chunk.choices).
         # Every field vLLM passes to the constructor is "set", so exclude_unset keeps it.
         response = ChatCompletionStreamResponse(id=self.request_id, object="chat.completion.chunk",
                                                 created=self.created, model=self.model, choices=choices)
@@ -332,7 +334,7 @@ class _Chunker:
             response.usage = usage
         if self.timing.spaced_json:
             return json.dumps(response.model_dump(mode="json", exclude_unset=True)).encode()
-        return response.model_dump_json(exclude_unset=True).encode()
+        return response.model_dump_json(exclude_unset=True, exclude_none=not choices).encode()
 
     def role(self) -> bytes:
         delta = DeltaMessage(role="assistant", content="")
@@ -341,7 +343,8 @@ class _Chunker:
     def token(self, index: int, last: bool) -> bytes:
         text = self.timing.tokens[index % len(self.timing.tokens)]
         delta = DeltaMessage(reasoning=text) if self.timing.reasoning_only else DeltaMessage(content=text)
-        choice = StreamChoice(index=0, delta=delta, logprobs=None, finish_reason="length" if last else None)
+        choice = StreamChoice(index=0, delta=delta, logprobs=None, finish_reason="length" if last else None,
+                              token_ids=None)
         return self._event(self._response([choice]))
 
     def usage(self, usage: UsageInfo) -> bytes:

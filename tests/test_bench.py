@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from dev import bench_client_ceiling
+from dev import fake_openai_server as fake_server
 from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
 from tools.bench import cli, reference, report
 from tools.bench.request import Endpoint, RequestResult, read_stream, take_event
@@ -272,6 +275,43 @@ def test_ttft_starts_when_the_request_goes_to_the_socket_before_the_server_reads
     # Stamped just before the write, so it precedes the server's read: the bound stays causal.
     assert result.start <= result.sent <= record.received
     assert result.ttft == result.first_token - result.sent >= record.token_times[0] - record.received
+
+
+VLLM_PYTHON = Path(os.environ.get("TPU_VLLM_VLLM_PYTHON", "/work/wt/.venv-vllm/bin/python"))
+VLLM_CHUNKS = """
+from vllm.entrypoints.generate.base.protocol import DeltaMessage
+from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponseStreamChoice as Choice,
+                                                              ChatCompletionStreamResponse as Response)
+from vllm.entrypoints.serve.engine.protocol import UsageInfo
+def chunk(choices, usage=None):
+    response = Response(id="chatcmpl-1", object="chat.completion.chunk", created=1, model="m", choices=choices)
+    if usage:
+        response.usage = usage
+    return response.model_dump_json(exclude_unset=True, exclude_none=not response.choices)
+print(chunk([Choice(index=0, delta=DeltaMessage(role="assistant", content=""), logprobs=None, finish_reason=None)]))
+print(chunk([Choice(index=0, delta=DeltaMessage(content="a\u2028b"), logprobs=None, finish_reason=None,
+                    token_ids=None)]))
+print(chunk([], UsageInfo(prompt_tokens=3, completion_tokens=1, total_tokens=4)))
+"""
+
+
+@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM venv at {VLLM_PYTHON} (TPU_VLLM_VLLM_PYTHON)")
+def test_the_servers_chunks_are_byte_for_byte_vllms_own():
+    # vLLM 0.33's protocol models and the serializer call of its chat stream (chat_completion/serving.py).
+    completed = subprocess.run([str(VLLM_PYTHON), "-c", VLLM_CHUNKS], capture_output=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr.decode()[-2000:]
+    theirs = completed.stdout.decode().split("\n")[:-1]  # not splitlines(): it would split at the U+2028
+    chunker = fake_server._Chunker(FakeTiming(tokens=("a\u2028b",)), "chatcmpl-1", "m")
+    chunker.created = 1
+    ours = [chunker._response([fake_server.StreamChoice(index=0, delta=fake_server.DeltaMessage(
+                role="assistant", content=""), logprobs=None, finish_reason=None)]),
+            chunker.token(0, last=False), chunker.usage(fake_server.UsageInfo(prompt_tokens=3, completion_tokens=1,
+                                                                               total_tokens=4))]
+    ours = [ours[0].decode()] + [frame.split(b"data: ", 1)[1].split(b"\n\n", 1)[0].decode() for frame in ours[1:]]
+    assert ours == theirs
+    # And the bench reads vLLM's own bytes: the U+2028 inside the token stays in its line.
+    result = replay((0.1, "".join(f"data: {line}\n\n" for line in theirs).encode() + DONE))
+    assert (result.error, result.token_chunks, result.output_tokens) == (None, 1, 1)
 
 
 @pytest.mark.parametrize("server", [FakeTiming(ttft=0.01, tpot=0.001, prefill_per_token=0.0005,
