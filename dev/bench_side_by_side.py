@@ -29,7 +29,7 @@ from pathlib import Path
 
 import aiohttp
 
-from dev.bench_client_ceiling import expected_rate, machine, pinning, start_server
+from dev.bench_client_ceiling import expected_rate, machine, pinned_to, pinning, start_server
 from tools.bench.request import Endpoint
 from tools.bench.sweep import run_rep
 
@@ -65,14 +65,14 @@ async def ours(base_url: str, clients: int, prompts: int, output_tokens: int) ->
             "completed": rep.requests - rep.errors, "failed": rep.errors, "cpu_s": cpu}
 
 
-def run_vllm(vllm: str, port: int, cpus: str, tokenizer: str, args: argparse.Namespace, folder: str) -> dict:
-    command = ["taskset", "-c", cpus, vllm, "bench", "serve", "--backend", "openai-chat",
+def run_vllm(vllm: str, port: int, cpus: set[int], tokenizer: str, args: argparse.Namespace, folder: str) -> dict:
+    command = [vllm, "bench", "serve", "--backend", "openai-chat",
                "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/chat/completions",
                "--model", "google/gemma-4-E2B-it", "--tokenizer", tokenizer, "--dataset-name", "random",
                "--random-input-len", "128", "--random-output-len", str(args.output_tokens),
                "--num-prompts", str(args.prompts), "--max-concurrency", str(args.clients), "--ignore-eos",
                "--disable-tqdm", "--save-result", "--result-dir", folder, "--result-filename", "vllm.json"]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, preexec_fn=pinned_to(cpus))
     if completed.returncode != 0:
         raise SystemExit(f"vllm bench serve failed ({completed.returncode}):\n{completed.stdout[-2000:]}"
                          f"\n{completed.stderr[-2000:]}")
@@ -80,11 +80,12 @@ def run_vllm(vllm: str, port: int, cpus: str, tokenizer: str, args: argparse.Nam
     return {key: result[key] for key in (*SERVER_METRICS, "completed", "failed")}
 
 
-def run_ours(port: int, cpus: str, args: argparse.Namespace) -> dict:
-    command = ["taskset", "-c", cpus, sys.executable, "-m", "dev.bench_side_by_side", "--child", str(port),
+def run_ours(port: int, cpus: set[int], args: argparse.Namespace) -> dict:
+    command = [sys.executable, "-m", "dev.bench_side_by_side", "--child", str(port),
                "--clients", str(args.clients), "--prompts", str(args.prompts),
                "--output-tokens", str(args.output_tokens)]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=True)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=True,
+                               preexec_fn=pinned_to(cpus))
     return json.loads(completed.stdout.splitlines()[-1])
 
 
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     placed = pinning(os.sched_getaffinity(0))
     if not placed:
         raise SystemExit("needs two CPUs: the server on one, the client on another")
-    client_cpus = ",".join(map(str, sorted(placed[1])))
+    client_cpus = placed[1]
     vllm_python = str(Path(args.vllm).with_name("python"))
     expected = {"rate": expected_rate(args.clients, args.output_tokens, args.ttft, args.tpot),
                 "ttft_ms": args.ttft * 1000, "tpot_ms": args.tpot * 1000}
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"{args.clients} clients x {args.prompts} requests x {args.output_tokens} tokens at "
                   f"{1 / args.tpot:,.0f} tok/s each after {args.ttft * 1000:g} ms; server on CPU {placed[0]}, "
-                  f"clients on {client_cpus}; expected at most {expected['rate']:,.0f} tok/s; on {machine()}")
+                  f"clients on {','.join(map(str, sorted(client_cpus)))}; "
+                  f"expected at most {expected['rate']:,.0f} tok/s; on {machine()}")
             # Each tool once with a single request: its start-up CPU, taken off its runs' per-token figure.
             single = argparse.Namespace(**{**vars(args), "clients": 1, "prompts": 1})
             startup = {"tools.bench": measured(lambda: run_ours(port, client_cpus, single))["process_cpu_s"],

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -678,6 +679,14 @@ def test_the_ceiling_expects_a_closed_loops_most_and_pins_server_and_client_apar
     assert bench_client_ceiling.pinning({0}) is None
     assert bench_client_ceiling.spread([53_717.2, 64_173.0, 60_859.4]) == (
         "min 53,717 / median 60,859 / max 64,173 output tok/s over 3 run(s)")
+
+
+def test_the_ceiling_pins_its_children_to_the_cpus_it_names():
+    cpu = min(os.sched_getaffinity(0))
+    child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                           capture_output=True, text=True, check=True, preexec_fn=bench_client_ceiling.pinned_to({cpu}))
+    assert child.stdout.strip() == f"[{cpu}]"
+    assert bench_client_ceiling.pinned_to(None) is None
 
 
 def test_the_ceiling_reads_each_run_beside_the_servers_own_record():
