@@ -8,7 +8,8 @@ on no Service; only the collector (PodMonitoring) reads it.
 
 from __future__ import annotations
 
-METRICS_PORT = 9090
+from components.settings.facts import GKE_METRICS_PORT as METRICS_PORT
+
 METRICS_PORT_NAME = "metrics"
 METRICS_PATH = "/metrics"
 CONFIG_KEY = "metrics.conf"

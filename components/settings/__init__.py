@@ -8,14 +8,14 @@ warnings.
 One file per concern: facts.py (the measured facts and their sources), fields.py (shared
 types), one file per section (tpu, vllm, cache, access, front, gke, planned_load), root.py
 (the whole configuration and its derived ids), checks/ (cross-key rules by subject),
-errors.py (SettingsError and the rendering of pydantic's errors), loading.py (from Pulumi
-config). This module re-exports the names the rest of the stack uses.
+findings.py (Finding, the one rendering, SettingsError), errors.py (pydantic's errors as findings),
+loading.py (from Pulumi config), docs.py (docs/settings.md's table, from the fields' descriptions).
+This module re-exports the names the rest of the stack uses.
 """
 
 from components.settings.access import AccessSettings
 from components.settings.cache import CacheSettings
 from components.settings.checks.access import NARROW_SSH_COMMAND
-from components.settings.errors import DURATION_KEYS, MAP_EXAMPLE, SettingsError
 from components.settings.facts import (
     DEFAULT_MODEL,
     FAMILY_PARSERS,
@@ -27,6 +27,7 @@ from components.settings.facts import (
     GKE_FOREIGN_NAMESPACE_PREFIXES,
     GKE_FOREIGN_NAMESPACES,
     GKE_METRICS_ADAPTER_NAMESPACE,
+    GKE_METRICS_PORT,
     GKE_RELEASE_CHANNELS,
     GKE_V5E_ONE_CHIP_MACHINE,
     KV_DTYPES_ACCEPTED,
@@ -40,7 +41,6 @@ from components.settings.facts import (
     MODEL_FAMILIES,
     NAMESPACE,
     NO_MEDIA_DOMAIN,
-    OFFLINE_PLAN_PROJECT,
     SSH_PORT,
     SYSTEM_MOUNT_ROOTS,
     V5E_ZONES,
@@ -51,7 +51,19 @@ from components.settings.facts import (
     family_of,
     gke_version_at_least,
 )
-from components.settings.fields import HOSTNAME, INWARD_SUFFIXES, parse_duration, pullable_image
+from components.settings.fields import (
+    HOSTNAME,
+    INWARD_SUFFIXES,
+    Duration,
+    Port,
+    PublicHostName,
+    SourceRanges,
+    Zone,
+    image_reference,
+    parse_duration,
+    pullable_image,
+)
+from components.settings.findings import NO_VALUE, Finding, InvalidSettingError, SettingsError
 from components.settings.front import FrontSettings
 from components.settings.gke import GkeSettings
 from components.settings.loading import (
@@ -65,19 +77,20 @@ from components.settings.planned_load import LoadSettings
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
 from components.settings.tpu import TpuSettings
 from components.settings.vllm import KvLayerGroupSetting, ModelGeometrySetting, VllmSettings
-from policy import address_ranges  # the old module's name for it, which tests read
 
 __all__ = [
-    "DEFAULT_MODEL", "DURATION_KEYS", "FAMILY_PARSERS", "FLEX_START_REJECTING_ZONES", "FLEX_START_VERIFIED_ZONES",
+    "DEFAULT_MODEL", "FAMILY_PARSERS", "FLEX_START_REJECTING_ZONES", "FLEX_START_VERIFIED_ZONES",
     "GEMMA_4", "GEMMA_4_WITH_AUDIO", "GKE_FLEX_START_TPU_MIN_VERSION", "GKE_FOREIGN_NAMESPACES",
-    "GKE_FOREIGN_NAMESPACE_PREFIXES", "GKE_METRICS_ADAPTER_NAMESPACE", "GKE_RELEASE_CHANNELS",
+    "GKE_FOREIGN_NAMESPACE_PREFIXES", "GKE_METRICS_ADAPTER_NAMESPACE", "GKE_METRICS_PORT", "GKE_RELEASE_CHANNELS",
     "GKE_V5E_ONE_CHIP_MACHINE", "HOSTNAME", "INWARD_SUFFIXES", "KV_DTYPES_ACCEPTED", "KV_DTYPES_FINE",
-    "KV_DTYPES_FP8_NO_GAIN", "KV_DTYPES_KILL_AT_BOOT", "KV_DTYPES_UNTESTED", "MAP_EXAMPLE", "MAX_RUN_SECONDS",
+    "KV_DTYPES_FP8_NO_GAIN", "KV_DTYPES_KILL_AT_BOOT", "KV_DTYPES_UNTESTED", "MAX_RUN_SECONDS",
     "MAX_USER_LABELS", "MIN_RUN_SECONDS", "MODEL_FAMILIES", "NAMESPACE", "NARROW_SSH_COMMAND", "NO_MEDIA_DOMAIN",
-    "OFFLINE_PLAN_PROJECT", "SECRET_BY_NATURE", "SSH_PORT", "SYSTEM_MOUNT_ROOTS", "TOP_LEVEL_KEYS", "V5E_ZONES",
+    "SECRET_BY_NATURE", "SSH_PORT", "SYSTEM_MOUNT_ROOTS", "TOP_LEVEL_KEYS", "V5E_ZONES",
     "VLLM_MODALITIES", "VLLM_REASONING_PARSERS", "VLLM_TOOL_CALL_PARSERS",
+    "NO_VALUE", "Duration", "Finding", "InvalidSettingError", "Port", "PublicHostName", "SourceRanges", "Zone",
+    "image_reference",
     "AccessSettings", "CacheSettings", "FrontSettings", "GkeSettings", "KvLayerGroupSetting", "LoadSettings",
     "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "TpuSettings", "VllmSettings",
-    "address_ranges", "family_of", "from_pulumi_config", "gke_version_at_least", "load", "parse_duration",
+    "family_of", "from_pulumi_config", "gke_version_at_least", "load", "parse_duration",
     "pullable_image", "raw_from_pulumi_config", "secret_keys_from_pulumi_config",
 ]

@@ -3,61 +3,48 @@
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator
 
-from components.settings.fields import _Section, _warn
+from components.settings.fields import SourceRanges, _Section
+from components.settings.findings import InvalidSettingError
 from policy import address_ranges
-
-
-def _check_cidrs(values: list[str], info: ValidationInfo) -> list[str]:
-    """Each range as GCP will read it (host bits dropped, '/00' is '/0'), so checks and rules see one spelling."""
-    canonical = []
-    for value in values:
-        network = address_ranges.parse(value)
-        if address_ranges.has_host_bits(value):
-            _warn(info, (
-                f"access.{to_camel(info.field_name or '')}: {value} has host bits set, so it means {network} "
-                f"({network.num_addresses:,} addresses); for one address write {value.strip().split('/')[0]}/"
-                f"{network.max_prefixlen}"
-            ))
-        canonical.append(str(network))
-    return canonical
 
 
 class AccessSettings(_Section):
     """Who can reach the node (config key `tpu-vllm:access`)."""
 
-    ssh_source_ranges: list[str] = Field(default_factory=list)
-    """Where Pulumi's SSH connection comes from: your address, e.g. 203.0.113.7/32."""
-    allow_ssh_from_anywhere: bool = False
-    """Explicit opt-in for 0.0.0.0/0 on SSH (key-only auth)."""
-    serving_source_ranges: list[str] = Field(default_factory=list)
-    """Outside ranges that may call the endpoint directly; none by default (use the tunnel)."""
-    internal_source_ranges: list[str] = Field(default_factory=lambda: ["10.128.0.0/9"])
-    """VPC ranges that may call the endpoint (the default network's auto-mode range)."""
-    allow_public_serving: bool = False
-    """Explicit opt-in for 0.0.0.0/0 on the serving port."""
-    ssh_user: str = "tpu-vllm"
-    ssh_public_key: str | None = None
-    """Your own key instead of the generated one (set sshPrivateKey as a secret too)."""
+    config_key: ClassVar[str] = "access"
 
-    @field_validator("ssh_source_ranges", "serving_source_ranges", "internal_source_ranges")
-    @classmethod
-    def _cidrs(cls, values: list[str], info: ValidationInfo) -> list[str]:
-        return _check_cidrs(values, info)
+    ssh_source_ranges: SourceRanges = Field(default_factory=list, description=(
+        "where Pulumi's SSH comes from (vm): your address, e.g. `203.0.113.7/32`; required on vm; ranges reaching "
+        "the internet (alone or together: `0.0.0.0/0`, `::/0`, the two `/1` halves, more than a /16) need "
+        "`allowSshFromAnywhere`"))
+    allow_ssh_from_anywhere: bool = Field(False, description=(
+        "explicit opt-in for SSH from the internet (key-only auth); warns on every `up` with the narrowing command"))
+    serving_source_ranges: SourceRanges = Field(default_factory=list, description=(
+        "outside ranges that may call the serving port directly; none by default (use the tunnel); ranges "
+        "reaching the internet need `allowPublicServing`"))
+    internal_source_ranges: SourceRanges = Field(default_factory=lambda: ["10.128.0.0/9"], description=(
+        "VPC ranges that may call the serving port (the default network's auto-mode range); private only "
+        "(RFC 1918, RFC 6598 `100.64.0.0/10`, IPv6 ULA `fc00::/7`), anything else is an error"))
+    allow_public_serving: bool = Field(False, description=(
+        "explicit opt-in for serving ranges that reach the internet (only the API key stands in front)"))
+    ssh_user: str = Field("tpu-vllm", description="the Linux user Pulumi logs in as")
+    ssh_public_key: str | None = Field(None, description=(
+        "your own key instead of the generated one; set `tpu-vllm:sshPrivateKey` with `--secret` too"))
 
     @field_validator("internal_source_ranges")
     @classmethod
     def _internal_is_private(cls, values: list[str]) -> list[str]:
         public = [value for value in values if not address_ranges.is_private(address_ranges.parse(value))]
         if public:
-            raise ValueError(
+            raise InvalidSettingError(
                 f"{', '.join(public)} {'is' if len(public) == 1 else 'are'} not private: internal ranges are your "
-                f"VPC's own addresses, inside {address_ranges.PRIVATE_RANGES_TEXT}. List outside ranges in "
-                "access.servingSourceRanges instead (one that opens the endpoint to the internet also needs "
-                "access.allowPublicServing true)"
+                f"VPC's own addresses, inside {address_ranges.PRIVATE_RANGES_TEXT}",
+                "list outside ranges in access.servingSourceRanges instead (one that opens the endpoint to the "
+                "internet also needs access.allowPublicServing true)",
             )
         return values
 
@@ -65,12 +52,13 @@ class AccessSettings(_Section):
     @classmethod
     def _user_shape(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
-            raise ValueError("use a lowercase Linux user name, e.g. tpu-vllm")
+            raise InvalidSettingError("not a Linux user name", "use a lowercase Linux user name, e.g. tpu-vllm")
         return value
 
     @field_validator("ssh_public_key")
     @classmethod
     def _public_key_shape(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-\S+) \S+", value):
-            raise ValueError("paste an OpenSSH public key line, e.g. 'ssh-ed25519 AAAA...'")
+            raise InvalidSettingError("not an OpenSSH public key",
+                                      "paste an OpenSSH public key line, e.g. 'ssh-ed25519 AAAA...'")
         return value

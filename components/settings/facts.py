@@ -70,9 +70,6 @@ KV_DTYPES_ACCEPTED = (
 
 DEFAULT_MODEL = "google/gemma-4-E2B-it"
 
-# The offline plan's marked stand-in for an unset gcp:project (tools/plan.py); it never reaches GCP.
-OFFLINE_PLAN_PROJECT = "PLACEHOLDER-set-gcp-project"
-
 
 @dataclass(frozen=True)
 class ModelFamily:
@@ -133,6 +130,9 @@ GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 # Google's custom metrics adapter lives here by its own contract (components/gke/autoscaling.py deploys it).
 GKE_METRICS_ADAPTER_NAMESPACE = "custom-metrics"
+# The gke pod's metrics door (components/gke/metrics_door.py) listens here for Managed Prometheus; vLLM and the
+# front share the pod's network namespace, so neither may take it.
+GKE_METRICS_PORT = 9090
 # Namespaces the stack must not declare as its own Namespace (it would fail to create an existing one, and
 # `pulumi destroy` would delete it): Kubernetes' own, GKE's, Managed Prometheus's and the adapter's.
 GKE_FOREIGN_NAMESPACES = frozenset({"default", GKE_METRICS_ADAPTER_NAMESPACE})

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import ClassVar
+
+from pydantic import Field
 
 from components import front
-from components.settings.fields import _Section, pullable_image
+from components.settings.fields import Port, _Section, image_reference
 
 
 class FrontSettings(_Section):
     """The key-checking front on the serving port (config key `tpu-vllm:front`); vLLM itself listens on loopback."""
 
-    image: str = front.DEFAULT_IMAGE
-    """The proxy's container: nginx's official image."""
+    config_key: ClassVar[str] = "front"
 
-    @field_validator("image")
-    @classmethod
-    def _image_reference(cls, value: str) -> str:
-        return pullable_image(value, front.DEFAULT_IMAGE)
-    upstream_port: int = Field(8001, ge=1, le=65535)
-    """vLLM's port on 127.0.0.1, behind the front; vllm.port is the front's."""
+    image: image_reference(front.DEFAULT_IMAGE) = Field(front.DEFAULT_IMAGE, description=(
+        "the key-checking proxy's container (nginx's official image); a pullable reference"))
+    upstream_port: Port = Field(8001, description=(
+        "vLLM's port on 127.0.0.1, behind the front (`vllm.port` is the front's); not `vllm.port` nor 22"))

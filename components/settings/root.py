@@ -10,8 +10,9 @@ from pydantic import Field, SecretStr, field_validator
 from components import budget, naming
 from components.settings.access import AccessSettings
 from components.settings.cache import CacheSettings
-from components.settings.facts import NAMESPACE, OFFLINE_PLAN_PROJECT, ModelFamily, family_of
+from components.settings.facts import NAMESPACE, ModelFamily, family_of
 from components.settings.fields import _Section
+from components.settings.findings import InvalidSettingError
 from components.settings.front import FrontSettings
 from components.settings.gke import GkeSettings
 from components.settings.planned_load import LoadSettings
@@ -48,23 +49,29 @@ class Settings(_Section):
     access: AccessSettings = Field(default_factory=AccessSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
     front: FrontSettings = Field(default_factory=FrontSettings)
-    platform: Literal["vm", "gke"] = "vm"
-    """vm: one flex-start TPU VM (the default); gke: a GKE cluster that scales 1..N chips."""
+    platform: Literal["vm", "gke"] = Field("vm", description=(
+        "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
+        "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "
+        "`cache.sizeGb` / `keepOnDestroy` (per replica) and `access.*Ranges` apply to both"))
     gke: GkeSettings = Field(default_factory=GkeSettings)
-    hf_token: SecretStr | None = None
-    """If set (as a Pulumi secret), the stack keeps it in its own Secret Manager secret."""
-    hf_token_secret: str = "hf-token"
-    """Otherwise, the id of a secret you created with gcloud (the log's way)."""
-    ssh_private_key: SecretStr | None = None
+    hf_token: SecretStr | None = Field(None, description=(
+        "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "
+        "(see docs/security.md)"))
+    hf_token_secret: str = Field("hf-token", description=(
+        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way); may be set "
+        "with `--secret`"))
+    ssh_private_key: SecretStr | None = Field(None, description=(
+        "secret: the private half of `access.sshPublicKey` (`pulumi config set --secret tpu-vllm:sshPrivateKey "
+        "< KEY_FILE`); not empty"))
 
     @field_validator("hf_token")
     @classmethod
     def _hf_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():
-            raise ValueError(
-                "it is empty, and an empty token cannot download the model; paste your token with "
-                f"`pulumi config set --secret {NAMESPACE}:hfToken`, or remove the key "
-                f"(`pulumi config rm {NAMESPACE}:hfToken`) to use your own secret ({NAMESPACE}:hfTokenSecret)"
+            raise InvalidSettingError(
+                "it is empty, and an empty token cannot download the model",
+                f"paste your token with `pulumi config set --secret {NAMESPACE}:hfToken`, or remove the key "
+                f"(`pulumi config rm {NAMESPACE}:hfToken`) to use your own secret ({NAMESPACE}:hfTokenSecret)",
             )
         return value
 
@@ -72,10 +79,10 @@ class Settings(_Section):
     @classmethod
     def _private_key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().strip():
-            raise ValueError(
-                f"it is empty, so {NAMESPACE}:access.sshPublicKey has no private half to log in with; set it "
-                f"from the key file (`pulumi config set --secret {NAMESPACE}:sshPrivateKey < ~/.ssh/id_ed25519`), "
-                f"or remove both keys and the stack generates one"
+            raise InvalidSettingError(
+                f"it is empty, so {NAMESPACE}:access.sshPublicKey has no private half to log in with",
+                f"set it from the key file (`pulumi config set --secret {NAMESPACE}:sshPrivateKey < "
+                "~/.ssh/id_ed25519`), or remove both keys and the stack generates one",
             )
         return value
 
@@ -84,9 +91,10 @@ class Settings(_Section):
     def _secret_id_shape(cls, value: str) -> str:
         # Empty, spaces or a resource path: the common slips. Anything else is looked up at preview.
         if not value.strip() or re.search(r"[\s/]", value):
-            raise ValueError(
+            raise InvalidSettingError(
                 "a Secret Manager secret id is one word of letters, digits, - or _ (e.g. hf-token; the stack adds "
-                "projects/<project>/secrets/ itself); set the id of the secret that holds your token"
+                "projects/<project>/secrets/ itself)",
+                "set the id of the secret that holds your token",
             )
         return value
 
@@ -97,13 +105,12 @@ class Settings(_Section):
         # with a letter. Trailing hyphens are prohibited." Legacy domain-scoped projects
         # (example.com:my-project) can no longer be made but still exist, and Google's APIs
         # address them by that id, so the domain prefix is accepted.
-        if value == OFFLINE_PLAN_PROJECT:
-            return value
         if not re.fullmatch(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]", value):
-            raise ValueError(
+            raise InvalidSettingError(
                 "a project ID is 6-30 lowercase letters, digits and hyphens, starting with a "
                 "letter and not ending with a hyphen (the ID, not the display name or number: "
-                "gcloud projects list shows it); run pulumi config set gcp:project YOUR_PROJECT_ID"
+                "gcloud projects list shows it)",
+                "run pulumi config set gcp:project YOUR_PROJECT_ID",
             )
         return value
 

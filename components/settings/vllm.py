@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -16,7 +16,6 @@ from components.settings.facts import (
     KV_DTYPES_FP8_NO_GAIN,
     KV_DTYPES_KILL_AT_BOOT,
     KV_DTYPES_UNTESTED,
-    NO_MEDIA_DOMAIN,
     SSH_PORT,
     VLLM_MODALITIES,
     VLLM_REASONING_PARSERS,
@@ -24,7 +23,10 @@ from components.settings.facts import (
     _family_limits,
     family_of,
 )
-from components.settings.fields import HOSTNAME, _inward_host, _Section, _warn, parse_duration, pullable_image
+from components.settings.fields import Duration, Port, PublicHostName, _Section, image_reference, parse_duration, warn
+from components.settings.findings import InvalidSettingError
+
+VLLM_IMAGE = "vllm/vllm-tpu:nightly"
 
 
 class KvLayerGroupSetting(_Section):
@@ -55,9 +57,9 @@ class ModelGeometrySetting(_Section):
     def _fits_the_chip(cls, value: float) -> float:
         cap = budget.gib(budget.hbm_cap_bytes(budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
         if value >= cap:
-            raise ValueError(
-                f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV "
-                "(15.75 GiB x 0.92); pick a smaller model (the log's E2B is 8.97 GiB)"
+            raise InvalidSettingError(
+                f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV (15.75 GiB x 0.92)",
+                "pick a smaller model (the log's E2B is 8.97 GiB)",
             )
         return value
 
@@ -76,38 +78,64 @@ class ModelGeometrySetting(_Section):
 class VllmSettings(_Section):
     """The `vllm serve` command (config key `tpu-vllm:vllm`); defaults are the log's final run."""
 
-    image: str = "vllm/vllm-tpu:nightly"
-    """The container; pin a tag or digest for repeatable boots."""
-    model: str = DEFAULT_MODEL
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
-    kv_cache_dtype: str = "auto"
-    max_model_len: int = Field(32768, ge=256)
-    max_num_batched_tokens: int = Field(4096, ge=16)
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
-    enable_prefix_caching: bool = True
-    disable_chunked_mm_input: bool = True
-    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 4, "audio": 1})
-    enable_auto_tool_choice: bool = True
-    tool_call_parser: str | None = "gemma4"
-    reasoning_parser: str | None = "gemma4"
-    block_size: int | None = None
-    """Not to be set: the backend scales it with max-model-len."""
-    max_num_seqs: int | None = Field(None, ge=1)
-    """Leave unset (256); the log's cap at 64 made things worse."""
-    kv_cache_memory_bytes: int | None = None
-    """Pins the KV pool in bytes (--kv-cache-memory); the log's measured-good value is 5923602432."""
-    model_geometry: ModelGeometrySetting | None = None
-    """For a model the log did not measure: what the memory and KV checks need."""
-    port: int = Field(8000, ge=1, le=65535)
-    weights_on_disk: bool = False
-    """Keep HF_HOME on the cache disk instead of /dev/shm (slower to load, saves the download)."""
-    health_timeout: str = "30m"
-    """How long the deploy waits for /health; a cold start is ~14 min."""
-    allowed_media_domains: list[str] = Field(default_factory=list)
-    """Hosts vLLM may fetch image/audio URLs from (exact names); none by default: inline data only."""
-    container_access: Literal["privileged", "devices"] = "privileged"
-    """How the container reaches the TPU: --privileged (measured by the log) or only the device nodes."""
+    config_key: ClassVar[str] = "vllm"
+
+    image: image_reference(VLLM_IMAGE) = Field(VLLM_IMAGE, description=(
+        "the container; pin a tag for repeatable boots; must be a pullable reference (`repo:tag` or "
+        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error)"))
+    model: str = Field(DEFAULT_MODEL, description=(
+        "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
+        "without measured geometry warns what goes unchecked (see *Changing the model*)"))
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
+    kv_cache_dtype: str = Field("auto", description=(
+        "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
+        "server (errors)"))
+    max_model_len: int = Field(32768, ge=256, description=(
+        "costs no KV: block size scales to keep 512 blocks per request; at most the model's context (131072 for "
+        "E2B; vLLM refuses more)"))
+    max_num_batched_tokens: int = Field(4096, ge=16, description=(
+        "powers of two only (2496 compiles as 4096, -24.7%); below 2496 the server refuses to start with "
+        "multimodal on"))
+    tensor_parallel_size: int = Field(1, description=(
+        "one chip; one KV head is replicated, not sharded (anything else is an error)"))
+    gpu_memory_utilization: float = Field(0.92, gt=0, le=1, description=(
+        "0.95 fails XLA program allocation after ~691 s (error); 0.93-0.94 untested (warning)"))
+    enable_prefix_caching: bool = Field(True, description="as in the log")
+    disable_chunked_mm_input: bool = Field(True, description=(
+        "keeps each multimodal item in one batch; with it, `maxNumBatchedTokens` must hold the largest item"))
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 4, "audio": 1}, description=(
+        "the multimodal contract; zeros lift the 2496 floor; modalities are vLLM's `image`, `video`, `audio`, "
+        "`vision_chunk`, counts 0 or more; the default follows the model (no `audio` for Gemma 4 26B/31B, `{}` "
+        "for other families)"))
+    enable_auto_tool_choice: bool = Field(True, description=(
+        "native tool calling; `true` is required (the deploy's smoke test calls a tool)"))
+    tool_call_parser: str | None = Field("gemma4", description=(
+        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+    reasoning_parser: str | None = Field("gemma4", description=(
+        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+    block_size: int | None = Field(None, description=(
+        "not to be set: the backend scales it with `maxModelLen` (pinning it is an error)"))
+    max_num_seqs: int | None = Field(None, ge=1, description=(
+        "leave unset (256): pinning warns, a cap of 64 made every cell worse; at least 1"))
+    kv_cache_memory_bytes: int | None = Field(None, description=(
+        "pins the pool (`--kv-cache-memory`); the log's measured-good value is 5923602432 (0.92's pool); above it "
+        "warns, from the 0.95 run's 5.99 GiB pool up (or over the chip, or not positive) is an error"))
+    model_geometry: ModelGeometrySetting | None = Field(None, description=(
+        "`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, optional "
+        "`maxTokensPerMmItem`, `kvElementBytes` (2): brings the KV, memory and context checks to a model the log "
+        "did not measure"))
+    port: Port = Field(8000, description=(
+        "the serving port (the front's); not 22, sshd's on the node (the container shares the host network)"))
+    weights_on_disk: bool = Field(False, description=(
+        "HF_HOME on the cache disk instead of `/dev/shm` (the 9.54 GiB download takes ~10 s)"))
+    health_timeout: Duration = Field("30m", description=(
+        "how long the deploy waits for `/health`; at least 15m (cold start 857 s)"))
+    allowed_media_domains: list[PublicHostName] = Field(default_factory=list, description=(
+        "hosts vLLM may fetch image/audio URLs from (exact public host names, no scheme); none means inline "
+        "`data:` only (see *Security*)"))
+    container_access: Literal["privileged", "devices"] = Field("privileged", description=(
+        "how the container reaches the TPU: `privileged` (measured by the log) or `devices` (`/dev/vfio/*`, "
+        "`/dev/accel*` + memlock; not measured)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -130,19 +158,15 @@ class VllmSettings(_Section):
                 filled[name] = value
         return filled
 
-    @field_validator("image")
-    @classmethod
-    def _image_reference(cls, value: str) -> str:
-        return pullable_image(value, "vllm/vllm-tpu:nightly")
-
     @field_validator("port")
     @classmethod
     def _port_free_on_the_node(cls, value: int) -> int:
         if value == SSH_PORT:
-            raise ValueError(
+            raise InvalidSettingError(
                 "sshd listens on 22 on the node, and the container shares the host's network "
                 "(--net=host): vLLM could not bind it, and the firewall rule for it would open "
-                "SSH to the serving ranges; use 8000"
+                "SSH to the serving ranges",
+                "use 8000",
             )
         return value
 
@@ -163,7 +187,7 @@ class VllmSettings(_Section):
                 "refuses a negative one at start)"
             )
         if problems:
-            raise ValueError("; ".join(problems) + '; e.g. {"image": 4, "audio": 1}')
+            raise InvalidSettingError("; ".join(problems), 'e.g. {"image": 4, "audio": 1}')
         return value
 
     @field_validator("tool_call_parser")
@@ -182,14 +206,14 @@ class VllmSettings(_Section):
         if value is None:
             return value
         if value <= 0:
-            raise ValueError(
-                "the KV pool is a positive number of bytes; the log's measured-good value is "
-                "5923602432, or remove the key to let gpuMemoryUtilization size it"
+            raise InvalidSettingError(
+                "the KV pool is a positive number of bytes",
+                "the log's measured-good value is 5923602432, or remove the key to let gpuMemoryUtilization size it",
             )
         if value >= budget.V5E_HBM_BYTES:
-            raise ValueError(
-                f"more than the chip's whole HBM ({budget.V5E_HBM_BYTES} bytes, 15.75 GiB) before "
-                "any weights; the log's measured-good value is 5923602432"
+            raise InvalidSettingError(
+                f"more than the chip's whole HBM ({budget.V5E_HBM_BYTES} bytes, 15.75 GiB) before any weights",
+                "the log's measured-good value is 5923602432",
             )
         return value
 
@@ -197,46 +221,46 @@ class VllmSettings(_Section):
     @classmethod
     def _memory_cap(cls, value: float, info: ValidationInfo) -> float:
         if value >= budget.FAILING_GPU_MEMORY_UTILIZATION:
-            raise ValueError(
+            raise InvalidSettingError(
                 "0.95 and above does not boot on this model/chip: the KV pool sizes as "
                 "predicted, then XLA program allocation fails ~691 s in "
                 "(RuntimeProgramAllocationFailure, 384.11M wanted, ~347M free) because compiled "
-                "programs live outside the cap; set it to 0.92"
+                "programs live outside the cap",
+                "set it to 0.92",
             )
         if value > budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION:
             margin_mb = {0.93: 291, 0.94: 127}.get(round(value, 2))
-            _warn(info, (
-                f"vllm.gpuMemoryUtilization={value} is untested: the estimated margin "
-                f"({margin_mb or 'under 291'} MB) is thin against a failure that was 37 MB "
-                "short at 0.95, and finding out costs a ~11 min compile; 0.92 is the "
-                "measured ceiling"
-            ))
+            warn(cls, info, value,
+                 f"untested: the estimated margin ({margin_mb or 'under 291'} MB) is thin against a failure that "
+                 "was 37 MB short at 0.95, and finding out costs a ~11 min compile",
+                 "0.92 is the measured ceiling")
         return value
 
     @field_validator("kv_cache_dtype")
     @classmethod
     def _kv_dtype(cls, value: str, info: ValidationInfo) -> str:
         if value == "int8":
-            raise ValueError(
-                "int8 is not one of vLLM's --kv-cache-dtype choices (the server rejects it: "
-                "invalid choice: 'int8'); set it to auto"
+            raise InvalidSettingError(
+                "int8 is not one of vLLM's --kv-cache-dtype choices (the server rejects it: invalid choice: 'int8')",
+                "set it to auto",
             )
         if value in KV_DTYPES_KILL_AT_BOOT or value.startswith("turboquant_"):
-            raise ValueError(
+            raise InvalidSettingError(
                 "the CLI accepts it, then it kills the server at boot on this stack "
-                "(tpu-inference has no kernel for it); set it to auto"
+                "(tpu-inference has no kernel for it)",
+                "set it to auto",
             )
         if value in KV_DTYPES_FP8_NO_GAIN:
-            _warn(info, (
-                f"vllm.kvCacheDtype={value} buys nothing on v5e: the KV block layout is "
-                "word-aligned, so capacity stays 1.000x, and it runs ~2% slower; use auto"
-            ))
+            warn(cls, info, value,
+                 "buys nothing on v5e: the KV block layout is word-aligned, so capacity stays 1.000x, and it runs "
+                 "~2% slower", "use auto")
         elif value in KV_DTYPES_UNTESTED:
-            _warn(info, f"vllm.kvCacheDtype={value} was not tested by the build log; auto is")
+            warn(cls, info, value, "was not tested by the build log", "auto is")
         elif value not in KV_DTYPES_FINE:
-            raise ValueError(
+            raise InvalidSettingError(
                 "unknown KV cache dtype; accepted values are "
-                + ", ".join(sorted(KV_DTYPES_ACCEPTED)) + " and turboquant_*; use auto"
+                + ", ".join(sorted(KV_DTYPES_ACCEPTED)) + " and turboquant_*",
+                "use auto",
             )
         return value
 
@@ -245,21 +269,21 @@ class VllmSettings(_Section):
     def _bucketed(cls, value: int, info: ValidationInfo) -> int:
         bucket = budget.next_power_of_two(value)
         if bucket != value:
-            _warn(info, (
-                f"vllm.maxNumBatchedTokens={value} compiles as the {bucket} bucket (TPU "
-                f"precompiles powers of two) and runs {bucket}-shaped kernels with less work "
-                f"in them: the log measured -24.7% throughput at 2496; use {bucket}"
-            ))
+            warn(cls, info, value,
+                 f"compiles as the {bucket} bucket (TPU precompiles powers of two) and runs {bucket}-shaped "
+                 "kernels with less work in them: the log measured -24.7% throughput at 2496",
+                 f"use {bucket}")
         return value
 
     @field_validator("tensor_parallel_size")
     @classmethod
     def _one_chip(cls, value: int) -> int:
         if value != 1:
-            raise ValueError(
+            raise InvalidSettingError(
                 "there is one chip; and gemma-4-E2B has one KV head (full MQA), which "
                 "cannot be sharded: runtimes replicate it to a multiple of the TP size, so "
-                "more chips multiply KV memory instead of dividing it; set it to 1"
+                "more chips multiply KV memory instead of dividing it",
+                "set it to 1",
             )
         return value
 
@@ -267,10 +291,11 @@ class VllmSettings(_Section):
     @classmethod
     def _no_block_size(cls, value: int | None) -> int | None:
         if value is not None:
-            raise ValueError(
+            raise InvalidSettingError(
                 "do not pin the block size: the Pallas backend scales it with maxModelLen to "
                 "keep 512 blocks per request, which is what keeps long context free of KV "
-                "cost (a 2048-blocks arm decoded slower, 8.32 vs 8.02 ms); remove the key"
+                "cost (a 2048-blocks arm decoded slower, 8.32 vs 8.02 ms)",
+                "remove the key",
             )
         return value
 
@@ -278,10 +303,8 @@ class VllmSettings(_Section):
     @classmethod
     def _leave_max_num_seqs(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None:
-            _warn(info, (
-                f"vllm.maxNumSeqs={value} is pinned; the log capped it at 64 and every cell "
-                "got worse. Leave it unset (256) unless the logs show preemption"
-            ))
+            warn(cls, info, value, "pinned; the log capped it at 64 and every cell got worse",
+                 "leave it unset (256) unless the logs show preemption")
         return value
 
     @field_validator("health_timeout")
@@ -289,32 +312,11 @@ class VllmSettings(_Section):
     def _timeout_readable(cls, value: str) -> str:
         seconds = parse_duration(value)
         if seconds < budget.COLD_BOOT_SECONDS:
-            raise ValueError(
-                f"a cold start takes ~{budget.COLD_BOOT_SECONDS} s (80% XLA compile); "
-                "give it at least 15m, 30m is the default"
+            raise InvalidSettingError(
+                f"a cold start takes ~{budget.COLD_BOOT_SECONDS} s (80% XLA compile)",
+                "give it at least 15m, 30m is the default",
             )
         return value
-
-    @field_validator("allowed_media_domains")
-    @classmethod
-    def _media_hosts(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if value == NO_MEDIA_DOMAIN:
-                raise ValueError(f"{value!r} is what an empty list renders to; leave the list empty instead")
-            if not HOSTNAME.fullmatch(value):
-                raise ValueError(
-                    f"{value!r} is not a host name: write lowercase host names only, no scheme, port, path "
-                    "or wildcard (vLLM matches the URL's host exactly, so list each subdomain), e.g. "
-                    "images.example.com; leave the list empty to allow no media URLs at all"
-                )
-            inward = _inward_host(value)
-            if inward:
-                raise ValueError(
-                    f"{value!r} {inward}: whoever holds the API key could make vLLM fetch from the node itself, "
-                    "its metadata server or your VPC (vLLM's own loopback port answers without the key); list "
-                    "public host names only"
-                )
-        return values
 
     @property
     def health_timeout_seconds(self) -> int:
@@ -330,7 +332,7 @@ def _registered(value: str | None, registered: frozenset[str], what: str) -> str
         return value
     near = difflib.get_close_matches(value, sorted(registered), n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(near)}? " if near else ""
-    raise ValueError(
-        f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: "
-        f"{value}'); {hint}the log's build registers {', '.join(sorted(registered))}"
+    raise InvalidSettingError(
+        f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: {value}')",
+        f"{hint}the log's build registers {', '.join(sorted(registered))}",
     )

@@ -9,6 +9,8 @@ with "-". A flag followed by a positional word is shown as one argument; the tex
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
 def split(command: str) -> list[str] | None:
@@ -87,36 +89,98 @@ def wrap(command: str, indent: str) -> list[str]:
             + [f"{indent}  {lines[-1]}"])
 
 
-def _option_and_value(argument: str) -> tuple[str, str] | None:
-    """`--opt value` or `--opt=value` -> (option, value); None for a flag or a positional word."""
+def option_name(argument: str) -> str | None:
+    """`--opt value`, `--opt=value` or `--flag` -> the option; None for a positional word."""
+    first = argument.partition(" ")[0]
+    return first.partition("=")[0] if _is_option(first) else None
+
+
+def _option_value(argument: str) -> str:
+    """What follows the option (`--opt value`, `--opt=value`); "" for a flag."""
     first, _, rest = argument.partition(" ")
-    if not _is_option(first):
-        return None
-    if rest:
-        return first, rest
-    name, equals, value = first.partition("=")
-    return (name, value) if equals else None
+    return rest or first.partition("=")[2]
 
 
-def argument_changes(old: str, new: str) -> list[str] | None:
-    """Argument-level difference: `~ --opt: old -> new`, `- arg`, `+ arg`; None if not commands."""
+@dataclass(frozen=True)
+class ArgumentChange:
+    """One changed argument of a command line, with where it was and where it is.
+
+    kind: "changed" (the same option, or the positional word in the same place, with another value),
+    "moved" (the same argument elsewhere), "removed" or "added". Positions index the argument lists
+    (`arguments(split(command))`); apply_changes rebuilds the new list from the old one with them.
+    """
+
+    kind: str
+    before: str | None
+    after: str | None
+    old_index: int | None
+    new_index: int | None
+
+
+def changes_between(old: list[str], new: list[str]) -> list[ArgumentChange]:
+    """Every difference between two argument lists, whatever their number and positions.
+
+    Arguments outside difflib's matching blocks are paired up: the same argument is a move, the same
+    option is a new value, a positional word replaced in the same region is a new value; the rest is
+    removed or added.
+    """
+    removed: list[tuple[int, int]] = []  # (old index, region)
+    added: list[tuple[int, int]] = []  # (new index, region)
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for region, (tag, a_start, a_end, b_start, b_end) in enumerate(matcher.get_opcodes()):
+        if tag != "equal":
+            removed += [(index, region) for index in range(a_start, a_end)]
+            added += [(index, region) for index in range(b_start, b_end)]
+    changes: list[ArgumentChange] = []
+
+    def pair(kind: str, same: Callable[[tuple[int, int], tuple[int, int]], bool]) -> None:
+        for gone in list(removed):
+            match = next((came for came in added if same(gone, came)), None)
+            if match is not None:
+                removed.remove(gone)
+                added.remove(match)
+                changes.append(ArgumentChange(kind, old[gone[0]], new[match[0]], gone[0], match[0]))
+
+    pair("moved", lambda gone, came: old[gone[0]] == new[came[0]])
+    pair("changed", lambda gone, came: option_name(old[gone[0]]) is not None
+         and option_name(old[gone[0]]) == option_name(new[came[0]]))
+    pair("changed", lambda gone, came: gone[1] == came[1] and option_name(old[gone[0]]) is None
+         and option_name(new[came[0]]) is None)
+    changes += [ArgumentChange("removed", old[index], None, index, None) for index, _ in removed]
+    changes += [ArgumentChange("added", None, new[index], None, index) for index, _ in added]
+    return sorted(changes, key=lambda change: (change.new_index if change.new_index is not None
+                                               else change.old_index, change.kind != "removed"))
+
+
+def apply_changes(old: list[str], changes: list[ArgumentChange]) -> list[str]:
+    """The new argument list: the old one's untouched arguments, in order, around the changes' new ones."""
+    touched = {change.old_index for change in changes if change.old_index is not None}
+    placed = {change.new_index: change.after for change in changes if change.new_index is not None}
+    kept = iter([argument for index, argument in enumerate(old) if index not in touched])
+    size = len(old) - len(touched) + len(placed)
+    return [placed[index] if index in placed else next(kept) for index in range(size)]
+
+
+def describe(change: ArgumentChange) -> str:
+    """One change as a reviewer reads it: `~ --opt: old -> new`, `~ argument 3: a -> b`, `- arg`, `+ arg`."""
+    if change.kind == "removed":
+        return f"- {change.before}"
+    if change.kind == "added":
+        return f"+ {change.after}"
+    assert change.before is not None and change.after is not None
+    assert change.old_index is not None and change.new_index is not None
+    if change.kind == "moved":
+        return f"moved: {change.after} (argument {change.old_index + 1} -> {change.new_index + 1})"
+    name = option_name(change.before)
+    if name is None:
+        return f"~ argument {change.new_index + 1}: {change.before} -> {change.after}"
+    before, after = _option_value(change.before) or "(flag)", _option_value(change.after) or "(flag)"
+    return f"~ {name}: {before} -> {after}"
+
+
+def argument_changes(old: str, new: str) -> list[ArgumentChange] | None:
+    """Argument-level difference of two command lines; None if either is not one."""
     old_words, new_words = split(old), split(new)
     if old_words is None or new_words is None:
         return None
-    before, after = arguments(old_words), arguments(new_words)
-    changes: list[str] = []
-    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
-    for tag, a_start, a_end, b_start, b_end in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        removed, added = before[a_start:a_end], after[b_start:b_end]
-        # The same option with a new value reads best as one line.
-        while removed and added:
-            before, after = _option_and_value(removed[0]), _option_and_value(added[0])
-            if before is None or after is None or before[0] != after[0]:
-                break
-            changes.append(f"~ {before[0]}: {before[1]} -> {after[1]}")
-            removed, added = removed[1:], added[1:]
-        changes += [f"- {argument}" for argument in removed]
-        changes += [f"+ {argument}" for argument in added]
-    return changes
+    return changes_between(arguments(old_words), arguments(new_words))

@@ -12,8 +12,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.plan.engine import run_program
-from tools.plan.placeholders import PLACEHOLDER_PROJECT, SECRET_PLACEHOLDER
+from tools.plan.engine import redact, run_program
+from tools.plan.placeholders import (
+    PLACEHOLDER_MEANINGS,
+    PLACEHOLDER_PROJECT,
+    SECRET_PLACEHOLDER,
+    UNSET_PROJECT_STAND_IN,
+    mark_placeholders,
+    replace_word,
+)
 from tools.plan.stack_file import read_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -22,59 +29,12 @@ VM_FILES_DIR = ROOT / "startup"
 
 
 def budget_summary(settings: Any, resources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """Cost, memory and load figures; None where a figure does not apply (the text leaves it out)."""
-    from components import budget
+    """The plan's budget: the costs module's, told what the program registered."""
+    from components import costs
 
-    pricing = settings.tpu.provisioning_model
-    run_seconds = settings.tpu.run_seconds if pricing == "flex-start" else None
-    cache = settings.cache
-    disk_per_month = budget.disk_usd_per_month(cache.disk_type, cache.size_gb)
-    secret_versions = sum(1 for r in resources if r["type"] == SECRET_VERSION_TYPE)
     disk = next((r for r in resources if r["type"] == DISK_TYPE), None)
-    summary: dict[str, Any] = {
-        "pricing": pricing,
-        "cost_per_hour_usd": budget.cost_per_hour_usd(pricing),
-        "run_hours": run_seconds / 3600 if run_seconds else None,
-        "max_spend_usd": round(budget.max_spend_usd(pricing, run_seconds), 4) if run_seconds else None,
-        "forgotten_weekend_usd": None if run_seconds else round(budget.forgotten_weekend_usd(pricing), 2),
-        "usd_per_million_output_tokens_at_1496_5_tok_s": round(
-            budget.usd_per_million_output_tokens(pricing, 1496.5), 4),
-        "cache_disk_type": cache.disk_type,
-        "cache_disk_gb": cache.size_gb,
-        "cache_disk_usd_per_gb_month": budget.USD_PER_GB_MONTH[cache.disk_type],
-        "cache_disk_usd_per_month": round(disk_per_month, 4),
-        "cache_disk_usd_per_run": (round(budget.disk_usd_for_seconds(cache.disk_type, cache.size_gb, run_seconds), 4)
-                                   if run_seconds else None),
-        "max_spend_with_disk_usd": (round(budget.max_spend_with_disk_usd(pricing, run_seconds, cache.disk_type,
-                                                                         cache.size_gb), 4)
-                                    if run_seconds else None),
-        "cache_disk_outlives_destroy": bool(disk["retain_on_delete"]) if disk else cache.keep_on_destroy,
-        "secret_versions": secret_versions,
-        "secret_versions_usd_per_month": round(secret_versions * budget.USD_PER_SECRET_VERSION_MONTH, 4),
-        "idle_usd_per_month": round(disk_per_month + secret_versions * budget.USD_PER_SECRET_VERSION_MONTH, 4),
-    }
-    kv = settings.kv_budget()
-    if kv is None:
-        summary.update(dict.fromkeys(
-            ["kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib",
-             "kv_pool_gib", "outside_cap_gib", "load_limit_tokens"], "unknown"))
-    else:
-        summary.update({
-            "kv_bytes_per_token": kv.kv_bytes_per_token,
-            "kv_tokens": kv.kv_tokens,
-            "kv_blocks": kv.kv_blocks,
-            "block_size": kv.block_size,
-            "hbm_cap_gib": round(budget.gib(kv.hbm_cap_bytes), 2),
-            "kv_pool_gib": round(budget.gib(kv.kv_pool_bytes), 2),
-            "outside_cap_gib": round(budget.gib(kv.outside_cap_bytes), 2),
-            "load_limit_tokens": kv.load_limit_tokens,
-        })
-    summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
-    if settings.platform == "gke":
-        from components.gke.costs import plan_summary
-
-        summary.update(plan_summary(settings))  # the lines above are per chip; these are the whole cluster
-    return summary
+    return costs.plan_budget(settings, secret_versions=sum(1 for r in resources if r["type"] == SECRET_VERSION_TYPE),
+                             disk_outlives_destroy=bool(disk["retain_on_delete"]) if disk else None)
 
 
 class PlanError(Exception):
@@ -183,36 +143,41 @@ def sha256(text: str) -> str:
 
 def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
     """Everything the plan shows, as data. Raises SettingsError on a bad config."""
-    from tools.plan.engine import redact
-    from tools.plan.placeholders import PLACEHOLDER_MEANINGS, mark_placeholders
-
     config_path = config_dir / f"Pulumi.{stack}.yaml"
     if not config_path.exists():
         raise FileNotFoundError(f"no stack config {config_path}; pass --stack NAME for Pulumi.NAME.yaml")
     config, secret_keys = read_stack_config(config_path)
     notes = []
+    shown_project = None
     if not config.get("gcp:project"):
-        config["gcp:project"] = PLACEHOLDER_PROJECT
+        # A valid id the program accepts as any other; the plan shows the marker wherever it went.
+        config["gcp:project"] = UNSET_PROJECT_STAND_IN
+        shown_project = PLACEHOLDER_PROJECT
         notes.append(f"gcp:project is not set; the plan uses {PLACEHOLDER_PROJECT!r}. "
                      "Set it with: pulumi config set gcp:project YOUR_PROJECT")
     program = run_program(config, secret_keys, stack)
     if program.error:
         raise PlanError(program.error)
+
+    def mark(value: Any) -> Any:
+        value = mark_placeholders(value)
+        return replace_word(value, UNSET_PROJECT_STAND_IN, shown_project) if shown_project else value
+
     registered = [
         {"type": r.type, "name": r.name, "parent": r.parent, "component": not r.custom,
          "retain_on_delete": r.retain_on_delete, "inputs": _tidy(redact(r.inputs))}
         for r in program.registrations
     ]
-    resources = mark_placeholders([resource for resource, _ in tree_order(registered)])
-    outputs = mark_placeholders({name: SECRET_PLACEHOLDER if secret else _tidy(value)
-                                 for name, (value, secret) in program.outputs.items()})
+    resources = mark([resource for resource, _ in tree_order(registered)])
+    outputs = mark({name: SECRET_PLACEHOLDER if secret else _tidy(value)
+                    for name, (value, secret) in program.outputs.items()})
     shown = json.dumps([resources, outputs])
     return {
         "stack": stack,
-        "project": config["gcp:project"],
+        "project": mark(config["gcp:project"]),
         "notes": notes,
         "placeholders": {marker: meaning for marker, meaning in PLACEHOLDER_MEANINGS.items() if marker in shown},
-        "warnings": program.warnings,
+        "warnings": mark(program.warnings),
         "budget": budget_summary(program.settings, resources),
         "resources": resources,
         "files": file_uses(resources, vm_files()),

@@ -7,6 +7,9 @@ from typing import Any
 
 SECRET_PLACEHOLDER = "[secret]"
 PLACEHOLDER_PROJECT = "PLACEHOLDER-set-gcp-project"
+# What the engine runs an unset gcp:project as: a valid project id (the settings check it as GCP would),
+# shown as PLACEHOLDER_PROJECT. Only when the stack sets none: a real project of this name stays itself.
+UNSET_PROJECT_STAND_IN = "unset-project-tpu-vllm-plan"
 
 # What only GCP knows after deploy, as the mocks invent it (plausible, so the program's own
 # string handling runs as in a deploy; distinctive, so the plan can mark every use).
@@ -66,3 +69,15 @@ def mark_placeholders(value: Any) -> Any:
         return [mark_placeholders(item) for item in value]
     return value
 
+
+
+def replace_word(value: Any, invented: str, shown: str) -> Any:
+    """Every whole-word use of an invented id (not inside a longer id) replaced, wherever it ended up."""
+    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(invented)}(?![A-Za-z0-9_-])")
+    if isinstance(value, str):
+        return pattern.sub(shown, value)
+    if isinstance(value, dict):
+        return {key: replace_word(item, invented, shown) for key, item in value.items()}
+    if isinstance(value, list):
+        return [replace_word(item, invented, shown) for item in value]
+    return value

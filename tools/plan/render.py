@@ -80,48 +80,12 @@ def _shown_inputs(resource: dict[str, Any]) -> list[str]:
     return keys
 
 
-def _money(value: float) -> str:
-    return f"${value:,.2f}"
-
-
 def render_budget(plan: dict[str, Any]) -> list[str]:
-    budget = plan["budget"]
-    lines = ["cost (USD, us-west4 list prices; sources in components/budget.py):"]
-    pricing = budget["pricing"]
-    lines.append(f"  TPU v5litepod-1, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour")
-    if budget["max_spend_usd"] is not None:
-        hours = f"{budget['run_hours']:g}h"
-        lines.append(f"  one run stops by itself after {hours} (tpu.maxRunDuration): at most "
-                     f"{_money(budget['max_spend_usd'])} for the TPU")
-    else:
-        lines.append(f"  nothing stops the TPU until pulumi destroy: a forgotten weekend costs "
-                     f"{_money(budget['forgotten_weekend_usd'])}")
-    lines.append(f"  compile-cache disk ({budget['cache_disk_type']}, {budget['cache_disk_gb']} GB x "
-                 f"${budget['cache_disk_usd_per_gb_month']}/GB-month): {_money(budget['cache_disk_usd_per_month'])}"
-                 "/month, billed whether or not a run is active")
-    if budget["max_spend_with_disk_usd"] is not None:
-        lines.append(f"  one run with the disk's share of those hours ({_money(budget['cache_disk_usd_per_run'])}): "
-                     f"at most {_money(budget['max_spend_with_disk_usd'])}")
-    idle = [f"the cache disk ({_money(budget['cache_disk_usd_per_month'])}/month)"]
-    if budget["secret_versions"]:
-        idle.append(f"{budget['secret_versions']} Secret Manager secret version(s) "
-                    f"({_money(budget['secret_versions_usd_per_month'])}/month; the first 6 a month are free "
-                    "per billing account)")
-    lines.append(f"  with no run, still billing: {' and '.join(idle)}; about "
-                 f"{_money(budget['idle_usd_per_month'])}/month")
-    if budget["cache_disk_outlives_destroy"]:
-        lines.append("  cache.keepOnDestroy: the disk outlives pulumi destroy and bills "
-                     f"{_money(budget['cache_disk_usd_per_month'])}/month until you delete it "
-                     "(see the cacheDiskBilling output)")
-    else:
-        lines.append("  pulumi destroy deletes the disk (cache.keepOnDestroy is false)")
-    lines.append(f"  at the log's peak, 1,496.5 output tok/s: "
-                 f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
-    if budget.get("platform") == "gke":
-        from components.gke.costs import plan_cost_lines
+    from components.costs import plan_cost_lines
 
-        # The lines above are the VM's, which say a run stops the billing; nothing on gke does.
-        lines = lines[:1] + plan_cost_lines(budget)
+    budget = plan["budget"]
+    lines = ["cost (USD, us-west4 list prices; sources in components/budget.py):", *plan_cost_lines(budget)]
+    if budget.get("platform") == "gke":
         lines += ["", "gke (the cluster as a whole, between gke.minReplicas and gke.maxReplicas):"]
         lines += [f"  {key}: {budget[key]}" for key in (
             "gke_replicas", "gke_cost_per_hour_usd_at_max_replicas", "gke_cost_per_hour_usd_at_min_replicas",
