@@ -700,5 +700,6 @@ def test_the_ceiling_reads_each_run_beside_the_servers_own_record():
     for run in runs:
         # The server's record covers that run only (reset before it), and the client can only read later.
         assert run.server_ttft_s >= 0.02 and run.median_ttft_s >= run.server_ttft_s
-        assert run.server_tpot_s >= 0.005 * (OUTPUT - 1) / OUTPUT
+        # (No bound on the server's TPOT: its schedule is absolute, so a late first token is caught up on.)
+        assert run.server_tpot_s > 0 and run.median_tpot_s > 0
         assert run.aggregate_tok_s <= bench_client_ceiling.expected_rate(2, OUTPUT, 0.02, 0.005)
