@@ -8,6 +8,7 @@ import pulumi
 
 from components import naming
 from components.identity import VmIdentity, VmIdentityArgs
+from components.preview_access import preview_identity_access
 from components.secrets import StackSecrets, StackSecretsArgs
 from components.services import GKE_APIS, ProjectServices
 from components.settings import Loaded, SettingsError, from_pulumi_config
@@ -66,6 +67,8 @@ def run() -> Loaded:
 
     for name, value in wing.outputs.items():
         pulumi.export(name, value)
+    # What the pull-request preview job's identity must be granted (docs/review.md).
+    pulumi.export("previewIam", preview_identity_access(cfg.platform, prefix, cfg.stack_manages_hf_token))
     return loaded
 
 

@@ -16,7 +16,7 @@ from components import budget
 from components.settings.findings import Finding
 
 if TYPE_CHECKING:
-    from components.settings import Settings
+    from components.settings.root import Settings
 
 # What the log booted and measured.
 MEASURED_MAX_MODEL_LENS = (16384, 32768)

@@ -11,6 +11,15 @@ import pulumi_random as random
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
 
+def hf_token_secret_id(prefix: str) -> str:
+    """The stack's own HF token secret (when it keeps the token)."""
+    return f"{prefix}-hf-token"
+
+
+def api_key_secret_id(prefix: str) -> str:
+    return f"{prefix}-api-key"
+
+
 @dataclass
 class StackSecretsArgs:
     project: str
@@ -42,7 +51,7 @@ class StackSecrets(pulumi.ComponentResource):
         member = pulumi.Output.concat("serviceAccount:", args.vm_service_account_email)
 
         if args.hf_token is not None:
-            hf_secret = self._secret(f"{name}-hf-token", f"{args.prefix}-hf-token", args, child)
+            hf_secret = self._secret(f"{name}-hf-token", hf_token_secret_id(args.prefix), args, child)
             gcp.secretmanager.SecretVersion(
                 f"{name}-hf-token-version",
                 secret=hf_secret.id,
@@ -50,7 +59,7 @@ class StackSecrets(pulumi.ComponentResource):
                 opts=child,
             )
             hf_secret_id: pulumi.Input[str] = hf_secret.secret_id
-            self.hf_token_source = f"managed by the stack (secret {args.prefix}-hf-token)"
+            self.hf_token_source = f"managed by the stack (secret {hf_token_secret_id(args.prefix)})"
         else:
             secret_id = args.existing_hf_token_secret
             hidden = args.existing_hf_token_secret_is_secret
@@ -66,7 +75,7 @@ class StackSecrets(pulumi.ComponentResource):
         api_key = random.RandomPassword(
             f"{name}-api-key", length=48, special=False, opts=child
         )
-        api_secret = self._secret(f"{name}-api-key", f"{args.prefix}-api-key", args, child)
+        api_secret = self._secret(f"{name}-api-key", api_key_secret_id(args.prefix), args, child)
         gcp.secretmanager.SecretVersion(
             f"{name}-api-key-version", secret=api_secret.id, secret_data=api_key.result, opts=child
         )

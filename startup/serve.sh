@@ -70,7 +70,15 @@ VLLM_URL="http://127.0.0.1:$UPSTREAM_PORT"
 PROGRESS_LINES='Precompile|[Cc]ompil|[Ww]arm-?up|Loading weights|Memory statistics|Init kv-cache|startup complete'
 MILESTONES='Memory statistics|Init kv-cache|startup complete'
 WORK_DIR="$(mktemp -d)"
-trap 'rm -rf "$WORK_DIR"' EXIT
+# Set by the stack after the staged files (components/vm/vllm_server.py): printed last on any failure, so
+# pulumi-command's error, which ends with this script's output, says the TPU bills and how to stop it.
+FAILURE_NOTE=""
+on_exit() {
+  local status=$?
+  rm -rf "$WORK_DIR"
+  if ((status != 0)) && [[ -n "$FAILURE_NOTE" ]]; then printf '[tpu-vllm] %s\n' "$FAILURE_NOTE" >&2; fi
+}
+trap on_exit EXIT
 STAGED_PATHS=()
 
 say() { printf '[tpu-vllm] %s\n' "$*"; }

@@ -400,7 +400,7 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
     assert result.returncode == 0, result.stderr
     diff = result.stdout
     assert diff.startswith("offline plan diff: base.json (stack review) -> this commit (stack review)\n")
-    assert "resources: 1 added, 2 removed, 5 changed, 11 unchanged (component wrappers not counted)" in diff
+    assert "resources: 1 added, 2 removed, 5 changed, 12 unchanged (component wrappers not counted)" in diff
     assert "  + gcp:compute/firewall:Firewall  firewall-serving-external\n" in diff
     assert '      sourceRanges[0]: "198.51.100.0/24"' in diff
     assert "  - gcp:secretmanager/secret:Secret  secrets-hf-token\n" in diff
@@ -476,7 +476,7 @@ def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
         del old[key]
     del old["budget"]["cache_disk_usd_per_month"]
     diff = plan_diff.render_diff(old, head)
-    assert "resources: 0 added, 0 removed, 0 changed, 17 unchanged" in diff
+    assert "resources: 0 added, 0 removed, 0 changed, 18 unchanged" in diff
     assert "cache_disk_usd_per_month: (absent) -> 11.0" in diff
     assert "outputs:" not in diff  # the old plan's raw mock IPs are placeholders too
 

@@ -10,11 +10,12 @@ import pytest
 
 from components import settings
 from components.vm import container
+from components.vm.billing_notice import still_billing
 from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
 from tools.plan.engine import is_wrapped_secret, unwrap
-from tools.plan.placeholders import MOCK_NODE_UID
+from tools.plan.placeholders import MOCK_NODE_UID, MOCK_TERMINATION_TIME
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
@@ -133,7 +134,9 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     assert inputs["triggers"][0] == MOCK_NODE_UID
     cfg = settings.load(SSH, "my-proj", "dev").settings
     # stdin: serve.sh, then the rendered files (nginx.conf, the front's runner, both units), then `main`.
-    assert inputs["stdin"] == serve_stdin(cfg)
+    # Then the note serve.sh prints last on a failure: the TPU bills until the run's end, and the ways out.
+    note = still_billing(MOCK_TERMINATION_TIME, 0.6)
+    assert inputs["stdin"] == serve_stdin(cfg, note)
     assert inputs["stdin"].startswith(SERVE_SCRIPT.read_text().rstrip("\n"))
     assert inputs["stdin"].endswith("\nmain\n")
     assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))

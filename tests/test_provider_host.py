@@ -403,3 +403,65 @@ def test_a_request_that_went_active_and_was_returned_is_left_alone_on_interrupt(
     assert status != -signal.SIGKILL
     assert server.deleted == [] and list(server.queued) == [created.id]
     assert "interrupted" not in host.stderr_path.read_text()
+
+
+def watchdogs_of(host: Host) -> list[int]:
+    """The create watchdogs the host started (components/vm/create_watchdog.py), by pid."""
+    children = []
+    for task in Path(f"/proc/{host.process.pid}/task").iterdir():
+        children += [int(pid) for pid in (task / "children").read_text().split()]
+    return [pid for pid in children
+            if b"components.vm.create_watchdog" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def is_running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(world, signum):
+    """SIGTERM (a CI runner, `kill`) or SIGKILL (the engine's kill 5 s after its SIGINT, or a killed CLI's) to
+    the host's process group ends it with no provider code run; the create's watchdog sends the DELETE."""
+    server, _, _, start = world
+    server.states = ["WAITING_FOR_RESOURCES"]
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    host = start()
+    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
+    name = f"{PARENT}/queuedResources/tpu-vllm-dev"
+    pending = host.stub.Create.future(proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob, pollSeconds=0.2), False)),
+        timeout=CALL_TIMEOUT * 3)
+    reads = lambda: sum(1 for r in server.requests if r.method == "GET" and r.path.endswith("/tpu-vllm-dev"))  # noqa: E731
+    wait_for(lambda: reads() >= 2, "the provider waiting in the queue")
+    [watchdog] = watchdogs_of(host)
+    assert server.deleted == []
+
+    os.killpg(os.getpgid(host.process.pid), signum)
+    assert host.process.wait(timeout=CALL_TIMEOUT) == -signum  # no Python ran in the host: the signal ended it
+    wait_for(lambda: server.deleted == [name], "the DELETE of the request the create made")
+    assert next(r for r in server.requests if r.method == "DELETE").query.get("force") == "true"
+    wait_for(lambda: not is_running(watchdog), "the watchdog ending once it has acted")
+    with pytest.raises(grpc.RpcError):
+        pending.result()
+    stderr = host.stderr_path.read_text()
+    assert ("the provider host ended (SIGTERM, SIGKILL or a crash) during the create of tpu-vllm-dev: sent the "
+            "DELETE of tpu-vllm-dev") in stderr
+    assert SSH_KEYS_CANARY not in stderr
+
+
+def test_after_a_create_returns_its_watchdog_is_gone_and_a_sigterm_deletes_nothing(world):
+    server, _, _, start = world
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    host = start()
+    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
+    created = host.call("Create", proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob), False)))
+    assert unmarshal(created.properties)["state"] == "ACTIVE"
+    wait_for(lambda: watchdogs_of(host) == [], "the watchdog released when the create returned")
+    os.killpg(os.getpgid(host.process.pid), signal.SIGTERM)
+    assert host.process.wait(timeout=CALL_TIMEOUT) == -signal.SIGTERM
+    assert server.deleted == [] and list(server.queued) == [created.id]
+    assert "provider host ended" not in host.stderr_path.read_text()

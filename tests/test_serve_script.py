@@ -380,3 +380,23 @@ def test_a_reply_that_is_only_reasoning_still_counts_as_a_chat(node, field):
     result = vm()
     assert result.returncode == 0, result.stderr
     assert "chat ok: Hi there" in result.stdout
+
+
+BILLING_NOTE = "The TPU node is running and billing ($0.60/hour) until its run ends at 2026-01-01T04:00:00Z."
+
+
+@pytest.mark.parametrize("status", ["failed: permission denied reading projects/p/secrets/hf", None])
+def test_every_failure_ends_with_the_billing_note(node, status):
+    vm = node(status=status)  # None: the boot script never finishes (an unexpected way to fail)
+    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    result = vm("--status-timeout", "1") if status is None else vm()
+    assert result.returncode == 1
+    # Last, so the end of pulumi-command's error (it appends the command's output) is what to do.
+    assert result.stderr.rstrip("\n").splitlines()[-1] == f"[tpu-vllm] {BILLING_NOTE}"
+
+
+def test_a_deploy_that_succeeds_does_not_print_the_billing_note(node):
+    vm = node()
+    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    assert vm().returncode == 0
+    assert BILLING_NOTE not in vm.result.stderr + vm.result.stdout

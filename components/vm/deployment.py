@@ -106,7 +106,8 @@ class VmDeployment:
         server = VllmServer(
             "vllm",
             VllmServerArgs(settings=cfg, host=node.external_ip, node_uid=node.node_uid,
-                           ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key),
+                           ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
+                           run_ends_at=node.termination_time),
         )
 
         kv = cfg.kv_budget()

@@ -29,6 +29,8 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from components.vm.create_watchdog import ADOPTED, CREATED, CreateWatchdog
+
 # Points the provider at another TPU API root (tests, private endpoints).
 ENDPOINT_ENV = "TPU_VLLM_TPU_API_ENDPOINT"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -206,6 +208,11 @@ def host_is_stopping() -> bool:
     if threading.current_thread() is main:
         return False
     return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not main.is_alive()
+
+
+def in_provider_host() -> bool:
+    """On a worker thread of the dynamic-provider host (its gRPC server's), not in a test or a tool."""
+    return threading.current_thread() is not threading.main_thread()
 
 
 def sleep_unless_stopping(seconds: float) -> None:
@@ -484,7 +491,21 @@ class QueuedResourceProvider(ResourceProvider):
         poll = float(props.get("pollSeconds", 15))
         started = api.clock()
         deadline = started + float(props.get("waitSeconds", 5400))
+        # Inside the host a SIGTERM or SIGKILL ends the process with no Python run (signal handlers are the
+        # main thread's, and this is a gRPC worker): a watchdog process deletes this create's request then.
+        watchdog = CreateWatchdog.start({"name": name, "queuedResourceId": props["queuedResourceId"],
+                                         "handDelete": _hand_delete_command(props)}) if in_provider_host() else None
+        try:
+            return self._create(api, props, started, deadline, poll, watchdog)
+        finally:
+            if watchdog is not None:
+                watchdog.release()
+
+    def _create(self, api: TpuApi, props: dict[str, Any], started: float, deadline: float, poll: float,
+                watchdog: CreateWatchdog | None) -> CreateResult:
         operation = self._request(api, props)
+        if watchdog is not None:
+            watchdog.tell(CREATED if operation is not None else ADOPTED)
         # From here the request is on the server. A failed create records nothing in Pulumi's state, so
         # `pulumi destroy` would not know it: whatever ends the wait deletes it, or says how to.
         try:
@@ -498,7 +519,7 @@ class QueuedResourceProvider(ResourceProvider):
             reason = str(error) if isinstance(error, TpuApiError) else (
                 f"unexpected {_message_of(error)} while waiting for {props['queuedResourceId']}")
             raise TpuApiError(f"{reason.rstrip('.')}. {self._remove_after_failed_create(api, props)}") from None
-        return CreateResult(id_=name, outs={**props, **outs})
+        return CreateResult(id_=self._name(props), outs={**props, **outs})
 
     def _request(self, api: TpuApi, props: dict[str, Any]) -> dict[str, Any] | None:
         """Request the queued resource (its create operation), or adopt the one an interrupted run of

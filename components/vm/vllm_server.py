@@ -16,9 +16,13 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components import serve_command
+from components import budget, serve_command
 from components.settings import Settings
+from components.settings.checks.access import NARROW_SSH_COMMAND
+from components.settings.facts import NAMESPACE
 from components.vm import boot_contract, container, systemd_units
+from components.vm.billing_notice import still_billing
+from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
 
@@ -63,10 +67,14 @@ def remote_command_text(settings: Settings) -> str:
     return "sudo bash -s -- " + shlex.join(args)
 
 
-def serve_stdin(settings: Settings) -> str:
-    """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`."""
+def serve_stdin(settings: Settings, failure_note: str = "") -> str:
+    """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`.
+    `failure_note` is what serve.sh prints last when it fails: pulumi-command ends its error with the
+    command's output (v1.2.1 provider/pkg/provider/remote/commandOutputs.go, run), so the user reads it."""
     parts = [serve_script_text().rstrip("\n"), "",
              "# ---- Rendered by the stack from its settings (no secret): the files this step installs ----"]
+    if failure_note:
+        parts.append(f"FAILURE_NOTE={shlex.quote(failure_note)}")
     for path, text in installed_files(settings):
         if FILE_DELIMITER in text.splitlines():
             raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
@@ -89,6 +97,15 @@ class VllmServerArgs:
     """Changes with every new node (its own id; the name is fixed per stack): re-runs the serving step."""
     ssh_user: str
     ssh_private_key: pulumi.Output[str]
+    run_ends_at: pulumi.Input[str] = ""
+    """The queued resource's terminationTime: what the failure messages say the billing lasts until."""
+
+
+def ssh_blocked_cause(settings: Settings) -> str:
+    """Why SSH usually does not answer here, with the setting, its value and the fix."""
+    return (f"The firewall lets SSH in only from {NAMESPACE}:access.sshSourceRanges = "
+            f"{settings.access.ssh_source_ranges}; if this machine's address is not in it (a /32 from another "
+            f"network), narrow it to this machine: {NARROW_SSH_COMMAND}")
 
 
 class VllmServer(pulumi.ComponentResource):
@@ -103,6 +120,16 @@ class VllmServer(pulumi.ComponentResource):
         text = remote_command_text(args.settings)
         script = serve_stdin(args.settings)
         self.serve_command = serve_command.render_serve_command(args.settings)
+        usd_per_hour = budget.cost_per_hour_usd(args.settings.tpu.provisioning_model)
+        billing = pulumi.Output.from_input(args.run_ends_at).apply(lambda end: still_billing(end, usd_per_hour))
+        # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks.
+        self.ssh_reachable = SshReachable(
+            f"{name}-ssh-reachable",
+            {"host": args.host, "port": 22, "nodeUid": args.node_uid, "dials": SSH_DIALS,
+             "dialTimeoutSeconds": SSH_DIAL_TIMEOUT_SECONDS, "backoffSeconds": 1.0,
+             "cause": ssh_blocked_cause(args.settings), "billing": billing},
+            pulumi.ResourceOptions(parent=self),
+        )
         self.command = command.remote.Command(
             f"{name}-serve",
             connection=command.remote.ConnectionArgs(
@@ -119,9 +146,10 @@ class VllmServer(pulumi.ComponentResource):
                 per_dial_timeout=SSH_DIAL_TIMEOUT_SECONDS,
             ),
             create=text,
-            stdin=script,
+            stdin=billing.apply(lambda note: serve_stdin(args.settings, note)),
+            # The note changes only with the node, which node_uid already triggers on.
             triggers=[args.node_uid, content_hash(text, script)],
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ssh_reachable]),
         )
         self.stdout = self.command.stdout
         self.register_outputs({"stdout": self.stdout})

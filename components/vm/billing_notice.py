@@ -1,0 +1,12 @@
+"""What every failure after the node went ACTIVE must say: the TPU bills, until when, and the ways out."""
+
+from __future__ import annotations
+
+
+def still_billing(run_ends_at: str, usd_per_hour: float) -> str:
+    """`run_ends_at`: the queued resource's terminationTime (empty for spot and on-demand: no end)."""
+    until = (f"until its run ends at {run_ends_at}, when GCP deletes it" if run_ends_at
+             else "with no end of run: until it is deleted")
+    return (f"The TPU node is running and billing (${usd_per_hour:.2f}/hour) {until}. Either fix the cause and "
+            "run `pulumi up` again (it retries this step on the same node), or stop the billing now with "
+            "`pulumi destroy`.")
