@@ -38,7 +38,11 @@ def dev_json(dev_json_output):
 def test_json_shape(dev_json):
     assert set(dev_json) >= {"resources", "warnings", "budget", "files", "placeholders"}
     for resource in dev_json["resources"]:
-        assert set(resource) == {"type", "name", "parent", "component", "retain_on_delete", "inputs"}
+        assert set(resource) == {"type", "name", "parent", "component", "retain_on_delete", "inputs", "urn", "aliases"}
+        # The engine's URN: the whole chain of parent types (the mock monitor's keeps only the last).
+        assert resource["urn"].startswith("urn:pulumi:dev::tpu-vllm::")
+        if resource["type"] == "gcp:compute/disk:Disk":
+            assert resource["urn"].endswith("$gcp:compute/disk:Disk::cache-disk")
     assert {"kv_bytes_per_token", "kv_tokens", "hbm_cap_gib", "kv_pool_gib", "cost_per_hour_usd",
             "max_spend_usd"} <= set(dev_json["budget"])
 
