@@ -88,3 +88,35 @@ def test_two_resources_claiming_one_old_urn_are_reported():
     first = Registered(urn("tpu-vllm:a:A", "one"), "tpu-vllm:a:A", "one", "", (AliasSpec(name="old"),))
     second = Registered(urn("tpu-vllm:a:A", "two"), "tpu-vllm:a:A", "two", "", (AliasSpec(name="old"),))
     assert match_state([urn("tpu-vllm:a:A", "old")], [first, second]).claimed_twice == [urn("tpu-vllm:a:A", "old")]
+
+
+def _plan(*resources):
+    return {"resources": [{"component": False, "inputs": {}, "parent": None, "retain_on_delete": False, **r}
+                          for r in resources]}
+
+
+def test_the_plan_diff_says_whether_a_changed_urn_is_kept_or_replaced():
+    from tools.plan.diff import render_diff
+
+    old_disk = urn("tpu-vllm:storage:CacheDisk$gcp:compute/disk:Disk", "cache-disk")
+    new_disk = urn("tpu-vllm:vm:Deployment$tpu-vllm:storage:CacheDisk$gcp:compute/disk:Disk", "cache-disk")
+    base = _plan({"type": "gcp:compute/disk:Disk", "name": "cache-disk", "urn": old_disk, "aliases": []})
+    kept = render_diff(base, _plan({"type": "gcp:compute/disk:Disk", "name": "cache-disk", "urn": new_disk,
+                                    "aliases": [old_disk]}))
+    assert "(kept: the old URN is an alias, updated in place)" in kept and "REPLACED" not in kept
+    replaced = render_diff(base, _plan({"type": "gcp:compute/disk:Disk", "name": "cache-disk", "urn": new_disk,
+                                        "aliases": []}))
+    assert "(REPLACED: no alias names the old URN)" in replaced
+
+
+def test_the_plan_diff_pairs_a_renamed_type_through_its_alias_instead_of_removed_and_added():
+    from tools.plan.diff import render_diff
+
+    old = urn("tpu-vllm:identity:VmIdentity", "vm")
+    base = _plan({"type": "tpu-vllm:identity:VmIdentity", "name": "vm", "urn": old, "aliases": []})
+    head = _plan({"type": "tpu-vllm:identity:ServiceIdentity", "name": "vm",
+                  "urn": urn("tpu-vllm:identity:ServiceIdentity", "vm"), "aliases": [old]})
+    shown = render_diff(base, head)
+    assert "0 added, 0 removed, 1 changed" in shown
+    assert ('(type, name): ["tpu-vllm:identity:VmIdentity", "vm"] -> '
+            '["tpu-vllm:identity:ServiceIdentity", "vm"]') in shown

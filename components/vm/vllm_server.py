@@ -16,7 +16,6 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components import serve_command
 from components.settings import Settings
 from components.vm import boot_contract, container, systemd_units
 
@@ -82,7 +81,12 @@ def content_hash(*parts: str) -> str:
 
 @dataclass
 class VllmServerArgs:
-    settings: Settings
+    remote_command: str
+    """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments)."""
+    stdin: str
+    """serve_stdin: serve.sh and the files it installs."""
+    serve_command: str
+    """The `vllm serve` line the container runs, shown as an output."""
     host: pulumi.Input[str]
     """The node's external IP."""
     node_uid: pulumi.Input[str]
@@ -100,9 +104,8 @@ class VllmServer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
-        text = remote_command_text(args.settings)
-        script = serve_stdin(args.settings)
-        self.serve_command = serve_command.render_serve_command(args.settings)
+        text, script = args.remote_command, args.stdin
+        self.serve_command = args.serve_command
         self.command = command.remote.Command(
             f"{name}-serve",
             connection=command.remote.ConnectionArgs(
