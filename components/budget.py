@@ -240,6 +240,11 @@ def gib(value_bytes: int) -> float:
 # covers one zonal cluster; the plan counts the fee anyway, since that credit may already be in use.
 GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10
 
+# Every GKE node's boot disk (the system pool's and the ComputeClass's TPU nodes'): GKE's default, written out in
+# the stack so the costs price exactly what runs (pd-balanced at USD_PER_GB_MONTH: $11 a month per node).
+GKE_BOOT_DISK_GB = 100
+GKE_BOOT_DISK_TYPE = "pd-balanced"
+
 # The CPU system pool (kube-system, the metrics adapter, Managed Prometheus collectors), on-demand
 # USD per node-hour in us-west4: E2 predefined, $0.024553/vCPU-h + $0.003291/GiB-h
 # (cloud.google.com/compute/vm-instance-pricing, us-west4). Only machine types priced here are accepted.

@@ -37,7 +37,7 @@ def serving_identity_args(settings: Settings) -> ServiceIdentityArgs:
         return ServiceIdentityArgs(
             project=settings.project, account_id=naming.service_account_id(settings.stack, "workload"),
             display_name="tpu-vllm GKE workload",
-            description="The vLLM pods' identity (Workload Identity); reads only its own secrets.")
+            description="The vLLM pods' identity (Workload Identity): its own secrets and the cache bucket only.")
     return ServiceIdentityArgs(project=settings.project, account_id=naming.service_account_id(settings.stack, "vm"))
 
 

@@ -2,6 +2,9 @@
 
     python -m tools.status [--stack dev]
 
+A gke stack (its `platform` output) is read with kubectl instead (tools/status_gke.py): the ComputeClass,
+its nodes and run ends, each replica, the HPA.
+
 Reads the stack's outputs (`pulumi stack output`), the queued resource's live state from the
 TPU API, and, once the node is up, the boot script's status file, the vLLM container and its
 /health over SSH with the stack's own key. One state, a few facts and the next step:
@@ -498,8 +501,14 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
     try:
         outputs = stack_outputs(args.stack)
         redact = Redactor(outputs)
-        settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
-        report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader, settings_name)
+        if outputs and outputs.get("platform") == "gke":
+            from tools import status_gke  # the gke wing's reading, in its own module
+
+            report = status_gke.decide(outputs, stack_label, clock())
+        else:
+            settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
+            report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader,
+                            settings_name)
     except StatusError as error:
         print(f"error: {redact(str(error))}", file=sys.stderr)
         return EXIT_ERROR

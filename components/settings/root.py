@@ -52,7 +52,8 @@ class Settings(_Section):
     platform: Literal["vm", "gke"] = Field("vm", description=(
         "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
         "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "
-        "`cache.sizeGb` / `keepOnDestroy` (per replica) and `access.*Ranges` apply to both"))
+        "`cache.keepOnDestroy` (gke: the cache bucket) and `access.*Ranges` apply to both; `cache.sizeGb` is the "
+        "VM's disk only (gke warns: its cache is a bucket)"))
     gke: GkeSettings = Field(default_factory=GkeSettings)
     hf_token: SecretStr | None = Field(None, description=(
         "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "

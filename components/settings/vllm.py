@@ -82,7 +82,9 @@ class VllmSettings(_Section):
 
     image: image_reference(VLLM_IMAGE) = Field(VLLM_IMAGE, description=(
         "the container; pin a tag for repeatable boots; must be a pullable reference (`repo:tag` or "
-        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error)"))
+        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error). On gke a tag is resolved to its "
+        "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
+        "as written"))
     model: str = Field(DEFAULT_MODEL, description=(
         "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
         "without measured geometry warns what goes unchecked (see *Changing the model*)"))
