@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components import budget
+from components import arms, budget
 from components.budget import GKE_BOOT_DISK_GB as BOOT_DISK_GB
 from components.budget import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
 from components.gke import compile_cache
@@ -208,6 +208,7 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
             "load_limit_tokens": kv.load_limit_tokens,
         })
     summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    summary.update(arms.plan_summary(settings))
     if settings.platform == "gke":
         summary.update(gke_plan_summary(settings))  # the lines above are per chip; these are the whole cluster
     return summary

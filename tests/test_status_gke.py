@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.shims import make_shims
-from tools import status
+from tools import status, status_report
 
 CANARY_API_KEY = "canary-gke-api-key-4b9e2d7f1a"
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -133,7 +133,7 @@ def shown(capsys) -> str:
 
 def test_a_replica_waiting_for_a_node_is_queued_for_capacity(cluster, capsys):
     cluster.put("pods", {"items": [pod("vllm-0", "queued")]})
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert "status, stack gke: QUEUED FOR CAPACITY" in out
     assert f"{CLASS}: flex-start (run 24h 00m, replacement 1h 00m before the end) -> spot" in out
@@ -148,7 +148,7 @@ def test_a_replica_waiting_for_a_node_is_queued_for_capacity(cluster, capsys):
 def test_compiling_says_how_long_and_how_to_follow(cluster, capsys):
     cluster.put("nodes", {"items": [node("gke-node-1", NOW - timedelta(minutes=10))]})
     cluster.put("pods", {"items": [pod("vllm-0", "compiling")]})
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert "status, stack gke: COMPILING" in out and "for 6m 00s" in out
     assert "kubectl -n tpu-vllm logs vllm-0 -c vllm -f" in out
@@ -162,7 +162,7 @@ def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
                                     node("gke-node-2", NOW - timedelta(minutes=5), model="spot", zone="us-west4-b")]})
     cluster.put("pods", {"items": [pod("vllm-1", "compiling"), pod("vllm-0", "ready")]})
     cluster.put("hpa", hpa(current=2, desired=3, metric="14"))
-    assert run() == status.EXIT_READY
+    assert run() == status_report.EXIT_READY
     out = shown(capsys)
     assert "status, stack gke: READY" in out and "1 of 2 replica(s) serving; 1 on the way" in out
     assert "replica vllm-0" in out and "READY: serving on gke-node-1" in out
@@ -175,7 +175,7 @@ def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
 
 def test_a_crashing_replica_says_where_to_read_why(cluster, capsys):
     cluster.put("pods", {"items": [pod("vllm-0", "crash")]})
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert "status, stack gke: FAILING" in out and "CrashLoopBackOff" in out
     assert "kubectl -n tpu-vllm describe pod vllm-0" in out and "--previous" in out
@@ -184,7 +184,7 @@ def test_a_crashing_replica_says_where_to_read_why(cluster, capsys):
 def test_a_metric_the_hpa_cannot_read_needs_action(cluster, capsys):
     cluster.put("pods", {"items": [pod("vllm-0", "compiling")]})
     cluster.put("hpa", hpa(metric=None, active=False))
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert "status, stack gke: NEEDS ACTION" in out and "FailedGetPodsMetric" in out
     assert "queue metric" in out and "unknown waiting requests per pod" in out
@@ -194,7 +194,7 @@ def test_a_metric_the_hpa_cannot_read_needs_action(cluster, capsys):
 def test_an_unhealthy_class_needs_action(cluster, capsys):
     cluster.put("computeclass", compute_class_object("False", "tpu-v5-lite-podslice not available in zone"))
     cluster.put("pods", {"items": [pod("vllm-0", "queued")]})
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert "NEEDS ACTION" in out and "ComputeClass reports a problem: tpu-v5-lite-podslice not available" in out
 
@@ -202,14 +202,14 @@ def test_an_unhealthy_class_needs_action(cluster, capsys):
 def test_a_missing_class_and_hpa_say_pulumi_up(cluster, capsys):
     cluster.remove("computeclass")
     cluster.remove("hpa")
-    assert run() == status.EXIT_NOT_READY
+    assert run() == status_report.EXIT_NOT_READY
     out = shown(capsys)
     assert f"the ComputeClass {CLASS} is missing" in out and "the HPA is missing" in out
 
 
 def test_without_credentials_it_prints_the_credentials_command(cluster, capsys):
     (cluster.dir / "contexts" / CONTEXT).unlink()
-    assert run() == status.EXIT_ERROR
+    assert run() == status_report.EXIT_ERROR
     out = shown(capsys)
     assert f"kubectl has no context {CONTEXT}: run gcloud container clusters get-credentials tpu-vllm-gke" in out
 
@@ -219,5 +219,5 @@ def test_no_kubectl_is_an_error_with_the_install(cluster, capsys, monkeypatch):
 
     real_which = status_gke.shutil.which
     monkeypatch.setattr(status_gke.shutil, "which", lambda name: None if name == "kubectl" else real_which(name))
-    assert run() == status.EXIT_ERROR
+    assert run() == status_report.EXIT_ERROR
     assert "kubectl is not on PATH: gcloud components install kubectl" in shown(capsys)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from components.gke import compute_class
-from tools.status import EXIT_READY, Report, StatusError, parse_time, span
+from tools.status_report import EXIT_READY, Report, StatusError, parse_time, span
 
 KUBECTL_TIMEOUT_SECONDS = 60
 APP_SELECTOR = "app.kubernetes.io/name=tpu-vllm"

@@ -53,8 +53,11 @@ def bucket_name(settings: Settings) -> str:
 
 
 def flags_key(settings: Settings) -> str:
-    """What changes the compiled programs besides the image: the whole `vllm serve` command."""
-    return hashlib.sha256("\0".join(serve_command.vllm_serve_args(settings)).encode()).hexdigest()[:16]
+    """What changes the compiled programs besides the image: the whole `vllm serve` command, and tpu-inference's
+    variables when any is set (the padding gap and the attention buckets change which programs compile)."""
+    parts = serve_command.vllm_serve_args(settings)
+    parts += [f"{name}={value}" for name, value in serve_command.backend_environment(settings).items()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def cache_prefix(pinned_image: str, settings: Settings) -> str:

@@ -119,6 +119,7 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
         env.append({"name": "HF_HOME", "value": compile_cache.WEIGHTS_MOUNT_PATH})
     else:
         env.append({"name": "HF_HOME", "value": "/dev/shm"})
+    env += [{"name": name, "value": value} for name, value in serve_command.backend_environment(settings).items()]
     probe = {"exec": {"command": health_probe_command(settings.front.upstream_port)}, "timeoutSeconds": 5}
     containers = [
         {

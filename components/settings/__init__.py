@@ -79,7 +79,9 @@ from components.settings.loading import (
 )
 from components.settings.planned_load import LoadSettings
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
+from components.settings.speculative import SpeculativeSetting
 from components.settings.tpu import TpuSettings
+from components.settings.tpu_inference import TpuInferenceSettings
 from components.settings.vllm import KvLayerGroupSetting, ModelGeometrySetting, VllmSettings
 
 __all__ = [
@@ -96,7 +98,8 @@ __all__ = [
     "NO_VALUE", "Duration", "Finding", "InvalidSettingError", "Port", "PublicHostName", "SourceRanges", "Zone",
     "image_reference",
     "AccessSettings", "CacheSettings", "FrontSettings", "GkeSettings", "KvLayerGroupSetting", "LoadSettings",
-    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "TpuSettings", "VllmSettings",
+    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "SpeculativeSetting",
+    "TpuInferenceSettings", "TpuSettings", "VllmSettings",
     "family_of", "from_pulumi_config", "gke_version_at_least", "load", "parse_duration",
     "pullable_image", "raw_from_pulumi_config", "secret_keys_from_pulumi_config",
 ]

@@ -17,6 +17,7 @@ from components.settings.front import FrontSettings
 from components.settings.gke import GkeSettings
 from components.settings.planned_load import LoadSettings
 from components.settings.tpu import TpuSettings
+from components.settings.tpu_inference import TpuInferenceSettings
 from components.settings.vllm import VllmSettings
 
 TOP_LEVEL_KEYS = {
@@ -27,6 +28,7 @@ TOP_LEVEL_KEYS = {
     "load": LoadSettings,
     "front": FrontSettings,
     "gke": GkeSettings,
+    "tpuInference": TpuInferenceSettings,
     "platform": None,
     "hfToken": None,
     "hfTokenSecret": None,
@@ -49,6 +51,7 @@ class Settings(_Section):
     access: AccessSettings = Field(default_factory=AccessSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
     front: FrontSettings = Field(default_factory=FrontSettings)
+    tpu_inference: TpuInferenceSettings = Field(default_factory=TpuInferenceSettings)
     platform: Literal["vm", "gke"] = Field("vm", description=(
         "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
         "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "

@@ -100,6 +100,14 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
     for key in ("kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib", "kv_pool_gib",
                 "outside_cap_gib", "load_limit_tokens", "planned_load_tokens"):
         lines.append(f"  {key}: {budget[key]}")
+    for key in ("blocks_per_request", "token_buckets", "tpu_inference_environment"):
+        if key in budget:
+            shown = budget[key] if isinstance(budget[key], int) else json.dumps(budget[key], sort_keys=True)
+            lines.append(f"  {key}: {shown}")
+    if budget.get("untested_arms"):
+        lines += ["", "untested arms (the build log did not measure these; compare each with docs/arms.md):"]
+        for arm in budget["untested_arms"]:
+            lines += [f"  {arm['setting']}: {arm['renders']}", f"    {arm['why']}"]
     return lines
 
 
