@@ -1,18 +1,14 @@
 """tpu-vllm: flex-start TPU v5e serving gemma-4-E2B-it with vLLM, on one VM or on GKE.
 
-Thin on purpose: settings in, the shared core (APIs, identity, secrets), the chosen platform's wing,
-outputs out.
+Thin on purpose: settings -> the shared core (APIs, identity, secrets) -> the chosen platform's wing -> its
+outputs exported. Nothing else.
 """
 
 import pulumi
 
-from components import naming
-from components.identity import VmIdentity, VmIdentityArgs
+from components.core import create_core
 from components.preview_access import preview_identity_access
-from components.secrets import StackSecrets, StackSecretsArgs
-from components.services import GKE_APIS, ProjectServices
 from components.settings import Loaded, SettingsError, from_pulumi_config
-from components.vm.deployment import VmDeployment
 
 
 def run() -> Loaded:
@@ -24,51 +20,22 @@ def run() -> Loaded:
     loaded = from_pulumi_config()
     for warning in loaded.warnings:
         pulumi.log.warn(warning)
-    cfg = loaded.settings
-    # Every GCP id comes from the settings (components/naming.py), valid whatever the stack name.
-    prefix = cfg.resource_prefix
-    labels = cfg.labels
-    on_gke = cfg.platform == "gke"
-
-    services = ProjectServices("services", cfg.project, extra_apis=GKE_APIS if on_gke else ())
-    after_services = pulumi.ResourceOptions(depends_on=services.services)
-
-    if on_gke:
-        identity = VmIdentity("workload", VmIdentityArgs(
-            project=cfg.project, account_id=naming.stack_id(cfg.stack, "wl", limit=naming.LIMITS["service_account"]),
-            display_name="tpu-vllm GKE workload",
-            description="The vLLM pods' identity (Workload Identity): its own secrets and the cache bucket only."),
-        after_services)
-    else:
-        identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=cfg.service_account_id),
-                              after_services)
-    secrets = StackSecrets(
-        "secrets",
-        StackSecretsArgs(
-            project=cfg.project,
-            prefix=prefix,
-            vm_service_account_email=identity.email,
-            hf_token=pulumi.Output.secret(cfg.hf_token.get_secret_value()) if cfg.hf_token else None,
-            existing_hf_token_secret=cfg.hf_token_secret,
-            existing_hf_token_secret_is_secret="hfTokenSecret" in loaded.secret_keys,
-            labels=labels,
-        ),
-        after_services,
-    )
-
-    if on_gke:
+    settings = loaded.settings
+    core = create_core(settings, hf_token_secret_is_secret="hfTokenSecret" in loaded.secret_keys)
+    if settings.platform == "gke":
         # Imported only here: the vm platform never loads pulumi-kubernetes.
         from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
 
-        wing = GkeDeployment("gke", GkeDeploymentArgs(settings=cfg, services=services.services,
-                                                      workload_identity=identity, secrets=secrets, labels=labels))
+        wing = GkeDeployment("gke", GkeDeploymentArgs(settings=settings, core=core))
     else:
-        wing = VmDeployment(cfg, labels, services, identity, secrets)
+        from components.vm.deployment import VmDeployment, VmDeploymentArgs
 
+        wing = VmDeployment("tpu-vm", VmDeploymentArgs(settings=settings, core=core))
     for name, value in wing.outputs.items():
         pulumi.export(name, value)
     # What the pull-request preview job's identity must be granted (docs/review.md).
-    pulumi.export("previewIam", preview_identity_access(cfg.platform, prefix, cfg.stack_manages_hf_token))
+    pulumi.export("previewIam", preview_identity_access(settings.platform, settings.resource_prefix,
+                                                        settings.stack_manages_hf_token))
     return loaded
 
 

@@ -53,6 +53,39 @@ def stack_id(stack: str, suffix: str = "", limit: int = LIMITS["compute"]) -> st
     return "-".join(part for part in (APP, kept, _short_hash(stack)) if part) + tail
 
 
+# The longest suffix the stack adds to the prefix (a firewall rule), so every `<prefix>-<suffix>` fits 63.
+LONGEST_PREFIX_SUFFIX = "-serving-external"
+
+
+def resource_prefix(stack: str) -> str:
+    """What every compute id of the stack starts with (at most 46 characters); also the node's network tag."""
+    return stack_id(stack, limit=LIMITS["compute"] - len(LONGEST_PREFIX_SUFFIX))
+
+
+# Each service account of the stack and the suffix its id ends with. An account id cannot change in place
+# (a new id is a new account: its grants and Workload Identity bindings go with the old one), so each keeps
+# the rule it was first named by: the serving identities a stack id of their own, the gke-only ones the
+# resource prefix cut to fit (as components/identity.py named them before this function).
+SERVICE_ACCOUNTS = {
+    "vm": ("vm", "stack"),
+    "workload": ("wl", "stack"),
+    "nodes": ("nodes", "prefix"),
+    "metrics": ("metrics", "prefix"),
+}
+
+
+def service_account_id(stack: str, role: str) -> str:
+    """The id (6-30 characters) of the stack's service account for `role`: every account id comes from here."""
+    try:
+        suffix, rule = SERVICE_ACCOUNTS[role]
+    except KeyError:
+        raise ValueError(f"no service account role {role!r}; the roles are {', '.join(SERVICE_ACCOUNTS)}") from None
+    if rule == "stack":
+        return stack_id(stack, suffix, limit=LIMITS["service_account"])
+    prefix = resource_prefix(stack)
+    return f"{prefix[:LIMITS['service_account'] - 1 - len(suffix)].rstrip('-')}-{suffix}"
+
+
 def label_value(text: str) -> str:
     """A label value GCP accepts (0-63 of lowercase letters, digits, '_' and '-'), hashed if changed."""
     value = re.sub(r"[^a-z0-9_-]+", "-", text.lower())

@@ -25,7 +25,7 @@ class StackSecretsArgs:
     project: str
     prefix: str
     """Secret ids start with this (one set per stack)."""
-    vm_service_account_email: pulumi.Input[str]
+    serving_account_email: pulumi.Input[str]
     hf_token: pulumi.Output[str] | None
     """A Pulumi secret; when given, the stack keeps the version itself."""
     existing_hf_token_secret: str
@@ -36,7 +36,7 @@ class StackSecretsArgs:
 
 
 class StackSecrets(pulumi.ComponentResource):
-    """Only the VM's service account can read the secrets, and only these ones."""
+    """Only the serving identity (the VM's or the pods' account) can read the secrets, and only these ones."""
 
     hf_token_secret_name: pulumi.Output[str]
     """projects/<project>/secrets/<id>: what the startup script reads."""
@@ -48,7 +48,7 @@ class StackSecrets(pulumi.ComponentResource):
     def __init__(self, name: str, args: StackSecretsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:secrets:StackSecrets", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        member = pulumi.Output.concat("serviceAccount:", args.vm_service_account_email)
+        member = pulumi.Output.concat("serviceAccount:", args.serving_account_email)
 
         if args.hf_token is not None:
             hf_secret = self._secret(f"{name}-hf-token", hf_token_secret_id(args.prefix), args, child)

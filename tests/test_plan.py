@@ -38,7 +38,11 @@ def dev_json(dev_json_output):
 def test_json_shape(dev_json):
     assert set(dev_json) >= {"resources", "warnings", "budget", "files", "placeholders"}
     for resource in dev_json["resources"]:
-        assert set(resource) == {"type", "name", "parent", "component", "retain_on_delete", "inputs"}
+        assert set(resource) == {"type", "name", "parent", "component", "retain_on_delete", "inputs", "urn", "aliases"}
+        # The engine's URN: the whole chain of parent types (the mock monitor's keeps only the last).
+        assert resource["urn"].startswith("urn:pulumi:dev::tpu-vllm::")
+        if resource["type"] == "gcp:compute/disk:Disk":
+            assert resource["urn"].endswith("$gcp:compute/disk:Disk::cache-disk")
     assert {"kv_bytes_per_token", "kv_tokens", "hbm_cap_gib", "kv_pool_gib", "cost_per_hour_usd",
             "max_spend_usd"} <= set(dev_json["budget"])
 
@@ -134,12 +138,17 @@ def test_resources_are_in_tree_order_with_components_counted_apart(dev_json, dev
     wrappers = [r for r in resources if r["component"]]
     assert {r["type"] for r in wrappers} >= {"tpu-vllm:tpu:TpuNode", "tpu-vllm:serving:VllmServer"}
     assert all(r["parent"] in {w["name"] for w in wrappers} for r in real)
-    # Each component is followed by what it holds, siblings sorted by name.
+    # Each component is followed by what it holds (and what that holds), siblings sorted by name.
+    names = [r["name"] for r in resources]
     for index, resource in enumerate(resources):
         if resource["component"]:
-            held = [r["name"] for r in resources[index + 1:index + 1 + sum(r["parent"] == resource["name"]
-                                                                             for r in resources)]]
-            assert held == sorted(r["name"] for r in resources if r["parent"] == resource["name"])
+            held = [r["name"] for r in resources if r["parent"] == resource["name"]]
+            assert held == sorted(held)
+            assert all(names.index(name) > index for name in held)
+            subtree_end = index + 1
+            while subtree_end < len(resources) and _holds(resources, resource["name"], resources[subtree_end]):
+                subtree_end += 1
+            assert sum(_holds(resources, resource["name"], r) for r in resources) == subtree_end - index - 1
     assert f"resources: {len(real)} to create (+), grouped by {len(wrappers)} component wrappers" in dev_text
     assert sum(line.lstrip().startswith("+ ") for line in dev_text.splitlines()) == len(real)
     assert "  [component] tpu-vllm:tpu:TpuNode  tpu" in dev_text
@@ -186,9 +195,20 @@ def test_the_files_sent_to_the_vm_are_named_side_by_side(dev_json, dev_text):
     assert "#!/usr/bin/env bash" not in dev_text  # named, not printed
 
 
+def _holds(resources, component: str, resource) -> bool:
+    """`resource` is inside `component`, at any depth."""
+    parents = {r["name"]: r["parent"] for r in resources if r["component"]}
+    parent = resource["parent"]
+    while parent in parents:
+        if parent == component:
+            return True
+        parent = parents[parent]
+    return False
+
+
 def test_the_remote_command_is_one_argument_a_line(dev_json, dev_text):
     command = next(r for r in dev_json["resources"] if r["name"] == "vllm-serve")["inputs"]["create"]
-    block = dev_text.split("        create:\n")[1].split("\n        stdin:")[0].splitlines()
+    block = re.split(r"\n *stdin:", re.split(r"\n *create:\n", dev_text)[1])[0].splitlines()
     lines = [line.strip().removesuffix(" \\") for line in block]
     assert lines[0] == "sudo bash"
     assert "--max-model-len 32768" in lines and "--gpu-memory-utilization 0.92" in lines

@@ -17,10 +17,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import budget
+from components import budget, naming
 from components.gke import manifests, metrics_door
 from components.gke.workload import APP_NAME, bind_workload_identity, selector_labels
-from components.identity import VmIdentity, VmIdentityArgs, account_id
+from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.settings import GKE_METRICS_ADAPTER_NAMESPACE, Settings
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
@@ -181,9 +181,9 @@ class Autoscaling(pulumi.ComponentResource):
         manifests.declare(f"{name}-pod-monitoring", pod_monitoring(cfg, ns), k8s_opts)
         adapter_ready: list[pulumi.Resource] = []
         if args.install_adapter:
-            identity = VmIdentity(
+            identity = ServiceIdentity(
                 f"{name}-adapter",
-                VmIdentityArgs(project=cfg.project, account_id=account_id(cfg.resource_prefix, "metrics"),
+                ServiceIdentityArgs(project=cfg.project, account_id=naming.service_account_id(cfg.stack, "metrics"),
                                display_name="tpu-vllm metrics adapter",
                                description="Reads the queue metric from Cloud Monitoring for the HPA."),
                 pulumi.ResourceOptions(parent=self))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from components import serve_command
+from components import naming, serve_command
+from components.core import Core
 from components.costs import gke_costs, kv_outputs
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
@@ -17,8 +18,7 @@ from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
 from components.gke.workload import ServingWorkload, ServingWorkloadArgs
-from components.identity import VmIdentity, VmIdentityArgs, account_id
-from components.secrets import StackSecrets
+from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.settings import Settings
 
 
@@ -26,14 +26,9 @@ from components.settings import Settings
 class GkeDeploymentArgs:
     settings: Settings
     """The validated stack settings (platform gke)."""
-    services: list[gcp.projects.Service]
-    """The project's APIs; everything waits for them."""
-    workload_identity: VmIdentity
-    """The workload's Google service account (the shared core made it; the secrets grant it access)."""
-    secrets: StackSecrets
-    """The Secret Manager secrets (HF token, API key)."""
-    labels: dict[str, str] = field(default_factory=dict)
-    """GCP labels of the stack."""
+    core: Core
+    """The shared core: APIs (everything waits for them), the pods' identity (the secrets grant it access),
+    the secrets, the labels."""
 
 
 class GkeDeployment(pulumi.ComponentResource):
@@ -44,13 +39,13 @@ class GkeDeployment(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeDeploymentArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:Deployment", name, None, opts)
-        cfg, gke = args.settings, args.settings.gke
-        after_services = pulumi.ResourceOptions(parent=self, depends_on=args.services)
+        cfg, gke, core = args.settings, args.settings.gke, args.core
+        after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         cluster_name = gke.cluster_name or cfg.resource_prefix
 
-        nodes = VmIdentity(
+        nodes = ServiceIdentity(
             f"{name}-nodes",
-            VmIdentityArgs(project=cfg.project, account_id=account_id(cfg.resource_prefix, "nodes"),
+            ServiceIdentityArgs(project=cfg.project, account_id=naming.service_account_id(cfg.stack, "nodes"),
                            display_name="tpu-vllm GKE nodes",
                            description="The GKE nodes' own identity: logs and metrics. Pods use their own."),
             after_services)
@@ -65,25 +60,25 @@ class GkeDeployment(pulumi.ComponentResource):
                 network=cfg.tpu.network, subnetwork=cfg.tpu.subnetwork,
                 system_machine_type=gke.system_machine_type, system_node_count=gke.system_node_count,
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
-                use_existing=gke.use_existing_cluster, labels=args.labels),
-            pulumi.ResourceOptions(parent=self, depends_on=[*args.services, node_role]))
+                use_existing=gke.use_existing_cluster, labels=core.labels),
+            pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(cfg, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
         cache = CompileCache("compile-cache", CompileCacheArgs(
-            settings=cfg, workload_service_account_email=args.workload_identity.email, labels=args.labels,
-            services=args.services), pulumi.ResourceOptions(parent=self))
+            settings=cfg, workload_service_account_email=core.identity.email, labels=core.labels,
+            services=core.apis), pulumi.ResourceOptions(parent=self))
         image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
                 settings=cfg, namespace=gke.namespace,
-                google_service_account_email=args.workload_identity.email,
-                hf_token_secret_name=args.secrets.hf_token_secret_name,
-                api_key_secret_name=args.secrets.api_key_secret_name,
+                google_service_account_email=core.identity.email,
+                hf_token_secret_name=core.secrets.hf_token_secret_name,
+                api_key_secret_name=core.secrets.api_key_secret_name,
                 image=image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
                 provider=cluster.provider, cluster_ready=cluster.ready),
-            pulumi.ResourceOptions(parent=self, depends_on=[args.secrets]))
+            pulumi.ResourceOptions(parent=self, depends_on=[core.secrets]))
         exposure = Exposure("exposure", ExposureArgs(settings=cfg, provider=cluster.provider, workload=workload),
                             pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
@@ -114,8 +109,8 @@ class GkeDeployment(pulumi.ComponentResource):
             "inClusterEndpoint": exposure.in_cluster_url,
             "portForwardCommand": f"kubectl -n {gke.namespace} port-forward svc/{CLUSTER_SERVICE} {port}:{port}",
             "localEndpoint": f"http://127.0.0.1:{port}/v1",
-            "apiKey": args.secrets.api_key,
-            "hfTokenSource": args.secrets.hf_token_source,
+            "apiKey": core.secrets.api_key,
+            "hfTokenSource": core.secrets.hf_token_source,
             "vllmServeCommand": serve_command.render_serve_command(cfg),
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
             "scaleUpLatency": scale_up_latency(cfg),
@@ -123,4 +118,4 @@ class GkeDeployment(pulumi.ComponentResource):
             **kv_outputs(cfg),
         }
         self.outputs = {key: value for key, value in outputs.items() if value is not None}
-        self.register_outputs({"clusterName": cluster.name, "endpoint": endpoint})
+        self.register_outputs(self.outputs)

@@ -128,11 +128,11 @@ class Settings(_Section):
     def resource_prefix(self) -> str:
         """At most 46 characters, so `<prefix>-<suffix>` fits 63 for every suffix the stack adds
         (the longest is the firewall rule serving-external); also the node's network tag."""
-        return naming.stack_id(self.stack, limit=naming.LIMITS["compute"] - len("-serving-external"))
+        return naming.resource_prefix(self.stack)
 
     @property
     def service_account_id(self) -> str:
-        return naming.stack_id(self.stack, "vm", limit=naming.LIMITS["service_account"])
+        return naming.service_account_id(self.stack, "vm")
 
     @property
     def cache_disk_name(self) -> str:

@@ -1,43 +1,65 @@
 """The single-VM wing: cache disk, firewall, SSH key, the queued resource (its body is built here) and the
 serving step, and the outputs a newcomer needs.
 
-A plain class, not a ComponentResource, on purpose: a component would become the parent of these resources
-and change every URN, so Pulumi would replace a live stack's disk, firewall and TPU. The resources keep the
-names and the stack as parent that they had when __main__.py declared them.
+Its children were declared at the stack's root before the wing was a component; each keeps that URN with
+`Alias(parent=ROOT_STACK_RESOURCE)` (sdk/python/lib/pulumi/resource.py in pulumi/pulumi v3.272.0, class
+Alias: "To specify no original parent, use `Alias(parent=pulumi.ROOT_STACK_RESOURCE)`"; create_alias_spec in
+sdk/python/lib/pulumi/runtime/resource.py sends it as noParent), and what each child holds inherits it
+(pkg/resource/deploy/step_generator.go, generateAliases), so a live stack's disk, firewall and TPU are
+updated, not replaced. tests/test_urns.py proves it against the URNs recorded in tests/golden/urns/.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
-from components import budget
-from components.identity import VmIdentity, account_email
-from components.secrets import StackSecrets
-from components.services import ProjectServices
+from components import budget, serve_command
+from components.core import Core
+from components.identity import account_email
 from components.settings import Settings
 from components.vm import boot_contract, container
+from components.vm.billing_notice import still_billing
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.network import NodeFirewall, NodeFirewallArgs
 from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
 from components.vm.ssh_access import SshAccess, SshAccessArgs
-from components.vm.vllm_server import VllmServer, VllmServerArgs
+from components.vm.vllm_server import (
+    VllmServer,
+    VllmServerArgs,
+    remote_command_text,
+    serve_stdin,
+    ssh_blocked_cause,
+)
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 
 
-class VmDeployment:
+@dataclass
+class VmDeploymentArgs:
+    settings: Settings
+    """The validated stack settings (platform vm)."""
+    core: Core
+    """The shared core: APIs, the VM's identity, the secrets, the labels."""
+
+
+class VmDeployment(pulumi.ComponentResource):
     """Everything the vm platform adds to the shared core; `outputs` is what the stack exports."""
 
     outputs: dict[str, Any]
 
-    def __init__(self, cfg: Settings, labels: dict[str, str], services: ProjectServices,
-                 identity: VmIdentity, secrets: StackSecrets):
+    def __init__(self, name: str, args: VmDeploymentArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-vllm:vm:Deployment", name, None, opts)
+        cfg, core = args.settings, args.core
+        labels, services, identity, secrets = core.labels, core.services, core.identity, core.secrets
         prefix = cfg.resource_prefix
         node_tag = cfg.network_tag
-        after_services = pulumi.ResourceOptions(depends_on=services.services)
+        # Children keep the URNs they had at the stack's root (see the module's docstring).
+        child = pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)])
+        after_services = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=core.apis))
 
         cache = CacheDisk(
             "cache",
@@ -66,6 +88,7 @@ class VmDeployment:
                 private_key=(pulumi.Output.secret(cfg.ssh_private_key.get_secret_value())
                              if cfg.ssh_private_key else None),
             ),
+            child,
         )
 
         startup_script = STARTUP_SCRIPT.read_text()
@@ -101,13 +124,19 @@ class VmDeployment:
                 queued_resource_id=cfg.node_id,
                 queue_seconds=cfg.tpu.queue_seconds,
             ),
-            pulumi.ResourceOptions(depends_on=[identity.account, secrets, cache, firewall, *services.services]),
+            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=[identity.account, secrets, cache, firewall, *services.services])),
         )
+        usd_per_hour = budget.cost_per_hour_usd(cfg.tpu.provisioning_model)
+        billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
+        stdin = billing_note.apply(lambda note: serve_stdin(cfg, note))
         server = VllmServer(
             "vllm",
-            VllmServerArgs(settings=cfg, host=node.external_ip, node_uid=node.node_uid,
-                           ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
-                           run_ends_at=node.termination_time),
+            VllmServerArgs(remote_command=remote_command_text(cfg), stdin=stdin, stdin_without_note=serve_stdin(cfg),
+                           serve_command=serve_command.render_serve_command(cfg), host=node.external_ip,
+                           node_uid=node.node_uid, ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
+                           ssh_blocked_cause=ssh_blocked_cause(cfg), billing_note=billing_note),
+            child,
         )
 
         kv = cfg.kv_budget()
@@ -156,3 +185,4 @@ class VmDeployment:
                 f"keep clients x context under {kv.load_limit_tokens:,} tokens (78% of {kv.kv_tokens:,}); "
                 f"e.g. 16 agents at {kv.load_limit_tokens // 16:,} tokens each")
         self.outputs = outputs
+        self.register_outputs(outputs)

@@ -16,12 +16,10 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components import budget, serve_command
 from components.settings import Settings
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.settings.facts import NAMESPACE
 from components.vm import boot_contract, container, systemd_units
-from components.vm.billing_notice import still_billing
 from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
@@ -90,15 +88,24 @@ def content_hash(*parts: str) -> str:
 
 @dataclass
 class VllmServerArgs:
-    settings: Settings
+    remote_command: str
+    """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments)."""
+    stdin: pulumi.Input[str]
+    """serve_stdin: serve.sh and the files it installs, with the billing note it prints last on failure."""
+    stdin_without_note: str
+    """The same without the note: what the triggers hash (the note changes only with the node)."""
+    serve_command: str
+    """The `vllm serve` line the container runs, shown as an output."""
     host: pulumi.Input[str]
     """The node's external IP."""
     node_uid: pulumi.Input[str]
     """Changes with every new node (its own id; the name is fixed per stack): re-runs the serving step."""
     ssh_user: str
     ssh_private_key: pulumi.Output[str]
-    run_ends_at: pulumi.Input[str] = ""
-    """The queued resource's terminationTime: what the failure messages say the billing lasts until."""
+    ssh_blocked_cause: str
+    """ssh_blocked_cause: why SSH usually does not answer, with the setting, its value and the fix."""
+    billing_note: pulumi.Input[str]
+    """still_billing: that the TPU bills, until when, and the two ways out."""
 
 
 def ssh_blocked_cause(settings: Settings) -> str:
@@ -117,17 +124,14 @@ class VllmServer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
-        text = remote_command_text(args.settings)
-        script = serve_stdin(args.settings)
-        self.serve_command = serve_command.render_serve_command(args.settings)
-        usd_per_hour = budget.cost_per_hour_usd(args.settings.tpu.provisioning_model)
-        billing = pulumi.Output.from_input(args.run_ends_at).apply(lambda end: still_billing(end, usd_per_hour))
+        text = args.remote_command
+        self.serve_command = args.serve_command
         # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks.
         self.ssh_reachable = SshReachable(
             f"{name}-ssh-reachable",
             {"host": args.host, "port": 22, "nodeUid": args.node_uid, "dials": SSH_DIALS,
              "dialTimeoutSeconds": SSH_DIAL_TIMEOUT_SECONDS, "backoffSeconds": 1.0,
-             "cause": ssh_blocked_cause(args.settings), "billing": billing},
+             "cause": args.ssh_blocked_cause, "billing": args.billing_note},
             pulumi.ResourceOptions(parent=self),
         )
         self.command = command.remote.Command(
@@ -146,9 +150,9 @@ class VllmServer(pulumi.ComponentResource):
                 per_dial_timeout=SSH_DIAL_TIMEOUT_SECONDS,
             ),
             create=text,
-            stdin=billing.apply(lambda note: serve_stdin(args.settings, note)),
+            stdin=args.stdin,
             # The note changes only with the node, which node_uid already triggers on.
-            triggers=[args.node_uid, content_hash(text, script)],
+            triggers=[args.node_uid, content_hash(text, args.stdin_without_note)],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ssh_reachable]),
         )
         self.stdout = self.command.stdout

@@ -5,6 +5,9 @@ difference, printing the plan diff. A change that means to change the infrastruc
 them on purpose, and the pull request's diff shows what changed:
 
     .venv-test/bin/python -m tests.golden --update
+
+Beside them, tests/golden/urns/ holds each stack's URNs as recorded from an earlier commit, the state a
+live stack has; `python -m tests.golden --record-urns` records a stack that has none yet.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOLDEN_DIR = Path(__file__).resolve().parent
 VARIANT_STACKS_DIR = GOLDEN_DIR / "stacks"
+URNS_DIR = GOLDEN_DIR / "urns"
+"""Each stack's URNs as a live stack's state holds them: recorded once, never rewritten to match the code
+(tests/test_urns.py proves the program still finds every one, itself or through an alias)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,10 @@ class GoldenStack:
     @property
     def plan_path(self) -> Path:
         return GOLDEN_DIR / f"{self.name}.json"
+
+    @property
+    def urns_path(self) -> Path:
+        return URNS_DIR / f"{self.name}.json"
 
 
 STACKS = (

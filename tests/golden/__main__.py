@@ -6,13 +6,18 @@ import argparse
 import sys
 
 from tests.golden import STACKS, render
+from tests.golden.urns import record_urns
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.golden", description=__doc__)
     parser.add_argument("--update", action="store_true",
                         help="rewrite the golden plans that differ (default: only report them)")
+    parser.add_argument("--record-urns", action="store_true",
+                        help="record tests/golden/urns/<stack>.json for each stack that has none (never rewrites one)")
     args = parser.parse_args(argv)
+    if args.record_urns:
+        return record_urns()
     differing = []
     for stack in STACKS:
         completed = render(stack)

@@ -1,6 +1,7 @@
 """What changed between two offline plans (`python -m tools.plan --json`), as a reviewer reads it.
 
-Resources are matched by type and name; their inputs are compared field by field (so the
+Resources are matched by type and name (or, in plans with URNs, by an alias naming the old URN: renamed or
+moved, each URN change says whether it is kept or replaced); their inputs are compared field by field (so the
 queued-resource body shows as `body.runDuration.maxRunDuration: "14400s" -> "7200s"`),
 commands argument by argument, scripts line by line, and the budget as a cost delta.
 Pure functions of two plan dicts: the base may come from an older commit, so missing keys
@@ -146,14 +147,42 @@ def _label(resource: dict[str, Any]) -> str:
     return f"{prefix}{resource['type']}  {resource['name']}"
 
 
+def _paired_by_urn(old: dict[tuple[str, str], dict[str, Any]],
+                   new: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """Old key -> new key where the new resource has the old one's URN as an alias (renamed or moved: the
+    engine updates it in place). Only plans that carry URNs; the rest match by type and name."""
+    by_alias = {alias: key for key, resource in new.items() for alias in resource.get("aliases") or []}
+    pairs = {}
+    for key, resource in old.items():
+        target = by_alias.get(resource.get("urn") or "")
+        if target is not None and target != key and key not in new:
+            pairs[key] = target
+    return pairs
+
+
+def _urn_change(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    old_urn, new_urn = before.get("urn"), after.get("urn")
+    if not old_urn or not new_urn or old_urn == new_urn:
+        return []
+    if old_urn in (after.get("aliases") or []):
+        return [f"(urn): {_show(old_urn)} -> {_show(new_urn)} (kept: the old URN is an alias, updated in place)"]
+    return [f"(urn): {_show(old_urn)} -> {_show(new_urn)} (REPLACED: no alias names the old URN)"]
+
+
 def _resource_section(base: dict[str, Any], head: dict[str, Any], files: dict[str, tuple[str, int]]) -> list[str]:
     old, new = _by_identity(base), _by_identity(head)
+    # A resource kept through an alias is compared with what it was, under its new type and name.
+    for old_key, new_key in _paired_by_urn(old, new).items():
+        old[new_key] = {**old.pop(old_key), "renamed_from": old_key}
     added = sorted(new.keys() - old.keys(), key=lambda key: (key[1], key[0]))
     removed = sorted(old.keys() - new.keys(), key=lambda key: (key[1], key[0]))
     changed = []
     for key in sorted(old.keys() & new.keys(), key=lambda key: (key[1], key[0])):
         before, after = old[key], new[key]
         fields = _field_changes(before.get("inputs", {}), after.get("inputs", {}), key[0], files)
+        if "renamed_from" in before:
+            fields.append(f"(type, name): {_show(list(before['renamed_from']))} -> {_show(list(key))}")
+        fields += _urn_change(before, after)
         for option in ("parent", "retain_on_delete"):
             if option in before and option in after and before[option] != after[option]:
                 fields.append(f"({option}): {_show(before[option])} -> {_show(after[option])}")

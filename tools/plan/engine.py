@@ -38,6 +38,7 @@ from tools.plan.placeholders import (
     MOCK_TERMINATION_TIME,
     SECRET_PLACEHOLDER,
 )
+from tools.plan.urns import AliasSpec, Registered, make_urn
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAM_FILE = ROOT / "__main__.py"
@@ -60,6 +61,15 @@ class Registration:
     delete_before_replace: bool = False
     import_id: str = ""
     """The `import` option: the id of an existing resource the engine adopts instead of creating one."""
+    urn: str = ""
+    """As the engine computes it (tools/plan/urns.py), not the mock monitor's."""
+    parent_urn: str = ""
+    aliases: list[AliasSpec] = field(default_factory=list)
+    """The `aliases` option as the SDK sent it, parent URNs the engine's."""
+
+    def urn_record(self) -> Registered:
+        return Registered(urn=self.urn, type=self.type, name=self.name, parent_urn=self.parent_urn,
+                          aliases=tuple(self.aliases))
 
 
 def is_wrapped_secret(value: Any) -> bool:
@@ -113,6 +123,8 @@ class StackMocks(pulumi.runtime.Mocks):
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
+    engine_urns: dict[str, str] = field(default_factory=dict)
+    """The mock monitor's URN -> the engine's (they differ below a grandparent)."""
     preview: bool = False
     """A dry run, as `pulumi preview` of a new stack: a new resource's outputs are only its inputs (what the
     engine returns for a provider without previews, pkg/resource/deploy/step.go CreateStep.Apply), so
@@ -256,7 +268,12 @@ class RecordingMonitor(MockMonitor):
             dependencies = set(request.dependencies)
             for urns in request.propertyDependencies.values():
                 dependencies.update(urns.urns)
+            engine_urns = self._stack_mocks.engine_urns
+            parent_urn = engine_urns.get(request.parent, "")
             self._stack_mocks.options[(request.type, request.name)] = {
+                "urn": make_urn(pulumi.get_stack(), pulumi.get_project(), parent_urn, request.type, request.name),
+                "parent_urn": parent_urn,
+                "aliases": [self._alias(alias) for alias in request.aliases],
                 "parent": names.get(request.parent) if request.parent else None,
                 "dependencies": sorted(names.get(urn, urn) for urn in dependencies),
                 "retain_on_delete": bool(request.retainOnDelete),
@@ -265,7 +282,19 @@ class RecordingMonitor(MockMonitor):
         response = super().RegisterResource(request)
         self._remember_loop()
         self._stack_mocks.urn_names[response.urn] = request.name
+        options = self._stack_mocks.options.get((request.type, request.name), {})
+        self._stack_mocks.engine_urns[response.urn] = options.get("urn", response.urn)
         return response
+
+    def _alias(self, alias) -> AliasSpec:
+        """alias_pb2.Alias: a URN, or a spec whose parent is a URN this monitor returned."""
+        if alias.WhichOneof("alias") == "urn":
+            return AliasSpec(urn=alias.urn)
+        spec = alias.spec
+        parent = spec.parentUrn if spec.WhichOneof("parent") == "parentUrn" else ""
+        return AliasSpec(name=spec.name, type=spec.type, stack=spec.stack, project=spec.project,
+                         parent_urn=self._stack_mocks.engine_urns.get(parent, parent),
+                         no_parent=spec.WhichOneof("parent") == "noParent" and spec.noParent)
 
     def Invoke(self, request):  # noqa: N802 - gRPC method name
         try:

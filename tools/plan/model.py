@@ -22,6 +22,7 @@ from tools.plan.placeholders import (
     replace_word,
 )
 from tools.plan.stack_file import read_stack_config
+from tools.plan.urns import candidate_aliases
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # Files whose text the program hands to the VM; the plan names them instead of printing them.
@@ -163,9 +164,11 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
         value = mark_placeholders(value)
         return replace_word(value, UNSET_PROJECT_STAND_IN, shown_project) if shown_project else value
 
+    aliases = candidate_aliases(r.urn_record() for r in program.registrations)
     registered = [
         {"type": r.type, "name": r.name, "parent": r.parent, "component": not r.custom,
-         "retain_on_delete": r.retain_on_delete, "inputs": _tidy(redact(r.inputs))}
+         "retain_on_delete": r.retain_on_delete, "inputs": _tidy(redact(r.inputs)),
+         "urn": r.urn, "aliases": aliases[r.urn]}
         for r in program.registrations
     ]
     resources = mark([resource for resource, _ in tree_order(registered)])

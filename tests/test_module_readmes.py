@@ -1,0 +1,66 @@
+"""Each module README (components/vm, components/gke, policy, startup) says what the module is for and where
+a change goes, and its example commands work: every ```bash block after a `<!-- runnable -->` line runs with
+bash in a copy of the repository (the test and policy venvs linked where the READMEs name them)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE_READMES = ["components/vm/README.md", "components/gke/README.md", "policy/README.md", "startup/README.md"]
+RUNNABLE = re.compile(r"^<!-- runnable -->\n```bash\n(.*?)^```$", re.S | re.M)
+TEST_VENV = Path(os.environ.get("TPU_VLLM_TEST_VENV", ROOT / ".venv-test"))
+POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / ".venv-policy"))
+
+
+def runnable_blocks(readme: str) -> list[str]:
+    return RUNNABLE.findall((ROOT / readme).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory) -> Path:
+    """The tracked files only (as a fresh clone has them), with the venvs where the READMEs look."""
+    copy = tmp_path_factory.mktemp("repo")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file() and not source.is_symlink():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    (copy / ".venv-test").symlink_to(TEST_VENV)
+    (copy / "policy" / "venv").symlink_to(POLICY_VENV)
+    return copy
+
+
+@pytest.mark.parametrize("readme", MODULE_READMES)
+def test_each_module_readme_says_where_a_change_goes_and_has_a_runnable_example(readme):
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    assert "Where a change goes" in text or "| file |" in text, readme
+    assert runnable_blocks(readme), f"{readme}: no ```bash block after <!-- runnable -->"
+    # Every file a README's table names is there.
+    module = (ROOT / readme).parent
+    for name in re.findall(r"^\| `([\w./]+\.(?:py|sh|yaml))`", text, re.M):
+        assert (module / name).exists() or (ROOT / name).exists(), f"{readme} names {name}, which is not there"
+
+
+@pytest.mark.parametrize("readme", MODULE_READMES)
+def test_the_runnable_examples_run(readme, repo_copy):
+    for block in runnable_blocks(readme):
+        completed = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=repo_copy, capture_output=True,
+                                   text=True, timeout=300)
+        assert completed.returncode == 0, (
+            f"{readme}:\n{block}\nstdout:\n{completed.stdout}\nstderr:\n{completed.stderr}")
+        assert completed.stdout.strip(), f"{readme}: the example printed nothing:\n{block}"
+
+
+def test_a_failing_example_fails_the_run(repo_copy):
+    completed = subprocess.run(["bash", "-euo", "pipefail", "-c", "false | grep x\necho after"], cwd=repo_copy,
+                               capture_output=True, text=True)
+    assert completed.returncode != 0 and "after" not in completed.stdout
