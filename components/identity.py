@@ -39,6 +39,11 @@ class VmIdentity(pulumi.ComponentResource):
         self.register_outputs({"email": self.email})
 
 
+def account_email(project: str, account_id: str) -> str:
+    """A user-managed service account's email, known before the account exists (so a preview can show it)."""
+    return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
 def account_id(prefix: str, suffix: str) -> str:
     """A service account id (6-30 characters) that keeps its suffix however long the stack's name is."""
     return f"{prefix[:29 - len(suffix)].rstrip('-')}-{suffix}"

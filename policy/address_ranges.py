@@ -1,6 +1,6 @@
 """What firewall source ranges reach, judged by the addresses they cover rather than by how they are written.
 
-One implementation for both sides: components/settings.py refuses such configuration before any cloud
+One implementation for both sides: components/settings/ refuses such configuration before any cloud
 call, and the policy pack reports it in a preview. The pack runs in its own virtualenv and is published
 as the policy/ directory alone, so this module lives here and imports only the standard library; the
 program imports it as `policy.address_ranges`.

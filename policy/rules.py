@@ -24,6 +24,33 @@ except ImportError:  # run by the pack's __main__, which puts this directory on 
     import address_ranges
     import opt_in
 
+try:
+    from pulumi_policy.proxy import UnknownValueError
+except ImportError:  # the rules also run without pulumi_policy (tests, the offline plan)
+    class UnknownValueError(Exception):  # type: ignore[no-redef]
+        """Stands in for pulumi_policy's: nothing raises it here."""
+
+# What a preview sends for a value computed at deploy (pulumi sdk/go/common/resource/plugin/rpc.go, the
+# same strings pulumi_policy/proxy.py names); the analyzer's proxy raises UnknownValueError on reading one.
+UNKNOWN_SENTINELS = frozenset({
+    "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7", "3eeb2bf0-c639-47a8-9e75-3b44932eb421",
+    "04da6b54-80e4-46f7-96ec-b56ff0331ba9", "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2",
+    "030794c1-ac77-496b-92df-f27374a8bd58", "e48ece36-62e2-4504-bad9-02848725956a",
+    "dd056dcd-154b-4c76-9bd3-c8f88648b5ff",
+})
+
+
+def known_items(mapping: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The entries whose values are known: a preview leaves the others unknown (e.g. a new stack's SSH key),
+    and the rest of the mapping must still be judged, not turned into pulumi_policy's advisory note."""
+    for key in mapping:
+        try:
+            value = mapping[key]
+        except UnknownValueError:
+            continue
+        if not (isinstance(value, str) and value in UNKNOWN_SENTINELS):
+            yield key, value
+
 QUEUED_RESOURCE_TYPES = {"pulumi-python:dynamic/tpu-vllm:QueuedResource"}
 # pulumi-gcp TPU resources: none of them can carry a run duration.
 UNBOUNDED_TPU_TYPES = {"gcp:tpu/v2Vm:V2Vm", "gcp:tpu/node:Node", "gcp:tpu/v2QueuedResource:V2QueuedResource"}
@@ -309,13 +336,13 @@ def metadata_has_no_secrets(type_: str, props: Mapping[str, Any],
     metadata: Mapping[str, Any] = {}
     if type_ in QUEUED_RESOURCE_TYPES:
         for spec in ((props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
-            metadata = {**metadata, **((spec.get("node") or {}).get("metadata") or {})}
+            metadata = {**metadata, **dict(known_items((spec.get("node") or {}).get("metadata") or {}))}
     elif type_ in UNBOUNDED_TPU_TYPES or type_ == "gcp:compute/instance:Instance":
-        metadata = {**(props.get("metadata") or {})}
+        metadata = dict(known_items(props.get("metadata") or {}))
         if props.get("metadataStartupScript"):
             metadata["startup-script"] = props["metadataStartupScript"]
     violations = []
-    for key, value in metadata.items():
+    for key, value in known_items(metadata):
         text = str(value)
         for pattern, what in SECRET_PATTERNS:
             if pattern.search(text):

@@ -33,7 +33,19 @@ echo "offline plan for stack $stack written to $out/"
 [[ -n "$base" ]] || exit 0
 
 if wait "$base_pid"; then
-  "$python" -m tools.plan --stack "$stack" --diff "$base_plan" >"$diff"
+  # A diff that fails must fail this script and say so in the diff itself: the comment job posts that file.
+  if ! "$python" -m tools.plan --stack "$stack" --diff "$base_plan" >"$diff" 2>"$out/diff.err" || [[ ! -s "$diff" ]]; then
+    {
+      echo "offline plan diff, stack $stack: FAILED: the diff against the base branch's plan could not be made."
+      echo "Its error (first 40 lines):"
+      head -n 40 "$out/diff.err"
+    } >"$diff"
+    echo "plan-artifact.sh: the plan diff of stack $stack against $base failed; see $diff:" >&2
+    cat "$out/diff.err" >&2
+    rm -f "$out/diff.err" "$out/base-plan.err"
+    exit 1
+  fi
+  rm -f "$out/diff.err"
 else
   # The base may predate the plan, or its config may not validate: say so instead of failing the PR.
   {

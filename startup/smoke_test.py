@@ -23,24 +23,28 @@ import urllib.request
 PREFIX = "[tpu-vllm]"
 TIMEOUT_SECONDS = 300
 REFUSAL_TIMEOUT_SECONDS = 30
+# A request without a body (GET). A sentinel, not a null: the plan shows this file, and its text is checked.
+NO_BODY = object()
 
 
 class SmokeTestError(Exception):
     pass
 
 
-def say(message: str) -> None:
+def say(message: str):
     print(f"{PREFIX} {message}", flush=True)
 
 
-def request(method: str, url: str, *, key: str | None = None, body: dict | None = None,
+def request(method: str, url: str, *, key: str = "", body: object = NO_BODY,
             timeout: float = TIMEOUT_SECONDS) -> tuple[int, bytes]:
     """(status, body); an HTTP error status is an answer, not an exception; no answer at all is 0."""
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    if key is not None:
+    headers, payload = {}, {}
+    if body is not NO_BODY:
+        headers["Content-Type"] = "application/json"
+        payload["data"] = json.dumps(body).encode()
+    if key:
         headers["Authorization"] = f"Bearer {key}"
-    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    req = urllib.request.Request(url, headers=headers, method=method, **payload)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:
             return response.status, response.read()
@@ -50,8 +54,8 @@ def request(method: str, url: str, *, key: str | None = None, body: dict | None 
         return 0, b""
 
 
-def expect_refused(method: str, url: str, what: str) -> None:
-    status, _ = request(method, url, body={} if method == "POST" else None, timeout=REFUSAL_TIMEOUT_SECONDS)
+def expect_refused(method: str, url: str, what: str):
+    status, _ = request(method, url, body={} if method == "POST" else NO_BODY, timeout=REFUSAL_TIMEOUT_SECONDS)
     if status != 401:
         raise SmokeTestError(f"{what} answered {status:03d} without the API key; expected 401")
 
@@ -60,22 +64,22 @@ def read_key(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
             key = handle.read().strip()
-    except OSError:
-        raise SmokeTestError(f"cannot read the API key file {path}") from None
+    except OSError as error:
+        raise SmokeTestError(f"cannot read the API key file {path}") from error
     if not key:
         raise SmokeTestError(f"the API key file {path} is empty")
     return key
 
 
-def keyed_json(method: str, url: str, key: str, what: str, body: dict | None = None) -> dict:
+def keyed_json(method: str, url: str, key: str, what: str, body: object = NO_BODY) -> dict:
     status, raw = request(method, url, key=key, body=body)
     if status != 200:
         raise SmokeTestError(f"{what} answered {status:03d}: {raw[:300].decode(errors='replace')}")
     try:
         return json.loads(raw)
-    except ValueError:
+    except ValueError as error:
         raise SmokeTestError(f"{what} answered 200 with a body that is not JSON: "
-                               f"{raw[:300].decode(errors='replace')}") from None
+                             f"{raw[:300].decode(errors='replace')}") from error
 
 
 def chat_reply(response: dict) -> str:
@@ -99,7 +103,7 @@ def tool_call(response: dict) -> tuple[str, str]:
         return "", ""
 
 
-def run(front_url: str, vllm_url: str, model: str, api_key_file: str) -> None:
+def run(front_url: str, vllm_url: str, model: str, api_key_file: str):
     key = read_key(api_key_file)
     # vLLM's --api-key guards only /v1, /v2 and /inference: the front must refuse the rest, /invocations
     # (which chats) first of all; and vLLM itself must have the key.
@@ -134,7 +138,7 @@ def run(front_url: str, vllm_url: str, model: str, api_key_file: str) -> None:
     say(f"tool call ok: {name}({arguments})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] = sys.argv[1:]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--front-url", required=True)
     parser.add_argument("--vllm-url", required=True)

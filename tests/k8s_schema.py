@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 
-from tools.mocks import unwrap
+from tools.plan.engine import unwrap
 
 # The oldest minor the gke platform accepts (flex-start TPU needs GKE 1.33.0-gke.1712000 or later).
 KUBERNETES_VERSION = "1.33"

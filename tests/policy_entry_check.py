@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pulumi_policy
 from pulumi_policy.policy import PolicyResource, PolicyResourceOptions
-from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 captured = {}
 
@@ -35,6 +35,18 @@ def options():
                                  custom_timeouts=None, additional_secret_outputs=[])
 
 
+# What pulumi_policy's analyzer reports, per resource (or per stack), when a policy reads a value unknown
+# at preview (pulumi_policy/policy.py, Analyze and AnalyzeStack): an advisory note, not a violation.
+ADVISORY_PREFIX = "advisory, can't run during preview: "
+
+
+def validated(policy, args, messages):
+    try:
+        policy.validate(args, messages.append)
+    except UnknownValueError as error:
+        messages.append(f"{ADVISORY_PREFIX}{error.message}")
+
+
 def reports_for(resources, config):
     reports = {}
     for policy in captured["policies"]:
@@ -42,12 +54,12 @@ def reports_for(resources, config):
         if isinstance(policy, pulumi_policy.StackValidationPolicy):
             seen = [PolicyResource(type_, unknown_checking_proxy(props), urn, urn.rsplit("::", 1)[-1], options(),
                                    None, None, [], {}) for type_, props, urn in resources]
-            policy.validate(pulumi_policy.StackValidationArgs(seen, config), messages.append)
+            validated(policy, pulumi_policy.StackValidationArgs(seen, config), messages)
         else:
             for type_, props, urn in resources:
-                args = pulumi_policy.ResourceValidationArgs(type_, unknown_checking_proxy(props), urn,
-                                                            urn.rsplit("::", 1)[-1], options(), None, config)
-                policy.validate(args, messages.append)
+                validated(policy, pulumi_policy.ResourceValidationArgs(
+                    type_, unknown_checking_proxy(props), urn, urn.rsplit("::", 1)[-1], options(), None, config),
+                    messages)
         reports[policy.name] = messages
     return reports
 

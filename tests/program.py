@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools.mocks import is_wrapped_secret
+from tools.plan.engine import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG = ROOT / "Pulumi.dev.yaml"
@@ -16,14 +16,14 @@ GKE_CONFIG = ROOT / "Pulumi.gke.yaml"
 
 
 def dev_config(project: str = "my-proj") -> dict[str, str]:
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     config, _ = read_stack_config(DEV_CONFIG)
     return {**config, "gcp:project": project}
 
 
 def gke_config(project: str = "my-proj") -> dict[str, str]:
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     config, _ = read_stack_config(GKE_CONFIG)
     return {**config, "gcp:project": project}
@@ -31,10 +31,12 @@ def gke_config(project: str = "my-proj") -> dict[str, str]:
 
 def run(config: dict[str, Any], secret_keys: list[str] | None = None,
         fixed_outputs: dict[str, dict[str, Any]] | None = None,
-        failing_calls: dict[str, str] | None = None, stack: str = "dev") -> Program:
+        failing_calls: dict[str, str] | None = None, stack: str = "dev", preview: bool = False,
+        disks: dict[str, dict[str, Any]] | None = None) -> Program:
+    """preview: a dry run of a new stack (computed outputs unknown); disks: what gcp.compute.get_disk finds."""
     encoded = {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
     request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs,
-               "failing_calls": failing_calls, "stack": stack}
+               "failing_calls": failing_calls, "stack": stack, "preview": preview, "disks": disks}
     completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
                                capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert completed.returncode == 0, completed.stderr

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 
-from tools.plan import run_program
+from tools.plan.engine import run_program
 
 
 class Collect(logging.Handler):
@@ -29,7 +29,8 @@ def main() -> int:
     logging.getLogger("tpu-vllm.mock-engine").addHandler(logged)
     # The program validates its own settings, as under `pulumi up`.
     program = run_program(request["config"], request.get("secret_keys", []), request.get("stack", "dev"),
-                          request.get("fixed_outputs"), request.get("failing_calls"), validate_first=False)
+                          request.get("fixed_outputs"), request.get("failing_calls"), validate_first=False,
+                          preview=request.get("preview", False), disks=request.get("disks"))
     json.dump({
         "problems": [program.error] if program.error else None,
         "registrations": [dataclasses.asdict(r) for r in program.registrations],

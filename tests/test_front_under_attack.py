@@ -53,7 +53,8 @@ class Upstream(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":  # as HTTP says: a body here would be read as the next response
+            self.wfile.write(body)
 
     def _handle(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -84,22 +85,34 @@ class Upstream(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_HEAD = _handle
 
 
-def _start_front(upstream_port: int):
+class UpstreamServer(ThreadingHTTPServer):
+    # A backlog for 64 connections at once (socketserver's default is 5: the rest would wait on SYN retries).
+    request_queue_size = 256
+    daemon_threads = True
+
+
+def _start_front(upstream_port: int, attempts: int = 3):
     base = nginx.workdir("tpu-vllm-attack-")
     layout = front.FrontLayout(config_path=str(base / "nginx.conf"), key_file=str(base / "secrets" / "api-key"),
                                run_dir=str(base / "run"))
     (base / "secrets").mkdir(mode=0o700)
     Path(layout.key_file).write_text(KEY + "\n")
-    port = nginx.free_port()
-    Path(layout.config_path).write_text(front.nginx_config(listen_port=port, upstream_port=upstream_port,
-                                                           layout=layout))
-    return nginx.RunningNginx(front.entry_command(layout), port, base), base
+    for attempt in range(attempts):
+        port = nginx.free_port()
+        Path(layout.config_path).write_text(front.nginx_config(listen_port=port, upstream_port=upstream_port,
+                                                               layout=layout))
+        try:
+            return nginx.RunningNginx(front.entry_command(layout), port, base), base
+        except RuntimeError as error:
+            # Another process on this shared machine took the free port before nginx bound it.
+            if "Address already in use" not in str(error) or attempt == attempts - 1:
+                raise
+            (base / "bin" / "nginx").unlink()
 
 
 @pytest.fixture(scope="module")
 def proxy():
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    upstream.daemon_threads = True
+    upstream = UpstreamServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     running, base = _start_front(upstream.server_port)
     yield running

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components import budget
-from tools.plan import render_text
+from tools.plan.render import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,19 +88,20 @@ def test_the_gke_plan_does_not_say_billing_stops_by_itself(gke_json):
 
 
 def gke_budget(**gke_values) -> dict:
-    """The plan's budget for a variant of the gke stack (the plan's own functions, no program run)."""
+    """The plan's budget for a variant of the gke stack (the costs module's own functions, no program run)."""
+    from components import costs
     from components import settings as settings_module
     from tests.test_gke_settings import gke_raw
-    from tools.plan import budget_summary
 
     raw = gke_raw()
     extra = gke_values.pop("top", {})
     raw = {**raw, **extra, "gke": {**raw["gke"], **gke_values}}
-    return budget_summary(settings_module.load(raw, "my-proj", "gke").settings)
+    return costs.plan_budget(settings_module.load(raw, "my-proj", "gke").settings, secret_versions=0,
+                             disk_outlives_destroy=None)
 
 
 def test_a_reused_cluster_and_an_unbounded_pool_say_so():
-    from components.gke.costs import plan_cost_lines
+    from components.costs import plan_cost_lines
 
     reused = plan_cost_lines({**gke_budget(useExistingCluster=True, clusterName="shared"), "secret_versions": 0,
                               "secret_versions_usd_per_month": 0})

@@ -15,7 +15,7 @@ from components import settings
 from components.gke import exposure
 from policy import gke_rules, rules
 from tests.test_gke_settings import gke_raw
-from tools.mocks import unwrap
+from tools.plan.engine import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = gke_rules.NODE_POOL_TYPE

@@ -17,7 +17,8 @@ from components.gke.node_pool import tpu_node_config
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
-from tools.mocks import MOCK_LOAD_BALANCER_IP, StackMocks, is_wrapped_secret, unwrap
+from tools.plan.engine import StackMocks, is_wrapped_secret, unwrap
+from tools.plan.placeholders import MOCK_LOAD_BALANCER_IP
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"

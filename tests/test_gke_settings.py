@@ -9,7 +9,7 @@ import pytest
 
 from components import budget, settings
 from components.gke import autoscaling, metrics_door
-from tools.plan import read_stack_config
+from tools.plan.stack_file import read_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,16 +56,17 @@ def test_the_vm_platform_stays_the_default_and_still_wants_ssh_ranges():
 def test_a_gke_section_on_the_vm_platform_is_ignored_with_a_warning():
     loaded = settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "gke": {"maxReplicas": 2}},
                            "my-proj", "dev")
-    assert any(w.startswith("gke: this section is read only with tpu-vllm:platform: gke") for w in loaded.warnings)
+    ignored = "tpu-vllm:gke: this section is read only with tpu-vllm:platform: gke"
+    assert any(w.startswith(ignored) for w in loaded.warnings)
 
 
 BAD = [
-    (with_gke(minReplicas=3, maxReplicas=2), "gke.maxReplicas", "2", "Raise maxReplicas to at least 3"),
+    (with_gke(minReplicas=3, maxReplicas=2), "gke.maxReplicas", "2", "raise maxReplicas to at least 3"),
     (with_gke(machineType="ct5lp-hightpu-4t"), "gke.machineType", "ct5lp-hightpu-4t", "set it to ct5lp-hightpu-1t"),
     (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t", "not a TPU v5e machine"),
     (with_gke(machineType="a2-highgpu-1g"), "gke.machineType", "a2-highgpu-1g", "set it to ct5lp-hightpu-1t"),
     (with_gke(nodeLocations=["us-west4-a", "us-east5-b"]), "gke.nodeLocations", "us-east5-b",
-     "Use zones like us-west4-a"),
+     "use zones like us-west4-a"),
     (with_gke(location="us-west4", nodeLocations=["europe-west4-a"]), "gke.nodeLocations", "europe-west4-a",
      "not in the cluster's region us-west4"),
     (with_gke(location="us-west4", nodeLocations=[]), "gke.nodeLocations", "[]", "nodeLocations[0]' us-west4-a"),
@@ -190,7 +191,8 @@ def test_namespaces_of_the_users_own_pass(namespace):
 @pytest.mark.parametrize("access", ["devices", "privileged"])
 def test_container_access_on_gke_is_named_as_ignored(access):
     raw = {**gke_raw(), "vllm": {**gke_raw().get("vllm", {}), "containerAccess": access}}
-    [warning] = [w for w in settings.load(raw, "my-proj", "gke").warnings if w.startswith("vllm.containerAccess")]
-    assert f"'{access}'" in warning and "google.com/tpu" in warning and "remove it" in warning
+    warnings = settings.load(raw, "my-proj", "gke").warnings
+    [warning] = [w for w in warnings if w.startswith("tpu-vllm:vllm.containerAccess = ")]
+    assert f'"{access}"' in warning and "google.com/tpu" in warning and "remove it" in warning
     vm = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "vllm": {"containerAccess": access}}
     assert not any("containerAccess" in w for w in settings.load(vm, "my-proj", "dev").warnings)

@@ -19,7 +19,7 @@ def test_the_plan_is_the_golden_one(stack):
     assert completed.returncode == 0, completed.stderr
     golden = stack.plan_path.read_text(encoding="utf-8")
     if completed.stdout != golden:
-        from tools import plan_diff
+        from tools.plan import diff as plan_diff
 
         try:
             shown = plan_diff.render_diff(json.loads(golden), json.loads(completed.stdout),

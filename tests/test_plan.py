@@ -59,9 +59,27 @@ def test_the_queued_resource_body_is_shown_whole(dev_json):
     assert queued["parent"] == "tpu"
 
 
-def test_unset_project_uses_a_marked_placeholder(dev_json):
+def test_unset_project_uses_a_marked_placeholder(dev_json, dev_json_output):
+    from tools.plan.placeholders import UNSET_PROJECT_STAND_IN
+
     assert dev_json["project"] == "PLACEHOLDER-set-gcp-project"
     assert any("pulumi config set gcp:project" in note for note in dev_json["notes"])
+    # The stand-in the engine ran with is shown as the marker wherever the program put the project.
+    assert UNSET_PROJECT_STAND_IN not in dev_json_output
+    account = next(r for r in dev_json["resources"] if r["type"] == "gcp:serviceaccount/account:Account")
+    assert account["inputs"]["project"] == "PLACEHOLDER-set-gcp-project"
+
+
+def test_a_real_project_named_like_the_stand_in_is_shown_as_itself(tmp_path):
+    from tools.plan.placeholders import UNSET_PROJECT_STAND_IN
+
+    directory = write_stack(tmp_path, {"gcp:project": UNSET_PROJECT_STAND_IN,
+                                       "tpu-vllm:access": {"sshSourceRanges": ["198.51.100.7/32"]}})
+    result = plan("--stack", "review", "--json", config_dir=directory)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["project"] == UNSET_PROJECT_STAND_IN and data["notes"] == []
+    assert "PLACEHOLDER-set-gcp-project" not in result.stdout
 
 
 def test_secrets_are_redacted(dev_json):
@@ -83,7 +101,7 @@ def test_text_plan_shows_resources_budget_and_warnings(dev_text):
     assert "pulumi-python:dynamic/tpu-vllm:QueuedResource  tpu-qr" in dev_text
     assert '"maxRunDuration": "14400s"' in dev_text
     assert "kv_tokens: 321344" in dev_text
-    assert "warning: access.allowSshFromAnywhere" in dev_text
+    assert "warning: tpu-vllm:access.allowSshFromAnywhere = true: " in dev_text
     assert "vllm serve google/gemma-4-E2B-it" in dev_text
 
 
@@ -128,7 +146,7 @@ def test_resources_are_in_tree_order_with_components_counted_apart(dev_json, dev
 
 
 def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
-    from tools import mocks
+    from tools.plan import placeholders as mocks
 
     for invented in (mocks.MOCK_EXTERNAL_IP, mocks.MOCK_INTERNAL_IP, "mockmockmock"):
         assert invented not in dev_text and invented not in json.dumps(dev_json), invented
@@ -147,7 +165,7 @@ def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
 
 
 def test_placeholders_leave_real_values_that_merely_look_alike():
-    from tools.mocks import mark_placeholders
+    from tools.plan.placeholders import mark_placeholders
 
     assert mark_placeholders(["10.128.0.25", "203.0.113.100", "x ACTIVE", "ACTIVE"]) == [
         "10.128.0.25", "203.0.113.100", "x ACTIVE", "<queued-resource-state>"]
@@ -250,7 +268,7 @@ SEVEN_BAD_CONFIGS = [
     ({"tpu-vllm:tpu": {"maxRunDuration": "10d"}}, "tpu.maxRunDuration", "10d", "set something like 4h"),
     ({"tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95}}, "vllm.gpuMemoryUtilization", "0.95", "set it to 0.92"),
     ({"tpu-vllm:vllm": {"kvCacheDtype": "int8"}}, "vllm.kvCacheDtype", "int8", "set it to auto"),
-    ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "Use 4096"),
+    ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "use 4096"),
     ({"tpu-vllm:vllm": {"maxModelLenn": 16384}}, "vllm.maxModelLenn", "maxModelLenn", "did you mean 'maxModelLen'"),
 ]
 
@@ -283,7 +301,7 @@ MALFORMED_STACK_FILES = [
                          ids=[case[0] for case in MALFORMED_STACK_FILES])
 def test_a_malformed_stack_file_names_the_file_and_the_fix(tmp_path, text, words):
     from components.settings import SettingsError
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     path = tmp_path / "Pulumi.review.yaml"
     path.write_text(text)
@@ -296,7 +314,7 @@ def test_a_malformed_stack_file_names_the_file_and_the_fix(tmp_path, text, words
 
 @pytest.mark.parametrize("text", ["", "config:\n", "# only a comment\n", "config: {}\n"])
 def test_an_empty_stack_file_is_an_empty_config(tmp_path, text):
-    from tools.plan import read_stack_config
+    from tools.plan.stack_file import read_stack_config
 
     path = tmp_path / "Pulumi.review.yaml"
     path.write_text(text)
@@ -381,7 +399,7 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
     result = plan("--stack", "review", "--diff", str(base_path), config_dir=head_dir)
     assert result.returncode == 0, result.stderr
     diff = result.stdout
-    assert diff.startswith("offline plan diff, stack review: base.json -> this commit\n")
+    assert diff.startswith("offline plan diff: base.json (stack review) -> this commit (stack review)\n")
     assert "resources: 1 added, 2 removed, 5 changed, 11 unchanged (component wrappers not counted)" in diff
     assert "  + gcp:compute/firewall:Firewall  firewall-serving-external\n" in diff
     assert '      sourceRanges[0]: "198.51.100.0/24"' in diff
@@ -405,11 +423,11 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
 
 
 def test_diff_of_a_plan_with_itself_says_no_changes(two_plans):
-    from tools import plan_diff
+    from tools.plan import diff as plan_diff
 
     _, _, head, _ = two_plans
     assert plan_diff.render_diff(head, head, "same.json") == (
-        "offline plan diff, stack review: same.json -> this commit\n"
+        "offline plan diff: same.json (stack review) -> this commit (stack review)\n"
         "no changes: the plan is the same as the base plan\n")
 
 
@@ -423,8 +441,8 @@ def _edited(plan_data: dict, name: str, path: list, edit) -> dict:
 
 
 def test_diff_shows_a_changed_script_line_by_line_and_names_the_file(two_plans):
-    from tools import plan_diff
-    from tools.plan import sha256
+    from tools.plan import diff as plan_diff
+    from tools.plan.model import sha256
 
     _, _, head, _ = two_plans
     base = _edited(head, "vllm-serve", ["stdin"], lambda text: text.replace("set -euo pipefail", "set -eu", 1))
@@ -445,7 +463,8 @@ def test_diff_shows_a_changed_script_line_by_line_and_names_the_file(two_plans):
 
 def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
     """A base branch's plan may predate component flags, files, placeholders and the disk cost."""
-    from tools import mocks, plan_diff
+    from tools.plan import diff as plan_diff
+    from tools.plan import placeholders as mocks
 
     _, _, head, _ = two_plans
     old = json.loads(json.dumps(head).replace("<external-ip>", mocks.MOCK_EXTERNAL_IP)
@@ -474,10 +493,11 @@ def test_diff_refuses_a_file_that_is_not_a_plan(tmp_path, content):
 
 
 def test_a_program_that_stops_after_the_settings_passed_is_reported_not_crashed(monkeypatch, tmp_path):
-    from tools import plan as plan_module
+    from tools.plan import engine
+    from tools.plan import model as plan_module
 
     directory = write_stack(tmp_path, {"gcp:project": "my-proj"})
-    stopped = plan_module.ProgramRun([], [], None, {}, error="secret hf-token not found in project proj")
+    stopped = engine.ProgramRun([], [], None, {}, error="secret hf-token not found in project proj")
     monkeypatch.setattr(plan_module, "run_program", lambda *args, **kwargs: stopped)
     with pytest.raises(plan_module.PlanError, match="secret hf-token not found"):
         plan_module.run_plan("review", directory)
@@ -487,7 +507,7 @@ def test_the_plan_leaves_no_event_loop_for_the_exit_to_trip_over():
     # Open loops are finalised at exit after their own sockets, in no fixed order, and then print
     # "Exception ignored in BaseEventLoop.__del__" to stderr on some runs.
     code = ("import asyncio, gc\n"
-            "from tools.plan import run_plan\n"
+            "from tools.plan.model import run_plan\n"
             "run_plan('dev')\n"
             "print(sum(isinstance(o, asyncio.AbstractEventLoop) and not o.is_closed() for o in gc.get_objects()))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -508,3 +528,76 @@ def test_the_readme_lists_every_vm_output_and_no_other(dev_json):
 
     # externalEndpoint exists only with servingSourceRanges, which the dev stack leaves empty.
     assert documented_outputs("vm") == set(dev_json["outputs"]) | {"externalEndpoint"}
+
+
+def golden_plan(name: str) -> dict:
+    return json.loads((ROOT / "tests/golden" / f"{name}.json").read_text())
+
+
+def test_diff_reports_every_changed_serve_flag_and_the_model():
+    from tools.plan import diff as plan_diff
+
+    head = golden_plan("dev")
+    base = json.loads(json.dumps(head))
+    base["outputs"]["vllmServeCommand"] = (head["outputs"]["vllmServeCommand"]
+                                           .replace("google/gemma-4-E2B-it", "google/gemma-3-1b-it")
+                                           .replace("--max-model-len 32768", "--max-model-len 16384")
+                                           .replace("--gpu-memory-utilization 0.92", "--gpu-memory-utilization 0.9")
+                                           .replace("--port 8001", "--port 8002"))
+    diff = plan_diff.render_diff(base, head)
+    assert ("  ~ vllmServeCommand (by argument):\n"
+            "      ~ argument 3: google/gemma-3-1b-it -> google/gemma-4-E2B-it\n"
+            "      ~ --max-model-len: 16384 -> 32768\n"
+            "      ~ --gpu-memory-utilization: 0.9 -> 0.92\n"
+            "      ~ --port: 8002 -> 8001\n") in diff
+
+
+def test_diff_prints_integers_with_separators():
+    from tools.plan import diff as plan_diff
+
+    head = golden_plan("dev")
+    base = json.loads(json.dumps(head))
+    base["budget"]["kv_tokens"], head["budget"]["kv_tokens"] = 1_285_376, 642_688
+    diff = plan_diff.render_diff(base, head)
+    assert "  kv_tokens: 1,285,376 -> 642,688 (-642,688)\n" in diff and "e+0" not in diff
+
+
+def test_a_gke_diff_shows_only_the_gke_budget_fields():
+    from tools.plan import diff as plan_diff
+
+    head = golden_plan("gke")
+    base = json.loads(json.dumps(head))
+    for key in ("max_spend_usd", "idle_usd_per_month", "max_spend_with_disk_usd"):
+        base["budget"][key] = head["budget"][key] + 100  # vm-only: a gke plan does not show them
+    base["budget"]["gke_usd_per_month_at_min_replicas"] += 100
+    diff = plan_diff.render_diff(base, head)
+    assert "gke_usd_per_month_at_min_replicas:" in diff
+    assert "max_spend_usd" not in diff and "idle_usd_per_month" not in diff and "max_spend_with_disk" not in diff
+
+
+def test_the_diff_header_names_both_stacks():
+    from tools.plan import diff as plan_diff
+
+    dev, gke = golden_plan("dev"), golden_plan("gke")
+    first = plan_diff.render_diff(dev, gke, "base.json").splitlines()[:2]
+    assert first[0] == "offline plan diff: base.json (stack dev) -> this commit (stack gke)"
+    assert first[1].startswith("note: the base plan is of stack dev, not gke")
+    assert plan_diff.render_diff(dev, dev, "base.json").splitlines()[0] == (
+        "offline plan diff: base.json (stack dev) -> this commit (stack dev)")
+
+
+def test_a_copied_stack_diffs_against_devs_plan(tmp_path):
+    (tmp_path / "Pulumi.mine.yaml").write_text((ROOT / "Pulumi.dev.yaml").read_text())
+    result = plan("--stack", "mine", "--diff", str(ROOT / "tests/golden/dev.json"), config_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("offline plan diff: dev.json (stack dev) -> this commit (stack mine)\n")
+    assert ("  ~ gcloudEquivalent (by argument):\n      ~ argument 7: tpu-vllm-dev -> tpu-vllm-mine\n"
+            "      ~ --node-id: tpu-vllm-dev -> tpu-vllm-mine\n") in result.stdout
+
+
+def test_diff_refuses_a_base_whose_resources_have_no_type_or_name(tmp_path):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"resources": [{"name": "x"}]}))
+    result = plan("--stack", "dev", "--diff", str(base))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "resource 0 has no type and name" in result.stderr

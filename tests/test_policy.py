@@ -18,7 +18,7 @@ import pytest
 
 from policy import gke_rules, rules
 from tests import program as harness
-from tools.mocks import unwrap
+from tools.plan.engine import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 QR = "pulumi-python:dynamic/tpu-vllm:QueuedResource"

@@ -13,7 +13,8 @@ from components.vm import container
 from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
-from tools.mocks import MOCK_NODE_UID, is_wrapped_secret, unwrap
+from tools.plan.engine import is_wrapped_secret, unwrap
+from tools.plan.placeholders import MOCK_NODE_UID
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
@@ -211,7 +212,7 @@ def test_missing_project_is_a_clear_error():
     config["gcp:project"] = ""
     program = harness.run(config)
     [problem] = program.problems
-    assert "gcp:project is not set: run `pulumi config set gcp:project YOUR_PROJECT`" in problem
+    assert "gcp:project: is not set; run `pulumi config set gcp:project YOUR_PROJECT`" in problem
     assert program.registrations == []
 
 
@@ -331,8 +332,8 @@ def test_a_section_set_with_secret_and_a_plaintext_token_are_refused_without_quo
     program = harness.run({**config, "tpu-vllm:hfToken": HF_CANARY}, secret_keys=["tpu-vllm:access"])
     assert program.problems and program.registrations == []
     [problem] = program.problems
-    assert "tpu-vllm:access is set with --secret" in problem and "without --secret" in problem
-    assert "tpu-vllm:hfToken is stored in plaintext" in problem
+    assert "tpu-vllm:access: is set with --secret" in problem and "without --secret" in problem
+    assert "tpu-vllm:hfToken: is stored in plaintext" in problem
     assert "pulumi config set --secret tpu-vllm:hfToken" in problem
     for needle in ("canaryuser", "128.0.0.0/1", HF_CANARY):
         assert needle not in problem + program.stderr

@@ -15,9 +15,12 @@ import base64
 import json
 import os
 import pickletools
+import re
 import select
+import signal
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -145,6 +148,9 @@ class Host:
             self.process = subprocess.Popen(
                 [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
                 cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                # Its own process group, as the engine starts every plugin (cmdutil.RegisterProcessGroup),
+                # so a signal to the group reaches the host and nothing else.
+                start_new_session=True,
             )
         ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT)
         assert ready, "the provider host did not print its port"
@@ -253,10 +259,21 @@ def test_the_real_host_runs_the_provider_from_the_project_root_through_every_cal
     assert plain_occurrences(stored, SSH_KEYS_CANARY) == []
     assert plain_occurrences(stored, provider_blob) == []
 
-    # Preview of a change whose body is unknown yet: a replacement, the old request deleted first.
+    # Preview of a change whose body (or one leaf of it) is unknown yet: an update in the preview, not a
+    # replacement only because a value is unknown; `pulumi up` diffs again with every value known.
+    unknown_leaf = json.loads(json.dumps(ins))
+    unknown_leaf["body"]["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"] = rpc.UNKNOWN
+    for news in (preview_ins, unknown_leaf):
+        diff = host.call("Diff", proto.DiffRequest(
+            id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
+            old_inputs=marshal(ins, accept), news=marshal(news, accept)))
+        assert diff.changes == proto.DiffResponse.DIFF_SOME and list(diff.replaces) == []
+    # A known difference beside an unknown leaf is a new request, the old one deleted first.
+    resized = json.loads(json.dumps(unknown_leaf))
+    resized["body"]["tpu"]["nodeSpec"][0]["node"]["acceleratorType"] = "v5litepod-4"
     diff = host.call("Diff", proto.DiffRequest(
         id=created.id, urn=URN, type=TYPE, name="tpu-qr", olds=created.properties,
-        old_inputs=marshal(ins, accept), news=marshal(preview_ins, accept)))
+        old_inputs=marshal(ins, accept), news=marshal(resized, accept)))
     assert diff.changes == proto.DiffResponse.DIFF_SOME
     assert list(diff.replaces) == ["body"] and diff.deleteBeforeReplace
     diff = host.call("Diff", proto.DiffRequest(
@@ -302,7 +319,8 @@ def test_the_real_host_runs_the_provider_from_the_project_root_through_every_cal
     stdout, stderr = host.stop()
     assert stdout == ""
     assert f"[tpu-vllm queued resource] requested {created.id}" in stderr
-    assert "tpu-vllm-dev: ACTIVE, 0m00s since the request" in stderr
+    # The elapsed time is the machine's (a loaded one reads 0m02s): only its shape is the provider's.
+    assert re.search(r"tpu-vllm-dev: ACTIVE, \d+m\d\ds since the request", stderr), stderr
     for leaked in (SSH_KEYS_CANARY, token, provider_blob, "PRIVATE KEY"):
         assert leaked not in stderr
 
@@ -318,3 +336,70 @@ def test_outside_the_project_directory_the_host_cannot_load_the_provider(world, 
             news=marshal(without_secrets(inputs(provider_blob)), False)))
     assert caught.value.code() == grpc.StatusCode.UNKNOWN
     assert "No module named 'components'" in caught.value.details()
+
+
+# The engine's shutdown of a plugin (pulumi sdk/go/common/resource/plugin/plugin.go, newPlugin's `kill`):
+# SIGINT to the plugin's process group, then SIGKILL to the group if it has not exited 5 s later.
+ENGINE_GRACE_SECONDS = 5
+
+
+def engine_kills(host: Host) -> int:
+    """Stop the host as the engine does on a second Ctrl-C; the host's exit status."""
+    pgid = os.getpgid(host.process.pid)
+    os.killpg(pgid, signal.SIGINT)
+    try:
+        return host.process.wait(timeout=ENGINE_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(pgid, signal.SIGKILL)
+        return host.process.wait(timeout=CALL_TIMEOUT)
+
+
+def wait_for(condition, what: str) -> None:
+    """Until the fake has seen something (an event, not a duration, is what the test checks)."""
+    seen = threading.Event()
+    for _ in range(CALL_TIMEOUT * 20):
+        if condition():
+            return
+        seen.wait(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kills_the_host(world):
+    server, _, _, start = world
+    server.states = ["WAITING_FOR_RESOURCES"]  # no capacity: the request stays queued
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    host = start()
+    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
+    ins = inputs(provider_blob, pollSeconds=0.2)
+    name = f"{PARENT}/queuedResources/tpu-vllm-dev"
+    pending = host.stub.Create.future(proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(ins, False)), timeout=CALL_TIMEOUT * 3)
+    reads = lambda: sum(1 for r in server.requests if r.method == "GET" and r.path.endswith("/tpu-vllm-dev"))  # noqa: E731
+    wait_for(lambda: reads() >= 2, "the provider waiting in the queue")
+    assert server.deleted == []
+
+    status = engine_kills(host)
+    # The host ended by itself within the grace (not by the SIGKILL), after the fake got the DELETE.
+    assert status != -signal.SIGKILL
+    assert server.deleted == [name]
+    delete = next(r for r in server.requests if r.method == "DELETE")
+    assert delete.query.get("force") == "true"
+    with pytest.raises(grpc.RpcError):
+        pending.result()
+    stderr = host.stderr_path.read_text()
+    assert "interrupted while waiting for tpu-vllm-dev: sent the DELETE of tpu-vllm-dev" in stderr
+    assert SSH_KEYS_CANARY not in stderr
+
+
+def test_a_request_that_went_active_and_was_returned_is_left_alone_on_interrupt(world):
+    server, _, _, start = world
+    provider_blob = serialize_provider(qr.QueuedResourceProvider())
+    host = start()
+    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
+    created = host.call("Create", proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob), False)))
+    assert unmarshal(created.properties)["state"] == "ACTIVE"
+    status = engine_kills(host)
+    assert status != -signal.SIGKILL
+    assert server.deleted == [] and list(server.queued) == [created.id]
+    assert "interrupted" not in host.stderr_path.read_text()

@@ -218,6 +218,27 @@ def test_read_reports_suspended_and_diff_replaces_it(api, capsys):
     assert diff.changes and "state" in diff.replaces and diff.delete_before_replace
 
 
+def test_an_active_request_whose_node_is_gone_is_replaced_not_dialled(api, capsys):
+    server = api()
+    provider = qr.QueuedResourceProvider()
+    created = provider.create(props())
+    server.nodes.clear()  # the node deleted by hand; the request still says ACTIVE
+    read = provider.read(created.id, created.outs)
+    assert read.outs["state"] == "ACTIVE" and read.outs["nodeUid"] == "" and read.outs["externalIp"] == ""
+    assert "ACTIVE but its node is gone" in capsys.readouterr().err
+    diff = provider.diff(created.id, read.outs, props())
+    assert diff.changes and diff.replaces == ["nodeUid"] and diff.delete_before_replace
+
+
+def test_a_create_that_finds_the_request_active_without_a_node_fails_and_deletes_it(api):
+    server = api()
+    server._make_node = lambda name: None  # GCP reports ACTIVE, but nodes.get finds nothing
+    with pytest.raises(qr.TpuApiError) as caught:
+        qr.QueuedResourceProvider().create(props())
+    assert "is ACTIVE but its node" in str(caught.value) and "does not exist" in str(caught.value)
+    assert server.deleted == [f"{PARENT}/queuedResources/tpu-vllm-dev"]
+
+
 def test_read_of_a_missing_request_drops_it_from_state(api):
     api()
     read = qr.QueuedResourceProvider().read(f"{PARENT}/queuedResources/gone", props(queuedResourceId="gone"))

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from components import settings as s
+from policy import address_ranges
 
 
 def load(**sections):
@@ -163,13 +164,13 @@ def test_pinned_block_size_is_an_error():
 
 
 def test_pinned_max_num_seqs_warns():
-    assert any("maxNumSeqs=64" in w for w in load(vllm={"maxNumSeqs": 64}).warnings)
+    assert any("tpu-vllm:vllm.maxNumSeqs = 64: " in w for w in load(vllm={"maxNumSeqs": 64}).warnings)
 
 
 def test_planned_load_over_78_percent_of_the_pool_warns():
-    assert not any(w.startswith("load:") for w in load(load={"clients": 16, "contextTokens": 1024}).warnings)
+    assert not any(w.startswith("tpu-vllm:load = ") for w in load(load={"clients": 16, "contextTokens": 1024}).warnings)
     warnings = load(load={"clients": 64, "contextTokens": 8192}).warnings
-    assert any(w.startswith("load:") and "524,288" in w for w in warnings)
+    assert any(w.startswith("tpu-vllm:load = ") and "524,288" in w for w in warnings)
 
 
 @pytest.mark.parametrize(("section", "typo", "near"), [
@@ -298,7 +299,7 @@ def test_derived_ids_are_stable():
 
 def test_a_run_shorter_than_a_cold_start_plus_the_health_wait_is_an_error():
     message = one_problem(tpu={"maxRunDuration": "30m"})
-    assert "tpu-vllm:tpu.maxRunDuration = '30m'" in message
+    assert 'tpu-vllm:tpu.maxRunDuration = "30m": ' in message
     assert "857 s" in message and "at least 45m" in message
     assert load(tpu={"maxRunDuration": "45m"}).settings.tpu.run_seconds == 2700
     # A shorter health wait makes room for a shorter run.
@@ -471,7 +472,7 @@ def test_a_kv_pool_past_what_the_0_95_run_had_is_an_error():
 
 def test_a_kv_pool_between_measured_and_failing_warns():
     warnings = load(vllm={"kvCacheMemoryBytes": 6_200_000_000}).warnings
-    assert any("kvCacheMemoryBytes=6200000000" in w and "untested" in w for w in warnings)
+    assert any("tpu-vllm:vllm.kvCacheMemoryBytes = 6200000000: " in w and "untested" in w for w in warnings)
     assert not any("kvCacheMemoryBytes" in w for w in load(vllm={"kvCacheMemoryBytes": 5923602432}).warnings)
 
 
@@ -494,21 +495,22 @@ def test_an_unknown_dotted_key_still_gets_the_nearest_key():
 PYDANTIC_SAMPLES = [
     ("greater_than_equal", {"cache": {"sizeGb": 5}}, "tpu-vllm:cache.sizeGb = 5: at least 10"),
     ("less_than_equal", {"cache": {"sizeGb": 70000}}, "at most 65536; set it to 65536 or less"),
-    ("greater_than", {"vllm": {"gpuMemoryUtilization": 0}}, "must be more than 0.0, e.g. 0.92"),
-    ("int_parsing", {"vllm": {"maxModelLen": "long"}}, "must be a whole number, e.g. 32768"),
-    ("int_from_float", {"vllm": {"maxModelLen": 1.5}}, "without a fraction, e.g. 32768"),
-    ("int_type", {"load": {"clients": [1]}}, "must be a whole number, e.g. 16"),
-    ("int_parsing_size", {"load": {"clients": "9" * 5000}}, "of a sensible size, e.g. 16"),
+    ("greater_than", {"vllm": {"gpuMemoryUtilization": 0}}, "must be more than 0.0; set it like 0.92"),
+    ("int_parsing", {"vllm": {"maxModelLen": "long"}}, "must be a whole number; set it like 32768"),
+    ("int_from_float", {"vllm": {"maxModelLen": 1.5}}, "without a fraction; set it like 32768"),
+    ("int_type", {"load": {"clients": [1]}}, "must be a whole number; set it like 16"),
+    ("int_parsing_size", {"load": {"clients": "9" * 5000}}, "of a sensible size; set it like 16"),
     ("int_parsing-dict-value", {"vllm": {"limitMmPerPrompt": {"image": "four"}}}, "must be a whole number"),
     ("model_type-list-item", {"vllm": {"modelGeometry": {"weightsGib": 4, "kvLayers": ["x"],
                                                         "maxContextTokens": 8192}}},
      "--path 'tpu-vllm:vllm.modelGeometry.kvLayers[0].layers'"),
-    ("float_parsing", {"vllm": {"gpuMemoryUtilization": "most"}}, "must be a number, e.g. 0.92"),
-    ("bool_parsing", {"vllm": {"enablePrefixCaching": "maybe"}}, "must be true or false (the default is true)"),
+    ("float_parsing", {"vllm": {"gpuMemoryUtilization": "most"}}, "must be a number; set it like 0.92"),
+    ("bool_parsing", {"vllm": {"enablePrefixCaching": "maybe"}},
+     "must be true or false; set it to true or false (the default is true)"),
     ("string_type", {"tpu": {"maxRunDuration": 4}}, "write durations like 4h"),
-    ("string_type", {"vllm": {"image": 5}}, 'must be text (quote it in YAML), e.g. "vllm/vllm-tpu:nightly"'),
+    ("string_type", {"vllm": {"image": 5}}, 'must be text; quote it in YAML; set it like "vllm/vllm-tpu:nightly"'),
     ("literal_error", {"tpu": {"provisioningModel": "preemptible"}}, "must be one of 'flex-start', 'spot' or"),
-    ("dict_type", {"tpu": {"labels": "team"}}, "must be a map, e.g. {\"team\": \"agents\"}"),
+    ("dict_type", {"tpu": {"labels": "team"}}, "must be a map; set it like {\"team\": \"agents\"}"),
     ("model_type", {"vllm": "google/gemma-4-E2B-it"}, "must be a map of settings, not str"),
     ("list_type", {"access": {"internalSourceRanges": "10.0.0.0/8"}},
      "--path 'tpu-vllm:access.internalSourceRanges[0]'"),
@@ -570,7 +572,7 @@ def test_a_model_of_no_known_family_must_name_its_parser():
 
 def test_a_model_without_geometry_says_what_is_unchecked_and_how_to_supply_it():
     warnings = load(vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "hermes"}).warnings
-    [warning] = [w for w in warnings if w.startswith("vllm.model=")]
+    [warning] = [w for w in warnings if w.startswith('tpu-vllm:vllm.model = "Qwen/Qwen3-8B": ')]
     for words in ("KV pool", "planned load", "maxModelLen", "weights fit", "vllm.modelGeometry", "Changing the model"):
         assert words in warning
 
@@ -631,9 +633,9 @@ def test_ssh_open_to_the_internet_needs_the_opt_in_however_written(ranges):
     message = one_problem(access={"sshSourceRanges": ranges})
     assert message.startswith("tpu-vllm:access.sshSourceRanges = ")
     assert "opens SSH to the internet" in message and "tpu-vllm:access.allowSshFromAnywhere true" in message
-    assert any(str(s.address_ranges.parse(text)) in message for text in ranges)
+    assert any(str(address_ranges.parse(text)) in message for text in ranges)
     loaded = load(access={"sshSourceRanges": ranges, "allowSshFromAnywhere": True})
-    [warning] = [w for w in loaded.warnings if w.startswith("access.allowSshFromAnywhere")]
+    [warning] = [w for w in loaded.warnings if w.startswith("tpu-vllm:access.allowSshFromAnywhere = true: ")]
     assert s.NARROW_SSH_COMMAND in warning
 
 
@@ -734,7 +736,7 @@ def test_a_section_set_with_secret_is_refused_and_not_quoted(section):
     with pytest.raises(s.SettingsError) as caught:
         s.load(raw, "my-proj", "dev", secret_keys=frozenset({section}))
     [problem] = caught.value.problems
-    assert problem.startswith(f"tpu-vllm:{section} is set with --secret") and "canary" not in problem
+    assert problem.startswith(f"tpu-vllm:{section}: is set with --secret") and "canary" not in problem
 
 
 @pytest.mark.parametrize("key", ["hfToken", "sshPrivateKey"])
@@ -745,7 +747,7 @@ def test_a_token_or_key_set_without_secret_is_an_error(key):
     with pytest.raises(s.SettingsError) as caught:
         s.load(raw, "my-proj", "dev", secret_keys=frozenset())
     [problem] = caught.value.problems
-    assert problem.startswith(f"tpu-vllm:{key} is stored in plaintext")
+    assert problem.startswith(f"tpu-vllm:{key}: is stored in plaintext")
     assert f"pulumi config set --secret tpu-vllm:{key}" in problem and "CANARY-plain" not in problem
     assert s.load(raw, "my-proj", "dev", secret_keys=frozenset({key})).settings
 

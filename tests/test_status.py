@@ -510,3 +510,42 @@ def test_the_program_exports_what_the_status_tool_reads():
                             LIVE_IP, "stack dev")
     assert (ssh.user, ssh.command_hint) == ("tpu-vllm", f"ssh -i ~/.ssh/tpu-vllm-dev tpu-vllm@{LIVE_IP}")
     assert deployed.output("sshPrivateKey")["secret"] is True and deployed.output("apiKey")["secret"] is True
+
+
+# ---- a request the stack does not track (an interrupted first `pulumi up`) ----
+
+SETTINGS_QR_NAME = "projects/my-proj/locations/us-west4-a/queuedResources/tpu-vllm-dev"
+
+
+def stack_file_in(directory, monkeypatch) -> None:
+    """The user's Pulumi.dev.yaml with the project set, in the directory the tool runs from."""
+    text = (Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml").read_text()
+    (directory / "Pulumi.dev.yaml").write_text(text.replace("config:", "config:\n  gcp:project: my-proj", 1))
+    monkeypatch.chdir(directory)
+
+
+@pytest.mark.parametrize("outputs", [None, {}], ids=["no state", "no outputs"])
+@pytest.mark.parametrize("state", ["WAITING_FOR_RESOURCES", "ACTIVE"])
+def test_a_request_left_by_an_interrupted_first_up_is_found_from_the_settings(stack, capsys, monkeypatch,
+                                                                             tmp_path, outputs, state):
+    stack_file_in(tmp_path, monkeypatch)
+    if outputs is None:
+        (stack.node / "pulumi-error").write_text("error: no stack named 'dev' found\n")
+    else:
+        stack.outputs(outputs)
+    stack.api.put(SETTINGS_QR_NAME, request_body(), state)
+    assert run(stack) == status.EXIT_NOT_READY
+    text = shown(capsys)
+    assert "stack dev: UNTRACKED" in text
+    assert f"the queued resource tpu-vllm-dev exists ({state}) but stack dev does not track it" in text
+    assert ("it bills now" if state == "ACTIVE" else "it bills once it goes ACTIVE") in text
+    assert ("delete it: gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --project=my-proj "
+            "--zone=us-west4-a --force --quiet") in text
+    assert "pulumi refresh --clear-pending-creates" in text
+
+
+def test_without_such_a_request_a_stack_without_outputs_is_still_not_deployed(stack, capsys, monkeypatch, tmp_path):
+    stack_file_in(tmp_path, monkeypatch)
+    stack.outputs({})
+    assert run(stack) == status.EXIT_NOT_READY
+    assert "NOT DEPLOYED" in shown(capsys)

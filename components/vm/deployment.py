@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from components import budget
-from components.identity import VmIdentity
+from components.identity import VmIdentity, account_email
 from components.secrets import StackSecrets
 from components.services import ProjectServices
 from components.settings import Settings
@@ -43,7 +43,8 @@ class VmDeployment:
             "cache",
             CacheDiskArgs(project=cfg.project, zone=cfg.tpu.zone, name=cfg.cache_disk_name,
                           size_gb=cfg.cache.size_gb, disk_type=cfg.cache.disk_type,
-                          keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels),
+                          keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels,
+                          owner_labels={key: labels[key] for key in ("app", "stack")}),
             after_services,
         )
         firewall = NodeFirewall(
@@ -68,10 +69,10 @@ class VmDeployment:
         )
 
         startup_script = STARTUP_SCRIPT.read_text()
-        body = pulumi.Output.all(
-            identity.email, cache.source_disk, secrets.hf_token_secret_name,
-            secrets.api_key_secret_name, ssh.ssh_keys_metadata,
-        ).apply(lambda values: queued_resource_body(
+        # A structure whose leaves are inputs, not one apply over them: in a preview only the values that are
+        # truly unknown (the generated SSH key of a new stack) are unknown, so the preview shows the rest and
+        # the policy pack judges it. The email is known from the account id; the account is a dependency.
+        body = queued_resource_body(
             project=cfg.project,
             zone=cfg.tpu.zone,
             node_id=cfg.node_id,
@@ -82,16 +83,16 @@ class VmDeployment:
             queue_seconds=cfg.tpu.queue_seconds,
             network=cfg.tpu.network,
             subnetwork=cfg.tpu.subnetwork,
-            service_account_email=values[0],
+            service_account_email=account_email(cfg.project, cfg.service_account_id),
             metadata=boot_contract.node_metadata(
-                startup_script=startup_script, ssh_keys=values[4], hf_token_secret=values[2],
-                api_key_secret=values[3], cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point,
-                image=cfg.vllm.image,
+                startup_script=startup_script, ssh_keys=ssh.ssh_keys_metadata,
+                hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
+                cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=cfg.vllm.image,
             ),
-            data_disks=[values[1]],
+            data_disks=[cache.source_disk],
             tags=[node_tag],
             labels=labels,
-        ))
+        )
         node = TpuNode(
             "tpu",
             TpuNodeArgs(
@@ -100,7 +101,7 @@ class VmDeployment:
                 queued_resource_id=cfg.node_id,
                 queue_seconds=cfg.tpu.queue_seconds,
             ),
-            pulumi.ResourceOptions(depends_on=[secrets, cache, firewall, *services.services]),
+            pulumi.ResourceOptions(depends_on=[identity.account, secrets, cache, firewall, *services.services]),
         )
         server = VllmServer(
             "vllm",
@@ -114,7 +115,7 @@ class VmDeployment:
         key_file = f"~/.ssh/{prefix}"
         ssh_target = pulumi.Output.concat(cfg.access.ssh_user, "@", node.external_ip)
         outputs: dict[str, Any] = {}
-        outputs["gcloudEquivalent"] = body.apply(lambda b: gcloud_equivalent(b, cfg.node_id))
+        outputs["gcloudEquivalent"] = gcloud_equivalent(body, cfg.node_id)
         outputs["nodeName"] = node.node_name
         outputs["queuedResourceState"] = node.state
         # The plain name, so tools.status finds the request in any state (nodeName is empty unless ACTIVE).

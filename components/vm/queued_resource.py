@@ -2,8 +2,9 @@
 
 pulumi-gcp's V2QueuedResource cannot express a provisioning model, a run
 duration, metadata, a service account or data disks; v2alpha1 has them all.
-The request body is a resource input, built by one pure function, so previews
-and the offline plan show exactly what is sent.
+The request body is a resource input, built by one pure function over input leaves
+(components/vm/deployment.py), so previews and the offline plan show what is sent:
+in a preview only a value computed at deploy (a new stack's SSH key) is unknown.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import functools
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -115,6 +117,29 @@ def gcloud_equivalent(body: dict[str, Any], queued_resource_id: str) -> str:
     return " ".join(parts)
 
 
+def is_unknown(value: Any) -> bool:
+    """A value the engine does not know yet (a preview): pulumi's Unknown, or its wire sentinel."""
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    return isinstance(value, Unknown) or value == rpc.UNKNOWN
+
+
+def compare_known(old: Any, new: Any) -> tuple[bool, bool]:
+    """(differs in a known value, has an unknown value) of a new input against the old one, leaf by leaf."""
+    if is_unknown(new):
+        return False, True
+    if isinstance(old, dict) and isinstance(new, dict):
+        results = [compare_known(old.get(key), new.get(key)) for key in old.keys() | new.keys()]
+        return any(changed for changed, _ in results), any(maybe for _, maybe in results)
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return True, False
+        results = [compare_known(mine, theirs) for mine, theirs in zip(old, new, strict=True)]
+        return any(changed for changed, _ in results), any(maybe for _, maybe in results)
+    return old != new, False
+
+
 def _is_empty(value: Any) -> bool:
     return value in ({}, [], "", False, None)
 
@@ -158,6 +183,45 @@ class TpuApiError(Exception):
         super().__init__(message)
         self.status = status
         self.transient = transient
+
+
+class HostStoppingError(TpuApiError):
+    """The provider host is shutting down (the engine's SIGINT) while a create waits."""
+
+
+# The host polls this often for its own shutdown while it waits: well inside the engine's 5 s grace.
+SHUTDOWN_POLL_SECONDS = 0.1
+
+
+def host_is_stopping() -> bool:
+    """The dynamic-provider host's main thread has ended: on SIGINT it leaves `Event().wait()` through
+    KeyboardInterrupt, stops the gRPC server and returns (pulumi sdk/python/lib/pulumi/dynamic/__main__.py,
+    main), while the call's worker thread runs on until the engine kills the process group 5 s after the
+    SIGINT (sdk/go/common/resource/plugin/plugin.go, newPlugin's kill: InterruptChildren, then KillChildren).
+    Never true on the main thread (tests, tools). At the main thread's end CPython sets
+    threading._SHUTTING_DOWN and then joins the worker threads (threading._shutdown, concurrent.futures'
+    exit hook) before it marks the main thread stopped, so the flag is the first sign; is_alive() is the
+    public fallback. tests/test_provider_host.py checks this against the real host."""
+    main = threading.main_thread()
+    if threading.current_thread() is main:
+        return False
+    return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not main.is_alive()
+
+
+def sleep_unless_stopping(seconds: float) -> None:
+    """time.sleep that ends with HostStoppingError as soon as the host is stopping."""
+    if threading.current_thread() is threading.main_thread():
+        time.sleep(seconds)  # not inside the host's gRPC server: nothing to watch for
+        return
+    end = time.monotonic() + seconds
+    while True:
+        if host_is_stopping():
+            raise HostStoppingError("interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a "
+                                    "killed CLI or a CI timeout)")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, SHUTDOWN_POLL_SECONDS))
 
 
 def _log(message: str) -> None:
@@ -374,6 +438,12 @@ def _observed(api: TpuApi, queued_resource: dict[str, Any] | None, node_name: st
     }
 
 
+def node_is_missing(observed: dict[str, Any]) -> bool:
+    """An ACTIVE request whose node is not there: nodes.get answered 404, so the node id read back is "".
+    (State written before the nodeUid output existed has no such key: not a missing node.)"""
+    return observed.get("state") == "ACTIVE" and observed.get("nodeUid") == ""
+
+
 def _hand_delete_command(props: dict[str, Any]) -> str:
     project, zone = props["parent"].split("/")[1], props["parent"].rsplit("/", 1)[-1]
     return (f"gcloud alpha compute tpus queued-resources delete {props['queuedResourceId']} "
@@ -398,7 +468,7 @@ class QueuedResourceProvider(ResourceProvider):
     MAX_CREATE_ATTEMPTS = 3
 
     def _api(self, props: dict[str, Any]) -> TpuApi:
-        return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)))
+        return TpuApi(retry_base_seconds=float(props.get("retryBaseSeconds", 1.0)), sleep=sleep_unless_stopping)
 
     @staticmethod
     def _name(props: dict[str, Any]) -> str:
@@ -421,6 +491,9 @@ class QueuedResourceProvider(ResourceProvider):
             if operation is not None:
                 api.wait_operation(operation, "queuedResources.create", deadline, poll)
             outs = self._wait_until_active(api, props, started, deadline)
+        except HostStoppingError as error:
+            # Not in state (the create never returned): left alone, it would queue, go ACTIVE and bill unseen.
+            raise TpuApiError(f"{error}. {self._abandon(props, created=operation is not None)}") from None
         except Exception as error:
             reason = str(error) if isinstance(error, TpuApiError) else (
                 f"unexpected {_message_of(error)} while waiting for {props['queuedResourceId']}")
@@ -491,7 +564,11 @@ class QueuedResourceProvider(ResourceProvider):
                 last_state, last_logged = state, now
             if state == "ACTIVE":
                 observe = functools.partial(_observed, api, queued_resource, self._node_name(props))
-                return api.through_outages(observe, deadline, poll, f"the node of {qr_id}")
+                observed = api.through_outages(observe, deadline, poll, f"the node of {qr_id}")
+                if node_is_missing(observed):
+                    raise TpuApiError(f"queued resource {qr_id} is ACTIVE but its node "
+                                      f"{self._node_name(props)} does not exist")
+                return observed
             if state == "FAILED":
                 error = ((queued_resource["state"].get("failedData") or {}).get("error") or {})
                 raise TpuApiError(f"queued resource {qr_id} FAILED: {error.get('message', 'no reason given')}")
@@ -503,6 +580,26 @@ class QueuedResourceProvider(ResourceProvider):
                     "try again later or raise tpu-vllm:tpu.queueTimeout"
                 )
             api.sleep(poll)
+
+    def _abandon(self, props: dict[str, Any], created: bool) -> str:
+        """On the engine's interrupt: send the request's DELETE once, without waiting for it (the engine kills
+        the host 5 s after its SIGINT); say what was done on stderr, which reaches the CLI."""
+        qr_id = props["queuedResourceId"]
+        if not created:
+            message = (f"{qr_id} was an existing request this create adopted; it is left as it was and is not "
+                       f"in Pulumi's state: the next pulumi up adopts it again, or delete it: "
+                       f"{_hand_delete_command(props)}")
+        else:
+            try:
+                TpuApi(max_attempts=1).delete(self._name(props))
+                message = (f"sent the DELETE of {qr_id}, which this create requested, so it does not queue or bill "
+                           "untracked; `python -m tools.status` shows when it is gone")
+            except Exception as error:  # noqa: BLE001 - reported with the command that finishes the job
+                reason = str(error) if isinstance(error, TpuApiError) else _message_of(error)
+                message = (f"could not delete {qr_id} ({reason}); it may queue and bill without Pulumi knowing: "
+                           f"{_hand_delete_command(props)}")
+        _log(f"interrupted while waiting for {qr_id}: {message}")
+        return message
 
     def _remove_after_failed_create(self, api: TpuApi, props: dict[str, Any]) -> str:
         """Delete a request whose create failed (bounded by deleteWaitSeconds, never raising); say how it went."""
@@ -528,17 +625,28 @@ class QueuedResourceProvider(ResourceProvider):
         if observed["state"] in GONE_STATES:
             _log(f"{id_} is {observed['state']} (its run duration ended or it failed; the node "
                  "is gone); the next pulumi up replaces it with a fresh node")
+        elif node_is_missing(observed):
+            _log(f"{id_} is ACTIVE but its node is gone (deleted by hand or by GCP); the next pulumi up "
+                 "replaces the request with a fresh node")
         return ReadResult(id_=id_, outs={**props, **observed})
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [key for key in REQUEST_KEYS if olds.get(key) != news.get(key)]
+        # In a preview, news may hold unknowns (pulumi.dynamic's Diff deserialises them with keep_unknowns:
+        # sdk/python/lib/pulumi/dynamic/__main__.py, Diff). Only a known difference is a new request: an
+        # unknown leaf is an update in the preview, and `pulumi up` diffs again with every value known
+        # (the SDK resolves inputs before it registers), replacing then if the value really changed.
+        compared = {key: compare_known(olds.get(key), news.get(key)) for key in REQUEST_KEYS}
+        replaces = [key for key, (changed, _) in compared.items() if changed]
+        maybe_changed = any(maybe for _, maybe in compared.values())
         if olds.get("state") in GONE_STATES:
             replaces.append("state")
+        elif node_is_missing(olds):
+            replaces.append("nodeUid")  # the serving step would otherwise dial host "" 60 times
         # Only named inputs count: the None placeholders for outputs must not look like changes.
         tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
         # The old request must go first: it holds the node id, the quota and the disk.
         return DiffResult(
-            changes=bool(replaces) or tuning_changed,
+            changes=bool(replaces) or tuning_changed or maybe_changed,
             replaces=replaces,
             delete_before_replace=True,
         )
@@ -648,7 +756,10 @@ class TpuNode(pulumi.ComponentResource):
                 "pollSeconds": args.poll_seconds,
                 "deleteWaitSeconds": args.delete_wait_seconds,
             },
-            pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            # A component's depends_on does not reach its children: the request itself must wait for the
+            # account, secrets, disk and firewall that the body names by value.
+            pulumi.ResourceOptions(parent=self, delete_before_replace=True,
+                                   depends_on=opts.depends_on if opts is not None else None),
         )
         self.node_name = self.queued_resource.nodeName
         self.node_uid = self.queued_resource.nodeUid

@@ -28,6 +28,8 @@ SMOKE_TEST_FILE = "/etc/tpu-vllm/smoke-test.py"
 
 
 FILE_DELIMITER = "TPU_VLLM_FILE"
+SSH_DIALS = 14
+SSH_DIAL_TIMEOUT_SECONDS = 15
 
 
 def serve_script_text() -> str:
@@ -114,9 +116,14 @@ class VllmServer(pulumi.ComponentResource):
                 host=args.host,
                 user=args.ssh_user,
                 private_key=args.ssh_private_key,
-                # A fresh node's sshd and guest agent take a minute or two to accept the key.
-                dial_error_limit=60,
-                per_dial_timeout=30,
+                # A fresh node's sshd and guest agent take a minute or two to accept the key; a firewall that
+                # drops the deployer's packets (access.sshSourceRanges narrowed past its address) must fail
+                # within ~5 minutes of ACTIVE, not 35 while the TPU bills. pulumi-command v1.2.1
+                # (provider/pkg/provider/remote/connection.go, Dial/dialWithRetry) makes at most
+                # dialErrorLimit dials of perDialTimeout seconds each, with retry.Until's back-off (<= 5 s)
+                # between them: 14 x 15 s + 13 x 5 s < 5 minutes.
+                dial_error_limit=SSH_DIALS,
+                per_dial_timeout=SSH_DIAL_TIMEOUT_SECONDS,
             ),
             create=text,
             stdin=script,

@@ -1,4 +1,5 @@
-"""Pulumi mocks that give each resource type plausible outputs and record what was registered.
+"""The offline engine: runs the real program under Pulumi mocks that give each resource type plausible
+outputs and record what was registered.
 
 Shared by the offline plan and the tests, so both see the program the same way.
 """
@@ -6,75 +7,43 @@ Shared by the offline plan and the tests, so both see the program the same way.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
-import re
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import grpc
 import pulumi
+from pulumi.output import Unknown
+from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
+from tools.plan.placeholders import (
+    MOCK_EXTERNAL_IP,
+    MOCK_GKE_CA,
+    MOCK_GKE_CHANNEL_DEFAULTS,
+    MOCK_GKE_ENDPOINT,
+    MOCK_GKE_VERSION,
+    MOCK_INTERNAL_IP,
+    MOCK_LOAD_BALANCER_IP,
+    MOCK_NODE_UID,
+    MOCK_PROJECT_NUMBER,
+    MOCK_PUBLIC_KEY,
+    MOCK_STATE,
+    MOCK_TERMINATION_TIME,
+    SECRET_PLACEHOLDER,
+)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PROGRAM_FILE = ROOT / "__main__.py"
+# Not "__main__": that name makes the file run itself, as under the Pulumi CLI.
+PROGRAM_MODULE = "tpu_vllm_program"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
-REDACTED = "[secret]"
-
-# What only GCP knows after deploy, as the mocks invent it (plausible, so the program's own
-# string handling runs as in a deploy; distinctive, so the plan can mark every use).
-MOCK_PROJECT_NUMBER = "123456789012"
-# A TPU node's `id` is an int64 in a string; GCP gives every new node a new one.
-MOCK_NODE_UID = "4611686018427387904"
-MOCK_GKE_ENDPOINT = "203.0.113.20"
-MOCK_GKE_CA = "bW9jay1jbHVzdGVyLWNh"  # base64("mock-cluster-ca"): a public certificate, not a secret
-MOCK_GKE_VERSION = "1.34.1-gke.1829001"
-MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_VERSION,
-                             "STABLE": "1.33.5-gke.1308000"}
-MOCK_LOAD_BALANCER_IP = "10.128.0.50"
-MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
-MOCK_INTERNAL_IP = "10.128.0.2"
-MOCK_STATE = "ACTIVE"
-MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
-MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
-
-# How the plan shows them: as marked placeholders, never as if they were real.
-PLACEHOLDERS = {
-    MOCK_EXTERNAL_IP: "<external-ip>",
-    MOCK_INTERNAL_IP: "<internal-ip>",
-    MOCK_PROJECT_NUMBER: "<project-number>",
-    MOCK_TERMINATION_TIME: "<run-end-time>",
-    MOCK_PUBLIC_KEY: "<generated-ssh-public-key>",
-    MOCK_NODE_UID: "<node-uid>",
-    MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
-    MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
-}
-# A state is a common word: only a whole value equal to it is a placeholder.
-WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
-PLACEHOLDER_MEANINGS = {
-    "<external-ip>": "the node's external IP, given by GCP when the node is created",
-    "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
-    "<project-number>": "your project's number",
-    "<run-end-time>": "when the run ends (runDuration.terminationTime), set when the node becomes ACTIVE",
-    "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
-    "<queued-resource-state>": "the queued resource's state at deploy time",
-    "<node-uid>": "the TPU node's own id, new for every node GCP creates",
-    "<cluster-endpoint>": "the GKE control plane's address",
-    "<load-balancer-ip>": "the internal load balancer's address, given when it is created",
-}
-
-
-def mark_placeholders(value: Any) -> Any:
-    """Every invented value replaced by its placeholder, wherever it ended up."""
-    if isinstance(value, str):
-        if value in WHOLE_VALUE_PLACEHOLDERS:
-            return WHOLE_VALUE_PLACEHOLDERS[value]
-        for invented, placeholder in PLACEHOLDERS.items():
-            # Not inside a longer number: 10.128.0.25 is not 10.128.0.2.
-            value = re.sub(rf"(?<![\d.]){re.escape(invented)}(?![\d])", placeholder, value)
-        return value
-    if isinstance(value, dict):
-        return {key: mark_placeholders(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [mark_placeholders(item) for item in value]
-    return value
-
+REDACTED = SECRET_PLACEHOLDER
 
 @dataclass
 class Registration:
@@ -88,6 +57,8 @@ class Registration:
     """Names of the resources it waits for (explicit and through its inputs)."""
     retain_on_delete: bool = False
     delete_before_replace: bool = False
+    import_id: str = ""
+    """The `import` option: the id of an existing resource the engine adopts instead of creating one."""
 
 
 def is_wrapped_secret(value: Any) -> bool:
@@ -103,6 +74,22 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
+
+
+def with_unknown_sentinels(value: Any) -> Any:
+    """Each value unknown in a preview as the engine sends it on the wire (and to a policy pack): the
+    sentinel string, so the record serialises and a returned output reads back as unknown."""
+    if isinstance(value, Unknown):
+        return rpc.UNKNOWN
+    if isinstance(value, dict):
+        return {key: with_unknown_sentinels(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_unknown_sentinels(item) for item in value]
+    return value
+
+
+def is_unknown(value: Any) -> bool:
+    return value == rpc.UNKNOWN
 
 
 def unwrap(value: Any) -> Any:
@@ -125,6 +112,12 @@ class StackMocks(pulumi.runtime.Mocks):
     failing_calls: dict[str, str] = field(default_factory=dict)
     """Invoke token -> error message, to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
+    preview: bool = False
+    """A dry run, as `pulumi preview` of a new stack: a new resource's outputs are only its inputs (what the
+    engine returns for a provider without previews, pkg/resource/deploy/step.go CreateStep.Apply), so
+    everything computed (an email, a generated key, an IP) is unknown."""
+    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Disks that already exist in GCP, by name (answers gcp.compute.get_disk); absent ones are a 404."""
     event_loops: set[asyncio.AbstractEventLoop] = field(default_factory=set)
     """The loops Pulumi's mock monitor opens, one per worker thread (see close_event_loops)."""
 
@@ -140,10 +133,14 @@ class StackMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         options = self.options.get((args.typ, args.name), {})
+        inputs = with_unknown_sentinels(dict(args.inputs))
         self.registrations.append(Registration(
-            type=args.typ, name=args.name, inputs=dict(args.inputs), custom=bool(args.custom), **options,
+            type=args.typ, name=args.name, inputs=inputs, custom=bool(args.custom),
+            import_id=args.resource_id or "", **options,
         ))
-        plain = unwrap(args.inputs)
+        plain = unwrap(inputs)
+        if self.preview:
+            return "", plain  # the engine gives a resource to be created no id in a preview
         outputs = {**plain, **self._outputs(args.typ, args.name, plain), **self.fixed_outputs.get(args.typ, {})}
         return f"{args.name}-id", outputs
 
@@ -195,7 +192,16 @@ class StackMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
         if args.token in self.failing_calls:
             raise Exception(self.failing_calls[args.token])
+        if args.token == "gcp:compute/getDisk:getDisk":
+            return self._disk(dict(args.args)), []
         return {**self._call_outputs(args.token, dict(args.args)), **self.fixed_outputs.get(args.token, {})}, []
+
+    def _disk(self, args: dict[str, Any]) -> dict[str, Any]:
+        disk = self.disks.get(args.get("name"))
+        if disk is None:  # what the provider's data source reports for a disk that is not there
+            raise Exception(f"googleapi: Error 404: The resource 'projects/{args.get('project')}/zones/"
+                            f"{args.get('zone')}/disks/{args.get('name')}' was not found, notFound")
+        return {"name": args.get("name"), "project": args.get("project"), "zone": args.get("zone"), **disk}
 
     def _call_outputs(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
         if token == "gcp:container/getEngineVersions:getEngineVersions":
@@ -214,6 +220,20 @@ class StackMocks(pulumi.runtime.Mocks):
                 "network": f"projects/{self.project}/global/networks/default",
             }
         return {}
+
+
+class InvokeFailed(grpc.RpcError):
+    """A failed invoke as the monitor's gRPC client raises it: an RpcError that is also a Call."""
+
+    def __init__(self, details: str):
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self._details
 
 
 class RecordingMonitor(MockMonitor):
@@ -243,6 +263,13 @@ class RecordingMonitor(MockMonitor):
     def Invoke(self, request):  # noqa: N802 - gRPC method name
         try:
             return super().Invoke(request)
+        except grpc.RpcError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a lookup the mocks answer with a failure
+            # The engine answers a failed invoke with an error status, which the SDK hands back to the caller
+            # (pulumi/runtime/invoke.py, do_invoke), so a program may catch it; a bare exception here would
+            # instead fail the whole run from the RPC manager.
+            raise InvokeFailed(str(error)) from None
         finally:
             self._remember_loop()
 
@@ -260,14 +287,90 @@ class RecordingMonitor(MockMonitor):
 
 
 def install(project: str, stack: str, fixed_outputs: dict[str, dict[str, Any]] | None = None,
-            failing_calls: dict[str, str] | None = None) -> StackMocks:
+            failing_calls: dict[str, str] | None = None, preview: bool = False,
+            disks: dict[str, dict[str, Any]] | None = None) -> StackMocks:
     """Set the mocks; call before importing any program code."""
-    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {}, failing_calls=failing_calls or {})
+    mocks = StackMocks(project=project, fixed_outputs=fixed_outputs or {}, failing_calls=failing_calls or {},
+                       preview=preview, disks=disks or {})
     quiet = logging.getLogger("tpu-vllm.mock-engine")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False  # the plan reports warnings itself, once
     pulumi.runtime.set_mocks(
-        mocks, project="tpu-vllm", stack=stack, preview=False, logger=quiet,
+        mocks, project="tpu-vllm", stack=stack, preview=preview, logger=quiet,
         monitor=RecordingMonitor(mocks),
     )
     return mocks
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Any]
+    warnings: list[str]
+    settings: Any
+    outputs: dict[str, tuple[Any, bool]]
+    """name -> (value, is_secret)."""
+    error: str | None = None
+    """The program's own RunError, if it stopped (bad config, a missing secret)."""
+
+
+def load_program() -> ModuleType:
+    """__main__.py as a module of its own name: importing it registers nothing, its run() does."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location(PROGRAM_MODULE, PROGRAM_FILE)
+    assert spec is not None and spec.loader is not None, PROGRAM_FILE
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    return program
+
+
+def run_program(config: dict[str, str], secret_keys: list[str], stack: str,
+                fixed_outputs: dict[str, dict[str, Any]] | None = None,
+                failing_calls: dict[str, str] | None = None, validate_first: bool = True,
+                preview: bool = False, disks: dict[str, dict[str, Any]] | None = None) -> ProgramRun:
+    """Run the program's run() once under mocks in this process.
+
+    validate_first: an invalid config raises SettingsError (the plan's exit 2); otherwise the
+    program's own error (what `pulumi up` would print) is returned with what it registered.
+    """
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime.stack import get_root_resource, wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    from components.settings import SettingsError
+
+    os.environ.pop("PULUMI_CONFIG", None)
+    recorder = install(project=config["gcp:project"], stack=stack, fixed_outputs=fixed_outputs,
+                       failing_calls=failing_calls, preview=preview, disks=disks)
+    runtime_config.set_all_config(config, secret_keys)
+    program = load_program()
+    try:
+        loaded = program.run()
+    except SettingsError as error:
+        if validate_first:
+            raise
+        return ProgramRun(recorder.registrations, [], None, {}, error=error.render())
+    except pulumi.RunError as error:
+        try:
+            _sync_await(wait_for_rpcs())  # let what was already registered reach the mocks
+        except Exception:  # noqa: BLE001 - the failure behind the RunError, already reported by it
+            pass
+        # Registrations may still be in flight on worker threads here: their loops stay open.
+        return ProgramRun(recorder.registrations, [], None, {}, error=str(error))
+    _sync_await(wait_for_rpcs())
+
+    outputs = {}
+    for name, value in get_root_resource().outputs.items():
+        output = pulumi.Output.from_input(value)
+        known = _sync_await(output.is_known())  # False only in a preview, for what is computed at deploy
+        value = _sync_await(output.future()) if known else rpc.UNKNOWN
+        outputs[name] = (value, _sync_await(output.is_secret()))
+    _close_loops(recorder)
+    return ProgramRun(recorder.registrations, loaded.warnings, loaded.settings, outputs)
+
+
+def _close_loops(recorder: Any) -> None:
+    """Every RPC has returned: close the worker threads' loops and this thread's (see close_event_loops)."""
+    recorder.event_loops.add(asyncio.get_event_loop())
+    recorder.close_event_loops()
+

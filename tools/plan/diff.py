@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools import command_line
-from tools.mocks import mark_placeholders
-from tools.plan import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
+from tools.plan import command_line
+from tools.plan.model import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
+from tools.plan.placeholders import mark_placeholders
 
 ABSENT = "(absent)"
 SCRIPT_DIFF_LINES = 60
@@ -38,6 +38,11 @@ def load_plan(path: Path) -> dict[str, Any]:
         raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: {error}") from None
     if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
         raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: it has no resources list")
+    for index, resource in enumerate(plan["resources"]):
+        if not (isinstance(resource, dict) and isinstance(resource.get("type"), str)
+                and isinstance(resource.get("name"), str)):
+            raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: resource {index} "
+                                "has no type and name")
     return mark_placeholders(plan)
 
 
@@ -68,9 +73,15 @@ def flatten(value: Any, path: str = "") -> dict[str, Any]:
     return {path: value}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _show(value: Any) -> str:
     if value is ABSENT:
         return ABSENT
+    if _is_number(value):
+        return f"{value:,}"  # 1,285,376 and 0.6, never 1.285e+06
     text = json.dumps(value, sort_keys=True)
     return text if len(text) <= VALUE_CHARS else f"{text[:VALUE_CHARS]}... ({len(text):,} chars)"
 
@@ -97,7 +108,7 @@ def describe_change(path: str, old: Any, new: Any, *, command: bool, files: dict
         if command:
             changes = command_line.argument_changes(old, new)
             if changes is not None:
-                return [f"{path} (by argument):", *(f"  {change}" for change in changes)]
+                return [f"{path} (by argument):", *(f"  {command_line.describe(change)}" for change in changes)]
         if "\n" in old or "\n" in new:
             label = _file_label(new, files) or _file_label(old, files) or "text"
             lines = [f"{path}: {label} changed ({len(old.encode()):,} -> {len(new.encode()):,} bytes)"]
@@ -168,17 +179,27 @@ def _resource_section(base: dict[str, Any], head: dict[str, Any], files: dict[st
     return lines
 
 
+def _delta(before: float, after: float) -> str:
+    change = after - before
+    # Float noise (2.4 - 1.2 = 1.1999999999999997) goes; the plan's figures have at most 4 decimals.
+    return f"{round(change, 6) if isinstance(change, float) else change:+,}"
+
+
 def _budget_section(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
+    from components.costs import budget_fields_shown
+
     old, new = base.get("budget", {}), head.get("budget", {})
+    # Each plan's own platform's fields: a gke budget also holds the VM's, which its plan does not show.
+    shown_old, shown_new = budget_fields_shown(old), budget_fields_shown(new)
     cost, other = [], []
-    for key in sorted(set(old) | set(new)):
-        before, after = old.get(key, ABSENT), new.get(key, ABSENT)
+    for key in sorted(shown_old | shown_new):
+        before = old[key] if key in shown_old else ABSENT
+        after = new[key] if key in shown_new else ABSENT
         if before == after:
             continue
         line = f"  {key}: {_show(before)} -> {_show(after)}"
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
-        if numbers:
-            line += f" ({after - before:+,.4g})"
+        if _is_number(before) and _is_number(after):
+            line += f" ({_delta(before, after)})"
         (cost if "usd" in key or key == "pricing" else other).append(line)
     lines = []
     if cost:
@@ -233,10 +254,11 @@ def render_diff(base: dict[str, Any], head: dict[str, Any], base_label: str = "b
     """The whole difference as text; says so when there is none."""
     base = mark_placeholders(base)
     files = _file_paths(base, head)
-    stack = head.get("stack", "?")
-    lines = [f"offline plan diff, stack {stack}: {base_label} -> this commit"]
+    base_stack, stack = base.get("stack") or "unknown", head.get("stack") or "unknown"
+    lines = [f"offline plan diff: {base_label} (stack {base_stack}) -> this commit (stack {stack})"]
     if base.get("stack") not in (None, stack):
-        lines.append(f"note: the base plan is of stack {base.get('stack')}, not {stack}")
+        lines.append(f"note: the base plan is of stack {base_stack}, not {stack}: what differs between the two "
+                     "stacks' settings shows as changes too")
     sections = [
         _resource_section(base, head, files),
         _files_section(base, head),

@@ -1,4 +1,5 @@
-"""What the gke platform costs and holds, as plain numbers for the outputs and the offline plan."""
+"""What each platform costs and holds: plain numbers for the stack's outputs and the offline plan's budget,
+and the plan's cost lines, the VM's and the gke's side by side (tools/plan only renders them)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def kv_outputs(settings: Settings) -> dict[str, Any]:
     }
 
 
-def plan_summary(settings: Settings) -> dict[str, Any]:
+def gke_plan_summary(settings: Settings) -> dict[str, Any]:
     """The plan's budget lines for gke (snake_case, like the rest of the plan's budget)."""
     costs, kv = gke_costs(settings), settings.kv_budget()
     gke = settings.gke
@@ -82,11 +83,113 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     return summary
 
 
+def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy: bool | None) -> dict[str, Any]:
+    """The offline plan's cost, memory and load figures (snake_case); None where a figure does not apply.
+
+    secret_versions and disk_outlives_destroy are what the program registered (None: no disk registered).
+    """
+    pricing = settings.tpu.provisioning_model
+    run_seconds = settings.tpu.run_seconds if pricing == "flex-start" else None
+    cache = settings.cache
+    disk_per_month = budget.disk_usd_per_month(cache.disk_type, cache.size_gb)
+    summary: dict[str, Any] = {
+        "pricing": pricing,
+        "cost_per_hour_usd": budget.cost_per_hour_usd(pricing),
+        "run_hours": run_seconds / 3600 if run_seconds else None,
+        "max_spend_usd": round(budget.max_spend_usd(pricing, run_seconds), 4) if run_seconds else None,
+        "forgotten_weekend_usd": None if run_seconds else round(budget.forgotten_weekend_usd(pricing), 2),
+        "usd_per_million_output_tokens_at_1496_5_tok_s": round(
+            budget.usd_per_million_output_tokens(pricing, 1496.5), 4),
+        "cache_disk_type": cache.disk_type,
+        "cache_disk_gb": cache.size_gb,
+        "cache_disk_usd_per_gb_month": budget.USD_PER_GB_MONTH[cache.disk_type],
+        "cache_disk_usd_per_month": round(disk_per_month, 4),
+        "cache_disk_usd_per_run": (round(budget.disk_usd_for_seconds(cache.disk_type, cache.size_gb, run_seconds), 4)
+                                   if run_seconds else None),
+        "max_spend_with_disk_usd": (round(budget.max_spend_with_disk_usd(pricing, run_seconds, cache.disk_type,
+                                                                         cache.size_gb), 4)
+                                    if run_seconds else None),
+        "cache_disk_outlives_destroy": (cache.keep_on_destroy if disk_outlives_destroy is None
+                                        else disk_outlives_destroy),
+        "secret_versions": secret_versions,
+        "secret_versions_usd_per_month": round(secret_versions * budget.USD_PER_SECRET_VERSION_MONTH, 4),
+        "idle_usd_per_month": round(disk_per_month + secret_versions * budget.USD_PER_SECRET_VERSION_MONTH, 4),
+    }
+    kv = settings.kv_budget()
+    if kv is None:
+        summary.update(dict.fromkeys(
+            ["kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib",
+             "kv_pool_gib", "outside_cap_gib", "load_limit_tokens"], "unknown"))
+    else:
+        summary.update({
+            "kv_bytes_per_token": kv.kv_bytes_per_token,
+            "kv_tokens": kv.kv_tokens,
+            "kv_blocks": kv.kv_blocks,
+            "block_size": kv.block_size,
+            "hbm_cap_gib": round(budget.gib(kv.hbm_cap_bytes), 2),
+            "kv_pool_gib": round(budget.gib(kv.kv_pool_bytes), 2),
+            "outside_cap_gib": round(budget.gib(kv.outside_cap_bytes), 2),
+            "load_limit_tokens": kv.load_limit_tokens,
+        })
+    summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    if settings.platform == "gke":
+        summary.update(gke_plan_summary(settings))  # the lines above are per chip; these are the whole cluster
+    return summary
+
+
+# What describes one VM (its run, its idle month): a gke plan's budget holds them, its text shows the cluster's.
+VM_ONLY_BUDGET_FIELDS = frozenset({"max_spend_usd", "forgotten_weekend_usd", "cache_disk_usd_per_run",
+                                   "max_spend_with_disk_usd", "idle_usd_per_month"})
+
+
+def budget_fields_shown(budget: dict[str, Any]) -> set[str]:
+    """The budget fields a plan of the budget's platform shows (a plan diff compares only these)."""
+    if budget.get("platform") == "gke":
+        return set(budget) - VM_ONLY_BUDGET_FIELDS
+    return {key for key in budget if not key.startswith("gke_") and key != "platform"}
+
+
 def _money(value: float) -> str:
     return f"${value:,.2f}"
 
 
-def plan_cost_lines(summary: dict[str, Any]) -> list[str]:
+def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
+    """The plan's cost lines for one VM, from the plan's budget (JSON as well)."""
+    lines: list[str] = []
+    pricing = budget["pricing"]
+    lines.append(f"  TPU v5litepod-1, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour")
+    if budget["max_spend_usd"] is not None:
+        hours = f"{budget['run_hours']:g}h"
+        lines.append(f"  one run stops by itself after {hours} (tpu.maxRunDuration): at most "
+                     f"{_money(budget['max_spend_usd'])} for the TPU")
+    else:
+        lines.append(f"  nothing stops the TPU until pulumi destroy: a forgotten weekend costs "
+                     f"{_money(budget['forgotten_weekend_usd'])}")
+    lines.append(f"  compile-cache disk ({budget['cache_disk_type']}, {budget['cache_disk_gb']} GB x "
+                 f"${budget['cache_disk_usd_per_gb_month']}/GB-month): {_money(budget['cache_disk_usd_per_month'])}"
+                 "/month, billed whether or not a run is active")
+    if budget["max_spend_with_disk_usd"] is not None:
+        lines.append(f"  one run with the disk's share of those hours ({_money(budget['cache_disk_usd_per_run'])}): "
+                     f"at most {_money(budget['max_spend_with_disk_usd'])}")
+    idle = [f"the cache disk ({_money(budget['cache_disk_usd_per_month'])}/month)"]
+    if budget["secret_versions"]:
+        idle.append(f"{budget['secret_versions']} Secret Manager secret version(s) "
+                    f"({_money(budget['secret_versions_usd_per_month'])}/month; the first 6 a month are free "
+                    "per billing account)")
+    lines.append(f"  with no run, still billing: {' and '.join(idle)}; about "
+                 f"{_money(budget['idle_usd_per_month'])}/month")
+    if budget["cache_disk_outlives_destroy"]:
+        lines.append("  cache.keepOnDestroy: the disk outlives pulumi destroy and bills "
+                     f"{_money(budget['cache_disk_usd_per_month'])}/month until you delete it "
+                     "(see the cacheDiskBilling output)")
+    else:
+        lines.append("  pulumi destroy deletes the disk (cache.keepOnDestroy is false)")
+    lines.append(f"  at the log's peak, 1,496.5 output tok/s: "
+                 f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
+    return lines
+
+
+def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     """The plan's cost lines for gke, from the plan's budget (JSON as well): nothing here stops billing by
     itself. A node's run ends, but the autoscaler brings a new one for as long as gke.minReplicas asks, and the
     cluster fee, the system pool, the cache volumes and the secrets bill until `pulumi destroy`."""
@@ -136,3 +239,9 @@ def plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     lines.append(f"  at the log's peak, 1,496.5 output tok/s per replica: "
                  f"${summary['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens (chip only)")
     return lines
+
+
+def plan_cost_lines(budget: dict[str, Any]) -> list[str]:
+    """The plan's cost lines for the budget's platform."""
+    # The VM's lines say a run stops the billing; nothing on gke does.
+    return gke_plan_cost_lines(budget) if budget.get("platform") == "gke" else vm_plan_cost_lines(budget)

@@ -1,0 +1,53 @@
+"""`tpu-vllm:cache`: the persistent disk for the XLA compile cache."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from components.settings.facts import SYSTEM_MOUNT_ROOTS
+from components.settings.fields import _Section
+from components.settings.findings import InvalidSettingError
+
+
+class CacheSettings(_Section):
+    """The persistent disk for the XLA compile cache (config key `tpu-vllm:cache`)."""
+
+    config_key: ClassVar[str] = "cache"
+
+    size_gb: int = Field(50, ge=10, le=65536, description=(
+        "pd-balanced at $0.11/GB-month, run or no run ($5.50/month at 50); holds the ~197 MB compile cache with "
+        "room, and the 9.54 GiB weights with `vllm.weightsOnDisk` (then at least 20)"))
+    disk_type: Literal["pd-balanced"] = Field("pd-balanced", description=(
+        "the only type v5e attaches (anything else is an error)"))
+    keep_on_destroy: bool = Field(False, description=(
+        "keep the disk (and the warm cache) across destroys: it then outlives `pulumi destroy` and bills until "
+        "you delete it"))
+    device_name: str = Field("persistent-disk-1", description=(
+        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`); change it only if "
+        "your image names it otherwise"))
+    mount_point: str = Field("/mnt/tpu-vllm-cache", description=(
+        "where the VM mounts the cache disk; system directories (`/`, `/etc`, `/usr`, `/var`, `/home`, `/tmp`, "
+        "`/lib*`, ... and what lies under them, however spelled) are refused"))
+
+    @field_validator("mount_point")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or not re.fullmatch(r"[A-Za-z0-9._/-]+", value):
+            raise InvalidSettingError("not a plain absolute path", "use an absolute path of letters, digits, '.', "
+                                      "'_', '-' and '/', e.g. /mnt/tpu-vllm-cache")
+        # //usr/../etc and /etc/ are /etc: judge the directory the kernel would mount on.
+        normal = "/" + posixpath.normpath(value).lstrip("/")
+        system = next((root for root in SYSTEM_MOUNT_ROOTS
+                       if normal == root or normal.startswith(root + "/")), None)
+        if normal == "/" or system or re.match(r"/lib(32|64|x32)?(/|$)", normal):
+            shown = f" (that is {normal})" if normal != value else ""
+            raise InvalidSettingError(
+                f"a system directory{shown}: mounting the cache disk there would hide the OS's own files "
+                "or land on a directory that is cleaned or virtual",
+                "use a path under /mnt, e.g. /mnt/tpu-vllm-cache",
+            )
+        return normal

@@ -1,0 +1,90 @@
+"""Cross-key rules of the gke platform: replicas against the chip cap, zones against the cluster's region,
+billing, and what the vm platform alone reads."""
+
+from __future__ import annotations
+
+from components import budget
+from components.settings.facts import FLEX_START_VERIFIED_ZONES
+from components.settings.findings import NO_VALUE, Finding
+from components.settings.root import Settings
+
+
+def gke_checks(settings: Settings) -> list[Finding]:
+    gke = settings.gke
+    if settings.platform != "gke":
+        if "gke" in settings.model_fields_set:
+            return [Finding.warning("gke", NO_VALUE, "this section is read only with tpu-vllm:platform: gke; the vm "
+                                    "platform ignores it", "remove it, or set tpu-vllm:platform gke")]
+        return []
+    findings: list[Finding] = []
+    if gke.max_replicas < gke.min_replicas:
+        findings.append(Finding(
+            "gke.maxReplicas", gke.max_replicas,
+            f"below gke.minReplicas ({gke.min_replicas}); the HPA needs min <= max",
+            f"raise maxReplicas to at least {gke.min_replicas} or lower minReplicas", also_keys=("gke.minReplicas",),
+        ))
+    if gke.max_replicas > gke.max_tpu_chips:
+        findings.append(Finding(
+            "gke.maxReplicas", gke.max_replicas, f"each replica is one chip, over the gke.maxTpuChips cap "
+            f"({gke.max_tpu_chips})",
+            f"lower maxReplicas or raise maxTpuChips if you mean to pay for {gke.max_replicas} chips",
+            also_keys=("gke.maxTpuChips",),
+        ))
+    if gke.is_regional and not gke.node_locations:
+        findings.append(Finding(
+            "gke.nodeLocations", [], f"a regional cluster ({gke.location}) needs the zones its TPU nodes may use",
+            f"list v5e zones, e.g. pulumi config set --path 'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a",
+            also_keys=("gke.location",),
+        ))
+    outside = [zone for zone in gke.node_locations if zone.rsplit("-", 1)[0] != gke.region]
+    if outside:
+        findings.append(Finding(
+            "gke.nodeLocations", gke.node_locations,
+            f"{', '.join(outside)} not in the cluster's region {gke.region} (gke.location = {gke.location}); a node "
+            "pool only spans zones of its cluster's region",
+            f"use zones like {gke.region}-a, or move gke.location", also_keys=("gke.location",),
+        ))
+    model = settings.tpu.provisioning_model
+    if model != "flex-start" and not gke.allow_unbounded_billing:
+        findings.append(Finding(
+            "tpu.provisioningModel", model,
+            f"on gke the pool can hold {gke.max_replicas} chips with nothing to stop their billing "
+            f"(${budget.cost_per_hour_usd(model, gke.max_replicas):.2f}/h)",
+            "use flex-start, or set gke.allowUnboundedBilling true if you mean it",
+            also_keys=("gke.maxReplicas",),
+        ))
+    if model == "flex-start":
+        unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
+        if unverified:
+            findings.append(Finding.warning(
+                "gke.nodeLocations", gke.node_locations or NO_VALUE,
+                f"flex-start v5e is only verified in {', '.join(sorted(FLEX_START_VERIFIED_ZONES))}; "
+                f"{', '.join(unverified)} may have no v5e capacity or no flex-start for it",
+                f"list {', '.join(sorted(FLEX_START_VERIFIED_ZONES))} first, or accept the risk",
+            ))
+    if "container_access" in settings.vllm.model_fields_set:
+        findings.append(Finding.warning(
+            "vllm.containerAccess", settings.vllm.container_access,
+            "read only by the vm platform (docker run); on gke the chip reaches the pod through its google.com/tpu "
+            "resource request (GKE's TPU device plugin, no privileged container), so the key changes nothing there",
+            "remove it",
+        ))
+    if gke.allow_external_load_balancer and not settings.access.serving_source_ranges:
+        findings.append(Finding(
+            "gke.allowExternalLoadBalancer", True,
+            "an external load balancer with no access.servingSourceRanges would answer the whole internet",
+            "list the ranges that may call it (pulumi config set --path 'tpu-vllm:access.servingSourceRanges[0]' "
+            "203.0.113.0/24)",
+            also_keys=("access.servingSourceRanges",),
+        ))
+    kv = settings.kv_budget()
+    if kv is not None and kv.kv_tokens > 0:
+        planned = settings.load.clients * settings.load.context_tokens
+        if planned > kv.load_limit_tokens * gke.max_replicas:
+            findings.append(Finding.warning(
+                "load", {"clients": settings.load.clients, "contextTokens": settings.load.context_tokens},
+                f"{planned:,} KV tokens planned, over ~78% of the KV pool of {gke.max_replicas} replicas "
+                f"({kv.load_limit_tokens * gke.max_replicas:,})",
+                "raise gke.maxReplicas or plan less load",
+            ))
+    return findings

@@ -1,0 +1,157 @@
+"""The measured facts the settings are checked against, each with its source: zones, vLLM's
+registries, KV dtypes, model families, system paths and GKE's limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NAMESPACE = "tpu-vllm"
+
+# The log: flex-start v5litepod-1 is accepted here and was run to ACTIVE.
+FLEX_START_VERIFIED_ZONES = frozenset({"us-west4-a"})
+# The log: these reject it at the API whatever the quota.
+FLEX_START_REJECTING_ZONES = frozenset({"europe-west4-a", "europe-west4-b"})
+
+# Zones with TPU v5e at all: the v5e ("All v5litepod configurations") rows of Google's "TPU
+# regions and zones" page (cloud.google.com/tpu/docs/regions-zones) as it has been published:
+# us-central1-a, us-south1-a, us-west1-c, us-west4-a (current), us-east5-a/-b/-c (listed as
+# single-tenant), us-west4-b and europe-west4-b (earlier versions). europe-west4-a is the log's:
+# the API refuses flex-start there for v5litepod-1 by name, with v5e quota in the zone.
+# Google adds zones: one missing here is refused, so add it with its source.
+V5E_ZONES = frozenset({
+    "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
+    "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
+})
+assert FLEX_START_VERIFIED_ZONES | FLEX_START_REJECTING_ZONES <= V5E_ZONES
+
+# GCP allows 64 labels per resource; the stack sets two itself.
+MAX_USER_LABELS = 62
+
+MIN_RUN_SECONDS = 60
+MAX_RUN_SECONDS = 7 * 24 * 3600
+
+# sshd on the node; the container runs with --net=host, so vLLM shares the host's ports.
+SSH_PORT = 22
+
+# What vLLM registers on the log's build, vLLM 0.26.1rc1.dev125+ga7a204cc6 (main at
+# a7a204cc6ec99b375985e564f4f271e68ee8f5b8, 2026-07-30): the names in _TOOL_PARSERS_TO_REGISTER
+# (vllm/tool_parsers/__init__.py, ToolParserManager.register_lazy_module) and
+# _REASONING_PARSERS_TO_REGISTER (vllm/reasoning/__init__.py, ReasoningParserManager). Read from
+# the releases either side of that commit, 0.26.0 (2026-07-25) and 0.27.0 (2026-08-10), which
+# register exactly these; 0.27.0 adds only kimi_k3, left out as it may postdate the build.
+# Anything else makes the server exit at start: "invalid tool call parser: X (chose from {...})".
+VLLM_TOOL_CALL_PARSERS = frozenset({
+    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
+    "deepseek_v4", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite",
+    "granite-20b-fc", "granite4", "hermes", "hunyuan_a13b", "hy_v3", "inkling", "internlm", "jamba",
+    "kimi_k2", "lfm2", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5",
+    "minimax_m2", "minimax_m3", "mistral", "olmo3", "openai", "phi4_mini_json", "poolside_v1",
+    "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam",
+})
+VLLM_REASONING_PARSERS = frozenset({
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "ernie45",
+    "gemma4", "glm45", "glm47", "granite", "holo2", "hunyuan_a13b", "hy_v3", "inkling", "kimi_k2",
+    "mimo", "minimax_m2", "minimax_m2_append_think", "minimax_m3", "mistral", "nemotron_v3", "olmo3",
+    "openai_gptoss", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
+})
+# vLLM's built-in modalities on that build (MultiModalDataBuiltins, vllm/inputs/llm.py). It
+# takes any other key in --limit-mm-per-prompt and ignores it, so a typo limits nothing.
+VLLM_MODALITIES = frozenset({"image", "video", "audio", "vision_chunk"})
+
+# vLLM's --kv-cache-dtype choices on the log's build, by what they do on this stack.
+KV_DTYPES_FINE = frozenset({"auto", "bfloat16"})
+KV_DTYPES_FP8_NO_GAIN = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
+KV_DTYPES_KILL_AT_BOOT = frozenset({"int8_per_token_head", "nvfp4", "fp8_inc", "fp8_ds_mla"})
+KV_DTYPES_UNTESTED = frozenset({"float16", "fp8_per_token_head", "int4_per_token_head"})
+KV_DTYPES_ACCEPTED = (
+    KV_DTYPES_FINE | KV_DTYPES_FP8_NO_GAIN | KV_DTYPES_KILL_AT_BOOT | KV_DTYPES_UNTESTED
+)
+
+DEFAULT_MODEL = "google/gemma-4-E2B-it"
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What follows from a model's family: the parsers that read its output, what it can take in."""
+
+    name: str
+    pattern: re.Pattern[str]
+    """Matched against vllm.model (a Hugging Face id or a local path)."""
+    tool_call_parser: str
+    reasoning_parser: str | None
+    modalities: frozenset[str]
+    """What vLLM's model class accepts (its get_supported_mm_limits)."""
+    limit_mm_per_prompt: dict[str, int]
+    """The default multimodal contract."""
+
+
+# vLLM's gemma4_mm.py: image and video always, audio only with an audio tower (the E2B/E4B
+# checkpoints). The log's contract is {"image": 4, "audio": 1}.
+GEMMA_4 = ModelFamily(
+    name="Gemma 4", pattern=re.compile(r"gemma[-_]?4", re.IGNORECASE),
+    tool_call_parser="gemma4", reasoning_parser="gemma4",
+    modalities=frozenset({"image", "video", "audio"}), limit_mm_per_prompt={"image": 4, "audio": 1},
+)
+GEMMA_4_WITH_AUDIO = re.compile(r"gemma[-_]?4[-_]e\d+b", re.IGNORECASE)
+MODEL_FAMILIES = (GEMMA_4,)
+# Parsers that read one family's output format and nothing else.
+FAMILY_PARSERS = {"gemma4": GEMMA_4}
+
+
+def family_of(model: str) -> ModelFamily | None:
+    return next((family for family in MODEL_FAMILIES if family.pattern.search(model)), None)
+
+
+def _family_limits(model: str) -> dict[str, int]:
+    family = family_of(model)
+    if family is None:
+        return {}
+    if family is GEMMA_4 and not GEMMA_4_WITH_AUDIO.search(model):
+        return {key: count for key, count in family.limit_mm_per_prompt.items() if key != "audio"}
+    return dict(family.limit_mm_per_prompt)
+
+
+# Directories a cache disk must never be mounted on or under: the mount would hide the OS's own files
+# (/usr/lib, /var/lib/docker, a user's ~/.ssh), or the directory is cleaned or virtual (/tmp, /proc, /run).
+SYSTEM_MOUNT_ROOTS = ("/etc", "/usr", "/var", "/root", "/home", "/boot", "/bin", "/sbin", "/opt", "/proc",
+                      "/sys", "/dev", "/run", "/tmp", "/snap")  # and /lib, /lib64, /lib32, /libx32
+# vLLM fetches an http(s) media URL when its host is listed (exact match), or when the list is empty:
+# an empty --allowed-media-domains means "any host" (vllm/multimodal/media/connector.py). No flag turns
+# URL fetching off, so "none" is rendered as one host under the reserved .invalid TLD (RFC 6761), which
+# no resolver answers: every media URL is refused or fails to resolve; inline data: URLs still work.
+NO_MEDIA_DOMAIN = "media-urls-disabled.invalid"
+
+
+# GKE: flex-start for TPU node pools needs this version or later (GKE's flex-start page, TPU requirements).
+GKE_FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
+# One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
+GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
+GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+# Google's custom metrics adapter lives here by its own contract (components/gke/autoscaling.py deploys it).
+GKE_METRICS_ADAPTER_NAMESPACE = "custom-metrics"
+# The gke pod's metrics door (components/gke/metrics_door.py) listens here for Managed Prometheus; vLLM and the
+# front share the pod's network namespace, so neither may take it.
+GKE_METRICS_PORT = 9090
+# Namespaces the stack must not declare as its own Namespace (it would fail to create an existing one, and
+# `pulumi destroy` would delete it): Kubernetes' own, GKE's, Managed Prometheus's and the adapter's.
+GKE_FOREIGN_NAMESPACES = frozenset({"default", GKE_METRICS_ADAPTER_NAMESPACE})
+GKE_FOREIGN_NAMESPACE_PREFIXES = ("kube-", "gke-", "gmp-")
+_GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
+
+
+def gke_version_at_least(version: str, minimum: str = GKE_FLEX_START_TPU_MIN_VERSION) -> bool | None:
+    """True or False when the version says; None when it cannot (an alias like '1.33' may mean any patch)."""
+    if version.strip().lower() == "latest":
+        return True
+    have, want = _GKE_VERSION.fullmatch(version.strip()), _GKE_VERSION.fullmatch(minimum)
+    if have is None or want is None:
+        return None
+    have_parts = [None if part is None else int(part) for part in have.groups()]
+    want_parts = [int(part) for part in want.groups()]
+    for mine, theirs in zip(have_parts, want_parts, strict=True):
+        if mine is None:
+            return None  # every version from here on shares the prefix: could be either side
+        if mine != theirs:
+            return mine > theirs
+    return True

@@ -1,0 +1,182 @@
+"""`tpu-vllm:gke`: the scale-out platform."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import Field, field_validator
+
+from components import budget
+from components.settings.facts import (
+    GKE_FLEX_START_TPU_MIN_VERSION,
+    GKE_FOREIGN_NAMESPACE_PREFIXES,
+    GKE_FOREIGN_NAMESPACES,
+    GKE_RELEASE_CHANNELS,
+    GKE_V5E_ONE_CHIP_MACHINE,
+    gke_version_at_least,
+)
+from components.settings.fields import Duration, Zone, _Section, parse_duration
+from components.settings.findings import InvalidSettingError
+
+
+class GkeSettings(_Section):
+    """The scale-out platform (config key `tpu-vllm:gke`), used when `tpu-vllm:platform` is gke."""
+
+    config_key: ClassVar[str] = "gke"
+
+    cluster_name: str | None = Field(None, description=(
+        "the GKE cluster; unset: `tpu-vllm-<stack>`; with `useExistingCluster`, the cluster to reuse"))
+    use_existing_cluster: bool = Field(False, description=(
+        "reuse a cluster by name (checked at preview; it needs Workload Identity, the Secret Manager add-on and "
+        "Managed Prometheus)"))
+    location: str = Field("us-west4-a", description=(
+        "a zone (zonal cluster; one per billing account is free of the fee) or a region (regional control plane; "
+        "then list `nodeLocations`)"))
+    node_locations: list[Zone] = Field(default_factory=list, description=(
+        "zones the TPU pool may use (several: the autoscaler's fallback when one has no capacity); unset: the "
+        "location's zone; zones outside the cluster's region are an error, zones other than us-west4-a warn"))
+    release_channel: str = Field("REGULAR", description=(
+        "`RAPID`, `REGULAR` or `STABLE`; flex-start TPU needs 1.33.0-gke.1712000 or later, and an older channel "
+        "default stops the preview"))
+    min_master_version: str | None = Field(None, description=(
+        "pin the cluster's minimum version (e.g. `1.34`); older or uncomparable pins are errors; unset takes the "
+        "channel's default"))
+    machine_type: str = Field(GKE_V5E_ONE_CHIP_MACHINE, description=(
+        "one v5e chip per replica (the only shape this stack's memory budget fits); any other machine is an error"))
+    min_replicas: int = Field(1, ge=1, description=(
+        "replicas the HPA keeps (each is one chip, billed while it runs); at least 1, at most `maxReplicas`"))
+    max_replicas: int = Field(4, ge=1, description=(
+        "replicas (and TPU nodes) the HPA and the node pool's autoscaler may reach; at most `maxTpuChips`"))
+    max_tpu_chips: int = Field(8, ge=1, description=(
+        "a cap on chips: `maxReplicas` above it is refused (the policy pack enforces the same cap)"))
+    waiting_requests_target: int = Field(10, ge=1, description=(
+        "HPA target: average `vllm:num_requests_waiting` per pod before it adds a replica"))
+    system_machine_type: str = Field("e2-standard-2", description=(
+        "the small CPU pool for kube-system, the metrics adapter and the Prometheus collectors (priced machines "
+        "only)"))
+    system_node_count: int = Field(1, ge=1, le=10, description="nodes in the system pool")
+    namespace: str = Field("tpu-vllm", description=(
+        "where the workload runs; the stack creates and deletes it, so `default`, `custom-metrics`, `kube-*`, "
+        "`gke-*`, `gmp-*` are refused. On gke, `vllm.port` and `front.upstreamPort` may not be 9090 (the metrics "
+        "door's), and `vllm.containerAccess` is ignored (warned): the chip comes through the pod's "
+        "`google.com/tpu` request"))
+    termination_grace_period: Duration = Field("5m", description=(
+        "how long a stopping pod may keep serving in-flight streams (10s to 1h)"))
+    allow_external_load_balancer: bool = Field(False, description=(
+        "explicit opt-in: an external load balancer (needs `access.servingSourceRanges`, which limit it) instead "
+        "of an internal one"))
+    allow_unbounded_billing: bool = Field(False, description=(
+        "explicit opt-in for spot or on-demand TPU nodes on gke: nothing stops their billing"))
+    install_metrics_adapter: bool = Field(True, description=(
+        "deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if a reused cluster "
+        "runs one"))
+
+    @field_validator("machine_type")
+    @classmethod
+    def _one_v5e_chip(cls, value: str) -> str:
+        if value == GKE_V5E_ONE_CHIP_MACHINE:
+            return value
+        if value.startswith("ct5lp-"):
+            raise InvalidSettingError(
+                "one replica is one v5e chip here (the memory budget is measured on one chip, and the model's "
+                "single KV head is replicated, not sharded, across chips)",
+                f"set it to {GKE_V5E_ONE_CHIP_MACHINE}",
+            )
+        raise InvalidSettingError(
+            "not a TPU v5e machine; this stack serves on v5e only (v5litepod-1 on the VM path)",
+            f"set it to {GKE_V5E_ONE_CHIP_MACHINE}",
+        )
+
+    @field_validator("location")
+    @classmethod
+    def _zone_or_region(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z]+-[a-z]+\d+(-[a-z])?", value):
+            raise InvalidSettingError("neither a zone nor a region",
+                          "write a zone (us-west4-a) for a zonal cluster or a region (us-west4) for a regional one")
+        return value
+
+    @field_validator("release_channel")
+    @classmethod
+    def _channel(cls, value: str) -> str:
+        if value not in GKE_RELEASE_CHANNELS:
+            raise InvalidSettingError("not a release channel (flex-start TPU needs one)",
+                                      f"use one of {', '.join(GKE_RELEASE_CHANNELS)}")
+        return value
+
+    @field_validator("min_master_version")
+    @classmethod
+    def _new_enough(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        newer = gke_version_at_least(value)
+        if newer is None:
+            raise InvalidSettingError(
+                f"cannot tell whether {value!r} is {GKE_FLEX_START_TPU_MIN_VERSION} or later (flex-start TPU "
+                "node pools need that)",
+                f"write a full version like {GKE_FLEX_START_TPU_MIN_VERSION}, a newer minor like 1.34, or remove the "
+                "key to take the channel's default",
+            )
+        if not newer:
+            raise InvalidSettingError(
+                f"flex-start TPU node pools need GKE {GKE_FLEX_START_TPU_MIN_VERSION} or later",
+                "set 1.34 (or a 1.33 patch at or past that build), or remove the key to take the channel's default",
+            )
+        return value
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", value):
+            raise InvalidSettingError("not a GKE cluster name",
+                                      "use lowercase letters, digits and hyphens, starting with a letter, at most 40")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+            raise InvalidSettingError("not a Kubernetes namespace name",
+                                      "use lowercase letters, digits and hyphens, e.g. tpu-vllm")
+        if value in GKE_FOREIGN_NAMESPACES or value.startswith(GKE_FOREIGN_NAMESPACE_PREFIXES):
+            raise InvalidSettingError(
+                "the stack creates this namespace and deletes it on pulumi destroy, so it must be its own; "
+                f"{value} belongs to Kubernetes, GKE, Managed Prometheus or the metrics adapter",
+                "use a name of your own, e.g. tpu-vllm",
+            )
+        return value
+
+    @field_validator("system_machine_type")
+    @classmethod
+    def _priced_machine(cls, value: str) -> str:
+        if value not in budget.SYSTEM_MACHINE_SHAPES:
+            raise InvalidSettingError(
+                f"the plan prices {', '.join(budget.SYSTEM_MACHINE_SHAPES)} only",
+                "use one of them (e2-standard-2 is enough for the system pods)",
+            )
+        return value
+
+    @field_validator("termination_grace_period")
+    @classmethod
+    def _grace(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if not 10 <= seconds <= 3600:
+            raise InvalidSettingError("not between 10s and 1h (in-flight streams get this long to finish)", "e.g. 5m")
+        return value
+
+    @property
+    def region(self) -> str:
+        return self.location if self.is_regional else self.location.rsplit("-", 1)[0]
+
+    @property
+    def is_regional(self) -> bool:
+        return not re.fullmatch(r".*-[a-z]", self.location)
+
+    @property
+    def tpu_zones(self) -> list[str]:
+        """Where TPU nodes may come up."""
+        return list(self.node_locations) or ([] if self.is_regional else [self.location])
+
+    @property
+    def termination_grace_seconds(self) -> int:
+        return parse_duration(self.termination_grace_period)

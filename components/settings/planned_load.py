@@ -1,0 +1,19 @@
+"""`tpu-vllm:load`: the load you plan to put on the endpoint."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from components.settings.fields import _Section
+
+
+class LoadSettings(_Section):
+    """The load you plan to put on it (config key `tpu-vllm:load`), checked against the KV pool."""
+
+    config_key: ClassVar[str] = "load"
+
+    clients: int = Field(16, ge=1, description="planned concurrent clients; warns above 78% of the KV pool")
+    context_tokens: int = Field(1024, ge=1, description=(
+        "planned tokens per client; `clients` x this warns above 78% of the KV pool; at most `vllm.maxModelLen`"))

@@ -1,0 +1,169 @@
+"""The whole stack configuration: the sections composed, the top-level keys, and every id derived from them."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from components import budget, naming
+from components.settings.access import AccessSettings
+from components.settings.cache import CacheSettings
+from components.settings.facts import NAMESPACE, ModelFamily, family_of
+from components.settings.fields import _Section
+from components.settings.findings import InvalidSettingError
+from components.settings.front import FrontSettings
+from components.settings.gke import GkeSettings
+from components.settings.planned_load import LoadSettings
+from components.settings.tpu import TpuSettings
+from components.settings.vllm import VllmSettings
+
+TOP_LEVEL_KEYS = {
+    "tpu": TpuSettings,
+    "vllm": VllmSettings,
+    "cache": CacheSettings,
+    "access": AccessSettings,
+    "load": LoadSettings,
+    "front": FrontSettings,
+    "gke": GkeSettings,
+    "platform": None,
+    "hfToken": None,
+    "hfTokenSecret": None,
+    "sshPrivateKey": None,
+}
+
+# Always kept as secrets, and must be set with --secret. hfTokenSecret (a name) may be; the sections may not,
+# since their values are written into firewall rules, commands and outputs.
+SECRET_BY_NATURE = frozenset({"hfToken", "sshPrivateKey"})
+
+
+class Settings(_Section):
+    """The whole stack configuration, validated once."""
+
+    project: str
+    stack: str
+    tpu: TpuSettings = Field(default_factory=TpuSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
+    load: LoadSettings = Field(default_factory=LoadSettings)
+    front: FrontSettings = Field(default_factory=FrontSettings)
+    platform: Literal["vm", "gke"] = Field("vm", description=(
+        "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
+        "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "
+        "`cache.sizeGb` / `keepOnDestroy` (per replica) and `access.*Ranges` apply to both"))
+    gke: GkeSettings = Field(default_factory=GkeSettings)
+    hf_token: SecretStr | None = Field(None, description=(
+        "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "
+        "(see docs/security.md)"))
+    hf_token_secret: str = Field("hf-token", description=(
+        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way); may be set "
+        "with `--secret`"))
+    ssh_private_key: SecretStr | None = Field(None, description=(
+        "secret: the private half of `access.sshPublicKey` (`pulumi config set --secret tpu-vllm:sshPrivateKey "
+        "< KEY_FILE`); not empty"))
+
+    @field_validator("hf_token")
+    @classmethod
+    def _hf_token_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise InvalidSettingError(
+                "it is empty, and an empty token cannot download the model",
+                f"paste your token with `pulumi config set --secret {NAMESPACE}:hfToken`, or remove the key "
+                f"(`pulumi config rm {NAMESPACE}:hfToken`) to use your own secret ({NAMESPACE}:hfTokenSecret)",
+            )
+        return value
+
+    @field_validator("ssh_private_key")
+    @classmethod
+    def _private_key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise InvalidSettingError(
+                f"it is empty, so {NAMESPACE}:access.sshPublicKey has no private half to log in with",
+                f"set it from the key file (`pulumi config set --secret {NAMESPACE}:sshPrivateKey < "
+                "~/.ssh/id_ed25519`), or remove both keys and the stack generates one",
+            )
+        return value
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _secret_id_shape(cls, value: str) -> str:
+        # Empty, spaces or a resource path: the common slips. Anything else is looked up at preview.
+        if not value.strip() or re.search(r"[\s/]", value):
+            raise InvalidSettingError(
+                "a Secret Manager secret id is one word of letters, digits, - or _ (e.g. hf-token; the stack adds "
+                "projects/<project>/secrets/ itself)",
+                "set the id of the secret that holds your token",
+            )
+        return value
+
+    @field_validator("project")
+    @classmethod
+    def _project_id(cls, value: str) -> str:
+        # Resource Manager: "6 to 30 lowercase ASCII letters, digits, or hyphens. It must start
+        # with a letter. Trailing hyphens are prohibited." Legacy domain-scoped projects
+        # (example.com:my-project) can no longer be made but still exist, and Google's APIs
+        # address them by that id, so the domain prefix is accepted.
+        if not re.fullmatch(r"(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]", value):
+            raise InvalidSettingError(
+                "a project ID is 6-30 lowercase letters, digits and hyphens, starting with a "
+                "letter and not ending with a hyphen (the ID, not the display name or number: "
+                "gcloud projects list shows it)",
+                "run pulumi config set gcp:project YOUR_PROJECT_ID",
+            )
+        return value
+
+    # Every id derived from the stack name, valid for its API (components/naming.py).
+    @property
+    def node_id(self) -> str:
+        """The queued resource and its node (TPU API; also the VM's host name)."""
+        return self.tpu.node_id or naming.stack_id(self.stack)
+
+    @property
+    def resource_prefix(self) -> str:
+        """At most 46 characters, so `<prefix>-<suffix>` fits 63 for every suffix the stack adds
+        (the longest is the firewall rule serving-external); also the node's network tag."""
+        return naming.stack_id(self.stack, limit=naming.LIMITS["compute"] - len("-serving-external"))
+
+    @property
+    def service_account_id(self) -> str:
+        return naming.stack_id(self.stack, "vm", limit=naming.LIMITS["service_account"])
+
+    @property
+    def cache_disk_name(self) -> str:
+        return f"{self.resource_prefix}-cache"
+
+    @property
+    def network_tag(self) -> str:
+        return self.resource_prefix
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """On every labelled resource; the user's tpu.labels win."""
+        return {"app": naming.APP, "stack": naming.label_value(self.stack), **self.tpu.labels}
+
+    @property
+    def stack_manages_hf_token(self) -> bool:
+        return self.hf_token is not None
+
+    @property
+    def family(self) -> ModelFamily | None:
+        return family_of(self.vllm.model)
+
+    @property
+    def geometry(self) -> budget.ModelGeometry | None:
+        """The geometry given in vllm.modelGeometry, else the log's measured one, else None."""
+        if self.vllm.model_geometry is not None:
+            return self.vllm.model_geometry.to_geometry()
+        return budget.geometry_for(self.vllm.model)
+
+    def kv_budget(self) -> budget.KvBudget | None:
+        if self.geometry is None:
+            return None
+        return budget.kv_budget(
+            self.geometry,
+            self.vllm.gpu_memory_utilization,
+            self.vllm.max_model_len,
+            self.vllm.kv_cache_memory_bytes,
+        )

@@ -1,0 +1,160 @@
+"""`tpu-vllm:tpu`: where and how the chip is rented."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from components import naming
+from components.settings.facts import MAX_USER_LABELS, V5E_ZONES
+from components.settings.fields import Duration, _Section, parse_duration
+from components.settings.findings import InvalidSettingError
+
+
+class TpuSettings(_Section):
+    """Where and how the chip is rented (config key `tpu-vllm:tpu`)."""
+
+    config_key: ClassVar[str] = "tpu"
+
+    zone: str = Field("us-west4-a", description=(
+        "flex-start `v5litepod-1` is only accepted here; `europe-west4-a/-b` reject it at the API (error); other "
+        "v5e zones (`us-central1-a`, `us-south1-a`, `us-west1-c`, `us-west4-b`, `us-east5-a/b/c`) warn; a zone "
+        "with no v5e is an error"))
+    accelerator_type: str = Field("v5litepod-1", description=(
+        "one v5e chip; `v5e` is spelled `v5litepod` in every API call (`v5e-1` is an error)"))
+    runtime_version: str = Field("v2-alpha-tpuv5-lite", description="the v5e TPU VM image")
+    provisioning_model: Literal["flex-start", "spot", "on-demand"] = Field("flex-start", description=(
+        "the only model that stops billing by itself; `spot`/`on-demand` warn with the forgotten-weekend cost"))
+    max_run_duration: Duration = Field("4h", description=(
+        "`90m`, `2d`...; 1 minute to 7 days; flex-start only: GCP deletes the node after this long, so at least "
+        "a cold start (857 s) plus `vllm.healthTimeout` (45m with the default)"))
+    queue_timeout: Duration = Field("1h", description=(
+        "how long a request may wait for capacity; `0s` is an error (no deadline for the API, while "
+        "`pulumi up` gives up)"))
+    network: str = Field("default", description=(
+        "the VPC network: a name GCP takes (lowercase letters, digits, `-`) or `projects/P/global/networks/N`"))
+    subnetwork: str | None = Field(None, description=(
+        "a subnetwork of the zone's region, by name or `projects/P/regions/R/subnetworks/S`; unset: the "
+        "network's default"))
+    node_id: str | None = Field(None, description="the node and queued resource id; unset: `tpu-vllm-<stack>`")
+    labels: dict[str, str] = Field(default_factory=dict, description=(
+        "on every labelled resource, with `app` and `stack`; keys and values lowercase, at most 63 characters, "
+        "at most 62 labels"))
+
+    @field_validator("provisioning_model", mode="before")
+    @classmethod
+    def _provisioning_spelling(cls, value: Any) -> Any:
+        spelled = {"flex_start": "flex-start", "spot": "spot", "standard": "on-demand",
+                   "on_demand": "on-demand", "ondemand": "on-demand"}
+        normal = str(value).strip().lower().replace("-", "_")
+        if normal in spelled and spelled[normal] != value:
+            raise InvalidSettingError("not spelled as the API spells it",
+                          f"write it as {spelled[normal]!r} (one of flex-start, spot, on-demand)")
+        return value
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator_spelling(cls, value: str) -> str:
+        if re.search(r"v5\s*e|v5lite(?!pod)", value, re.IGNORECASE):
+            chips = re.search(r"(\d+)$", value)
+            raise InvalidSettingError(
+                "v5e is spelled v5litepod-1 in every API call and CLI argument ('v5e' is prose only)",
+                f"set it to v5litepod-{chips.group(1) if chips else 1}",
+            )
+        if value != "v5litepod-1":
+            raise InvalidSettingError(
+                "this stack serves on exactly one v5e chip, v5litepod-1: its memory budget is measured there, "
+                "and gemma-4-E2B has one KV head, so more chips replicate the KV cache instead of sharding it",
+                "set it to v5litepod-1",
+            )
+        return value
+
+    @field_validator("runtime_version")
+    @classmethod
+    def _runtime_for_v5e(cls, value: str) -> str:
+        if "tpuv5-lite" not in value:
+            raise InvalidSettingError("a v5litepod node needs a v5e runtime image", "set it to v2-alpha-tpuv5-lite")
+        return value
+
+    @field_validator("zone")
+    @classmethod
+    def _zone_shape(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
+            raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
+        if value not in V5E_ZONES:
+            raise InvalidSettingError(
+                "there is no TPU v5e in this zone (Google's TPU regions and zones page lists v5e "
+                f"in {', '.join(sorted(V5E_ZONES))})",
+                "set it to us-west4-a, the only zone where flex-start v5litepod-1 was run",
+            )
+        return value
+
+    @field_validator("queue_timeout")
+    @classmethod
+    def _queue_has_time(cls, value: str) -> str:
+        if parse_duration(value) == 0:
+            raise InvalidSettingError(
+                "a queued request needs time to find capacity: 0 sends no deadline to the API, "
+                "so the request would wait forever while pulumi up gives up",
+                "set it like 1h",
+            )
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network_shape(cls, value: str) -> str:
+        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?global/networks/)?([^/]*)", value)
+        if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
+            raise InvalidSettingError(
+                "a VPC network is named with 1-63 lowercase letters, digits and '-', starting "
+                "with a letter and not ending with '-' (or given as projects/PROJECT/global/networks/NAME)",
+                "the default one is default",
+            )
+        return value
+
+    @field_validator("subnetwork")
+    @classmethod
+    def _subnetwork_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?regions/[a-z]+-[a-z]+\d+/subnetworks/)?([^/]*)", value)
+        if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
+            raise InvalidSettingError(
+                "a subnetwork is named with 1-63 lowercase letters, digits and '-', starting "
+                "with a letter and not ending with '-' (or given as "
+                "projects/PROJECT/regions/REGION/subnetworks/NAME)",
+                "remove the key for the network's default",
+            )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_gcp_accepts(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = [problem for key, item in value.items() if (problem := naming.label_problem(key, item))]
+        if len(value) > MAX_USER_LABELS:
+            problems.append(f"at most {MAX_USER_LABELS} labels (GCP allows 64, the stack sets app and stack)")
+        if problems:
+            raise InvalidSettingError("; ".join(problems), "e.g. team: agents")
+        return value
+
+    @field_validator("node_id")
+    @classmethod
+    def _node_id_shape(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", value):
+            raise InvalidSettingError("not an id the TPU API takes",
+                          "use lowercase letters, digits and hyphens, starting with a letter")
+        return value
+
+    @property
+    def run_seconds(self) -> int:
+        return parse_duration(self.max_run_duration)
+
+    @property
+    def queue_seconds(self) -> int:
+        return parse_duration(self.queue_timeout)
+
+    @property
+    def region(self) -> str:
+        return self.zone.rsplit("-", 1)[0]

@@ -1,0 +1,338 @@
+"""`tpu-vllm:vllm`: the `vllm serve` command, and the model geometry it is checked with."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from components import budget
+from components.settings.facts import (
+    DEFAULT_MODEL,
+    KV_DTYPES_ACCEPTED,
+    KV_DTYPES_FINE,
+    KV_DTYPES_FP8_NO_GAIN,
+    KV_DTYPES_KILL_AT_BOOT,
+    KV_DTYPES_UNTESTED,
+    SSH_PORT,
+    VLLM_MODALITIES,
+    VLLM_REASONING_PARSERS,
+    VLLM_TOOL_CALL_PARSERS,
+    _family_limits,
+    family_of,
+)
+from components.settings.fields import Duration, Port, PublicHostName, _Section, image_reference, parse_duration, warn
+from components.settings.findings import InvalidSettingError
+
+VLLM_IMAGE = "vllm/vllm-tpu:nightly"
+
+
+class KvLayerGroupSetting(_Section):
+    """Layers that own a KV cache and share one geometry (from the model's config.json)."""
+
+    layers: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    """num_key_value_heads (or num_global_key_value_heads for full-attention layers, if set)."""
+    head_dim: int = Field(ge=1)
+
+
+class ModelGeometrySetting(_Section):
+    """A model's memory geometry, for a model the log did not measure (`vllm.modelGeometry`)."""
+
+    weights_gib: float = Field(gt=0)
+    """Resident weights in GiB: the boot log's total_hbm_used_gb (`Memory statistics` line)."""
+    kv_layers: list[KvLayerGroupSetting] = Field(min_length=1)
+    """Only the layers that own a cache (not KV-shared ones), grouped by head_dim."""
+    max_context_tokens: int = Field(ge=256)
+    """config.json max_position_embeddings (text_config's for multimodal models)."""
+    max_tokens_per_mm_item: int | None = Field(None, ge=1)
+    """The largest multimodal item in tokens: the server's 'max_tokens_per_mm_item (N)' error."""
+    kv_element_bytes: Literal[1, 2, 4] = 2
+    """2 for bf16/fp16 KV (auto on a bf16 checkpoint)."""
+
+    @field_validator("weights_gib")
+    @classmethod
+    def _fits_the_chip(cls, value: float) -> float:
+        cap = budget.gib(budget.hbm_cap_bytes(budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
+        if value >= cap:
+            raise InvalidSettingError(
+                f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV (15.75 GiB x 0.92)",
+                "pick a smaller model (the log's E2B is 8.97 GiB)",
+            )
+        return value
+
+    def to_geometry(self) -> budget.ModelGeometry:
+        return budget.ModelGeometry(
+            weights_bytes=int(self.weights_gib * budget.GIB),
+            kv_layer_groups=tuple(budget.KvLayerGroup(layers=group.layers, kv_heads=group.kv_heads,
+                                                      head_dim=group.head_dim) for group in self.kv_layers),
+            kv_element_bytes=self.kv_element_bytes,
+            max_tokens_per_mm_item=self.max_tokens_per_mm_item,
+            num_key_value_heads=max(group.kv_heads for group in self.kv_layers),
+            max_context_tokens=self.max_context_tokens,
+        )
+
+
+class VllmSettings(_Section):
+    """The `vllm serve` command (config key `tpu-vllm:vllm`); defaults are the log's final run."""
+
+    config_key: ClassVar[str] = "vllm"
+
+    image: image_reference(VLLM_IMAGE) = Field(VLLM_IMAGE, description=(
+        "the container; pin a tag for repeatable boots; must be a pullable reference (`repo:tag` or "
+        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error)"))
+    model: str = Field(DEFAULT_MODEL, description=(
+        "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
+        "without measured geometry warns what goes unchecked (see *Changing the model*)"))
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
+    kv_cache_dtype: str = Field("auto", description=(
+        "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
+        "server (errors)"))
+    max_model_len: int = Field(32768, ge=256, description=(
+        "costs no KV: block size scales to keep 512 blocks per request; at most the model's context (131072 for "
+        "E2B; vLLM refuses more)"))
+    max_num_batched_tokens: int = Field(4096, ge=16, description=(
+        "powers of two only (2496 compiles as 4096, -24.7%); below 2496 the server refuses to start with "
+        "multimodal on"))
+    tensor_parallel_size: int = Field(1, description=(
+        "one chip; one KV head is replicated, not sharded (anything else is an error)"))
+    gpu_memory_utilization: float = Field(0.92, gt=0, le=1, description=(
+        "0.95 fails XLA program allocation after ~691 s (error); 0.93-0.94 untested (warning)"))
+    enable_prefix_caching: bool = Field(True, description="as in the log")
+    disable_chunked_mm_input: bool = Field(True, description=(
+        "keeps each multimodal item in one batch; with it, `maxNumBatchedTokens` must hold the largest item"))
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 4, "audio": 1}, description=(
+        "the multimodal contract; zeros lift the 2496 floor; modalities are vLLM's `image`, `video`, `audio`, "
+        "`vision_chunk`, counts 0 or more; the default follows the model (no `audio` for Gemma 4 26B/31B, `{}` "
+        "for other families)"))
+    enable_auto_tool_choice: bool = Field(True, description=(
+        "native tool calling; `true` is required (the deploy's smoke test calls a tool)"))
+    tool_call_parser: str | None = Field("gemma4", description=(
+        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+    reasoning_parser: str | None = Field("gemma4", description=(
+        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+    block_size: int | None = Field(None, description=(
+        "not to be set: the backend scales it with `maxModelLen` (pinning it is an error)"))
+    max_num_seqs: int | None = Field(None, ge=1, description=(
+        "leave unset (256): pinning warns, a cap of 64 made every cell worse; at least 1"))
+    kv_cache_memory_bytes: int | None = Field(None, description=(
+        "pins the pool (`--kv-cache-memory`); the log's measured-good value is 5923602432 (0.92's pool); above it "
+        "warns, from the 0.95 run's 5.99 GiB pool up (or over the chip, or not positive) is an error"))
+    model_geometry: ModelGeometrySetting | None = Field(None, description=(
+        "`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, optional "
+        "`maxTokensPerMmItem`, `kvElementBytes` (2): brings the KV, memory and context checks to a model the log "
+        "did not measure"))
+    port: Port = Field(8000, description=(
+        "the serving port (the front's); not 22, sshd's on the node (the container shares the host network)"))
+    weights_on_disk: bool = Field(False, description=(
+        "HF_HOME on the cache disk instead of `/dev/shm` (the 9.54 GiB download takes ~10 s)"))
+    health_timeout: Duration = Field("30m", description=(
+        "how long the deploy waits for `/health`; at least 15m (cold start 857 s)"))
+    allowed_media_domains: list[PublicHostName] = Field(default_factory=list, description=(
+        "hosts vLLM may fetch image/audio URLs from (exact public host names, no scheme); none means inline "
+        "`data:` only (see *Security*)"))
+    container_access: Literal["privileged", "devices"] = Field("privileged", description=(
+        "how the container reaches the TPU: `privileged` (measured by the log) or `devices` (`/dev/vfio/*`, "
+        "`/dev/accel*` + memlock; not measured)"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _follow_the_model_family(cls, data: Any) -> Any:
+        """Parsers and multimodal limits not set follow the model's family (none if unknown)."""
+        if not isinstance(data, dict):
+            return data
+        model = data.get("model", DEFAULT_MODEL)
+        if not isinstance(model, str):
+            return data
+        family = family_of(model)
+        derived = {
+            "tool_call_parser": family.tool_call_parser if family else None,
+            "reasoning_parser": family.reasoning_parser if family else None,
+            "limit_mm_per_prompt": _family_limits(model),
+        }
+        filled = dict(data)
+        for name, value in derived.items():
+            if name not in data and to_camel(name) not in data:
+                filled[name] = value
+        return filled
+
+    @field_validator("port")
+    @classmethod
+    def _port_free_on_the_node(cls, value: int) -> int:
+        if value == SSH_PORT:
+            raise InvalidSettingError(
+                "sshd listens on 22 on the node, and the container shares the host's network "
+                "(--net=host): vLLM could not bind it, and the firewall rule for it would open "
+                "SSH to the serving ranges",
+                "use 8000",
+            )
+        return value
+
+    @field_validator("limit_mm_per_prompt")
+    @classmethod
+    def _known_modalities(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - VLLM_MODALITIES)
+        negative = sorted(key for key, count in value.items() if count < 0)
+        problems = []
+        if unknown:
+            problems.append(
+                f"{', '.join(unknown)} is not a modality vLLM knows (it would be ignored and limit "
+                f"nothing); vLLM's are {', '.join(sorted(VLLM_MODALITIES))}"
+            )
+        if negative:
+            problems.append(
+                f"{', '.join(negative)}: a count is 0 or more (0 turns the modality off; vLLM "
+                "refuses a negative one at start)"
+            )
+        if problems:
+            raise InvalidSettingError("; ".join(problems), 'e.g. {"image": 4, "audio": 1}')
+        return value
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _registered_tool_parser(cls, value: str | None) -> str | None:
+        return _registered(value, VLLM_TOOL_CALL_PARSERS, "tool call parser")
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _registered_reasoning_parser(cls, value: str | None) -> str | None:
+        return _registered(value, VLLM_REASONING_PARSERS, "reasoning parser")
+
+    @field_validator("kv_cache_memory_bytes")
+    @classmethod
+    def _pool_on_the_chip(cls, value: int | None) -> int | None:
+        if value is None:
+            return value
+        if value <= 0:
+            raise InvalidSettingError(
+                "the KV pool is a positive number of bytes",
+                "the log's measured-good value is 5923602432, or remove the key to let gpuMemoryUtilization size it",
+            )
+        if value >= budget.V5E_HBM_BYTES:
+            raise InvalidSettingError(
+                f"more than the chip's whole HBM ({budget.V5E_HBM_BYTES} bytes, 15.75 GiB) before any weights",
+                "the log's measured-good value is 5923602432",
+            )
+        return value
+
+    @field_validator("gpu_memory_utilization")
+    @classmethod
+    def _memory_cap(cls, value: float, info: ValidationInfo) -> float:
+        if value >= budget.FAILING_GPU_MEMORY_UTILIZATION:
+            raise InvalidSettingError(
+                "0.95 and above does not boot on this model/chip: the KV pool sizes as "
+                "predicted, then XLA program allocation fails ~691 s in "
+                "(RuntimeProgramAllocationFailure, 384.11M wanted, ~347M free) because compiled "
+                "programs live outside the cap",
+                "set it to 0.92",
+            )
+        if value > budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION:
+            margin_mb = {0.93: 291, 0.94: 127}.get(round(value, 2))
+            warn(cls, info, value,
+                 f"untested: the estimated margin ({margin_mb or 'under 291'} MB) is thin against a failure that "
+                 "was 37 MB short at 0.95, and finding out costs a ~11 min compile",
+                 "0.92 is the measured ceiling")
+        return value
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, value: str, info: ValidationInfo) -> str:
+        if value == "int8":
+            raise InvalidSettingError(
+                "int8 is not one of vLLM's --kv-cache-dtype choices (the server rejects it: invalid choice: 'int8')",
+                "set it to auto",
+            )
+        if value in KV_DTYPES_KILL_AT_BOOT or value.startswith("turboquant_"):
+            raise InvalidSettingError(
+                "the CLI accepts it, then it kills the server at boot on this stack "
+                "(tpu-inference has no kernel for it)",
+                "set it to auto",
+            )
+        if value in KV_DTYPES_FP8_NO_GAIN:
+            warn(cls, info, value,
+                 "buys nothing on v5e: the KV block layout is word-aligned, so capacity stays 1.000x, and it runs "
+                 "~2% slower", "use auto")
+        elif value in KV_DTYPES_UNTESTED:
+            warn(cls, info, value, "was not tested by the build log", "auto is")
+        elif value not in KV_DTYPES_FINE:
+            raise InvalidSettingError(
+                "unknown KV cache dtype; accepted values are "
+                + ", ".join(sorted(KV_DTYPES_ACCEPTED)) + " and turboquant_*",
+                "use auto",
+            )
+        return value
+
+    @field_validator("max_num_batched_tokens")
+    @classmethod
+    def _bucketed(cls, value: int, info: ValidationInfo) -> int:
+        bucket = budget.next_power_of_two(value)
+        if bucket != value:
+            warn(cls, info, value,
+                 f"compiles as the {bucket} bucket (TPU precompiles powers of two) and runs {bucket}-shaped "
+                 "kernels with less work in them: the log measured -24.7% throughput at 2496",
+                 f"use {bucket}")
+        return value
+
+    @field_validator("tensor_parallel_size")
+    @classmethod
+    def _one_chip(cls, value: int) -> int:
+        if value != 1:
+            raise InvalidSettingError(
+                "there is one chip; and gemma-4-E2B has one KV head (full MQA), which "
+                "cannot be sharded: runtimes replicate it to a multiple of the TP size, so "
+                "more chips multiply KV memory instead of dividing it",
+                "set it to 1",
+            )
+        return value
+
+    @field_validator("block_size")
+    @classmethod
+    def _no_block_size(cls, value: int | None) -> int | None:
+        if value is not None:
+            raise InvalidSettingError(
+                "do not pin the block size: the Pallas backend scales it with maxModelLen to "
+                "keep 512 blocks per request, which is what keeps long context free of KV "
+                "cost (a 2048-blocks arm decoded slower, 8.32 vs 8.02 ms)",
+                "remove the key",
+            )
+        return value
+
+    @field_validator("max_num_seqs")
+    @classmethod
+    def _leave_max_num_seqs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None:
+            warn(cls, info, value, "pinned; the log capped it at 64 and every cell got worse",
+                 "leave it unset (256) unless the logs show preemption")
+        return value
+
+    @field_validator("health_timeout")
+    @classmethod
+    def _timeout_readable(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if seconds < budget.COLD_BOOT_SECONDS:
+            raise InvalidSettingError(
+                f"a cold start takes ~{budget.COLD_BOOT_SECONDS} s (80% XLA compile)",
+                "give it at least 15m, 30m is the default",
+            )
+        return value
+
+    @property
+    def health_timeout_seconds(self) -> int:
+        return parse_duration(self.health_timeout)
+
+    @property
+    def multimodal_enabled(self) -> bool:
+        return any(count > 0 for count in self.limit_mm_per_prompt.values())
+
+
+def _registered(value: str | None, registered: frozenset[str], what: str) -> str | None:
+    if value is None or value in registered:
+        return value
+    near = difflib.get_close_matches(value, sorted(registered), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise InvalidSettingError(
+        f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: {value}')",
+        f"{hint}the log's build registers {', '.join(sorted(registered))}",
+    )

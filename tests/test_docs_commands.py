@@ -1,0 +1,97 @@
+"""The commands README.md and docs/ tell a user to run hold on a fresh clone.
+
+Each `VENV/bin/python -m tools.X` runs in a venv the docs (or the test command) make; every file a
+command writes with `>` or an output flag lands where git ignores it; the quick start shows the
+offline plan before `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# scripts/test.sh's own venv (VENV="${TPU_VLLM_TEST_VENV:-.venv-test}").
+TEST_COMMAND_VENV = ".venv-test"
+
+
+def shell_lines(page: Path) -> list[str]:
+    """The lines of a page's ```bash blocks, comments dropped."""
+    lines, inside = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = line.strip() in ("```bash", "```sh") if not inside else False
+            continue
+        if inside and line.strip() and not line.lstrip().startswith("#"):
+            lines.append(line.split(" #", 1)[0].strip())
+    return lines
+
+
+ALL_LINES = [(page.relative_to(ROOT).as_posix(), line) for page in PAGES for line in shell_lines(page)]
+TOOL_RUNS = [(page, line) for page, line in ALL_LINES if re.search(r"-m tools\.", line)]
+
+
+def made_venvs() -> set[str]:
+    made = {TEST_COMMAND_VENV}
+    for _, line in ALL_LINES:
+        made |= set(re.findall(r"-m venv (\S+)", line))
+    return made
+
+
+def test_the_docs_have_tool_commands_to_check():
+    assert len(TOOL_RUNS) >= 5, TOOL_RUNS
+
+
+@pytest.mark.parametrize(("page", "line"), TOOL_RUNS)
+def test_each_tool_runs_in_a_venv_the_docs_make(page, line):
+    interpreter = line.split(" -m tools.", 1)[0].split()[-1]
+    venv = interpreter.removesuffix("/bin/python")
+    assert interpreter.endswith("/bin/python") and venv in made_venvs(), (
+        f"{page}: `{line}` runs {interpreter!r}, which neither ./scripts/test.sh nor a command in the docs "
+        f"makes (made: {sorted(made_venvs())})")
+
+
+def written_paths(line: str) -> list[str]:
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return []
+    paths = [words[i + 1] for i, word in enumerate(words[:-1]) if word in (">", ">>", "--json", "--plot")]
+    paths += [word[1:] for word in words if word.startswith(">") and len(word) > 1 and word[1] not in ">&"]
+    return [path for path in paths if not path.startswith(("/", "~", "$", "-", ">", "&"))]
+
+
+WRITES = [(page, line, path) for page, line in ALL_LINES for path in written_paths(line)]
+
+
+def test_the_docs_write_files_to_check():
+    assert any(path.endswith(".json") for _, _, path in WRITES), WRITES
+
+
+@pytest.mark.parametrize(("page", "line", "path"), WRITES)
+def test_files_the_docs_write_are_git_ignored(page, line, path):
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
+    assert ignored.returncode == 0, f"{page}: `{line}` writes {path}, which git would offer to commit"
+
+
+def test_the_quick_start_reads_the_plan_before_pulumi_up():
+    quick_start = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "-m tools.plan --stack dev" in quick_start and "pulumi up" in quick_start
+    assert quick_start.index("-m tools.plan --stack dev") < quick_start.index("\npulumi up"), quick_start
+    for words in ("pulumi login --local", "PULUMI_CONFIG_PASSPHRASE", "Commit your `Pulumi.dev.yaml`"):
+        assert words in quick_start
+
+
+@pytest.mark.parametrize("tool", sorted({re.search(r"-m (tools\.[a-z_.]+)", line).group(1) for _, line in TOOL_RUNS}))
+def test_each_documented_tool_starts_in_the_test_venv(tool):
+    """This interpreter is the test command's venv: the tool's imports are all installed there."""
+    completed = subprocess.run([sys.executable, "-m", tool, "--help"], capture_output=True, text=True, cwd=ROOT,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert "usage:" in completed.stdout

@@ -1,0 +1,169 @@
+"""The offline plan's shape: a package without import cycles, calling the program's run(), costs from the core.
+
+The import graph is read from the source (ast), so an import inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import program as harness
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("components", "tools")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _project_modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "node_modules" not in path.parts:
+                modules[_module_name(path)] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Project module -> the project modules it imports (`from a.b import c` is a.b.c when c is a module)."""
+    modules = _project_modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules
+                           else node.module for alias in node.names]
+            graph[name].update(target for target in targets if target in modules and target != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_tools_or_the_components():
+    assert cycles(import_graph()) == []
+
+
+def test_no_component_imports_a_tool():
+    graph = import_graph()
+    wrong = {module: sorted(t for t in targets if t.startswith("tools"))
+             for module, targets in graph.items() if module.startswith("components")}
+    assert {module: targets for module, targets in wrong.items() if targets} == {}
+
+
+def test_the_plan_renders_costs_it_does_not_compute():
+    graph = import_graph()
+    plan_modules = {module for module in graph if module.startswith("tools.plan")}
+    assert plan_modules >= {"tools.plan.engine", "tools.plan.model", "tools.plan.render", "tools.plan.diff"}
+    assert {module for module in plan_modules if "components.budget" in graph[module]} == set()
+    # Both platforms' cost lines come from one core module, which no wing owns.
+    assert "components.costs" in graph["tools.plan.render"]
+    assert not (ROOT / "components/gke/costs.py").exists()
+
+
+# Runs the program in a fresh process (Pulumi's runtime is process-global) under the plan's own engine.
+PROGRAM_ENTRY = """
+import json, runpy, sys
+import pulumi
+from pulumi.runtime import config as runtime_config
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
+from tools.plan import engine
+
+request = json.load(sys.stdin)
+mocks = engine.install(project=request["config"]["gcp:project"], stack="dev")
+runtime_config.set_all_config(request["config"], [])
+result = {}
+if request["how"] == "import":
+    program = engine.load_program()
+    _sync_await(wait_for_rpcs())
+    result["registered_on_import"] = len(mocks.registrations)
+    result["has_run"] = callable(getattr(program, "run", None))
+else:
+    # As pulumi-language-python-exec does: the project directory, run as __main__.
+    try:
+        runpy.run_path(request["root"], run_name="__main__")
+        _sync_await(wait_for_rpcs())
+    except pulumi.RunError as error:
+        result["run_error"] = str(error)
+    result["types"] = sorted({r.type for r in mocks.registrations})
+print(json.dumps(result))
+"""
+
+
+def _program_entry(how: str, config: dict[str, str]) -> dict:
+    completed = subprocess.run([sys.executable, "-c", PROGRAM_ENTRY], cwd=ROOT, capture_output=True, text=True,
+                               input=json.dumps({"how": how, "config": config, "root": str(ROOT)}), timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
+def test_importing_the_program_registers_nothing_until_the_plan_calls_run():
+    result = _program_entry("import", harness.dev_config())
+    assert result == {"registered_on_import": 0, "has_run": True}
+
+
+def test_under_the_cli_the_program_runs_itself_and_reports_bad_settings_as_a_run_error():
+    good = _program_entry("cli", harness.dev_config())
+    assert "run_error" not in good
+    assert any(registered.endswith(":QueuedResource") for registered in good["types"]), good["types"]
+    bad = _program_entry("cli", harness.dev_config(project="Not_A_Project"))
+    assert bad["types"] == []
+    assert bad["run_error"].count('gcp:project = "Not_A_Project"') == 1 and "Traceback" not in bad["run_error"]
+
+
+@pytest.mark.parametrize("project", ["PLACEHOLDER-set-gcp-project"])
+def test_the_settings_do_not_accept_the_plans_placeholder_as_a_project(project):
+    from components import settings
+
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, project, "dev")
+    assert f'gcp:project = "{project}"' in caught.value.problems[0]
