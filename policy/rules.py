@@ -452,6 +452,24 @@ def _grants(type_: str, props: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(str(props.get("role")), str(member)) for member in members]
 
 
+def _known_copy(value: Any) -> Any:
+    """A plain copy without the values a preview leaves unknown (a new account's email, a new stack's SSH key):
+    the grants whose members are known are judged at preview, the rest at `up`, never an advisory note."""
+    if isinstance(value, Mapping):
+        return {key: _known_copy(item) for key, item in known_items(value)}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = []
+        for index in range(len(value)):
+            try:
+                item = value[index]
+            except UnknownValueError:
+                continue
+            if not (isinstance(item, str) and item in UNKNOWN_SENTINELS):
+                items.append(_known_copy(item))
+        return items
+    return value
+
+
 def _stack_identities(resources: list[Seen]) -> list[_Identity]:
     identities = []
     for resource in resources:
@@ -552,7 +570,7 @@ def _scope_of(type_: str) -> str:
 def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                                             config: Mapping[str, Any] | None = None) -> list[str]:
     """Stack-wide: every grant naming one of the stack's identities is on the allow-list above."""
-    resources = _seen(resources)
+    resources = [Seen(resource.type, _known_copy(resource.props), resource.urn) for resource in _seen(resources)]
     identities = _stack_identities(resources)
     if not identities:
         return []

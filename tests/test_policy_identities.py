@@ -194,3 +194,19 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
     assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE}
+
+
+def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():
+    # In a preview a new account's email, and so the members of its grants, are unknown.
+    from tests.test_policy import with_urns
+
+    preview = with_urns(harness.run(harness.dev_config(), preview=True).registrations)
+    unknown = [props["member"] for type_, props, _ in preview
+               if type_ == "gcp:secretmanager/secretIamMember:SecretIamMember"]
+    foreign = grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="b", role="roles/storage.admin",
+                    member=SA)
+    reports = entry_point({"preview": (preview, {}), "preview with a known foreign grant": ([*preview, foreign], {})})
+    assert reports["cases"]["preview"][RULE] == []
+    [message] = reports["cases"]["preview with a known foreign grant"][RULE]
+    assert "roles/storage.admin" in message and "advisory" not in message
+    assert unknown  # the stack's own grants are there, whatever their members look like at preview
