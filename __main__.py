@@ -36,7 +36,8 @@ def run() -> Loaded:
         identity = VmIdentity("workload", VmIdentityArgs(
             project=cfg.project, account_id=naming.stack_id(cfg.stack, "wl", limit=naming.LIMITS["service_account"]),
             display_name="tpu-vllm GKE workload",
-            description="The vLLM pods' identity (Workload Identity); reads only its own secrets."), after_services)
+            description="The vLLM pods' identity (Workload Identity): its own secrets and the cache bucket only."),
+        after_services)
     else:
         identity = VmIdentity("vm", VmIdentityArgs(project=cfg.project, account_id=cfg.service_account_id),
                               after_services)

@@ -145,6 +145,37 @@ def next_power_of_two(value: int) -> int:
     return 1 if value <= 1 else 1 << (value - 1).bit_length()
 
 
+# tpu-inference's smallest token bucket (MIN_TOKEN_BUCKET in tpu_inference/envs.py; the runner takes the
+# larger of it and the KV packing, which is 2 for bf16): every token-count shape starts here.
+MIN_TOKEN_BUCKET = 16
+
+
+def token_buckets(max_num_batched_tokens: int, padding_gap: int = 0) -> tuple[int, ...]:
+    """The token-count shapes tpu-inference precompiles for a step (get_token_paddings in
+    tpu_inference/runner/utils.py): doubling from 16 until the budget is covered; with
+    VLLM_TPU_BUCKET_PADDING_GAP, doubling only up to the gap, then one gap at a time."""
+    size, ladder = MIN_TOKEN_BUCKET, []
+    if padding_gap == 0:
+        ladder.append(size)
+        while size < max_num_batched_tokens:
+            size *= 2
+            ladder.append(size)
+        return tuple(ladder)
+    while size <= padding_gap:
+        ladder.append(size)
+        size *= 2
+    size //= 2
+    while size < max_num_batched_tokens:
+        size += padding_gap
+        ladder.append(size)
+    return tuple(ladder)
+
+
+def compiled_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
+    """The shape a step of `tokens` tokens runs as: the first bucket that holds it."""
+    return next(bucket for bucket in buckets if bucket >= tokens)
+
+
 @dataclass(frozen=True)
 class KvBudget:
     kv_bytes_per_token: int
@@ -154,6 +185,12 @@ class KvBudget:
     block_size: int
     kv_blocks: int
     kv_tokens: int
+    max_model_len: int = 0
+
+    @property
+    def blocks_per_request(self) -> int:
+        """What the block size holds constant (512): a longer context takes bigger blocks, not more."""
+        return -(-self.max_model_len // self.block_size)
 
     @property
     def load_limit_tokens(self) -> int:
@@ -180,6 +217,7 @@ def kv_budget(
         block_size=block_size,
         kv_blocks=blocks,
         kv_tokens=blocks * block_size,
+        max_model_len=max_model_len,
     )
 
 
@@ -239,6 +277,11 @@ def gib(value_bytes: int) -> float:
 # (cloud.google.com/kubernetes-engine/pricing). The free tier ($74.40 a month per billing account)
 # covers one zonal cluster; the plan counts the fee anyway, since that credit may already be in use.
 GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10
+
+# Every GKE node's boot disk (the system pool's and the ComputeClass's TPU nodes'): GKE's default, written out in
+# the stack so the costs price exactly what runs (pd-balanced at USD_PER_GB_MONTH: $11 a month per node).
+GKE_BOOT_DISK_GB = 100
+GKE_BOOT_DISK_TYPE = "pd-balanced"
 
 # The CPU system pool (kube-system, the metrics adapter, Managed Prometheus collectors), on-demand
 # USD per node-hour in us-west4: E2 predefined, $0.024553/vCPU-h + $0.003291/GiB-h

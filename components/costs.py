@@ -3,34 +3,101 @@ and the plan's cost lines, the VM's and the gke's side by side (tools/plan only 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from components import budget
+from components import arms, budget
+from components.budget import GKE_BOOT_DISK_GB as BOOT_DISK_GB
+from components.budget import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
+from components.gke import compile_cache
 from components.settings import Settings
 
-# ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept).
+# ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept; compute_class.CHIPS_PER_NODE).
 CHIPS_PER_NODE = 1
 GKE_MACHINE = "ct5lp-hightpu-1t"
+# Cloud Storage, Standard class, regional us-west4: USD per GB-month (cloud.google.com/storage/pricing, "Regional"
+# table). Operations are left out: a compile writes a few hundred objects once per configuration, a warm start
+# reads them, cents per month at most.
+STORAGE_USD_PER_GB_MONTH = 0.023
+
+
+def boot_disk_usd_per_hour() -> float:
+    """One node's boot disk (every node has one: GKE's 100 GB pd-balanced default, written out in the stack)."""
+    return budget.disk_usd_per_month(BOOT_DISK_TYPE, BOOT_DISK_GB) / budget.HOURS_PER_MONTH
+
+
+def recycling_factor(settings: Settings, model: str) -> float:
+    """Node recycling brings the replacement up to gke.recyclingLeadTime before the old node ends: at most
+    run / (run - lead) node-hours per replica-hour (the replacement's queue time shortens the overlap)."""
+    if model != "flex-start":
+        return 1.0
+    run, lead = settings.tpu.run_seconds, settings.gke.recycling_lead_seconds
+    return run / (run - lead)
+
+
+def replica_usd_per_hour(settings: Settings, model: str) -> float:
+    """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap."""
+    node = budget.cost_per_hour_usd(model, CHIPS_PER_NODE) + boot_disk_usd_per_hour()
+    return node * recycling_factor(settings, model)
+
+
+def cache_usd_per_month(settings: Settings) -> float:
+    """The shared bucket holds one cache per configuration served (image digest x serve flags): the log's 197 MB."""
+    return compile_cache.MEASURED_CACHE_GB * STORAGE_USD_PER_GB_MONTH
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What bills with no TPU node: the fee, the system nodes with their boot disks, the cache bucket."""
+
+    cluster_fee_usd_per_hour: float
+    system_nodes_usd_per_hour: float
+    system_boot_disks_usd_per_hour: float
+    cache_usd_per_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        return (self.cluster_fee_usd_per_hour + self.system_nodes_usd_per_hour + self.system_boot_disks_usd_per_hour
+                + self.cache_usd_per_hour)
+
+
+def baseline(settings: Settings) -> Baseline:
+    gke = settings.gke
+    reused = gke.use_existing_cluster
+    system_nodes = 0 if reused else gke.system_node_count
+    return Baseline(
+        cluster_fee_usd_per_hour=0.0 if reused else budget.GKE_CLUSTER_FEE_USD_PER_HOUR,
+        system_nodes_usd_per_hour=budget.system_machine_usd_per_hour(gke.system_machine_type) * system_nodes,
+        system_boot_disks_usd_per_hour=boot_disk_usd_per_hour() * system_nodes,
+        cache_usd_per_hour=cache_usd_per_month(settings) / budget.HOURS_PER_MONTH,
+    )
+
+
+def total_usd_per_hour(settings: Settings, replicas: int, model: str | None = None) -> float:
+    return replicas * replica_usd_per_hour(settings, model or settings.tpu.provisioning_model) + \
+        baseline(settings).usd_per_hour
 
 
 def gke_costs(settings: Settings) -> dict[str, Any]:
-    """$/hour at the least and the most replicas, the cluster's own baseline, and one run of every node."""
-    gke, pricing = settings.gke, settings.tpu.provisioning_model
-    reused = gke.use_existing_cluster
-    system_nodes = 0 if reused else gke.system_node_count
-
-    def cost(chips: int) -> budget.GkeCost:
-        return budget.gke_cost(pricing, chips * CHIPS_PER_NODE, gke.system_machine_type, system_nodes,
-                               cluster_fee=not reused)
-
-    most, least = cost(gke.max_replicas), cost(gke.min_replicas)
+    """$/hour at the least and the most replicas (first priority), each fallback's, the baseline, one run."""
+    gke, model = settings.gke, settings.tpu.provisioning_model
     costs: dict[str, Any] = {
-        "costPerHourUsd": round(most.total_usd_per_hour, 4),
-        "costPerHourAtMinReplicasUsd": round(least.total_usd_per_hour, 4),
-        "clusterBaselineUsdPerHour": round(most.baseline_usd_per_hour, 4),
+        "costPerHourUsd": round(total_usd_per_hour(settings, gke.max_replicas), 4),
+        "costPerHourAtMinReplicasUsd": round(total_usd_per_hour(settings, gke.min_replicas), 4),
+        "clusterBaselineUsdPerHour": round(baseline(settings).usd_per_hour, 4),
+        "replicaUsdPerHour": round(replica_usd_per_hour(settings, model), 4),
+        "bootDiskUsdPerMonthPerNode": round(boot_disk_usd_per_hour() * budget.HOURS_PER_MONTH, 2),
+        "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
     }
-    if pricing == "flex-start":
-        costs["maxSpendPerRunUsd"] = round(most.max_spend_usd(settings.tpu.run_seconds), 2)
+    # Empty when gke.fallback is: a replica then waits for first-priority capacity.
+    costs["fallbackCostPerHourUsd"] = {
+        fallback: {"perReplica": round(replica_usd_per_hour(settings, fallback), 4),
+                   "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas, fallback), 4)}
+        for fallback in gke.fallback}
+    if model == "flex-start":
+        # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
+        costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
+                                           settings.tpu.run_seconds / 3600, 2)
     return costs
 
 
@@ -55,27 +122,36 @@ def kv_outputs(settings: Settings) -> dict[str, Any]:
 
 def gke_plan_summary(settings: Settings) -> dict[str, Any]:
     """The plan's budget lines for gke (snake_case, like the rest of the plan's budget)."""
-    costs, kv = gke_costs(settings), settings.kv_budget()
-    gke = settings.gke
-    reused = gke.use_existing_cluster
-    system_nodes = 0 if reused else gke.system_node_count
-    least = budget.gke_cost(settings.tpu.provisioning_model, gke.min_replicas * CHIPS_PER_NODE,
-                            gke.system_machine_type, system_nodes, cluster_fee=not reused)
+    costs, kv, gke = gke_costs(settings), settings.kv_budget(), settings.gke
+    base = baseline(settings)
+    model = settings.tpu.provisioning_model
+    least = total_usd_per_hour(settings, gke.min_replicas)
     summary: dict[str, Any] = {
         "platform": "gke",
         "gke_replicas": f"{gke.min_replicas}..{gke.max_replicas}",
         "gke_cost_per_hour_usd_at_max_replicas": costs["costPerHourUsd"],
         "gke_cost_per_hour_usd_at_min_replicas": costs["costPerHourAtMinReplicasUsd"],
-        "gke_cluster_fee_and_system_pool_usd_per_hour": costs["clusterBaselineUsdPerHour"],
+        "gke_baseline_usd_per_hour": costs["clusterBaselineUsdPerHour"],
         "gke_max_spend_per_run_usd": costs.get("maxSpendPerRunUsd"),
         "gke_min_replicas": gke.min_replicas,
         "gke_max_replicas": gke.max_replicas,
-        "gke_reused_cluster": reused,
-        "gke_cluster_fee_usd_per_hour": round(least.cluster_fee_usd_per_hour, 4),
-        "gke_system_pool": f"{system_nodes} x {gke.system_machine_type}",
-        "gke_system_pool_usd_per_hour": round(least.system_pool_usd_per_hour, 4),
+        "gke_reused_cluster": gke.use_existing_cluster,
+        "gke_cluster_fee_usd_per_hour": round(base.cluster_fee_usd_per_hour, 4),
+        "gke_system_pool": f"{0 if gke.use_existing_cluster else gke.system_node_count} x {gke.system_machine_type}",
+        "gke_system_pool_usd_per_hour": round(base.system_nodes_usd_per_hour, 4),
+        "gke_system_boot_disks_usd_per_hour": round(base.system_boot_disks_usd_per_hour, 4),
+        "gke_boot_disk": f"{BOOT_DISK_GB} GB {BOOT_DISK_TYPE}",
+        "gke_boot_disk_usd_per_month_per_node": costs["bootDiskUsdPerMonthPerNode"],
+        "gke_replica_usd_per_hour": costs["replicaUsdPerHour"],
+        "gke_recycling_lead_hours": (gke.recycling_lead_seconds / 3600 if model == "flex-start" else None),
+        "gke_recycling_factor": round(recycling_factor(settings, model), 4),
+        "gke_fallbacks": {fallback: {"per_replica_usd_per_hour": prices["perReplica"],
+                                     "at_max_replicas_usd_per_hour": prices["atMaxReplicas"]}
+                          for fallback, prices in costs["fallbackCostPerHourUsd"].items()},
+        "gke_cache_usd_per_month": costs["compileCacheUsdPerMonth"],
+        "gke_cache_gb_per_configuration": compile_cache.MEASURED_CACHE_GB,
         # minReplicas chips never scale away, so they bill every hour the stack exists, like the fee.
-        "gke_usd_per_month_at_min_replicas": round(least.total_usd_per_hour * budget.HOURS_PER_MONTH, 2),
+        "gke_usd_per_month_at_min_replicas": round(least * budget.HOURS_PER_MONTH, 2),
     }
     if kv is not None:
         summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
@@ -132,6 +208,7 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
             "load_limit_tokens": kv.load_limit_tokens,
         })
     summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    summary.update(arms.plan_summary(settings))
     if settings.platform == "gke":
         summary.update(gke_plan_summary(settings))  # the lines above are per chip; these are the whole cluster
     return summary
@@ -191,51 +268,63 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
 
 def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     """The plan's cost lines for gke, from the plan's budget (JSON as well): nothing here stops billing by
-    itself. A node's run ends, but the autoscaler brings a new one for as long as gke.minReplicas asks, and the
-    cluster fee, the system pool, the cache volumes and the secrets bill until `pulumi destroy`."""
+    itself. A node's run ends, but the ComputeClass brings a new one for as long as gke.minReplicas asks, and the
+    cluster fee, the system pool, the boot disks, the cache bucket and the secrets bill until `pulumi destroy`."""
     least, most = summary["gke_min_replicas"], summary["gke_max_replicas"]
-    disk = summary["cache_disk_usd_per_month"]
+    disk_month = summary["gke_boot_disk_usd_per_month_per_node"]
     lines = [f"  TPU v5e chip (one per replica, {GKE_MACHINE}), {summary['pricing']}: "
-             f"{_money(summary['cost_per_hour_usd'])}/hour each"]
+             f"{_money(summary['cost_per_hour_usd'])}/hour each, plus its node's boot disk "
+             f"({summary['gke_boot_disk']}, {_money(disk_month)}/month)"]
+    if summary["gke_recycling_lead_hours"] is not None:
+        lines.append(f"  node recycling: each replacement comes up {summary['gke_recycling_lead_hours']:g}h before "
+                     f"its node's {summary['run_hours']:g}h run ends, so a replica bills at most "
+                     f"x{summary['gke_recycling_factor']:g} node-hours: {_money(summary['gke_replica_usd_per_hour'])}"
+                     "/hour per replica with its disk")
+    else:
+        lines.append(f"  one replica with its node's boot disk: {_money(summary['gke_replica_usd_per_hour'])}/hour")
+    for fallback, prices in summary["gke_fallbacks"].items():
+        lines.append(f"  fallback {fallback} (gke.fallback, when the first priority has no capacity): "
+                     f"{_money(prices['per_replica_usd_per_hour'])}/hour per replica, "
+                     f"{_money(prices['at_max_replicas_usd_per_hour'])}/hour at {most}; no run end, nothing stops "
+                     "its billing but the ComputeClass moving the replica back")
     if summary["gke_reused_cluster"]:
         lines.append("  reused cluster (gke.useExistingCluster): its fee and system nodes are its owner's, not in "
                      "these numbers")
     else:
-        baseline = summary["gke_cluster_fee_usd_per_hour"] + summary["gke_system_pool_usd_per_hour"]
-        lines.append(f"  cluster fee {_money(summary['gke_cluster_fee_usd_per_hour'])}/hour and system pool "
-                     f"({summary['gke_system_pool']}) {_money(summary['gke_system_pool_usd_per_hour'])}/hour: "
-                     f"{_money(baseline)}/hour from pulumi up to pulumi destroy, with or without a TPU node")
+        lines.append(f"  cluster fee {_money(summary['gke_cluster_fee_usd_per_hour'])}/hour, system pool "
+                     f"({summary['gke_system_pool']}) {_money(summary['gke_system_pool_usd_per_hour'])}/hour and its "
+                     f"boot disks {_money(summary['gke_system_boot_disks_usd_per_hour'])}/hour: from pulumi up to "
+                     "pulumi destroy, with or without a TPU node")
+    lines.append(f"  compile cache (one Cloud Storage bucket every replica shares, "
+                 f"~{summary['gke_cache_gb_per_configuration']} GB per configuration served): "
+                 f"${summary['gke_cache_usd_per_month']:.4f}/month")
     lines.append(f"  all of it at {least} replica(s) (gke.minReplicas): "
                  f"{_money(summary['gke_cost_per_hour_usd_at_min_replicas'])}/hour; at {most} (gke.maxReplicas): "
                  f"{_money(summary['gke_cost_per_hour_usd_at_max_replicas'])}/hour")
     if summary["run_hours"] is not None:
         lines.append(f"  each TPU node's run ends after {summary['run_hours']:g}h (tpu.maxRunDuration), but the "
-                     f"billing does not: the autoscaler brings a new node for as long as gke.minReplicas ({least}) "
+                     f"billing does not: the ComputeClass brings a new node for as long as gke.minReplicas ({least}) "
                      "asks")
-        lines.append(f"  one run of {most} nodes with the cluster for the same hours: at most "
+        lines.append(f"  one run of {most} replicas with everything else for the same hours: at most "
                      f"{_money(summary['gke_max_spend_per_run_usd'])}")
     else:
         lines.append(f"  no run duration ({summary['pricing']}): every TPU node bills until the autoscaler "
                      f"removes it, never below gke.minReplicas ({least}), or until pulumi destroy")
-    lines.append(f"  compile-cache volumes ({summary['cache_disk_type']}, {summary['cache_disk_gb']} GB, one per "
-                 f"replica that has run): {_money(disk)}/month each, {_money(disk * most)}/month at {most}; a "
-                 "replica scaled away keeps its volume")
-    idle = [f"{least} replica(s) (gke.minReplicas)"]
+    idle = [f"{least} replica(s) (gke.minReplicas) with their boot disks"]
     if not summary["gke_reused_cluster"]:
         idle.append("the cluster fee and the system pool")
-    idle.append(f"{least} cache volume(s)")
+    idle.append("the cache bucket")
     if summary["secret_versions"]:
         idle.append(f"{summary['secret_versions']} Secret Manager secret version(s)")
-    idle_month = (summary["gke_usd_per_month_at_min_replicas"] + least * disk
-                  + summary["secret_versions_usd_per_month"])
+    idle_month = summary["gke_usd_per_month_at_min_replicas"] + summary["secret_versions_usd_per_month"]
     lines.append(f"  with no requests, still billing: {', '.join(idle)}; about {_money(idle_month)}/month "
                  "until pulumi destroy")
     if summary["cache_disk_outlives_destroy"]:
-        lines.append(f"  cache.keepOnDestroy: the volumes outlive pulumi destroy and bill {_money(disk)}/month each "
-                     "until you delete them")
+        lines.append(f"  cache.keepOnDestroy: the bucket outlives pulumi destroy and bills "
+                     f"{_money(summary['gke_cache_usd_per_month'])}/month per configuration until you delete it")
     else:
-        lines.append("  pulumi destroy deletes the cluster and its node pools; Kubernetes deletes the cache volumes "
-                     "as their claims go, which may not finish before the cluster is gone: check for pvc- disks")
+        lines.append("  pulumi destroy deletes the cluster (its auto-created node pools with it) and the cache "
+                     "bucket with its objects")
     lines.append(f"  at the log's peak, 1,496.5 output tok/s per replica: "
                  f"${summary['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens (chip only)")
     return lines

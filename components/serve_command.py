@@ -57,9 +57,17 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         args += ["--max-num-seqs", str(vllm.max_num_seqs)]
     if vllm.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory", str(vllm.kv_cache_memory_bytes)]
+    if vllm.speculative_config is not None:
+        args += ["--speculative-config", vllm.speculative_config.flag_value()]
     # Media URLs in prompts make vLLM fetch them (server-side requests); an empty list would allow any host.
     args += ["--allowed-media-domains", *(vllm.allowed_media_domains or [NO_MEDIA_DOMAIN])]
     return args + ["--host", LISTEN_HOST, "--port", str(settings.front.upstream_port)]
+
+
+def backend_environment(settings: Settings) -> dict[str, str]:
+    """Variables vLLM's container gets on both platforms beyond its own (HF_HOME, the token's path):
+    tpu-inference's, from tpu-vllm:tpuInference. None is secret; both platforms show them in the plan."""
+    return settings.tpu_inference.environment()
 
 
 def render_serve_command(settings: Settings) -> str:

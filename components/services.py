@@ -11,8 +11,12 @@ REQUIRED_APIS = (
     "compute.googleapis.com",
     "iam.googleapis.com",
 )
-# The gke platform also needs these (the cluster; Managed Prometheus and the metrics adapter).
-GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com")
+# The gke platform also needs these: the cluster; Managed Prometheus and the metrics adapter; IAM Service Account
+# Credentials, whose generateAccessToken GKE's metadata server calls for every Workload Identity (the Secret
+# Manager add-on's reads, the metrics adapter, the cache mount; GKE's Workload Identity page, "Enable the IAM
+# Service Account Credentials API"); Cloud Storage for the shared compile-cache bucket.
+GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com", "iamcredentials.googleapis.com",
+            "storage.googleapis.com")
 
 
 class ProjectServices(pulumi.ComponentResource):

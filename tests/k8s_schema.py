@@ -1,12 +1,16 @@
 """Kubernetes objects the program registered, checked against the OpenAPI schema of a pinned Kubernetes version.
 
-Built-in kinds: kubernetes-validate's strict schemas (offline; unknown fields are errors). The two custom
-resources are not in Kubernetes' schema; each gets a schema written here from its CRD (Managed Prometheus's
-PodMonitoring v1, the Secrets Store CSI driver's SecretProviderClass v1), unknown fields refused too.
+Built-in kinds: kubernetes-validate's strict schemas (offline; unknown fields are errors). The custom
+resources are not in Kubernetes' schema. GKE's ComputeClass is checked against its CRD's own published schema,
+shipped in tests/schemas/ (its README says where it came from). The two others get a schema written here from
+their CRDs (Managed Prometheus's PodMonitoring v1, the Secrets Store CSI driver's SecretProviderClass v1),
+unknown fields refused too.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -14,7 +18,7 @@ import kubernetes_validate
 
 from tools.plan.engine import unwrap
 
-# The oldest minor the gke platform accepts (flex-start TPU needs GKE 1.33.0-gke.1712000 or later).
+# The oldest minor the gke platform accepts (its ComputeClass needs GKE 1.33.3-gke.1136000 or later).
 KUBERNETES_VERSION = "1.33"
 
 _LABEL_SELECTOR = {
@@ -55,6 +59,11 @@ CUSTOM_RESOURCE_SCHEMAS = {
                          "parameters": {"type": "object", "additionalProperties": {"type": "string"}},
                          "secretObjects": {"type": "array"}}}}},
 }
+
+
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
+CUSTOM_RESOURCE_SCHEMAS[("cloud.google.com/v1", "ComputeClass")] = json.loads(
+    (SCHEMAS / "computeclass_v1.json").read_text())
 
 
 def _integral(value: Any) -> Any:

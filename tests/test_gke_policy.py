@@ -53,8 +53,13 @@ def urn_of(triples, type_, name):
     return next(urn for t, _, urn in triples if t == type_ and urn.endswith(f"::{name}"))
 
 
-def tpu_pool(resources):
-    return copy.deepcopy(next(p for t, p in resources if t == POOL and p["name"] == "tpu-v5e"))
+def tpu_pool(resources=None):
+    """A flex-start v5e pool as someone might add it by hand next to the stack (which makes no TPU pool)."""
+    return {"name": "tpu-v5e", "cluster": "tpu-vllm-gke", "nodeLocations": ["us-west4-a"], "initialNodeCount": 0,
+            "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"},
+            "nodeConfig": {"machineType": "ct5lp-hightpu-1t", "flexStart": True, "maxRunDuration": "86400s",
+                           "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+                           "resourceLabels": {"app": "tpu-vllm"}}}
 
 
 def load_balancer(resources):
@@ -89,23 +94,19 @@ def test_a_flex_start_pool_without_a_run_duration_is_reported(gke_resources):
 
 
 @pytest.mark.parametrize("model", ["spot", "on-demand"])
-def test_spot_or_on_demand_tpu_pools_need_an_explicit_opt_in(gke_triples, gke_resources, model):
+def test_spot_or_on_demand_tpu_pools_need_an_explicit_opt_in(gke_resources, model):
     pool = tpu_pool(gke_resources)
-    stack_urn = urn_of(gke_triples, POOL, "tpu-pool")
     node = pool["nodeConfig"]
     for key in ("flexStart", "maxRunDuration", "reservationAffinity"):
         node.pop(key)
     if model == "spot":
         node["spot"] = True
-    [message] = gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=stack_urn)
+    [message] = gke_rules.gke_tpu_pool_run_ends(POOL, pool)
     assert f"is {model}" in message and "allowUnboundedBilling" in message
     assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, {"allowUnboundedBilling": True}) == []
-    node["resourceLabels"]["tpu-vllm-unbounded-billing"] = "opted-in"  # what the stack writes on opt-in
-    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=stack_urn) == []
-    assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, {"honorStackOptIns": False}, urn=stack_urn)
-    # The same label on a pool the stack's TpuNodePool did not make clears nothing.
-    for urn in ("", f"urn:pulumi:gke::tpu-vllm::{POOL}::hand-made",
-                stack_urn.replace("tpu-vllm:gke:TpuNodePool$", "tpu-vllm:gke:Deployment$")):
+    # The stack makes no TPU pool, so no label on one, wherever it sits, is an opt-in.
+    node["resourceLabels"]["tpu-vllm-unbounded-billing"] = "opted-in"
+    for urn in ("", f"urn:pulumi:gke::tpu-vllm::tpu-vllm:gke:Deployment${POOL}::tpu-pool"):
         assert gke_rules.gke_tpu_pool_run_ends(POOL, pool, urn=urn), urn
 
 
@@ -187,7 +188,10 @@ def test_an_opt_in_the_stack_would_not_write_clears_nothing(gke_triples, change)
 
 def test_the_policy_knows_the_stacks_component_types(gke_program):
     components = {r["type"] for r in gke_program.registrations if not r["custom"]}
-    assert {gke_rules.EXPOSURE_TYPE, gke_rules.TPU_POOL_COMPONENT_TYPE} <= components
+    assert {gke_rules.EXPOSURE_TYPE, gke_rules.CLASS_COMPONENT_TYPE} <= components
+    [tpu_class] = [r for r in gke_program.registrations if r["type"] == gke_rules.COMPUTE_CLASS_TYPE]
+    assert [r["type"] for r in gke_program.registrations if r["name"] == tpu_class["parent"]] == [
+        gke_rules.CLASS_COMPONENT_TYPE]
 
 
 def test_an_external_ingress_is_reported():

@@ -13,7 +13,6 @@ import pytest
 from components import budget, front, serve_command, settings
 from components.gke import cluster as cluster_module
 from components.gke import workload
-from components.gke.node_pool import tpu_node_config
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
@@ -27,11 +26,11 @@ SERVICE = "kubernetes:core/v1:Service"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
 SECRET_PROVIDER_CLASS = "kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProviderClass"
-STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
-GKE_TYPES = {CLUSTER, NODE_POOL, STATEFULSET, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS, WI_BINDING,
-             "pulumi:providers:kubernetes"}
+GKE_TYPES = {CLUSTER, NODE_POOL, COMPUTE_CLASS, STATEFULSET, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS,
+             WI_BINDING, "pulumi:providers:kubernetes"}
 HF_CANARY, API_CANARY = harness.GKE_HF_CANARY, harness.GKE_API_CANARY
 
 
@@ -67,10 +66,6 @@ def gke_settings(config: dict[str, str] | None = None) -> settings.Settings:
     return settings.load(raw, "my-proj", "gke").settings
 
 
-def tpu_pool(program) -> dict:
-    return next(r for r in program.of_type(NODE_POOL) if r["name"] == "tpu-pool")
-
-
 def pod_spec(program) -> dict:
     return program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
 
@@ -91,78 +86,23 @@ def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed
     system = gke.named("gke-cluster-system")["inputs"]
     assert system["nodeConfig"]["machineType"] == "e2-standard-2" and system["nodeCount"] == 1
     assert "flexStart" not in system["nodeConfig"]
+    assert (system["nodeConfig"]["diskSizeGb"], system["nodeConfig"]["diskType"]) == (100, "pd-balanced")
+    assert cluster["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}
+    # The only node pool the stack declares is the system one: the ComputeClass makes every TPU node.
+    assert [p["name"] for p in gke.of_type(NODE_POOL)] == ["gke-cluster-system"]
 
 
-def test_the_tpu_node_pool_has_exactly_the_flex_start_fields(gke):
-    pool = tpu_pool(gke)["inputs"]
-    assert set(pool) == {"project", "cluster", "location", "name", "nodeLocations", "initialNodeCount",
-                         "autoscaling", "management", "nodeConfig"}
-    assert "queuedProvisioning" not in pool  # GKE refuses it for TPU flex-start VMs
-    # Single host: no COMPACT placement (one zone only) and no topology; the pods select 1x1 by GKE's label.
-    assert "placementPolicy" not in pool
-    assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
-    assert pool["management"]["autoRepair"] is False
-    assert pool["nodeLocations"] == ["us-west4-a"] and pool["initialNodeCount"] == 0
-    node = pool["nodeConfig"]
-    assert node["machineType"] == "ct5lp-hightpu-1t"
-    assert node["flexStart"] is True and node["maxRunDuration"] == "86400s"
-    assert node["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
-    assert "spot" not in node
-    nodes_account = gke.named("gke-nodes-sa")["inputs"]["accountId"]
-    assert node["serviceAccount"] == f"{nodes_account}@my-proj.iam.gserviceaccount.com"
-    assert node["resourceLabels"] == {"app": "tpu-vllm", "stack": "gke"}
-    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
-
-
-def test_spot_uses_its_own_field_and_carries_the_opt_in(variant):
-    assert variant.problems is None
-    node = tpu_pool(variant)["inputs"]["nodeConfig"]
-    assert "flexStart" not in node and "maxRunDuration" not in node and "reservationAffinity" not in node
-    assert node["spot"] is True
-    assert node["resourceLabels"]["tpu-vllm-unbounded-billing"] == "opted-in"
-
-
-def test_on_demand_sets_neither_flex_start_nor_spot():
-    node = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="on-demand", run_seconds=None,
-                           service_account_email="n@p.iam.gserviceaccount.com", labels={"app": "tpu-vllm"},
-                           unbounded_billing_opt_in=True)
-    assert not {"flexStart", "flex_start", "spot", "max_run_duration"} & set(node)
-    assert node["resource_labels"]["tpu-vllm-unbounded-billing"] == "opted-in"
-    flex = tpu_node_config(machine_type="ct5lp-hightpu-1t", provisioning_model="flex-start", run_seconds=3600,
-                           service_account_email="n", labels={}, unbounded_billing_opt_in=True)
-    assert flex["max_run_duration"] == "3600s" and "tpu-vllm-unbounded-billing" not in flex["resource_labels"]
-
-
-def test_several_zones_in_a_regional_cluster(variant):
-    assert variant.one(CLUSTER)["inputs"]["location"] == "us-west4"
-    assert tpu_pool(variant)["inputs"]["nodeLocations"] == ["us-west4-a", "us-west4-b"]
-    assert "placementPolicy" not in tpu_pool(variant)["inputs"]  # a compact placement would pin one zone
-    assert variant.named("gke-cluster-system")["inputs"]["nodeLocations"] == ["us-west4-a"]
-
-
-def test_the_pod_runs_the_exact_serve_command_on_one_chip_with_its_own_cache_volume(gke):
+def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     cfg = gke_settings()
     vllm = container(gke, "vllm")
     assert vllm["command"] == serve_command.key_entry_command()
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
-    assert {"name": "xla-cache", "mountPath": "/root/.cache/vllm", "subPath": "vllm"} in vllm["volumeMounts"]
     spec = gke.one(STATEFULSET)["inputs"]["spec"]
     assert "replicas" not in spec  # the HPA owns it
     assert spec["podManagementPolicy"] == "Parallel"
-    [claim] = spec["volumeClaimTemplates"]
-    assert claim["spec"]["storageClassName"] == "tpu-vllm-gke-xla-cache"
-    assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
-    storage = gke.one(STORAGE_CLASS)["inputs"]
-    assert storage["metadata"]["name"] == "tpu-vllm-gke-xla-cache"
-    assert (storage["provisioner"], storage["parameters"]) == ("pd.csi.storage.gke.io", {"type": "pd-balanced"})
-    assert storage["volumeBindingMode"] == "WaitForFirstConsumer" and storage["reclaimPolicy"] == "Delete"
-    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenScaled": "Retain", "whenDeleted": "Delete"}
-    pod = pod_spec(gke)
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                                   "cloud.google.com/gke-tpu-topology": "1x1",
-                                   "cloud.google.com/gke-nodepool": "tpu-v5e"}
+    assert "volumeClaimTemplates" not in spec  # no zonal claim pins a replica to a zone
 
 
 def test_probes_cover_a_cold_compile_and_the_grace_period_lets_streams_finish(gke):
@@ -246,7 +186,8 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
         assert port == 9090 and f"{section}.{key} = 9090" in refused.render()
         return
     assert port != 9090, "a port the metrics door binds was accepted"
-    pod = workload.pod_template(cfg, service_account="vllm", node_pool="tpu", hash_of_config="x")
+    pod = workload.pod_template(cfg, service_account="vllm", image="i", cache_bucket="b", cache_prefix="xla/k",
+                                hash_of_config="x")
     ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
     ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
     assert len(ports) == len(set(ports)) == 3, ports
@@ -354,8 +295,8 @@ def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
     objects = kubernetes_objects(gke.registrations)
     kinds = {o["kind"] for o in objects}
     assert {"StatefulSet", "Service", "HorizontalPodAutoscaler", "PodMonitoring", "SecretProviderClass",
-            "PodDisruptionBudget", "StorageClass", "ConfigMap", "ServiceAccount", "Namespace", "Deployment",
-            "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "NetworkPolicy"} <= kinds
+            "PodDisruptionBudget", "ResourceQuota", "ComputeClass", "ConfigMap", "ServiceAccount", "Namespace",
+            "Deployment", "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "NetworkPolicy"} <= kinds
     assert KUBERNETES_VERSION == "1.33"
     assert [error for o in objects for error in validation_errors(o)] == []
 
@@ -393,11 +334,15 @@ def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(gke)
 
 def test_outputs_cost_the_chips_the_cluster_fee_and_the_system_pool(gke):
     outputs = {name: output["value"] for name, output in gke.data["outputs"].items()}
-    system = 2 * budget.E2_USD_PER_VCPU_HOUR + 8 * budget.E2_USD_PER_GIB_HOUR
-    assert outputs["costPerHourUsd"] == pytest.approx(4 * 0.60 + 0.10 + system, abs=1e-4)
-    assert outputs["costPerHourAtMinReplicasUsd"] == pytest.approx(0.60 + 0.10 + system, abs=1e-4)
-    assert outputs["clusterBaselineUsdPerHour"] == pytest.approx(0.10 + system, abs=1e-4)
-    assert outputs["maxSpendPerRunUsd"] == pytest.approx(24 * (2.40 + 0.10 + system), abs=0.01)
+    disk = 100 * 0.11 / 730  # every node's 100 GB pd-balanced boot disk, per hour
+    system = 2 * budget.E2_USD_PER_VCPU_HOUR + 8 * budget.E2_USD_PER_GIB_HOUR + disk
+    bucket = 0.197 * 0.023 / 730
+    replica = (0.60 + disk) * 24 / 23  # a 1h recycling overlap in every 24h run
+    assert outputs["costPerHourUsd"] == pytest.approx(4 * replica + 0.10 + system + bucket, abs=1e-4)
+    assert outputs["costPerHourAtMinReplicasUsd"] == pytest.approx(replica + 0.10 + system + bucket, abs=1e-4)
+    assert outputs["clusterBaselineUsdPerHour"] == pytest.approx(0.10 + system + bucket, abs=1e-4)
+    assert outputs["maxSpendPerRunUsd"] == pytest.approx(24 * (4 * replica + 0.10 + system + bucket), abs=0.01)
+    assert outputs["bootDiskUsdPerMonthPerNode"] == 11.0 and outputs["fallbackCostPerHourUsd"] == {}
     assert (outputs["kvTokens"], outputs["kvTokensAtMaxReplicas"]) == (321_344, 4 * 321_344)
     assert "250,648" in outputs["concurrencyGuidance"] and "1,002,592 at 4" in outputs["concurrencyGuidance"]
     assert "497 s" in outputs["scaleUpLatency"] and "857 s" in outputs["scaleUpLatency"]
@@ -418,22 +363,28 @@ def test_the_vm_stack_registers_none_of_the_gke_resources():
 def test_a_reused_cluster_is_looked_up_not_created_and_pays_no_fee():
     program = harness.run(gke_with("gke", useExistingCluster=True, clusterName="shared"), stack="gke")
     assert program.problems is None
-    assert not program.of_type(CLUSTER) and [p["name"] for p in program.of_type(NODE_POOL)] == ["tpu-pool"]
-    assert tpu_pool(program)["inputs"]["cluster"] == "shared"
+    assert not program.of_type(CLUSTER) and not program.of_type(NODE_POOL)
+    assert program.one(COMPUTE_CLASS)["inputs"]["spec"]["nodePoolAutoCreation"] == {"enabled": True}
     kubeconfig = json.loads(program.one("pulumi:providers:kubernetes")["inputs"]["kubeconfig"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://203.0.113.20"
-    assert program.output("costPerHourAtMinReplicasUsd")["value"] == pytest.approx(0.60)
+    # No fee and no system nodes: the replica (chip, boot disk, recycling overlap) and the cache bucket.
+    assert program.output("costPerHourAtMinReplicasUsd")["value"] == pytest.approx(
+        (0.60 + 11 / 730) * 24 / 23 + 0.197 * 0.023 / 730, abs=1e-4)
 
 
 def test_a_reused_cluster_without_the_add_ons_stops_the_preview_with_the_fixes():
     program = harness.run(gke_with("gke", useExistingCluster=True, clusterName="shared"), stack="gke",
                           fixed_outputs={"gcp:container/getCluster:getCluster": {
                               "secretManagerConfigs": [{"enabled": False}], "monitoringConfigs": [],
-                              "masterVersion": "1.32.4-gke.100"}})
+                              "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": False}]}],
+                              "masterVersion": "1.33.2-gke.100"}})
     [problem] = program.problems
     assert "tpu-vllm:gke.clusterName = 'shared'" in problem
     assert "--enable-secret-manager" in problem and "--enable-managed-prometheus" in problem
-    assert "1.32.4-gke.100" in problem and "--workload-pool" not in problem
+    assert "--update-addons GcsFuseCsiDriver=ENABLED" in problem
+    # Past flex-start TPU's minimum, before the class's own node pool auto-creation.
+    assert "1.33.2-gke.100" in problem and "--cluster-version 1.33.3-gke.1136000" in problem
+    assert "--workload-pool" not in problem
     assert "network policy" not in problem  # the mock's cluster runs Dataplane V2
     assert not [r for r in program.registrations if r["type"].startswith("kubernetes:") or r["type"] == NODE_POOL]
 
@@ -502,13 +453,37 @@ def test_bad_gke_settings_register_nothing_and_say_every_problem():
 
 def test_pod_template_variants():
     cfg = gke_settings(gke_with("vllm", weightsOnDisk=True))
-    pod = workload.pod_template(cfg, service_account="vllm", node_pool="tpu-v5e", hash_of_config="x")["spec"]
+    pod = workload.pod_template(cfg, service_account="vllm", image="i@sha256:" + "a" * 64, cache_bucket="b",
+                                cache_prefix="xla/k", hash_of_config="x")["spec"]
     vllm = pod["containers"][0]
-    assert {"name": "HF_HOME", "value": "/root/.cache/huggingface"} in vllm["env"]
-    assert {"name": "xla-cache", "mountPath": "/root/.cache/huggingface", "subPath": "huggingface"} in vllm[
-        "volumeMounts"]
+    assert {"name": "HF_HOME", "value": "/var/cache/tpu-vllm/huggingface"} in vllm["env"]
+    assert {"name": "hf-weights", "mountPath": "/var/cache/tpu-vllm/huggingface"} in vllm["volumeMounts"]
+    weights = next(v for v in pod["volumes"] if v["name"] == "hf-weights")
+    # The checkpoint is the same for every configuration: its own prefix, not the compile cache's.
+    assert weights["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs,only-dir=huggingface"
     spot = gke_settings({**gke_with("gke", allowUnboundedBilling=True),
                          "tpu-vllm:tpu": json.dumps({"provisioningModel": "spot"})})
-    tolerations = workload.pod_template(spot, service_account="vllm", node_pool="p", hash_of_config="x")[
-        "spec"]["tolerations"]
-    assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/gke-spot"]
+    tolerations = workload.pod_template(spot, service_account="vllm", image="i", cache_bucket="b",
+                                        cache_prefix="xla/k", hash_of_config="x")["spec"]["tolerations"]
+    assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/compute-class",
+                                               "cloud.google.com/gke-spot"]
+
+
+def test_every_api_the_wings_identities_use_is_enabled(gke):
+    enabled = {r["inputs"]["service"] for r in gke.of_type("gcp:projects/service:Service")}
+    # generateAccessToken (GKE's metadata server, for every Workload Identity: the Secret Manager add-on, the
+    # metrics adapter, the cache mount) and the cache bucket's API, with the cluster's and the metrics'.
+    assert {"iamcredentials.googleapis.com", "storage.googleapis.com", "container.googleapis.com",
+            "monitoring.googleapis.com", "secretmanager.googleapis.com", "iam.googleapis.com"} <= enabled
+    bucket = gke.one("gcp:storage/bucket:Bucket")
+    assert {"services-storage"} <= set(bucket["dependencies"])
+
+
+def test_a_cache_size_on_gke_is_a_warning():
+    loaded = settings.load({**json_sections(gke_with("cache", sizeGb=80))}, "my-proj", "gke")
+    assert any("cache.sizeGb" in w and "80" in w and "read only by the vm platform" in w for w in loaded.warnings)
+
+
+def json_sections(config: dict[str, str]) -> dict:
+    return {key.split(":", 1)[1]: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key.split(":", 1)[1]) else value)
+            for key, value in config.items() if key.startswith("tpu-vllm:")}

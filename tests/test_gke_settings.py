@@ -71,9 +71,12 @@ BAD = [
      "not in the cluster's region us-west4"),
     (with_gke(location="us-west4", nodeLocations=[]), "gke.nodeLocations", "[]", "nodeLocations[0]' us-west4-a"),
     (with_gke(minMasterVersion="1.32.2-gke.1652000"), "gke.minMasterVersion", "1.32.2-gke.1652000",
-     "need GKE 1.33.0-gke.1712000 or later"),
-    (with_gke(minMasterVersion="1.33.0-gke.1711999"), "gke.minMasterVersion", "1.33.0-gke.1711999",
-     "need GKE 1.33.0-gke.1712000 or later"),
+     "GKE 1.33.3-gke.1136000 or later is needed"),
+    # Flex-start TPU runs here, but the ComputeClass cannot create its own node pools yet.
+    (with_gke(minMasterVersion="1.33.0-gke.1712000"), "gke.minMasterVersion", "1.33.0-gke.1712000",
+     "node pool auto-creation without node auto-provisioning"),
+    (with_gke(minMasterVersion="1.33.3-gke.1135999"), "gke.minMasterVersion", "1.33.3-gke.1135999",
+     "GKE 1.33.3-gke.1136000 or later is needed"),
     (with_gke(minMasterVersion="1.33"), "gke.minMasterVersion", "1.33", "a newer minor like 1.34"),
     (with_gke(maxReplicas=9), "gke.maxReplicas", "9", "over the gke.maxTpuChips cap (8)"),
     (with_gke(releaseChannel="regular"), "gke.releaseChannel", "regular", "RAPID, REGULAR, STABLE"),
@@ -93,16 +96,16 @@ def test_bad_gke_settings_are_refused_with_key_value_and_fix(raw, key, value, fi
     assert value in problem and fix in problem, problem
 
 
-@pytest.mark.parametrize("version", ["1.33.0-gke.1712000", "1.33.2-gke.1", "1.34", "1.35.0", "latest"])
-def test_versions_at_or_past_the_flex_start_minimum_pass(version):
+@pytest.mark.parametrize("version", ["1.33.3-gke.1136000", "1.33.4-gke.1", "1.34", "1.35.0", "latest"])
+def test_versions_at_or_past_the_class_auto_creation_minimum_pass(version):
     loaded = settings.load(with_gke(minMasterVersion=version), "my-proj", "gke")
     assert loaded.settings.gke.min_master_version == version
 
 
 @pytest.mark.parametrize(("version", "verdict"), [
-    ("1.33.0-gke.1712000", True), ("1.33.0-gke.1712001", True), ("1.33.0-gke.1711999", False),
-    ("1.33.1-gke.100", True), ("1.32.9-gke.9999999", False), ("2.0", True), ("1.34", True),
-    ("1.33", None), ("1.33.0", None), ("1.x", None), ("latest", True)])
+    ("1.33.3-gke.1136000", True), ("1.33.3-gke.1136001", True), ("1.33.3-gke.1135999", False),
+    ("1.33.4-gke.100", True), ("1.33.0-gke.1712000", False), ("1.32.9-gke.9999999", False), ("2.0", True),
+    ("1.34", True), ("1.33", None), ("1.33.3", None), ("1.x", None), ("latest", True)])
 def test_gke_version_comparison(version, verdict):
     assert settings.gke_version_at_least(version) is verdict
 

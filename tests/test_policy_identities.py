@@ -113,6 +113,15 @@ VARIANTS = {
         "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj",
                      role="roles/container.defaultNodeServiceAccount", member=f"serviceAccount:{ADAPTER}"),
         "roles/container.defaultNodeServiceAccount on project"),
+    "gke: the workload may write another bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="team-data", role="roles/storage.objectUser",
+                     member=f"serviceAccount:{WORKLOAD}"), "roles/storage.objectUser on BucketIAMMember"),
+    "gke: the workload administers its own cache bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="tpu-vllm-gke-xla-my-proj",
+                     role="roles/storage.admin", member=f"serviceAccount:{WORKLOAD}"), "roles/storage.admin"),
+    "gke: the metrics adapter writes the cache bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="tpu-vllm-gke-xla-my-proj",
+                     role="roles/storage.objectUser", member=f"serviceAccount:{ADAPTER}"), "roles/storage.objectUser"),
     "gke: the nodes get a project editor role": (
         "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/editor",
                      member=f"serviceAccount:{NODES}"), "roles/editor on project"),
@@ -193,7 +202,7 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
             for role, member in rules._grants(type_, props) if rules._is_grant(type_) else []:
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
-    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE}
+    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE, rules.CACHE_BUCKET_ROLE}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():

@@ -73,7 +73,7 @@ class Node:
         self.engine.logs[container.FRONT_CONTAINER_NAME] = "nginx: ready\n"
         port, upstream = free_port(), free_port()
         raw = raw or {}
-        self.cfg = settings.load({**SSH, "vllm": {"port": port, **raw.get("vllm", {})},
+        self.cfg = settings.load({**SSH, **raw, "vllm": {"port": port, **raw.get("vllm", {})},
                                   "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
         self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
         self.front = FakeVllm(API_CANARY, MODEL, port=port, reply_field=front_reply_field).__enter__()
@@ -211,6 +211,25 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     assert all(canary not in inspected for canary in CANARIES)
     assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == ["HF_HOME=/dev/shm",
                                                                  "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+
+
+def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_rendered(node):
+    """Through bash, the real docker CLI and the engine: each variable in the container's Env, and the
+    --speculative-config JSON byte for byte in its command (quotes and braces survive both shells)."""
+    tpu_inference = {"numPrecompileWorkers": 8, "bucketPaddingGap": 128, "xlaCheckRecompilation": True}
+    vm = node(raw={"tpuInference": tpu_inference, "vllm": {"speculativeConfig": {"method": "ngram"}}})
+    result = vm()
+    assert result.returncode == 0, result.stderr
+    [create] = vm.engine.creates(container.CONTAINER_NAME)
+    assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token",
+                                     "NUM_PRECOMPILE_WORKERS=8", "VLLM_TPU_BUCKET_PADDING_GAP=128",
+                                     "VLLM_XLA_CHECK_RECOMPILATION=1"]
+    spec = create["Cmd"][create["Cmd"].index("--speculative-config") + 1]
+    assert json.loads(spec) == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5,
+                                "prompt_lookup_min": 3}
+    [front_create] = vm.engine.creates(container.FRONT_CONTAINER_NAME)
+    assert not front_create.get("Env")
+    vm.assert_no_secret_left_the_files()
 
 
 def test_the_probe_catches_secrets_handed_over_the_old_way(tmp_path):

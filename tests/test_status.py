@@ -23,7 +23,7 @@ from components.vm import boot_contract, container
 from components.vm import queued_resource as qr
 from tests.fakes.tpu_api import FakeTpuApi, Fault
 from tests.shims import make_shims
-from tools import status
+from tools import status, status_report
 
 CANARY_API_KEY = "canary-api-key-7d0c5e1b9a"
 CANARY_SSH_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\ncanary-ssh-key-line-one-0f3a9c2e7b\n"
@@ -189,7 +189,7 @@ def shown(capsys) -> str:
 
 def test_no_such_stack_is_not_deployed(stack, capsys):
     (stack.node / "pulumi-error").write_text("error: no stack named 'dev' found\n")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: NOT DEPLOYED" in text and "there is no stack dev" in text
     assert "next: create it: `pulumi stack select --create NAME`" in text
@@ -197,14 +197,14 @@ def test_no_such_stack_is_not_deployed(stack, capsys):
 
 def test_a_stack_without_outputs_is_not_deployed(stack, capsys):
     stack.outputs({})
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "NOT DEPLOYED" in text and "next: `pulumi up`" in text
     assert "stack output --json --show-secrets --stack dev" in stack.log.read_text()
 
 
 def test_a_request_that_no_longer_exists_is_not_deployed(stack, capsys):
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "NOT DEPLOYED" in text and "the queued resource tpu-vllm-dev no longer exists" in text
     assert "next: `pulumi up` requests a new one" in text
@@ -213,7 +213,7 @@ def test_a_request_that_no_longer_exists_is_not_deployed(stack, capsys):
 def test_queued_says_how_long_it_has_waited(stack, capsys):
     stack.queued("WAITING_FOR_RESOURCES", createTime="2026-11-29T09:47:30.123456Z",  # fractions dropped
                  queueingPolicy={"validUntilDuration": "3600s"})
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: QUEUED" in text and "waiting for TPU capacity" in text
     assert "tpu-vllm-dev in us-west4-a: WAITING_FOR_RESOURCES" in text
@@ -226,20 +226,20 @@ def test_queued_says_how_long_it_has_waited(stack, capsys):
 @pytest.mark.parametrize("state", ["ACCEPTED", "CREATING"])
 def test_other_waiting_states_are_queued(stack, capsys, state):
     stack.queued(state)
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     assert "QUEUED" in shown(capsys)
 
 
 def test_provisioning(stack, capsys):
     stack.queued("PROVISIONING")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     assert "stack dev: PROVISIONING" in shown(capsys)
 
 
 def test_an_active_request_whose_node_is_still_creating_is_provisioning(stack, capsys):
     stack.active()
     stack.api.node_state = "CREATING"
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "PROVISIONING" in text and "node             CREATING" in text
     assert not (stack.node / "target").exists()
@@ -248,7 +248,7 @@ def test_an_active_request_whose_node_is_still_creating_is_provisioning(stack, c
 def test_a_node_that_is_down_says_how_to_start_over(stack, capsys):
     stack.active()
     stack.api.node_state = "PREEMPTED"
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "NODE LOST" in text and "the node is PREEMPTED" in text
     assert "gcloud alpha compute tpus queued-resources delete tpu-vllm-dev --zone=us-west4-a --force" in text
@@ -257,7 +257,7 @@ def test_a_node_that_is_down_says_how_to_start_over(stack, capsys):
 def test_booting_while_ssh_does_not_answer(stack, capsys):
     stack.active()
     stack.ssh_mode("unreachable")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: BOOTING" in text and "SSH does not answer yet" in text and "Connection timed out" in text
     assert "tpu-vllm:access.sshSourceRanges" in text
@@ -266,7 +266,7 @@ def test_booting_while_ssh_does_not_answer(stack, capsys):
 def test_a_refused_key_says_what_overrides_it(stack, capsys):
     stack.active()
     stack.ssh_mode("refused")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "SSH REFUSED" in text and "Permission denied (publickey)" in text and "OS Login" in text
 
@@ -276,7 +276,7 @@ def test_booting_while_the_boot_script_runs(stack, capsys, boot_status):
     stack.active()
     if boot_status:
         stack.boot_status(boot_status)
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: BOOTING" in text and f"boot script      {boot_status or 'not started'}" in text
 
@@ -285,7 +285,7 @@ def test_a_failed_boot_script_shows_its_reason_and_where_to_read_more(stack, cap
     stack.active()
     stack.boot_status("failed: permission denied reading projects/proj/secrets/hf-token: grant "
                       "roles/secretmanager.secretAccessor")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "BOOTING" in text
     assert "boot script      failed: permission denied reading projects/proj/secrets/hf-token: grant" in text
@@ -295,7 +295,7 @@ def test_a_failed_boot_script_shows_its_reason_and_where_to_read_more(stack, cap
 def test_booted_but_no_container_yet(stack, capsys):
     stack.active()
     stack.boot_status("ready")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "BOOTING" in text and f"{container.CONTAINER_NAME}: not created" in text
     assert "`pulumi up` runs the serving step" in text
@@ -306,7 +306,7 @@ def test_a_stopped_container_shows_its_last_words(stack, capsys):
     stack.boot_status("ready")
     stack.container("exited 1 2026-11-29T09:40:00.5Z",
                     "INFO loading\nRuntimeError: Attempting to reserve 384.11M; 346.77M free\n")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "CONTAINER STOPPED" in text and "not running (exited)" in text and "exited (exit code 1)" in text
     assert "last log line    RuntimeError: Attempting to reserve 384.11M; 346.77M free" in text
@@ -324,7 +324,7 @@ def test_compiling_shows_the_latest_progress_line(stack, capsys):
         "INFO Compilation finished in 2.90 [secs].",
     ]) + "\n")
     stack.health("503")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: COMPILING" in text
     assert "progress         INFO Precompile worker0 backbone --> {'num_tokens': 32}" in text
@@ -338,7 +338,7 @@ def test_compiling_before_any_progress_line_shows_the_last_log_line(stack, capsy
     stack.active()
     stack.boot_status("ready")
     stack.container("running 0 2026-11-29T09:59:00Z", "INFO Downloading weights\n")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "COMPILING" in text and "progress         INFO Downloading weights" in text
     assert "answered nothing (not listening yet)" in text  # curl printed 000: no connection
@@ -349,7 +349,7 @@ def test_ready(stack, capsys):
     stack.boot_status("ready")
     stack.container("running 0 2026-11-29T09:40:00Z", "INFO Application startup complete.\n")
     stack.health("200")
-    assert run(stack) == status.EXIT_READY
+    assert run(stack) == status_report.EXIT_READY
     text = shown(capsys)
     assert "stack dev: READY" in text and "vLLM is serving on port 8000" in text
     assert "next: open the tunnel: $(pulumi stack output sshTunnelCommand) &" in text
@@ -360,7 +360,7 @@ def test_ssh_uses_the_live_address_a_private_key_file_and_no_prompts(stack, caps
     stack.boot_status("ready")
     stack.container("running 0 2026-11-29T09:40:00Z")
     stack.health("200")
-    assert run(stack) == status.EXIT_READY
+    assert run(stack) == status_report.EXIT_READY
     assert stack.fake("target").strip() == f"tpu-vllm@{LIVE_IP}"
     assert stack.fake("key-mode").strip() == "600"
     assert stack.fake("key-seen") == CANARY_SSH_KEY
@@ -380,13 +380,13 @@ def test_a_renamed_container_is_followed_from_its_one_definition(stack, capsys, 
     stack.boot_status("ready")
     stack.container("running 0 2026-11-29T09:40:00Z")
     stack.health("200")
-    assert run(stack) == status.EXIT_READY
+    assert run(stack) == status_report.EXIT_READY
     assert " vllm-renamed 8000 " in stack.fake("remote-command")
 
 
 def test_run_ended(stack, capsys):
     stack.queued("SUSPENDED", runDuration={"maxRunDuration": "14400s", "terminationTime": "2026-11-29T09:00:00Z"})
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: RUN ENDED" in text and "billing stopped" in text
     assert "run ends         2026-11-29 09:00 UTC (ended 1h 00m ago)" in text
@@ -396,7 +396,7 @@ def test_run_ended(stack, capsys):
 def test_a_failed_request_shows_the_apis_reason(stack, capsys):
     stack.api.failed_message = "Insufficient capacity for v5litepod-1 in us-west4-a"
     stack.queued("FAILED")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "FAILED" in text and "Insufficient capacity for v5litepod-1 in us-west4-a" in text
     assert "then `pulumi up` queues a fresh one" in text
@@ -408,7 +408,7 @@ def test_no_pulumi_cli_is_an_error(stack, capsys, monkeypatch, tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    assert run(stack) == status.EXIT_ERROR
+    assert run(stack) == status_report.EXIT_ERROR
     assert "error: the Pulumi CLI is not on PATH" in shown(capsys)
 
 
@@ -420,7 +420,7 @@ def test_pulumi_gets_no_stdin_so_a_passphrase_prompt_fails_at_once(stack, capsys
     saved = os.dup(0)
     os.dup2(read_end, 0)
     try:
-        assert run(stack) == status.EXIT_ERROR
+        assert run(stack) == status_report.EXIT_ERROR
     finally:
         os.dup2(saved, 0)
         for descriptor in (saved, read_end, write_end):
@@ -431,19 +431,19 @@ def test_pulumi_gets_no_stdin_so_a_passphrase_prompt_fails_at_once(stack, capsys
 
 def test_a_pulumi_failure_is_an_error_with_its_message(stack, capsys):
     (stack.node / "pulumi-error").write_text("error: no stack selected; please use `pulumi stack select`\n")
-    assert run(stack) == status.EXIT_ERROR
+    assert run(stack) == status_report.EXIT_ERROR
     assert "`pulumi stack output` failed: error: no stack selected" in shown(capsys)
 
 
 def test_outputs_from_an_older_deploy_say_to_run_up(stack, capsys):
     stack.outputs({key: value for key, value in OUTPUTS.items() if key != "queuedResourceName"})
-    assert run(stack) == status.EXIT_ERROR
+    assert run(stack) == status_report.EXIT_ERROR
     assert "has no queuedResourceName output" in shown(capsys)
 
 
 def test_a_tpu_api_refusal_is_an_error(stack, capsys):
     stack.api.inject(Fault("GET", "queuedResources", 403))
-    assert run(stack) == status.EXIT_ERROR
+    assert run(stack) == status_report.EXIT_ERROR
     assert "error: TPU API refused queuedResources.get (403" in shown(capsys)
 
 
@@ -452,7 +452,7 @@ def test_missing_google_credentials_is_an_error_with_the_login_command(stack, ca
         raise auth_exceptions.DefaultCredentialsError("Your default credentials were not found.")
 
     monkeypatch.setattr(google.auth, "default", no_credentials)
-    assert run(stack) == status.EXIT_ERROR
+    assert run(stack) == status_report.EXIT_ERROR
     assert "gcloud auth application-default login" in shown(capsys)
 
 
@@ -462,7 +462,7 @@ def test_a_secret_in_the_containers_log_is_not_printed(stack, capsys):
     stack.active()
     stack.boot_status("ready")
     stack.container("exited 1 2026-11-29T09:40:00Z", f"error: bad key {CANARY_API_KEY}\n")
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     assert "last log line    error: bad key [secret]" in shown(capsys)
 
 
@@ -483,11 +483,11 @@ def test_the_probe_script_passes_shellcheck(tmp_path):
 
 
 def test_times_as_the_tpu_api_and_docker_write_them():
-    assert status.parse_time("2026-11-29T09:51:02.123456789Z") == datetime(2026, 11, 29, 9, 51, 2, tzinfo=UTC)
-    assert status.parse_time("2026-11-29T09:51:02+01:00") == datetime(2026, 11, 29, 8, 51, 2, tzinfo=UTC)
-    assert status.parse_time("0001-01-01T00:00:00Z") is None  # docker's never-started
-    assert status.parse_time("") is None and status.parse_time("soon") is None
-    assert [status.span(s) for s in (5, 65, 3600 * 3 + 59, -61)] == ["5s", "1m 05s", "3h 00m", "1m 01s"]
+    assert status_report.parse_time("2026-11-29T09:51:02.123456789Z") == datetime(2026, 11, 29, 9, 51, 2, tzinfo=UTC)
+    assert status_report.parse_time("2026-11-29T09:51:02+01:00") == datetime(2026, 11, 29, 8, 51, 2, tzinfo=UTC)
+    assert status_report.parse_time("0001-01-01T00:00:00Z") is None  # docker's never-started
+    assert status_report.parse_time("") is None and status_report.parse_time("soon") is None
+    assert [status_report.span(s) for s in (5, 65, 3600 * 3 + 59, -61)] == ["5s", "1m 05s", "3h 00m", "1m 01s"]
 
 
 def test_node_facts_ignore_unknown_lines():
@@ -534,7 +534,7 @@ def test_a_request_left_by_an_interrupted_first_up_is_found_from_the_settings(st
     else:
         stack.outputs(outputs)
     stack.api.put(SETTINGS_QR_NAME, request_body(), state)
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     text = shown(capsys)
     assert "stack dev: UNTRACKED" in text
     assert f"the queued resource tpu-vllm-dev exists ({state}) but stack dev does not track it" in text
@@ -547,5 +547,5 @@ def test_a_request_left_by_an_interrupted_first_up_is_found_from_the_settings(st
 def test_without_such_a_request_a_stack_without_outputs_is_still_not_deployed(stack, capsys, monkeypatch, tmp_path):
     stack_file_in(tmp_path, monkeypatch)
     stack.outputs({})
-    assert run(stack) == status.EXIT_NOT_READY
+    assert run(stack) == status_report.EXIT_NOT_READY
     assert "NOT DEPLOYED" in shown(capsys)

@@ -1,1 +1,1 @@
-"""Offline tools: the plan (and, later, the benchmark)."""
+"""What a user runs: the offline plan (`plan/`), the benchmark (`bench/`) and `status`."""

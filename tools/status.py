@@ -2,6 +2,9 @@
 
     python -m tools.status [--stack dev]
 
+A gke stack (its `platform` output) is read with kubectl instead (tools/status_gke.py): the ComputeClass,
+its nodes and run ends, each replica, the HPA.
+
 Reads the stack's outputs (`pulumi stack output`), the queued resource's live state from the
 TPU API, and, once the node is up, the boot script's status file, the vLLM container and its
 /health over SSH with the stack's own key. One state, a few facts and the next step:
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,8 +33,7 @@ from urllib.parse import urlsplit
 
 from components.vm import boot_contract, container
 from components.vm.queued_resource import WAITING_STATES, TpuApi, TpuApiError
-
-EXIT_READY, EXIT_NOT_READY, EXIT_ERROR = 0, 1, 2
+from tools.status_report import EXIT_ERROR, EXIT_READY, Report, StatusError, parse_time, span
 
 # Outputs whose values must never be printed (the tool reads them with --show-secrets).
 SECRET_OUTPUTS = ("apiKey", "sshPrivateKey")
@@ -63,19 +65,6 @@ fact progress "$(docker logs --tail "$tail_lines" "$container" 2>&1 | grep -E --
 fact last_log "$(docker logs --tail 1 "$container" 2>&1)"
 fact health "$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null)"
 """.replace("@FACT_LIMIT@", str(FACT_LIMIT)).replace("@LOG_TAIL_LINES@", str(LOG_TAIL_LINES))
-
-
-class StatusError(Exception):
-    """Could not find out; the message says why and what to do."""
-
-
-@dataclass
-class Report:
-    state: str
-    headline: str
-    next_step: str
-    exit_code: int = EXIT_NOT_READY
-    facts: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -216,26 +205,6 @@ def read_node(target: SshTarget, port: int) -> NodeFacts:
 
 
 # ---- time ----
-
-def parse_time(text: str) -> datetime | None:
-    """RFC 3339 as the TPU API and docker write it (nanoseconds allowed); None if absent or zero."""
-    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$", (text or "").strip())
-    if not match or match.group(1).startswith("0001-"):
-        return None
-    zone = "+00:00" if match.group(2) == "Z" else match.group(2)
-    return datetime.fromisoformat(match.group(1) + zone)
-
-
-def span(seconds: float) -> str:
-    seconds = int(abs(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
-
 
 def run_end_fact(termination: str, now: datetime) -> tuple[str, str] | None:
     ends = parse_time(termination)
@@ -498,8 +467,14 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
     try:
         outputs = stack_outputs(args.stack)
         redact = Redactor(outputs)
-        settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
-        report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader, settings_name)
+        if outputs and outputs.get("platform") == "gke":
+            from tools import status_gke  # the gke wing's reading, in its own module
+
+            report = status_gke.decide(outputs, stack_label, clock())
+        else:
+            settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
+            report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader,
+                            settings_name)
     except StatusError as error:
         print(f"error: {redact(str(error))}", file=sys.stderr)
         return EXIT_ERROR

@@ -10,12 +10,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.settings import GKE_FLEX_START_TPU_MIN_VERSION, NAMESPACE, gke_version_at_least
+from components import budget
+from components.settings import GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, NAMESPACE, gke_version_at_least
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # What GKE's nodes need to write logs and metrics, and nothing else (a project-level role by design).
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 SYSTEM_POOL_NAME = "system"
+# Every node's boot disk (priced in budget.py).
+BOOT_DISK_GB = budget.GKE_BOOT_DISK_GB
+BOOT_DISK_TYPE = budget.GKE_BOOT_DISK_TYPE
 # GKE Dataplane V2 enforces Kubernetes NetworkPolicy (components/gke/network_policy.py) with no add-on.
 DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
 AUTH_PLUGIN_HINT = ("Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin "
@@ -45,11 +49,11 @@ def credentials_command(cluster_name: str, location: str, project: str) -> str:
 
 
 def check_channel_version(channel: str, default_version: str | None) -> str | None:
-    """The problem with a release channel whose default is too old for flex-start TPU, or None."""
+    """The problem with a release channel whose default is too old for the stack's ComputeClass, or None."""
     if default_version is None or gke_version_at_least(default_version) is not False:
         return None
     return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, older "
-            f"than {GKE_FLEX_START_TPU_MIN_VERSION} that flex-start TPU node pools need; use RAPID or REGULAR, "
+            f"than {GKE_MIN_VERSION} ({GKE_MIN_VERSION_REASON}); use RAPID or REGULAR, "
             "or set gke.minMasterVersion to 1.34")
 
 
@@ -82,9 +86,14 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
             f"clusters update {where} --update-addons=NetworkPolicy=ENABLED, then gcloud container clusters "
             f"update {where} --enable-network-policy (Dataplane V2, which enforces it by itself, is chosen when "
             "a cluster is created: --enable-dataplane-v2)")
+    gcs_fuse = [c for a in cluster.addons_configs or [] for c in a.gcs_fuse_csi_driver_configs or []]
+    if not any(c.enabled for c in gcs_fuse):
+        problems.append("the Cloud Storage FUSE CSI driver is off (every replica mounts the shared compile cache "
+                        f"with it): gcloud container clusters update {where} --update-addons GcsFuseCsiDriver=ENABLED")
     if cluster.master_version and gke_version_at_least(cluster.master_version) is False:
-        problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_FLEX_START_TPU_MIN_VERSION} that "
-                        f"flex-start TPU node pools need: gcloud container clusters upgrade {where} --master")
+        problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_MIN_VERSION} "
+                        f"({GKE_MIN_VERSION_REASON}): gcloud container clusters upgrade {where} --master "
+                        f"--cluster-version {GKE_MIN_VERSION}")
     return problems
 
 
@@ -167,6 +176,8 @@ class GkeCluster(pulumi.ComponentResource):
                 subnetwork=args.subnetwork,
                 workload_identity_config={"workload_pool": f"{args.project}.svc.id.goog"},
                 secret_manager_config={"enabled": True},
+                # Mounts the shared compile-cache bucket in every pod (components/gke/compile_cache.py).
+                addons_config={"gcs_fuse_csi_driver_config": {"enabled": True}},
                 monitoring_config={"managed_prometheus": {"enabled": True}},
                 resource_labels=args.labels,
                 # `pulumi destroy` must be able to remove what `pulumi up` made.
@@ -184,6 +195,8 @@ class GkeCluster(pulumi.ComponentResource):
                 management={"auto_repair": True, "auto_upgrade": True},
                 node_config={
                     "machine_type": args.system_machine_type,
+                    "disk_size_gb": BOOT_DISK_GB,
+                    "disk_type": BOOT_DISK_TYPE,
                     "service_account": args.node_service_account_email,
                     "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
                     "resource_labels": args.labels,
@@ -212,7 +225,7 @@ class GkeCluster(pulumi.ComponentResource):
             versions = gcp.container.get_engine_versions(location=args.location, project=args.project)
         except Exception as error:  # the API may not be enabled yet on a fresh project
             pulumi.log.warn(f"gke.releaseChannel: could not read {args.release_channel}'s default version ({error}); "
-                            f"if it is older than {GKE_FLEX_START_TPU_MIN_VERSION}, the TPU pool will be refused")
+                            f"if it is older than {GKE_MIN_VERSION}, the ComputeClass cannot create its TPU nodes")
             return
         default = (versions.release_channel_default_version or {}).get(args.release_channel)
         problem = check_channel_version(args.release_channel, default)

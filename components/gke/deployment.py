@@ -10,16 +10,16 @@ import pulumi_gcp as gcp
 
 from components import serve_command
 from components.costs import gke_costs, kv_outputs
+from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
+from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
-from components.gke.node_pool import TpuNodePool, TpuNodePoolArgs
+from components.gke.image_digest import pinned_image
 from components.gke.workload import ServingWorkload, ServingWorkloadArgs
 from components.identity import VmIdentity, VmIdentityArgs, account_id
 from components.secrets import StackSecrets
 from components.settings import Settings
-
-TPU_POOL_NAME = "tpu-v5e"
 
 
 @dataclass
@@ -37,7 +37,8 @@ class GkeDeploymentArgs:
 
 
 class GkeDeployment(pulumi.ComponentResource):
-    """Node identity, cluster (or a reused one), TPU node pool, serving workload, exposure and autoscaling."""
+    """Node identity, cluster (or a reused one), the ComputeClass that makes every TPU node, the shared compile
+    cache, the pinned image, serving workload, exposure and autoscaling."""
 
     outputs: dict[str, Any]
 
@@ -66,16 +67,13 @@ class GkeDeployment(pulumi.ComponentResource):
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
                 use_existing=gke.use_existing_cluster, labels=args.labels),
             pulumi.ResourceOptions(parent=self, depends_on=[*args.services, node_role]))
-        pool = TpuNodePool(
-            "tpu-pool",
-            TpuNodePoolArgs(
-                project=cfg.project, cluster=cluster.name, location=gke.location, pool_name=TPU_POOL_NAME,
-                zones=gke.tpu_zones, max_nodes=gke.max_replicas, machine_type=gke.machine_type,
-                provisioning_model=cfg.tpu.provisioning_model,
-                run_seconds=cfg.tpu.run_seconds if cfg.tpu.provisioning_model == "flex-start" else None,
-                service_account_email=nodes.email, unbounded_billing_opt_in=gke.allow_unbounded_billing,
-                labels=args.labels),
-            pulumi.ResourceOptions(parent=self, depends_on=cluster.ready))
+        tpu_class = manifests.declare(
+            "tpu-class", compute_class.compute_class(cfg, nodes.email),
+            pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
+        cache = CompileCache("compile-cache", CompileCacheArgs(
+            settings=cfg, workload_service_account_email=args.workload_identity.email, labels=args.labels,
+            services=args.services), pulumi.ResourceOptions(parent=self))
+        image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
@@ -83,7 +81,8 @@ class GkeDeployment(pulumi.ComponentResource):
                 google_service_account_email=args.workload_identity.email,
                 hf_token_secret_name=args.secrets.hf_token_secret_name,
                 api_key_secret_name=args.secrets.api_key_secret_name,
-                node_pool_name=pool.name, provider=cluster.provider, cluster_ready=cluster.ready),
+                image=image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
+                provider=cluster.provider, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self, depends_on=[args.secrets]))
         exposure = Exposure("exposure", ExposureArgs(settings=cfg, provider=cluster.provider, workload=workload),
                             pulumi.ResourceOptions(parent=self))
@@ -100,9 +99,16 @@ class GkeDeployment(pulumi.ComponentResource):
             "clusterLocation": gke.location,
             "credentialsCommand": cluster.name.apply(lambda n: credentials_command(n, gke.location, cfg.project)),
             "namespace": gke.namespace,
-            "tpuNodePool": pool.name,
+            "computeClass": compute_class.class_name(cfg),
+            "computeClassPriorities": compute_class.models(cfg),
             "tpuZones": gke.tpu_zones,
             "nodeRunDuration": cfg.tpu.max_run_duration if cfg.tpu.provisioning_model == "flex-start" else None,
+            "nodeRecyclingLeadTime": (gke.recycling_lead_time if cfg.tpu.provisioning_model == "flex-start"
+                                      else None),
+            "vllmImage": image,
+            "compileCacheBucket": cache.bucket,
+            "compileCachePath": pulumi.Output.all(cache.bucket, image).apply(
+                lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], cfg)}"),
             "replicas": {"min": gke.min_replicas, "max": gke.max_replicas},
             "externalEndpoint" if gke.allow_external_load_balancer else "internalEndpoint": endpoint,
             "inClusterEndpoint": exposure.in_cluster_url,

@@ -13,6 +13,7 @@ BUILT_IN_KINDS = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
     ("v1", "Service"): k8s.core.v1.Service,
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,

@@ -1,5 +1,6 @@
 """The serving workload: a StatefulSet of vLLM pods, one v5e chip each, behind the same key-checking front
-as the VM, with a compile-cache volume per replica and the tokens mounted as files by the Secret Manager add-on.
+as the VM, on nodes only its ComputeClass makes (components/gke/compute_class.py), with one compile cache every
+replica shares (components/gke/compile_cache.py) and the tokens mounted as files by the Secret Manager add-on.
 
 Each pod runs three containers: vLLM (the VM's entry command and exact `vllm serve` flags, on 127.0.0.1), the
 front (nginx, the only thing on the serving port) and the metrics door (components/gke/metrics_door.py), which
@@ -20,8 +21,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import front, serve_command
-from components.gke import manifests, metrics_door, network_policy
-from components.gke.node_pool import TPU_ACCELERATOR, TPU_TOPOLOGY
+from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy
 from components.settings import Settings
 
 APP_NAME = "vllm"
@@ -30,39 +30,20 @@ HEADLESS_SERVICE = "vllm-pods"
 CONFIG_MAP = "vllm-front"
 HF_TOKEN_CLASS = "vllm-hf-token"
 API_KEY_CLASS = "vllm-api-key"
-CACHE_CLAIM = "xla-cache"
 # The Secret Manager add-on: its CSI driver and the SecretProviderClass it reads (provider "gke").
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
-# GKE's Persistent Disk CSI driver; pd-balanced is what v5e hosts attach.
-PD_CSI_PROVISIONER = "pd.csi.storage.gke.io"
-# Inside the vLLM image: the XLA compile cache (the VM mounts its cache disk at the same path).
-XLA_CACHE_DIR = "/root/.cache/vllm"
-HF_DIR = "/root/.cache/huggingface"
 HF_TOKEN_DIR = "/run/secrets/tpu-vllm-hf"
 HF_TOKEN_FILE = "hf-token"
 # The 9.54 GiB checkpoint downloads to memory in ~10 s (as on the VM, --shm-size 10gb there).
 SHM_SIZE = "16Gi"
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
-TPU_RESOURCE = "google.com/tpu"
+TPU_RESOURCE = compute_class.TPU_RESOURCE
 PROBE_PERIOD_SECONDS = 10
 
 
 def selector_labels(settings: Settings) -> dict[str, str]:
     return {"app.kubernetes.io/name": "tpu-vllm", "app.kubernetes.io/instance": settings.resource_prefix}
-
-
-def storage_class(name: str, keep_on_destroy: bool, disk_type: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": manifests.metadata(name),
-        "provisioner": PD_CSI_PROVISIONER,
-        "parameters": {"type": disk_type},
-        # Provision in the zone where the pod lands, so a replica's cache sits next to its node.
-        "volumeBindingMode": "WaitForFirstConsumer",
-        "reclaimPolicy": "Retain" if keep_on_destroy else "Delete",
-        "allowVolumeExpansion": True,
-    }
 
 
 # Each secret file is 0400, owned by root (the add-on writes as root): only a root process of a container that
@@ -120,33 +101,39 @@ def vllm_drain_command(front_port: int) -> list[str]:
     return ["bash", "-c", f"while (exec 3<>/dev/tcp/127.0.0.1/{front_port}) 2>/dev/null; do sleep 2; done"]
 
 
-def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.Input[str],
-                 hash_of_config: str) -> dict[str, Any]:
+def pod_template(settings: Settings, *, service_account: str, image: pulumi.Input[str], cache_bucket: pulumi.Input[str],
+                 cache_prefix: pulumi.Input[str], hash_of_config: str) -> dict[str, Any]:
+    """image: the pinned repository@sha256 reference; cache_prefix: this configuration's own prefix of the
+    shared bucket (compile_cache.cache_prefix)."""
     vllm, layout = settings.vllm, front.FrontLayout()
     config_dir = posixpath.dirname(layout.config_path)
-    env = [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"}]
+    env = [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"},
+           # Explicit, not the image's home directory: the shared bucket's prefix for this configuration.
+           {"name": "VLLM_XLA_CACHE_PATH", "value": compile_cache.MOUNT_PATH}]
     mounts = [
         {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": CACHE_CLAIM, "mountPath": XLA_CACHE_DIR, "subPath": "vllm"},
+        {"name": compile_cache.VOLUME, "mountPath": compile_cache.MOUNT_PATH},
         {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
         # The entry command reads the key from here into VLLM_API_KEY, as on the VM.
         {"name": "api-key", "mountPath": posixpath.dirname(front.KEY_FILE), "readOnly": True},
     ]
+    options = (compile_cache.mount_options(cache_prefix) if isinstance(cache_prefix, str)
+               else pulumi.Output.from_input(cache_prefix).apply(compile_cache.mount_options))
+    cache_volumes = [compile_cache.csi_volume(compile_cache.VOLUME, cache_bucket, options)]
     if vllm.weights_on_disk:
-        mounts.append({"name": CACHE_CLAIM, "mountPath": HF_DIR, "subPath": "huggingface"})
-        env.append({"name": "HF_HOME", "value": HF_DIR})
+        # The checkpoint does not depend on the image or the flags: one copy for every configuration.
+        mounts.append({"name": compile_cache.WEIGHTS_VOLUME, "mountPath": compile_cache.WEIGHTS_MOUNT_PATH})
+        cache_volumes.append(compile_cache.csi_volume(
+            compile_cache.WEIGHTS_VOLUME, cache_bucket, compile_cache.mount_options(compile_cache.WEIGHTS_PREFIX)))
+        env.append({"name": "HF_HOME", "value": compile_cache.WEIGHTS_MOUNT_PATH})
     else:
         env.append({"name": "HF_HOME", "value": "/dev/shm"})
+    env += [{"name": name, "value": value} for name, value in serve_command.backend_environment(settings).items()]
     probe = {"exec": {"command": health_probe_command(settings.front.upstream_port)}, "timeoutSeconds": 5}
-    tolerations = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-    if settings.tpu.provisioning_model == "flex-start":
-        tolerations.append({"key": "cloud.google.com/gke-flex-start", "operator": "Exists", "effect": "NoSchedule"})
-    elif settings.tpu.provisioning_model == "spot":
-        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Exists", "effect": "NoSchedule"})
     containers = [
         {
             "name": "vllm",
-            "image": vllm.image,
+            "image": image,
             # The VM's entry command and arguments: vLLM gets the key from its file, then `vllm serve` runs.
             # vLLM's key check leaves /health and /metrics open (its PUBLIC_ENDPOINTS), so the probes and the
             # metrics door keep working behind it.
@@ -193,18 +180,16 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
                                      "volumeAttributes": {"secretProviderClass": HF_TOKEN_CLASS}}},
         {"name": "api-key", "csi": {"driver": SECRETS_CSI_DRIVER, "readOnly": True,
                                     "volumeAttributes": {"secretProviderClass": API_KEY_CLASS}}},
+        *cache_volumes,
     ]
     return {
         "metadata": {"labels": selector_labels(settings),
-                     "annotations": {"tpu-vllm/front-config-sha256": hash_of_config}},
+                     "annotations": {"tpu-vllm/front-config-sha256": hash_of_config, **compile_cache.POD_ANNOTATIONS}},
         "spec": {
             "serviceAccountName": service_account,
-            "nodeSelector": {
-                "cloud.google.com/gke-tpu-accelerator": TPU_ACCELERATOR,
-                "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY,
-                "cloud.google.com/gke-nodepool": node_pool,
-            },
-            "tolerations": tolerations,
+            # Only nodes the stack's ComputeClass made carry its label (and taint).
+            "nodeSelector": compute_class.node_selector(settings),
+            "tolerations": compute_class.tolerations(settings),
             "terminationGracePeriodSeconds": settings.gke.termination_grace_seconds,
             "containers": containers,
             "volumes": volumes,
@@ -212,8 +197,9 @@ def pod_template(settings: Settings, *, service_account: str, node_pool: pulumi.
     }
 
 
-def statefulset(settings: Settings, namespace: str, *, service_account: str, node_pool: pulumi.Input[str],
-                storage_class_name: str, hash_of_config: str) -> dict[str, Any]:
+def statefulset(settings: Settings, namespace: str, *, service_account: str, image: pulumi.Input[str],
+                cache_bucket: pulumi.Input[str], cache_prefix: pulumi.Input[str],
+                hash_of_config: str) -> dict[str, Any]:
     labels = selector_labels(settings)
     # How long `pulumi up` waits for a ready replica: a flex-start node may queue, then a cold compile.
     wait_seconds = settings.tpu.queue_seconds + settings.vllm.health_timeout_seconds
@@ -228,16 +214,10 @@ def statefulset(settings: Settings, namespace: str, *, service_account: str, nod
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate"},
-            # A replica scaled away keeps its warm cache for when it comes back.
-            "persistentVolumeClaimRetentionPolicy": {
-                "whenScaled": "Retain", "whenDeleted": "Retain" if settings.cache.keep_on_destroy else "Delete"},
-            "template": pod_template(settings, service_account=service_account, node_pool=node_pool,
+            # No volume claims: the compile cache is the bucket every replica mounts, in any zone.
+            "template": pod_template(settings, service_account=service_account, image=image,
+                                     cache_bucket=cache_bucket, cache_prefix=cache_prefix,
                                      hash_of_config=hash_of_config),
-            "volumeClaimTemplates": [{
-                "metadata": {"name": CACHE_CLAIM, "labels": labels},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class_name,
-                         "resources": {"requests": {"storage": f"{settings.cache.size_gb}Gi"}}},
-            }],
         },
     }
 
@@ -299,13 +279,19 @@ class ServingWorkloadArgs:
     namespace: str
     """The Kubernetes namespace the stack creates and deploys into."""
     google_service_account_email: pulumi.Input[str]
-    """The workload's Google identity: secretAccessor on the stack's two secrets, nothing else."""
+    """The workload's Google identity: secretAccessor on the stack's two secrets and objectUser on the cache bucket."""
     hf_token_secret_name: pulumi.Input[str]
     """projects/<project>/secrets/<id> of the HF token."""
     api_key_secret_name: pulumi.Input[str]
     """projects/<project>/secrets/<id> of the API key."""
-    node_pool_name: pulumi.Input[str]
-    """The TPU node pool the pods select."""
+    image: pulumi.Input[str]
+    """vllm.image pinned to its digest (components/gke/image_digest.py)."""
+    cache_bucket: pulumi.Input[str]
+    """The shared compile-cache bucket (components/gke/compile_cache.py)."""
+    compute_class: pulumi.Resource
+    """The ComputeClass the pods select (it must exist before they ask for a node)."""
+    cache: pulumi.Resource
+    """The bucket and its grant (the pods' mount needs both)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     cluster_ready: list[pulumi.Resource] = field(default_factory=list)
@@ -313,7 +299,7 @@ class ServingWorkloadArgs:
 
 
 class ServingWorkload(pulumi.ComponentResource):
-    """Namespace, cache StorageClass, front ConfigMap, SecretProviderClasses, the Kubernetes service account
+    """Namespace, the chip quota, front ConfigMap, SecretProviderClasses, the Kubernetes service account
     bound by Workload Identity, the headless Service, the pods' NetworkPolicy, the StatefulSet and its
     PodDisruptionBudget."""
 
@@ -329,10 +315,7 @@ class ServingWorkload(pulumi.ComponentResource):
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": manifests.metadata(ns, labels=selector_labels(cfg))}, k8s_opts)
         in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
-        cache_class_name = f"{cfg.resource_prefix}-xla-cache"
-        cache_class = manifests.declare(
-            f"{name}-cache-class",
-            storage_class(cache_class_name, cfg.cache.keep_on_destroy, cfg.cache.disk_type), k8s_opts)
+        quota = manifests.declare(f"{name}-chip-quota", compute_class.chip_quota(cfg, ns), in_namespace)
         data = front_config(cfg)
         config_map = manifests.declare(f"{name}-front-config", {
             "apiVersion": "v1", "kind": "ConfigMap",
@@ -353,10 +336,13 @@ class ServingWorkload(pulumi.ComponentResource):
             ns, selector_labels(cfg), cfg.vllm.port), in_namespace)
         self.statefulset = manifests.declare(
             f"{name}-statefulset",
-            statefulset(cfg, ns, service_account=KSA_NAME, node_pool=args.node_pool_name,
-                        storage_class_name=cache_class_name, hash_of_config=config_hash(data)),
+            statefulset(cfg, ns, service_account=KSA_NAME, image=args.image, cache_bucket=args.cache_bucket,
+                        cache_prefix=pulumi.Output.from_input(args.image).apply(
+                            lambda pinned: compile_cache.cache_prefix(pinned, cfg)),
+                        hash_of_config=config_hash(data)),
             pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(
-                depends_on=[cache_class, config_map, hf_class, api_class, ksa, binding, headless, ingress])))
+                depends_on=[quota, config_map, hf_class, api_class, ksa, binding, headless, ingress,
+                            args.compute_class, args.cache])))
         manifests.declare(f"{name}-disruption-budget", disruption_budget(cfg, ns), in_namespace)
         self.namespace = pulumi.Output.from_input(ns)
         self.register_outputs({"namespace": self.namespace})

@@ -23,11 +23,15 @@ from components.settings.facts import (
     FLEX_START_VERIFIED_ZONES,
     GEMMA_4,
     GEMMA_4_WITH_AUDIO,
+    GKE_CLASS_AUTO_CREATION_MIN_VERSION,
+    GKE_FALLBACK_MODELS,
     GKE_FLEX_START_TPU_MIN_VERSION,
     GKE_FOREIGN_NAMESPACE_PREFIXES,
     GKE_FOREIGN_NAMESPACES,
     GKE_METRICS_ADAPTER_NAMESPACE,
     GKE_METRICS_PORT,
+    GKE_MIN_VERSION,
+    GKE_MIN_VERSION_REASON,
     GKE_RELEASE_CHANNELS,
     GKE_V5E_ONE_CHIP_MACHINE,
     KV_DTYPES_ACCEPTED,
@@ -75,13 +79,17 @@ from components.settings.loading import (
 )
 from components.settings.planned_load import LoadSettings
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
+from components.settings.speculative import SpeculativeSetting
 from components.settings.tpu import TpuSettings
+from components.settings.tpu_inference import TpuInferenceSettings
 from components.settings.vllm import KvLayerGroupSetting, ModelGeometrySetting, VllmSettings
 
 __all__ = [
     "DEFAULT_MODEL", "FAMILY_PARSERS", "FLEX_START_REJECTING_ZONES", "FLEX_START_VERIFIED_ZONES",
-    "GEMMA_4", "GEMMA_4_WITH_AUDIO", "GKE_FLEX_START_TPU_MIN_VERSION", "GKE_FOREIGN_NAMESPACES",
-    "GKE_FOREIGN_NAMESPACE_PREFIXES", "GKE_METRICS_ADAPTER_NAMESPACE", "GKE_METRICS_PORT", "GKE_RELEASE_CHANNELS",
+    "GEMMA_4", "GEMMA_4_WITH_AUDIO", "GKE_CLASS_AUTO_CREATION_MIN_VERSION", "GKE_FALLBACK_MODELS",
+    "GKE_FLEX_START_TPU_MIN_VERSION", "GKE_FOREIGN_NAMESPACES", "GKE_FOREIGN_NAMESPACE_PREFIXES",
+    "GKE_METRICS_ADAPTER_NAMESPACE", "GKE_METRICS_PORT", "GKE_MIN_VERSION", "GKE_MIN_VERSION_REASON",
+    "GKE_RELEASE_CHANNELS",
     "GKE_V5E_ONE_CHIP_MACHINE", "HOSTNAME", "INWARD_SUFFIXES", "KV_DTYPES_ACCEPTED", "KV_DTYPES_FINE",
     "KV_DTYPES_FP8_NO_GAIN", "KV_DTYPES_KILL_AT_BOOT", "KV_DTYPES_UNTESTED", "MAX_RUN_SECONDS",
     "MAX_USER_LABELS", "MIN_RUN_SECONDS", "MODEL_FAMILIES", "NAMESPACE", "NARROW_SSH_COMMAND", "NO_MEDIA_DOMAIN",
@@ -90,7 +98,8 @@ __all__ = [
     "NO_VALUE", "Duration", "Finding", "InvalidSettingError", "Port", "PublicHostName", "SourceRanges", "Zone",
     "image_reference",
     "AccessSettings", "CacheSettings", "FrontSettings", "GkeSettings", "KvLayerGroupSetting", "LoadSettings",
-    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "TpuSettings", "VllmSettings",
+    "Loaded", "ModelFamily", "ModelGeometrySetting", "Settings", "SettingsError", "SpeculativeSetting",
+    "TpuInferenceSettings", "TpuSettings", "VllmSettings",
     "family_of", "from_pulumi_config", "gke_version_at_least", "load", "parse_duration",
     "pullable_image", "raw_from_pulumi_config", "secret_keys_from_pulumi_config",
 ]

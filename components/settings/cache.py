@@ -24,8 +24,8 @@ class CacheSettings(_Section):
     disk_type: Literal["pd-balanced"] = Field("pd-balanced", description=(
         "the only type v5e attaches (anything else is an error)"))
     keep_on_destroy: bool = Field(False, description=(
-        "keep the disk (and the warm cache) across destroys: it then outlives `pulumi destroy` and bills until "
-        "you delete it"))
+        "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
+        "`pulumi destroy` and bills until you delete it"))
     device_name: str = Field("persistent-disk-1", description=(
         "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`); change it only if "
         "your image names it otherwise"))

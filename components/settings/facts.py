@@ -123,8 +123,24 @@ SYSTEM_MOUNT_ROOTS = ("/etc", "/usr", "/var", "/root", "/home", "/boot", "/bin",
 NO_MEDIA_DOMAIN = "media-urls-disabled.invalid"
 
 
-# GKE: flex-start for TPU node pools needs this version or later (GKE's flex-start page, TPU requirements).
+# GKE: flex-start for TPU nodes needs this version or later (GKE's flex-start page, TPU requirements).
 GKE_FLEX_START_TPU_MIN_VERSION = "1.33.0-gke.1712000"
+# A ComputeClass creates its own node pools (nodePoolAutoCreation) on a Standard cluster without cluster-level
+# node auto-provisioning from this version on (GKE's "Configure node pool auto-creation", Limitations and
+# Requirements). The stack needs both, so this later one is its minimum.
+GKE_CLASS_AUTO_CREATION_MIN_VERSION = "1.33.3-gke.1136000"
+GKE_MIN_VERSION = GKE_CLASS_AUTO_CREATION_MIN_VERSION
+# Why GKE_MIN_VERSION, for every message that names it.
+GKE_MIN_VERSION_REASON = ("the ComputeClass creates its flex-start TPU node pools itself (node pool auto-creation "
+                          "without node auto-provisioning)")
+# What a ComputeClass priority may fall back to when flex-start has no capacity, each an explicit opt-in.
+GKE_FALLBACK_MODELS = ("spot", "on-demand")
+# The CRD's bounds on flexStart.nodeRecycling.leadTimeSeconds (computeclasses.cloud.google.com v1).
+GKE_LEAD_TIME_MAX_SECONDS = 604800
+# A replacement node must be up and warm before the old one ends: the log's warm start (497 s) plus an allowance
+# for GKE to create the node and pull the image. The allowance is not measured in the log; it is the
+# order of a GKE node's boot (a few minutes) with room for a short flex-start queue.
+GKE_NODE_UP_ALLOWANCE_SECONDS = 600
 # One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
 GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -140,7 +156,7 @@ GKE_FOREIGN_NAMESPACE_PREFIXES = ("kube-", "gke-", "gmp-")
 _GKE_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 
 
-def gke_version_at_least(version: str, minimum: str = GKE_FLEX_START_TPU_MIN_VERSION) -> bool | None:
+def gke_version_at_least(version: str, minimum: str = GKE_MIN_VERSION) -> bool | None:
     """True or False when the version says; None when it cannot (an alias like '1.33' may mean any patch)."""
     if version.strip().lower() == "latest":
         return True

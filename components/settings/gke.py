@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from components import budget
 from components.settings.facts import (
-    GKE_FLEX_START_TPU_MIN_VERSION,
+    GKE_FALLBACK_MODELS,
     GKE_FOREIGN_NAMESPACE_PREFIXES,
     GKE_FOREIGN_NAMESPACES,
+    GKE_LEAD_TIME_MAX_SECONDS,
+    GKE_MIN_VERSION,
+    GKE_MIN_VERSION_REASON,
     GKE_RELEASE_CHANNELS,
     GKE_V5E_ONE_CHIP_MACHINE,
     gke_version_at_least,
@@ -37,8 +41,9 @@ class GkeSettings(_Section):
         "zones the TPU pool may use (several: the autoscaler's fallback when one has no capacity); unset: the "
         "location's zone; zones outside the cluster's region are an error, zones other than us-west4-a warn"))
     release_channel: str = Field("REGULAR", description=(
-        "`RAPID`, `REGULAR` or `STABLE`; flex-start TPU needs 1.33.0-gke.1712000 or later, and an older channel "
-        "default stops the preview"))
+        "`RAPID`, `REGULAR` or `STABLE`; the ComputeClass's node pool auto-creation without node "
+        "auto-provisioning needs 1.33.3-gke.1136000 or later (flex-start TPU alone 1.33.0-gke.1712000), and an "
+        "older channel default stops the preview"))
     min_master_version: str | None = Field(None, description=(
         "pin the cluster's minimum version (e.g. `1.34`); older or uncomparable pins are errors; unset takes the "
         "channel's default"))
@@ -67,10 +72,36 @@ class GkeSettings(_Section):
         "explicit opt-in: an external load balancer (needs `access.servingSourceRanges`, which limit it) instead "
         "of an internal one"))
     allow_unbounded_billing: bool = Field(False, description=(
-        "explicit opt-in for spot or on-demand TPU nodes on gke: nothing stops their billing"))
+        "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
+        "stops their billing"))
     install_metrics_adapter: bool = Field(True, description=(
         "deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if a reused cluster "
         "runs one"))
+    fallback: list[Literal["spot", "on-demand"]] = Field(default_factory=list, description=(
+        "ComputeClass priorities after `tpu.provisioningModel` when it has no capacity, in order: `spot`, "
+        "`on-demand`; each an explicit opt-in, priced in the plan and the `fallbackCostPerHourUsd` output; "
+        "nothing stops their billing"))
+    recycling_lead_time: Duration = Field("1h", description=(
+        "how long before a flex-start node's run ends GKE brings up its replacement "
+        "(`nodeRecycling.leadTimeSeconds`; Google's v5e class uses 1h); at least a node (~600 s allowance) plus "
+        "the log's warm start (497 s), at most half of `tpu.maxRunDuration`; read only with flex-start"))
+
+    @field_validator("fallback")
+    @classmethod
+    def _distinct_fallbacks(cls, values: list[str]) -> list[str]:
+        if len(set(values)) != len(values):
+            raise InvalidSettingError("a fallback is listed twice",
+                                      f"list each fallback once, in the order to try them, e.g. "
+                                      f"{json.dumps(list(GKE_FALLBACK_MODELS))}")
+        return values
+
+    @field_validator("recycling_lead_time")
+    @classmethod
+    def _lead_time(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if not 1 <= seconds <= GKE_LEAD_TIME_MAX_SECONDS:
+            raise InvalidSettingError("outside the ComputeClass CRD's bounds", "use between 1s and 7d, e.g. 1h")
+        return value
 
     @field_validator("machine_type")
     @classmethod
@@ -112,14 +143,13 @@ class GkeSettings(_Section):
         newer = gke_version_at_least(value)
         if newer is None:
             raise InvalidSettingError(
-                f"cannot tell whether {value!r} is {GKE_FLEX_START_TPU_MIN_VERSION} or later (flex-start TPU "
-                "node pools need that)",
-                f"write a full version like {GKE_FLEX_START_TPU_MIN_VERSION}, a newer minor like 1.34, or remove the "
+                f"cannot tell whether {value!r} is {GKE_MIN_VERSION} or later ({GKE_MIN_VERSION_REASON})",
+                f"write a full version like {GKE_MIN_VERSION}, a newer minor like 1.34, or remove the "
                 "key to take the channel's default",
             )
         if not newer:
             raise InvalidSettingError(
-                f"flex-start TPU node pools need GKE {GKE_FLEX_START_TPU_MIN_VERSION} or later",
+                f"GKE {GKE_MIN_VERSION} or later is needed ({GKE_MIN_VERSION_REASON})",
                 "set 1.34 (or a 1.33 patch at or past that build), or remove the key to take the channel's default",
             )
         return value
@@ -180,3 +210,7 @@ class GkeSettings(_Section):
     @property
     def termination_grace_seconds(self) -> int:
         return parse_duration(self.termination_grace_period)
+
+    @property
+    def recycling_lead_seconds(self) -> int:
+        return parse_duration(self.recycling_lead_time)

@@ -17,6 +17,7 @@ from components.settings.front import FrontSettings
 from components.settings.gke import GkeSettings
 from components.settings.planned_load import LoadSettings
 from components.settings.tpu import TpuSettings
+from components.settings.tpu_inference import TpuInferenceSettings
 from components.settings.vllm import VllmSettings
 
 TOP_LEVEL_KEYS = {
@@ -27,6 +28,7 @@ TOP_LEVEL_KEYS = {
     "load": LoadSettings,
     "front": FrontSettings,
     "gke": GkeSettings,
+    "tpuInference": TpuInferenceSettings,
     "platform": None,
     "hfToken": None,
     "hfTokenSecret": None,
@@ -49,10 +51,12 @@ class Settings(_Section):
     access: AccessSettings = Field(default_factory=AccessSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
     front: FrontSettings = Field(default_factory=FrontSettings)
+    tpu_inference: TpuInferenceSettings = Field(default_factory=TpuInferenceSettings)
     platform: Literal["vm", "gke"] = Field("vm", description=(
         "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
         "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "
-        "`cache.sizeGb` / `keepOnDestroy` (per replica) and `access.*Ranges` apply to both"))
+        "`cache.keepOnDestroy` (gke: the cache bucket) and `access.*Ranges` apply to both; `cache.sizeGb` is the "
+        "VM's disk only (gke warns: its cache is a bucket)"))
     gke: GkeSettings = Field(default_factory=GkeSettings)
     hf_token: SecretStr | None = Field(None, description=(
         "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "

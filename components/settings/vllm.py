@@ -25,6 +25,7 @@ from components.settings.facts import (
 )
 from components.settings.fields import Duration, Port, PublicHostName, _Section, image_reference, parse_duration, warn
 from components.settings.findings import InvalidSettingError
+from components.settings.speculative import SpeculativeSetting
 
 VLLM_IMAGE = "vllm/vllm-tpu:nightly"
 
@@ -82,7 +83,9 @@ class VllmSettings(_Section):
 
     image: image_reference(VLLM_IMAGE) = Field(VLLM_IMAGE, description=(
         "the container; pin a tag for repeatable boots; must be a pullable reference (`repo:tag` or "
-        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error)"))
+        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error). On gke a tag is resolved to its "
+        "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
+        "as written"))
     model: str = Field(DEFAULT_MODEL, description=(
         "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
         "without measured geometry warns what goes unchecked (see *Changing the model*)"))
@@ -92,10 +95,11 @@ class VllmSettings(_Section):
         "server (errors)"))
     max_model_len: int = Field(32768, ge=256, description=(
         "costs no KV: block size scales to keep 512 blocks per request; at most the model's context (131072 for "
-        "E2B; vLLM refuses more)"))
+        "E2B; vLLM refuses more); above 32768 (the log's 65536 arm) warns as untested, with the KV budget"))
     max_num_batched_tokens: int = Field(4096, ge=16, description=(
         "powers of two only (2496 compiles as 4096, -24.7%); below 2496 the server refuses to start with "
-        "multimodal on"))
+        "multimodal on; above 4096 (the log's 8192 arm) warns as untested; with `tpuInference.bucketPaddingGap` "
+        "the buckets step by the gap"))
     tensor_parallel_size: int = Field(1, description=(
         "one chip; one KV head is replicated, not sharded (anything else is an error)"))
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1, description=(
@@ -104,7 +108,8 @@ class VllmSettings(_Section):
     disable_chunked_mm_input: bool = Field(True, description=(
         "keeps each multimodal item in one batch; with it, `maxNumBatchedTokens` must hold the largest item"))
     limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 4, "audio": 1}, description=(
-        "the multimodal contract; zeros lift the 2496 floor; modalities are vLLM's `image`, `video`, `audio`, "
+        "the multimodal contract; zeros lift the 2496 floor (the log's text-only arm, which warns as untested); "
+        "modalities are vLLM's `image`, `video`, `audio`, "
         "`vision_chunk`, counts 0 or more; the default follows the model (no `audio` for Gemma 4 26B/31B, `{}` "
         "for other families)"))
     enable_auto_tool_choice: bool = Field(True, description=(
@@ -136,6 +141,10 @@ class VllmSettings(_Section):
     container_access: Literal["privileged", "devices"] = Field("privileged", description=(
         "how the container reaches the TPU: `privileged` (measured by the log) or `devices` (`/dev/vfio/*`, "
         "`/dev/accel*` + memlock; not measured)"))
+    speculative_config: SpeculativeSetting | None = Field(None, description=(
+        "n-gram speculative decoding, `--speculative-config` (`method: ngram`; `numSpeculativeTokens` / "
+        "`promptLookupMax` / `promptLookupMin`, default 3 / 5 / 3, tpu-inference's own test sizes); other methods "
+        "and a min above the max are errors; not measured by the log (warns; see [arms](arms.md))"))
 
     @model_validator(mode="before")
     @classmethod
@@ -262,17 +271,6 @@ class VllmSettings(_Section):
                 + ", ".join(sorted(KV_DTYPES_ACCEPTED)) + " and turboquant_*",
                 "use auto",
             )
-        return value
-
-    @field_validator("max_num_batched_tokens")
-    @classmethod
-    def _bucketed(cls, value: int, info: ValidationInfo) -> int:
-        bucket = budget.next_power_of_two(value)
-        if bucket != value:
-            warn(cls, info, value,
-                 f"compiles as the {bucket} bucket (TPU precompiles powers of two) and runs {bucket}-shaped "
-                 "kernels with less work in them: the log measured -24.7% throughput at 2496",
-                 f"use {bucket}")
         return value
 
     @field_validator("tensor_parallel_size")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from components import front
-from components.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, vllm_serve_args
+from components.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
 from components.settings import Settings
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
@@ -55,6 +55,8 @@ def docker_run_args(settings: Settings) -> list[str]:
         "-v", f"{API_KEY_FILE}:{CONTAINER_API_KEY_FILE}:ro",
         "-e", f"HF_TOKEN_PATH={CONTAINER_HF_TOKEN_FILE}",
     ]
+    for name, value in backend_environment(settings).items():
+        args += ["-e", f"{name}={value}"]
     if settings.vllm.weights_on_disk:
         args += ["-v", f"{mount}/huggingface:{CONTAINER_HF_DIR}", "-e", f"HF_HOME={CONTAINER_HF_DIR}"]
     else:

@@ -65,6 +65,21 @@ class FakeServer:
 
             do_GET = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815
 
+            def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+                # As HTTP says: the GET's status and headers, no body.
+                request = Request(self.command, self.path, self.headers, b"")
+                with fake.lock:
+                    fake.requests.append(request)
+                    response = fake.handle(request)
+                if response is None:
+                    self.close_connection = True
+                    return
+                self.send_response(response.status)
+                for key, value in response.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(response.data)))
+                self.end_headers()
+
             def log_message(self, *args: Any) -> None:
                 pass
 

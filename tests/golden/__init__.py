@@ -37,6 +37,9 @@ STACKS = (
     GoldenStack("spot", VARIANT_STACKS_DIR, "vm on spot (no run duration that stops billing)"),
     GoldenStack("keepcache", VARIANT_STACKS_DIR, "vm whose cache disk outlives destroy (retain_on_delete)"),
     GoldenStack("stacktoken", VARIANT_STACKS_DIR, "vm whose stack keeps the HF token (secure: value)"),
+    GoldenStack("arms", VARIANT_STACKS_DIR, "vm with every untested arm and every tpu-inference variable set"),
+    GoldenStack("textonly", VARIANT_STACKS_DIR, "vm as the text-only trade (no media, the 2048 bucket)"),
+    GoldenStack("gkearms", VARIANT_STACKS_DIR, "gke with tpu-inference variables and n-gram speculative decoding"),
 )
 
 

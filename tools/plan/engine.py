@@ -28,6 +28,7 @@ from tools.plan.placeholders import (
     MOCK_GKE_CHANNEL_DEFAULTS,
     MOCK_GKE_ENDPOINT,
     MOCK_GKE_VERSION,
+    MOCK_IMAGE_DIGEST_HEX,
     MOCK_INTERNAL_IP,
     MOCK_LOAD_BALANCER_IP,
     MOCK_NODE_UID,
@@ -169,6 +170,11 @@ class StackMocks(pulumi.runtime.Mocks):
                 "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
+        if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
+            from components.gke.image_digest import parse
+
+            pinned = parse(inputs["image"]).pinned(f"sha256:{MOCK_IMAGE_DIGEST_HEX}")
+            return {"pinned": pinned, "digest": pinned.split("@", 1)[1]}
         if typ == "command:remote:Command":
             return {"stdout": "", "stderr": ""}
         return self._gke_outputs(typ, inputs)
@@ -215,6 +221,7 @@ class StackMocks(pulumi.runtime.Mocks):
                 "masterAuths": [{"clusterCaCertificate": MOCK_GKE_CA}],
                 "workloadIdentityConfigs": [{"workloadPool": f"{self.project}.svc.id.goog"}],
                 "secretManagerConfigs": [{"enabled": True}],
+                "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": True}]}],
                 "monitoringConfigs": [{"managedPrometheuses": [{"enabled": True}]}],
                 "datapathProvider": "ADVANCED_DATAPATH",  # Dataplane V2: NetworkPolicy enforced
                 "network": f"projects/{self.project}/global/networks/default",

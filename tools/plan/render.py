@@ -20,7 +20,9 @@ KEY_INPUTS = ("service", "accountId", "secretId", "role", "member", "name", "siz
               "zone", "sourceRanges", "allows", "targetTags", "algorithm", "length")
 # The gke platform's: cluster and node pools, and each Kubernetes object's name and namespace.
 KEY_INPUTS += ("location", "releaseChannel", "nodeLocations", "autoscaling", "placementPolicy", "management",
-               "nodeConfig", "metadata")
+               "nodeConfig", "metadata", "image")
+# Kubernetes objects whose whole spec is what a reviewer reads first: the ComputeClass makes every TPU node.
+SPEC_SHOWN_TYPES = ("kubernetes:cloud.google.com/v1:ComputeClass",)
 UNKNOWN_OFFLINE = "<unknown offline>"
 # Shorter command lines read best as they are.
 WRAP_ABOVE_CHARS = 100
@@ -77,6 +79,8 @@ def _shown_inputs(resource: dict[str, Any]) -> list[str]:
     inputs = resource["inputs"]
     keys = [key for key in KEY_INPUTS if key in inputs]
     keys += [key for key in ("body", *COMMAND_INPUTS, "stdin", "connection") if key in inputs]
+    if resource["type"] in SPEC_SHOWN_TYPES and "spec" in inputs:
+        keys.append("spec")
     return keys
 
 
@@ -89,13 +93,21 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
         lines += ["", "gke (the cluster as a whole, between gke.minReplicas and gke.maxReplicas):"]
         lines += [f"  {key}: {budget[key]}" for key in (
             "gke_replicas", "gke_cost_per_hour_usd_at_max_replicas", "gke_cost_per_hour_usd_at_min_replicas",
-            "gke_cluster_fee_and_system_pool_usd_per_hour", "gke_max_spend_per_run_usd",
+            "gke_baseline_usd_per_hour", "gke_max_spend_per_run_usd",
             "gke_usd_per_month_at_min_replicas", "kv_tokens_at_max_replicas", "load_limit_tokens_at_max_replicas")
             if key in budget]
     lines += ["", "memory and load (one v5e chip):"]
     for key in ("kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib", "kv_pool_gib",
                 "outside_cap_gib", "load_limit_tokens", "planned_load_tokens"):
         lines.append(f"  {key}: {budget[key]}")
+    for key in ("blocks_per_request", "token_buckets", "tpu_inference_environment"):
+        if key in budget:
+            shown = budget[key] if isinstance(budget[key], int) else json.dumps(budget[key], sort_keys=True)
+            lines.append(f"  {key}: {shown}")
+    if budget.get("untested_arms"):
+        lines += ["", "untested arms (the build log did not measure these; compare each with docs/arms.md):"]
+        for arm in budget["untested_arms"]:
+            lines += [f"  {arm['setting']}: {arm['renders']}", f"    {arm['why']}"]
     return lines
 
 

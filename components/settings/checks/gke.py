@@ -3,8 +3,10 @@ billing, and what the vm platform alone reads."""
 
 from __future__ import annotations
 
+import math
+
 from components import budget
-from components.settings.facts import FLEX_START_VERIFIED_ZONES
+from components.settings.facts import FLEX_START_VERIFIED_ZONES, GKE_FALLBACK_MODELS, GKE_NODE_UP_ALLOWANCE_SECONDS
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 
@@ -53,6 +55,12 @@ def gke_checks(settings: Settings) -> list[Finding]:
             "use flex-start, or set gke.allowUnboundedBilling true if you mean it",
             also_keys=("gke.maxReplicas",),
         ))
+    findings += class_checks(settings)
+    if "size_gb" in settings.cache.model_fields_set:
+        findings.append(Finding.warning(
+            "cache.sizeGb", settings.cache.size_gb,
+            "read only by the vm platform (its cache disk); on gke the compile cache is a Cloud Storage bucket, "
+            "billed for what it holds", "remove it"))
     if model == "flex-start":
         unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
         if unverified:
@@ -87,4 +95,39 @@ def gke_checks(settings: Settings) -> list[Finding]:
                 f"({kv.load_limit_tokens * gke.max_replicas:,})",
                 "raise gke.maxReplicas or plan less load",
             ))
+    return findings
+
+
+def class_checks(settings: Settings) -> list[Finding]:
+    """The ComputeClass's priorities: fallbacks after the first one, and a recycling lead time that brings a warm
+    replacement before each run ends without replacing a node that has barely started."""
+    gke, model = settings.gke, settings.tpu.provisioning_model
+    findings: list[Finding] = []
+    if model in gke.fallback:
+        findings.append(Finding(
+            "gke.fallback", gke.fallback, f"{model!r} is already the first priority (tpu.provisioningModel)",
+            f"list only what to try after it, e.g. {[m for m in GKE_FALLBACK_MODELS if m != model]}".replace("'", '"'),
+            also_keys=("tpu.provisioningModel",)))
+    if model != "flex-start":
+        if "recycling_lead_time" in gke.model_fields_set:
+            findings.append(Finding.warning(
+                "gke.recyclingLeadTime", gke.recycling_lead_time,
+                f"read only with flex-start (its nodes end after tpu.maxRunDuration); {model} nodes have no run "
+                "end, so nothing is recycled", "remove it"))
+        return findings
+    lead, run = gke.recycling_lead_seconds, settings.tpu.run_seconds
+    least = budget.WARM_BOOT_SECONDS + GKE_NODE_UP_ALLOWANCE_SECONDS
+    if lead < least:
+        findings.append(Finding(
+            "gke.recyclingLeadTime", gke.recycling_lead_time,
+            f"{lead} s is too short for the replacement to be up and warm before the run ends (a node, "
+            f"~{GKE_NODE_UP_ALLOWANCE_SECONDS} s, plus the log's warm start, {budget.WARM_BOOT_SECONDS} s: {least} s)",
+            f"use at least {math.ceil(least / 60)}m, e.g. 1h (Google's v5e class)"))
+    if lead * 2 > run:
+        findings.append(Finding(
+            "gke.recyclingLeadTime", gke.recycling_lead_time,
+            f"{lead} s is over half of tpu.maxRunDuration ({settings.tpu.max_run_duration}, {run} s), so two chips "
+            "would bill for most of every run",
+            f"use at most {run // 2 // 60}m, or raise tpu.maxRunDuration (e.g. 1d)",
+            also_keys=("tpu.maxRunDuration",)))
     return findings

@@ -1,0 +1,108 @@
+"""The ComputeClass that provisions every TPU node (cloud.google.com/v1, node pool auto-creation).
+
+Priorities, in order: tpu.provisioningModel (flex-start by default, with its run duration and node recycling:
+GKE brings up the replacement `gke.recyclingLeadTime` before a node's run ends, so a replica moves to a warm
+node instead of waiting for one), then the `gke.fallback` models the user opted into. Zones from
+gke.nodeLocations. Shaped after Google's v5e 1x1 class (GoogleCloudPlatform/accelerated-platforms,
+platforms/gke/base/core/custom_compute_class/templates/manifests/tpu/v5e/custom-compute-tpu-v5e-1x1.yaml), and
+checked against the CRD's own schema in the tests (tests/schemas/computeclass_v1.json).
+
+A namespace ResourceQuota caps the chips the workload's pods may request at gke.maxReplicas: a ComputeClass
+has no node maximum of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.gke import manifests
+from components.gke.cluster import BOOT_DISK_GB, BOOT_DISK_TYPE
+from components.settings import Settings
+
+COMPUTE_CLASS_API = "cloud.google.com/v1"
+# GKE labels (and taints) every node a class creates with the class's name; pods select it with this key.
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+TPU_TYPE = "tpu-v5-lite-podslice"
+TPU_TOPOLOGY = "1x1"
+CHIPS_PER_NODE = 1
+# Written from gke.fallback / gke.allowUnboundedBilling only; the policy pack honours it on the stack's own class.
+UNBOUNDED_BILLING_ANNOTATION = "tpu-vllm/unbounded-billing-opt-in"
+# Taints GKE puts on the nodes of each model (the pods tolerate the ones their class can make).
+MODEL_TAINTS = {"flex-start": "cloud.google.com/gke-flex-start", "spot": "cloud.google.com/gke-spot"}
+TPU_RESOURCE = "google.com/tpu"
+
+
+def class_name(settings: Settings) -> str:
+    return f"{settings.resource_prefix}-tpu-v5e-1x1"
+
+
+def models(settings: Settings) -> list[str]:
+    """The provisioning models of the class's priorities, first to last."""
+    return [settings.tpu.provisioning_model, *settings.gke.fallback]
+
+
+def unbounded_models(settings: Settings) -> list[str]:
+    """Models with no run end that the settings opted into: fallbacks, or a spot / on-demand primary
+    (gke.allowUnboundedBilling)."""
+    return [model for model in models(settings) if model != "flex-start"]
+
+
+def priority(settings: Settings, model: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "tpu": {"type": TPU_TYPE, "topology": TPU_TOPOLOGY, "count": CHIPS_PER_NODE},
+        "location": {"zones": list(settings.gke.tpu_zones)},
+        # GKE's default boot disk, stated so the plan prices exactly it.
+        "storage": {"bootDiskSize": BOOT_DISK_GB, "bootDiskType": BOOT_DISK_TYPE},
+    }
+    if model == "flex-start":
+        rule["flexStart"] = {"enabled": True,
+                             "nodeRecycling": {"leadTimeSeconds": settings.gke.recycling_lead_seconds}}
+        rule["maxRunDurationSeconds"] = settings.tpu.run_seconds
+    else:
+        rule["spot"] = model == "spot"
+    return rule
+
+
+def compute_class(settings: Settings, node_service_account: Any) -> dict[str, Any]:
+    unbounded = unbounded_models(settings)
+    annotations = {UNBOUNDED_BILLING_ANNOTATION: ",".join(unbounded)} if unbounded else None
+    return {
+        "apiVersion": COMPUTE_CLASS_API, "kind": "ComputeClass",
+        "metadata": manifests.metadata(class_name(settings), annotations=annotations),
+        "spec": {
+            "priorities": [priority(settings, model) for model in models(settings)],
+            # The class makes its own node pools, with the nodes' least-privilege identity (not Compute's default).
+            # No imageStreaming (Google's class sets it): it streams Artifact Registry images only, and needs the
+            # Container File System API; vllm/vllm-tpu comes from Docker Hub.
+            "nodePoolAutoCreation": {"enabled": True},
+            "nodePoolConfig": {"serviceAccount": node_service_account},
+            # With no priority satisfiable, wait for capacity rather than put a TPU pod anywhere else.
+            "whenUnsatisfiable": "DoNotScaleUp",
+            # Move replicas back to the first priority when it has capacity again (a fallback costs more).
+            "activeMigration": {"optimizeRulePriority": bool(settings.gke.fallback)},
+        },
+    }
+
+
+def node_selector(settings: Settings) -> dict[str, str]:
+    """Only nodes this class made carry its label: a pod can land nowhere else."""
+    return {COMPUTE_CLASS_LABEL: class_name(settings),
+            "cloud.google.com/gke-tpu-accelerator": TPU_TYPE,
+            "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY}
+
+
+def tolerations(settings: Settings) -> list[dict[str, str]]:
+    found = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+             {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": class_name(settings), "effect": "NoSchedule"}]
+    found += [{"key": MODEL_TAINTS[model], "operator": "Exists", "effect": "NoSchedule"}
+              for model in models(settings) if model in MODEL_TAINTS]
+    return found
+
+
+def chip_quota(settings: Settings, namespace: str) -> dict[str, Any]:
+    """The namespace's pods may request at most gke.maxReplicas chips: the cap the API server enforces."""
+    return {
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": manifests.metadata("tpu-chips", namespace),
+        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(settings.gke.max_replicas * CHIPS_PER_NODE)}},
+    }

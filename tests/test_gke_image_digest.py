@@ -1,0 +1,159 @@
+"""One vLLM build per deployment: the resolver against a registry on 127.0.0.1, the provider's pinning, the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.gke import image_digest
+from components.gke.image_digest import ImageDigestProvider, ResolveError, parse, resolve
+from tests import program as harness
+from tests.fakes.registry import FakeRegistry, manifest_bytes
+
+STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DIGEST_TYPE = "pulumi-python:dynamic/tpu-vllm:ImageDigest"
+
+
+@pytest.fixture()
+def registry():
+    with FakeRegistry({"vllm/vllm-tpu": {"nightly": manifest_bytes("nightly"), "v0.1": manifest_bytes("v0.1")}}) \
+            as fake:
+        yield fake
+
+
+@pytest.mark.parametrize(("image", "registry", "repository", "tag", "digest"), [
+    ("vllm/vllm-tpu:nightly", "docker.io", "vllm/vllm-tpu", "nightly", None),
+    ("nginx", "docker.io", "library/nginx", "latest", None),
+    ("us-docker.pkg.dev/p/r/vllm:v1", "us-docker.pkg.dev", "p/r/vllm", "v1", None),
+    ("localhost:5000/team/img", "localhost:5000", "team/img", "latest", None),
+    ("vllm/vllm-tpu@sha256:" + "a" * 64, "docker.io", "vllm/vllm-tpu", None, "sha256:" + "a" * 64),
+])
+def test_references_are_read_as_docker_reads_them(image, registry, repository, tag, digest):
+    assert parse(image) == image_digest.ImageReference(registry, repository, tag, digest)
+
+
+def test_a_tag_resolves_to_its_manifest_digest_through_the_token_challenge(registry):
+    image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly"
+    pinned = resolve(image)
+    assert pinned == f"127.0.0.1:{registry.port}/vllm/vllm-tpu@{registry.digest(manifest_bytes('nightly'))}"
+    first, token, retried = registry.requests
+    assert (first.method, first.path, "Authorization" in first.headers) == (
+        "HEAD", "/v2/vllm/vllm-tpu/manifests/nightly", False)
+    assert token.path == "/token" and token.query["scope"] == "repository:vllm/vllm-tpu:pull"
+    assert retried.headers["Authorization"].startswith("Bearer tok-")
+    # A multi-arch index is asked for first: its digest is what the kubelet pulls by.
+    assert retried.headers["Accept"].split(", ")[0] == "application/vnd.oci.image.index.v1+json"
+    assert resolve(image.replace("nightly", "v0.1")) != pinned
+
+
+def test_without_the_digest_header_the_digest_is_the_manifests_own_hash():
+    with FakeRegistry({"vllm/vllm-tpu": {"nightly": manifest_bytes("nightly")}}, digest_on_head=False) as fake:
+        pinned = resolve(f"127.0.0.1:{fake.port}/vllm/vllm-tpu:nightly")
+        assert pinned.endswith("@" + fake.digest(manifest_bytes("nightly")))
+        assert [r.method for r in fake.requests][-1] == "GET"
+
+
+def test_a_digest_reference_is_used_as_written_without_a_call(registry):
+    image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu@sha256:" + "b" * 64
+    assert resolve(image) == image and registry.requests == []
+
+
+@pytest.mark.parametrize(("image", "message"), [
+    ("vllm/vllm-tpu:missing", "no tag 'missing' for vllm/vllm-tpu"),
+])
+def test_an_unknown_tag_says_so(registry, image, message):
+    with pytest.raises(ResolveError, match=message):
+        resolve(f"127.0.0.1:{registry.port}/{image}")
+
+
+def test_an_unreachable_registry_is_an_error_not_a_traceback():
+    with FakeRegistry({}) as fake:
+        port = fake.port
+    with pytest.raises(ResolveError, match=f"could not reach 127.0.0.1:{port}"):
+        resolve(f"127.0.0.1:{port}/vllm/vllm-tpu:nightly", timeout=5)
+
+
+@pytest.mark.parametrize("realm", ["http://registry.example/token", "https://127.0.0.1:1/token",
+                                   "file:///etc/passwd"])
+def test_a_remote_registrys_challenge_cannot_steer_the_token_request(realm):
+    # A registry that is not on this machine may not send the deploy machine to plain HTTP or inward.
+    reference = parse("registry.example/vllm/vllm-tpu:nightly")
+    challenge = f'Bearer realm="{realm}",service="fake-registry",scope="repository:vllm/vllm-tpu:pull"'
+    with pytest.raises(ResolveError, match="token realm"):
+        image_digest._bearer_token(challenge, reference, timeout=1)
+
+
+def test_the_provider_pins_at_create_and_keeps_the_pin_until_the_tag_setting_changes(registry):
+    provider = ImageDigestProvider()
+    image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly"
+    created = provider.create({"image": image, "pinned": None, "digest": None})
+    assert created.outs["pinned"] == created.id and created.outs["digest"] == registry.digest(
+        manifest_bytes("nightly"))
+    # The tag moves on at the registry: a refresh and a same-settings up keep the first build.
+    registry.tags["vllm/vllm-tpu"]["nightly"] = manifest_bytes("nightly-2")
+    assert provider.read(created.id, created.outs).outs["pinned"] == created.outs["pinned"]
+    assert provider.diff(created.id, created.outs, {"image": image}).changes is False
+    changed = provider.diff(created.id, created.outs, {"image": image.replace("nightly", "v0.1")})
+    assert changed.changes is True and changed.replaces == ["image"]
+
+
+def test_a_failed_resolution_names_the_setting_and_the_fix(registry):
+    with pytest.raises(Exception) as raised:
+        ImageDigestProvider().create({"image": f"127.0.0.1:{registry.port}/vllm/vllm-tpu:gone"})
+    message = str(raised.value)
+    assert message.startswith(f"tpu-vllm:vllm.image = '127.0.0.1:{registry.port}/vllm/vllm-tpu:gone'")
+    assert "docker buildx imagetools inspect" in message and "sha256:<digest>" in message
+
+
+def test_every_replica_runs_the_pinned_image_and_the_plan_shows_it(gke_program):
+    [digest] = gke_program.of_type(DIGEST_TYPE)
+    assert digest["inputs"]["image"] == "vllm/vllm-tpu:nightly"
+    pod = gke_program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+    vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
+    assert vllm["image"] == gke_program.output("vllmImage")["value"]
+    assert vllm["image"].startswith("vllm/vllm-tpu@sha256:") and ":nightly" not in vllm["image"]
+
+
+def test_a_digest_in_the_settings_registers_no_resolver():
+    pinned = "vllm/vllm-tpu@sha256:" + "c" * 64
+    program = harness.run(harness.with_section(harness.gke_config(), "vllm", image=pinned), stack="gke")
+    assert program.problems is None and not program.of_type(DIGEST_TYPE)
+    assert program.output("vllmImage")["value"] == pinned
+
+
+def test_the_real_provider_host_pins_at_create_and_keeps_it_through_diff(tmp_path, registry):
+    """The engine's part, as tests/test_provider_host.py plays it: `python -m pulumi.dynamic` from the project root,
+    the provider pickled into `__provider`, Check / Create / Diff over gRPC."""
+    import os
+
+    from google.protobuf import struct_pb2
+    from pulumi.dynamic.dynamic import serialize_provider
+    from pulumi.runtime import proto, rpc
+
+    from tests.test_provider_host import ROOT, Host, marshal, pickled_globals, unmarshal
+
+    blob = serialize_provider(ImageDigestProvider())
+    assert pickled_globals(blob) == [("components.gke.image_digest", "ImageDigestProvider")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8", "PULUMI_PROJECT": "tpu-vllm",
+           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    host = Host(ROOT, env, tmp_path / "host.stderr")
+    try:
+        urn = f"urn:pulumi:gke::tpu-vllm::tpu-vllm:gke:Deployment${DIGEST_TYPE}::vllm-image"
+        image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly"
+        ins = {"image": image, "pinned": None, "digest": None, "__provider": rpc.wrap_rpc_secret(blob)}
+        host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptSecrets=True,
+                                                      acceptResources=True))
+        checked = host.call("Check", proto.CheckRequest(urn=urn, type=DIGEST_TYPE, name="vllm-image",
+                                                        olds=struct_pb2.Struct(), news=marshal(ins, False)))
+        created = host.call("Create", proto.CreateRequest(urn=urn, properties=checked.inputs, timeout=60))
+        outs = unmarshal(created.properties)
+        assert outs["pinned"] == created.id == f"127.0.0.1:{registry.port}/vllm/vllm-tpu@" + registry.digest(
+            manifest_bytes("nightly"))
+        registry.tags["vllm/vllm-tpu"]["nightly"] = manifest_bytes("moved on")  # a new nightly
+        same = host.call("Diff", proto.DiffRequest(id=created.id, urn=urn, olds=created.properties,
+                                                   news=checked.inputs))
+        assert same.changes == proto.DiffResponse.DIFF_NONE
+        moved = marshal({**ins, "image": image.replace("nightly", "v0.1")}, False)
+        changed = host.call("Diff", proto.DiffRequest(id=created.id, urn=urn, olds=created.properties, news=moved))
+        assert changed.changes == proto.DiffResponse.DIFF_SOME and list(changed.replaces) == ["image"]
+    finally:
+        host.stop()

@@ -1,0 +1,223 @@
+"""tools.status on a gke stack, against a fake `pulumi` and a fake `kubectl` on PATH that answer from files the
+test writes (objects shaped as the API server returns them). Canary secrets must never be printed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.shims import make_shims
+from tools import status, status_report
+
+CANARY_API_KEY = "canary-gke-api-key-4b9e2d7f1a"
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+CLASS = "tpu-vllm-gke-tpu-v5e-1x1"
+CONTEXT = "gke_proj_us-west4-a_tpu-vllm-gke"
+OUTPUTS = {
+    "platform": "gke", "clusterName": "tpu-vllm-gke", "clusterLocation": "us-west4-a", "namespace": "tpu-vllm",
+    "computeClass": CLASS,
+    "credentialsCommand": "gcloud container clusters get-credentials tpu-vllm-gke --location us-west4-a "
+                          "--project proj",
+    "apiKey": CANARY_API_KEY,
+}
+
+FAKE_PULUMI = r"""
+[[ "$1 $2 $3 $4" == "stack output --json --show-secrets" ]] || { echo "fake pulumi: unexpected $*" >&2; exit 3; }
+cat "$FAKE_KUBE/outputs.json"
+"""
+# kubectl --context C get <what> [-n NS] [-l SEL] [NAME] -o json: answers from $FAKE_KUBE/<what>.json.
+FAKE_KUBECTL = r"""
+[[ "$1" == --context ]] || { echo "fake kubectl: no --context" >&2; exit 3; }
+if [[ ! -f "$FAKE_KUBE/contexts/$2" ]]; then
+  echo "error: context \"$2\" does not exist" >&2; exit 1
+fi
+[[ "$3" == get ]] || { echo "fake kubectl: only get (got $3)" >&2; exit 3; }
+[[ "${@: -2}" == "-o json" ]] || { echo "fake kubectl: -o json expected" >&2; exit 3; }
+what="$4"
+if [[ -f "$FAKE_KUBE/$what.json" ]]; then cat "$FAKE_KUBE/$what.json"
+else echo "Error from server (NotFound): $what not found" >&2; exit 1; fi
+"""
+
+
+class Cluster:
+    def __init__(self, root: Path):
+        self.dir = root / "kube"
+        (self.dir / "contexts").mkdir(parents=True)
+        (self.dir / "contexts" / CONTEXT).write_text("")
+        self.log = root / "argv.log"
+        self.env = make_shims(root / "bin", self.log, {"pulumi": FAKE_PULUMI, "kubectl": FAKE_KUBECTL})
+        self.put("outputs", OUTPUTS)
+        self.put("computeclass", compute_class_object())
+        self.put("nodes", {"items": []})
+        self.put("pods", {"items": []})
+        self.put("hpa", hpa())
+
+    def put(self, what: str, value) -> None:
+        (self.dir / f"{what}.json").write_text(json.dumps(value))
+
+    def remove(self, what: str) -> None:
+        (self.dir / f"{what}.json").unlink()
+
+
+def compute_class_object(health: str = "True", message: str = "") -> dict:
+    return {"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": CLASS},
+            "spec": {"priorities": [
+                {"flexStart": {"enabled": True, "nodeRecycling": {"leadTimeSeconds": 3600}},
+                 "maxRunDurationSeconds": 86400, "tpu": {"type": "tpu-v5-lite-podslice", "count": 1}},
+                {"spot": True, "tpu": {"type": "tpu-v5-lite-podslice", "count": 1}}]},
+            "status": {"conditions": [{"type": "Health", "status": health, "message": message}]}}
+
+
+def node(name: str, created: datetime, *, model: str = "flex-start", zone: str = "us-west4-a") -> dict:
+    labels = {"cloud.google.com/compute-class": CLASS, "topology.kubernetes.io/zone": zone}
+    if model == "flex-start":
+        labels["cloud.google.com/gke-flex-start"] = "true"
+    elif model == "spot":
+        labels["cloud.google.com/gke-spot"] = "true"
+    return {"metadata": {"name": name, "labels": labels, "creationTimestamp": f"{created:%Y-%m-%dT%H:%M:%SZ}"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name: str, state: str) -> dict:
+    meta = {"name": name, "labels": {"app.kubernetes.io/name": "tpu-vllm"}}
+    if state == "queued":
+        return {"metadata": meta, "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."}]}}
+    running = {"running": {"startedAt": f"{NOW - timedelta(minutes=6):%Y-%m-%dT%H:%M:%SZ}"}}
+    vllm = {"name": "vllm", "state": running, "ready": state == "ready"}
+    if state == "crash":
+        vllm["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting"}}
+    conditions = [{"type": "PodScheduled", "status": "True"},
+                  {"type": "Ready", "status": "True" if state == "ready" else "False"}]
+    return {"metadata": meta, "spec": {"nodeName": "gke-node-1"},
+            "status": {"phase": "Running", "conditions": conditions, "containerStatuses": [vllm]}}
+
+
+def hpa(current: int = 1, desired: int = 1, metric: str | None = "3", active: bool = True) -> dict:
+    status_ = {"currentReplicas": current, "desiredReplicas": desired,
+               "conditions": [{"type": "ScalingActive", "status": "True" if active else "False",
+                               "reason": "ValidMetricFound" if active else "FailedGetPodsMetric",
+                               "message": "" if active else "unable to get metric prometheus.googleapis.com"}]}
+    if metric is not None:
+        status_["currentMetrics"] = [{"type": "Pods", "pods": {"current": {"averageValue": metric}}}]
+    return {"metadata": {"name": "vllm", "namespace": "tpu-vllm"},
+            "spec": {"minReplicas": 1, "maxReplicas": 4,
+                     "metrics": [{"type": "Pods", "pods": {"target": {"averageValue": "10"}}}]},
+            "status": status_}
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch, capsys):
+    made = Cluster(tmp_path)
+    monkeypatch.setenv("PATH", made.env["PATH"])
+    monkeypatch.setenv("FAKE_KUBE", str(made.dir))
+    yield made
+    printed = capsys.readouterr()
+    assert CANARY_API_KEY not in printed.out + printed.err, "a secret was printed"
+    assert CANARY_API_KEY not in made.log.read_text(), "a secret reached a command line"
+
+
+def run() -> int:
+    return status.main(["--stack", "gke"], clock=lambda: NOW)
+
+
+def shown(capsys) -> str:
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return captured.out + captured.err
+
+
+def test_a_replica_waiting_for_a_node_is_queued_for_capacity(cluster, capsys):
+    cluster.put("pods", {"items": [pod("vllm-0", "queued")]})
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "status, stack gke: QUEUED FOR CAPACITY" in out
+    assert f"{CLASS}: flex-start (run 24h 00m, replacement 1h 00m before the end) -> spot" in out
+    assert "nodes" in out and "none yet" in out
+    assert "replica vllm-0" in out and "didn't match Pod's node affinity" in out
+    assert "next: wait: the ComputeClass asks for a flex-start node" in out and "gke.fallback" in out
+    argv = cluster.log.read_text()
+    assert f"kubectl --context {CONTEXT} get computeclass {CLASS} -o json" in argv
+    assert f"cloud.google.com/compute-class={CLASS}" in argv
+
+
+def test_compiling_says_how_long_and_how_to_follow(cluster, capsys):
+    cluster.put("nodes", {"items": [node("gke-node-1", NOW - timedelta(minutes=10))]})
+    cluster.put("pods", {"items": [pod("vllm-0", "compiling")]})
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "status, stack gke: COMPILING" in out and "for 6m 00s" in out
+    assert "kubectl -n tpu-vllm logs vllm-0 -c vllm -f" in out
+    # The node's run end: its creation plus the class's flex-start maxRunDurationSeconds.
+    assert "node gke-node-1" in out and "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:50 UTC (in 23h 50m)" \
+        in out
+
+
+def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
+    cluster.put("nodes", {"items": [node("gke-node-1", NOW - timedelta(hours=23, minutes=30)),
+                                    node("gke-node-2", NOW - timedelta(minutes=5), model="spot", zone="us-west4-b")]})
+    cluster.put("pods", {"items": [pod("vllm-1", "compiling"), pod("vllm-0", "ready")]})
+    cluster.put("hpa", hpa(current=2, desired=3, metric="14"))
+    assert run() == status_report.EXIT_READY
+    out = shown(capsys)
+    assert "status, stack gke: READY" in out and "1 of 2 replica(s) serving; 1 on the way" in out
+    assert "replica vllm-0" in out and "READY: serving on gke-node-1" in out
+    assert "autoscaler" in out and "2 replica(s), wants 3 (1..4)" in out
+    assert "14 waiting requests per pod (target 10)" in out
+    assert "in 30m 00s" in out  # the first node's run ends soon: its replacement is due
+    assert "spot, us-west4-b, Ready, no run end: bills until the autoscaler removes it" in out
+    assert out.index("replica vllm-0") < out.index("replica vllm-1")
+
+
+def test_a_crashing_replica_says_where_to_read_why(cluster, capsys):
+    cluster.put("pods", {"items": [pod("vllm-0", "crash")]})
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "status, stack gke: FAILING" in out and "CrashLoopBackOff" in out
+    assert "kubectl -n tpu-vllm describe pod vllm-0" in out and "--previous" in out
+
+
+def test_a_metric_the_hpa_cannot_read_needs_action(cluster, capsys):
+    cluster.put("pods", {"items": [pod("vllm-0", "compiling")]})
+    cluster.put("hpa", hpa(metric=None, active=False))
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "status, stack gke: NEEDS ACTION" in out and "FailedGetPodsMetric" in out
+    assert "queue metric" in out and "unknown waiting requests per pod" in out
+    assert "kubectl -n custom-metrics get pods" in out
+
+
+def test_an_unhealthy_class_needs_action(cluster, capsys):
+    cluster.put("computeclass", compute_class_object("False", "tpu-v5-lite-podslice not available in zone"))
+    cluster.put("pods", {"items": [pod("vllm-0", "queued")]})
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "NEEDS ACTION" in out and "ComputeClass reports a problem: tpu-v5-lite-podslice not available" in out
+
+
+def test_a_missing_class_and_hpa_say_pulumi_up(cluster, capsys):
+    cluster.remove("computeclass")
+    cluster.remove("hpa")
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert f"the ComputeClass {CLASS} is missing" in out and "the HPA is missing" in out
+
+
+def test_without_credentials_it_prints_the_credentials_command(cluster, capsys):
+    (cluster.dir / "contexts" / CONTEXT).unlink()
+    assert run() == status_report.EXIT_ERROR
+    out = shown(capsys)
+    assert f"kubectl has no context {CONTEXT}: run gcloud container clusters get-credentials tpu-vllm-gke" in out
+
+
+def test_no_kubectl_is_an_error_with_the_install(cluster, capsys, monkeypatch):
+    from tools import status_gke
+
+    real_which = status_gke.shutil.which
+    monkeypatch.setattr(status_gke.shutil, "which", lambda name: None if name == "kubectl" else real_which(name))
+    assert run() == status_report.EXIT_ERROR
+    assert "kubectl is not on PATH: gcloud components install kubectl" in shown(capsys)

@@ -1,0 +1,187 @@
+"""vLLM's own `vllm serve` parser accepts the serve command of the default and of every arm.
+
+The commands are rendered by the stack (components/serve_command.py) and judged in the vLLM venv
+(requirements-vllm.txt, built by scripts/test.sh) by tests/vllm_cli_check.py: vLLM's serve subcommand
+parser, its validate step, EngineArgs.from_cli_args and SpeculativeConfig; tpu-inference's envs.py reads
+the rendered environment back; its get_token_paddings is the ladder budget.token_buckets must match.
+One run of that script serves every test here (importing vLLM takes ~10 s).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components import budget, serve_command, settings
+from components.settings import facts
+from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = ROOT / "tests" / "vllm_cli_check.py"
+SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+ALL_TPU_INFERENCE = {"attnBucketizedNumReqs": True, "sliceRopeCache": True, "numPrecompileWorkers": 8,
+                     "bucketPaddingGap": 128, "xlaCheckRecompilation": True}
+NGRAM = {"method": "ngram", "numSpeculativeTokens": 3, "promptLookupMax": 5, "promptLookupMin": 3}
+TEXT_ONLY = {"limitMmPerPrompt": {"image": 0, "audio": 0}, "maxNumBatchedTokens": 2048}
+
+# The default (the log's final configuration) and each arm of issue 22, alone and all together.
+ARMS = {
+    "default": {},
+    "max-model-len-65536": {"vllm": {"maxModelLen": 65536}},
+    "max-num-batched-tokens-8192": {"vllm": {"maxNumBatchedTokens": 8192}},
+    "bucket-padding-gap-128": {"tpuInference": {"bucketPaddingGap": 128}},
+    "ngram": {"vllm": {"speculativeConfig": NGRAM}},
+    "ngram-defaults": {"vllm": {"speculativeConfig": {"method": "ngram"}}},
+    "text-only-2048": {"vllm": TEXT_ONLY},
+    "tpu-inference-variables": {"tpuInference": ALL_TPU_INFERENCE},
+    "every-arm": {"vllm": {"maxModelLen": 65536, "maxNumBatchedTokens": 8192, "speculativeConfig": NGRAM},
+                  "tpuInference": ALL_TPU_INFERENCE},
+    "every-arm-text-only": {"vllm": {**TEXT_ONLY, "maxModelLen": 65536, "speculativeConfig": NGRAM}},
+    "gke-every-arm": {"platform": "gke", "vllm": {"maxModelLen": 65536, "speculativeConfig": NGRAM},
+                      "tpuInference": ALL_TPU_INFERENCE},
+}
+# Our settings refuse these lookup windows and sizes; vLLM must refuse them too (and take the others).
+SPECULATIVE_PROBES = {
+    "min-above-max": ({"method": "ngram", "prompt_lookup_min": 6, "prompt_lookup_max": 5}, False),
+    "zero-tokens": ({"method": "ngram", "num_speculative_tokens": 0}, False),
+    "zero-lookup": ({"method": "ngram", "prompt_lookup_max": 0}, False),
+    "min-equals-max": ({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 5,
+                        "prompt_lookup_max": 5}, True),
+}
+PADDINGS = [(4096, 0), (8192, 0), (2048, 0), (2496, 0), (4096, 128), (8192, 128), (2496, 128), (4096, 48),
+            (4096, 16), (4096, 2048), (2048, 1024), (16, 0)]
+
+
+def arm_settings(extra: dict) -> settings.Settings:
+    raw = {**SSH, **extra}
+    return settings.load(raw, "my-proj", "dev").settings
+
+
+def vllm_python() -> str:
+    """scripts/test.sh builds the venv and says where (then it must exist); a bare pytest run looks for it."""
+    told = os.environ.get("TPU_VLLM_VLLM_PYTHON")
+    if told:
+        assert Path(told).exists(), f"TPU_VLLM_VLLM_PYTHON={told} does not exist; run scripts/test.sh"
+        return told
+    for candidate in (ROOT / ".venv-vllm" / "bin" / "python", ROOT.parent / ".venv-vllm" / "bin" / "python"):
+        if candidate.exists():
+            return str(candidate)
+    pytest.skip("no vLLM venv: scripts/test.sh builds it (.venv-vllm from requirements-vllm.txt)")
+
+
+@pytest.fixture(scope="module")
+def verdict(tmp_path_factory):
+    """Judged once per test run: xdist's workers share this run's temp dir (their base temp's parent), and
+    the first one writes the verdict there under a lock the others wait on. Keyed by the request, so
+    nothing but this run's own commands is ever read back."""
+    request = json.dumps(verdict_request(), sort_keys=True)
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_dir = run_dir.parent
+    shared = run_dir / f"vllm-parser-{hashlib.sha256(request.encode()).hexdigest()[:16]}.json"
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shared.exists():
+            shared.write_text(json.dumps(judge(request)))
+    return json.loads(shared.read_text())
+
+
+def verdict_request() -> dict:
+    commands = {name: serve_command.vllm_serve_args(arm_settings(extra)) for name, extra in ARMS.items()}
+    for name, (spec, _) in SPECULATIVE_PROBES.items():
+        commands[f"probe-{name}"] = ["vllm", "serve", facts.DEFAULT_MODEL, "--speculative-config", json.dumps(spec)]
+    commands["unknown-flag"] = ["vllm", "serve", facts.DEFAULT_MODEL, "--no-such-flag"]
+    return {
+        "commands": commands,
+        "env": {name: serve_command.backend_environment(arm_settings(extra)) for name, extra in ARMS.items()},
+        "env_names": [variable.env for variable in TPU_INFERENCE_VARIABLES],
+        "paddings": PADDINGS,
+    }
+
+
+def judge(request: str) -> dict:
+    completed = subprocess.run([vllm_python(), str(CHECK)], input=request, capture_output=True,
+                               text=True, timeout=600, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout)
+
+
+@pytest.mark.parametrize("name", list(ARMS))
+def test_vllm_accepts_the_serve_command_and_reads_what_the_stack_meant(verdict, name):
+    cfg = arm_settings(ARMS[name])
+    result = verdict["commands"][name]
+    assert "error" not in result, result.get("error")
+    parsed = result["parsed"]
+    vllm = cfg.vllm
+    assert parsed["model_tag"] == vllm.model
+    assert parsed["max_model_len"] == vllm.max_model_len
+    assert parsed["max_num_batched_tokens"] == vllm.max_num_batched_tokens
+    assert parsed["limit_mm_per_prompt"] == vllm.limit_mm_per_prompt
+    assert parsed["disable_chunked_mm_input"] is vllm.disable_chunked_mm_input
+    assert parsed["enable_auto_tool_choice"] is True
+    assert (parsed["tool_call_parser"], parsed["reasoning_parser"]) == ("gemma4", "gemma4")
+    assert (parsed["host"], parsed["port"]) == ("127.0.0.1", cfg.front.upstream_port)
+    assert parsed["block_size"] is None  # the backend picks it
+    spec = vllm.speculative_config
+    if spec is None:
+        assert parsed["speculative"] is None
+    else:
+        assert parsed["speculative"] == {"method": "ngram", "num_speculative_tokens": spec.num_speculative_tokens,
+                                         "prompt_lookup_min": spec.prompt_lookup_min,
+                                         "prompt_lookup_max": spec.prompt_lookup_max}
+
+
+def test_the_check_is_not_a_rubber_stamp(verdict):
+    assert "unrecognized arguments: --no-such-flag" in verdict["commands"]["unknown-flag"]["error"]
+
+
+@pytest.mark.parametrize("name", list(SPECULATIVE_PROBES))
+def test_vllm_and_the_settings_agree_on_the_ngram_sizes(verdict, name):
+    spec, valid = SPECULATIVE_PROBES[name]
+    vllm_accepts = "error" not in verdict["commands"][f"probe-{name}"]
+    camel = {"method": spec["method"], **{
+        "".join([part if i == 0 else part.title() for i, part in enumerate(key.split("_"))]): value
+        for key, value in spec.items() if key != "method"}}
+    try:
+        arm_settings({"vllm": {"speculativeConfig": camel}})
+        settings_accept = True
+    except settings.SettingsError:
+        settings_accept = False
+    assert (vllm_accepts, settings_accept) == (valid, valid), verdict["commands"][f"probe-{name}"]
+
+
+def test_the_tool_and_reasoning_parsers_are_registered(verdict):
+    assert "gemma4" in verdict["tool_parsers"] and "gemma4" in verdict["reasoning_parsers"]
+    assert verdict["tool_parser_gemma4"].startswith("Gemma4")
+    assert verdict["reasoning_parser_gemma4"].startswith("Gemma4")
+    # Every parser name the settings accept (facts.py, read from the log's build) is registered by the pinned vLLM.
+    assert facts.VLLM_TOOL_CALL_PARSERS <= set(verdict["tool_parsers"])
+    assert facts.VLLM_REASONING_PARSERS <= set(verdict["reasoning_parsers"])
+
+
+def test_the_backends_read_the_rendered_environment_as_set(verdict):
+    names = [variable.env for variable in TPU_INFERENCE_VARIABLES]
+    # Unset, every variable reads as the default the log's table (and the settings) give it.
+    for variable in TPU_INFERENCE_VARIABLES:
+        assert verdict["env"]["default"][variable.env]["tpu_inference"] == variable.default, variable.env
+    read = verdict["env"]["every-arm"]
+    assert {name: read[name]["tpu_inference"] for name in names} == {
+        "ATTN_BUCKETIZED_NUM_REQS": True, "SLICE_ROPE_CACHE": True, "NUM_PRECOMPILE_WORKERS": 8,
+        "VLLM_TPU_BUCKET_PADDING_GAP": 128, "VLLM_XLA_CHECK_RECOMPILATION": True}
+    # vLLM reads VLLM_XLA_CHECK_RECOMPILATION itself, with int(): "true" would crash it, "1" does not.
+    assert read["VLLM_XLA_CHECK_RECOMPILATION"]["vllm"] is True
+    # The gap alone: only its variable is rendered, the rest stay at the backend's defaults.
+    gap_only = verdict["env"]["bucket-padding-gap-128"]
+    assert gap_only["VLLM_TPU_BUCKET_PADDING_GAP"]["tpu_inference"] == 128
+    assert gap_only["NUM_PRECOMPILE_WORKERS"]["tpu_inference"] == 1
+
+
+def test_the_budget_ladder_is_tpu_inferences(verdict):
+    for (tokens, gap), real in zip(PADDINGS, verdict["paddings"], strict=True):
+        assert list(budget.token_buckets(tokens, gap)) == real, (tokens, gap)

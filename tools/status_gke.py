@@ -1,0 +1,230 @@
+"""Where a gke stack stands: its ComputeClass, the TPU nodes it made (with their run ends), each replica
+(queued for capacity, compiling, ready, failing), and the HPA's replicas and queue metric, each with the next
+step. Reads the cluster with kubectl, in the context `gcloud container clusters get-credentials` makes
+(the stack's credentialsCommand output); reads only.
+
+Called by tools/status.py for a stack whose `platform` output is gke.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from components.gke import compute_class
+from tools.status_report import EXIT_READY, Report, StatusError, parse_time, span
+
+KUBECTL_TIMEOUT_SECONDS = 60
+APP_SELECTOR = "app.kubernetes.io/name=tpu-vllm"
+HPA_NAME = "vllm"
+VLLM_CONTAINER = "vllm"
+# Container waits that do not clear by themselves.
+STUCK_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+                 "CreateContainerError", "InvalidImageName"}
+PROJECT_FLAG = re.compile(r"--project\s+(\S+)")
+
+
+def kube_context(outputs: dict[str, Any]) -> str:
+    """The context name gcloud's get-credentials writes: gke_<project>_<location>_<cluster>."""
+    project = PROJECT_FLAG.search(str(outputs.get("credentialsCommand", "")))
+    if not project or not outputs.get("clusterName") or not outputs.get("clusterLocation"):
+        raise StatusError("the stack's outputs lack credentialsCommand, clusterName or clusterLocation; run "
+                          "`pulumi up` again to write them")
+    return f"gke_{project.group(1)}_{outputs['clusterLocation']}_{outputs['clusterName']}"
+
+
+@dataclass
+class Kubectl:
+    """`kubectl get ... -o json` in the stack's context, never anything that writes."""
+
+    context: str
+    credentials_command: str
+
+    def get(self, *args: str) -> dict[str, Any] | None:
+        """The object (or list); None when it does not exist."""
+        if shutil.which("kubectl") is None:
+            raise StatusError("kubectl is not on PATH: gcloud components install kubectl gke-gcloud-auth-plugin")
+        command = ["kubectl", "--context", self.context, "get", *args, "-o", "json"]
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=KUBECTL_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise StatusError(f"kubectl did not answer in {KUBECTL_TIMEOUT_SECONDS} s; is the cluster "
+                              "reachable from here?") from None
+        if done.returncode != 0:
+            message = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            if "NotFound" in message or "not found" in message:
+                return None
+            if "context" in message and ("does not exist" in message or "not found" in message):
+                raise StatusError(f"kubectl has no context {self.context}: run {self.credentials_command}")
+            raise StatusError(f"kubectl failed: {message}")
+        try:
+            return json.loads(done.stdout or "null")
+        except json.JSONDecodeError:
+            raise StatusError("kubectl did not print JSON") from None
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def class_facts(tpu_class: dict[str, Any] | None, name: str) -> tuple[list[tuple[str, str]], str | None]:
+    """Facts about the class and, when it is unhealthy, the problem."""
+    if tpu_class is None:
+        return [("compute class", f"{name}: missing")], (
+            f"the ComputeClass {name} is missing: `pulumi up` creates it (pulumi refresh first if it was deleted)")
+    priorities = []
+    for rule in (tpu_class.get("spec") or {}).get("priorities") or []:
+        if (rule.get("flexStart") or {}).get("enabled"):
+            lead = (rule["flexStart"].get("nodeRecycling") or {}).get("leadTimeSeconds")
+            run = rule.get("maxRunDurationSeconds")
+            priorities.append(f"flex-start (run {span(run) if run else '7d'}"
+                              f"{f', replacement {span(lead)} before the end' if lead else ''})")
+        else:
+            priorities.append("spot" if rule.get("spot") else "on-demand")
+    facts = [("compute class", f"{name}: {' -> '.join(priorities) or 'no priorities'}")]
+    health = _condition(tpu_class, "Health")
+    if health.get("status") == "False":
+        return facts, f"the ComputeClass reports a problem: {health.get('message') or health.get('reason')}"
+    return facts, None
+
+
+def _run_seconds(tpu_class: dict[str, Any] | None, model: str) -> int | None:
+    for rule in ((tpu_class or {}).get("spec") or {}).get("priorities") or []:
+        is_flex = bool((rule.get("flexStart") or {}).get("enabled"))
+        if (model == "flex-start") == is_flex and (is_flex or bool(rule.get("spot")) == (model == "spot")):
+            return rule.get("maxRunDurationSeconds")
+    return None
+
+
+def node_model(labels: dict[str, str]) -> str:
+    if labels.get("cloud.google.com/gke-flex-start") == "true":
+        return "flex-start"
+    return "spot" if labels.get("cloud.google.com/gke-spot") == "true" else "on-demand"
+
+
+def node_facts(nodes: list[dict[str, Any]], tpu_class: dict[str, Any] | None,
+               now: datetime) -> list[tuple[str, str]]:
+    facts = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        model = node_model(labels)
+        zone = labels.get("topology.kubernetes.io/zone", "?")
+        created = parse_time(meta.get("creationTimestamp", ""))
+        run = _run_seconds(tpu_class, model)
+        if created and run:
+            ends = created.timestamp() + run
+            left = ends - now.timestamp()
+            when = datetime.fromtimestamp(ends, now.tzinfo)
+            end = (f"run ends ~{when:%Y-%m-%d %H:%M} UTC (in {span(left)})" if left > 0
+                   else "run over: GKE is removing it")
+        else:
+            end = "no run end: bills until the autoscaler removes it"
+        ready = _condition(node, "Ready").get("status") == "True"
+        facts.append((f"node {meta.get('name', '?')}", f"{model}, {zone}, {'Ready' if ready else 'not ready'}, {end}"))
+    return facts
+
+
+@dataclass
+class Replica:
+    name: str
+    state: str
+    """queued for capacity, starting, compiling, ready, failing, stopping."""
+    detail: str
+    next_step: str
+
+
+def replica(pod: dict[str, Any], now: datetime, namespace: str) -> Replica:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    name = meta.get("name", "?")
+    logs = f"kubectl -n {namespace} logs {name} -c {VLLM_CONTAINER} -f"
+    if meta.get("deletionTimestamp"):
+        return Replica(name, "stopping", "finishing its streams (run end, scale-down or update)",
+                       "nothing: its replacement starts on another node")
+    scheduled = _condition(pod, "PodScheduled")
+    if status.get("phase") == "Pending" and scheduled.get("status") == "False":
+        return Replica(name, "queued for capacity", scheduled.get("message") or "waiting for a TPU node",
+                       "wait: the ComputeClass asks for a flex-start node in gke.nodeLocations (queued until there "
+                       "is capacity); `kubectl get events -n " + namespace + "` shows the autoscaler's attempts; "
+                       "gke.fallback lists what it may take instead")
+    vllm = next((c for c in status.get("containerStatuses") or [] if c.get("name") == VLLM_CONTAINER), {})
+    waiting = (vllm.get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") in STUCK_REASONS:
+        return Replica(name, "failing", f"{waiting['reason']}: {waiting.get('message', '')}".strip(": "),
+                       f"read why: kubectl -n {namespace} describe pod {name}; {logs.removesuffix(' -f')} --previous")
+    if _condition(pod, "Ready").get("status") == "True":
+        return Replica(name, "ready", f"serving on {pod.get('spec', {}).get('nodeName', '?')}", "nothing")
+    running = (vllm.get("state") or {}).get("running")
+    if running:
+        started = parse_time(running.get("startedAt", ""))
+        since = f" for {span((now - started).total_seconds())}" if started else ""
+        return Replica(name, "compiling", f"vLLM loading and compiling{since} (startup probe not passed yet)",
+                       f"wait: ~8 min warm (497 s, the shared cache has this configuration), ~14 cold (857 s); "
+                       f"follow it: {logs}")
+    return Replica(name, "starting", waiting.get("reason") or status.get("phase") or "being created",
+                   "wait: the node pulls the image and mounts the cache and secrets")
+
+
+def hpa_facts(hpa: dict[str, Any] | None) -> tuple[list[tuple[str, str]], str | None]:
+    if hpa is None:
+        return [("autoscaler", "missing")], "the HPA is missing: `pulumi up` creates it"
+    status, spec = hpa.get("status") or {}, hpa.get("spec") or {}
+    metric = next((m.get("pods", {}).get("current", {}).get("averageValue")
+                   for m in status.get("currentMetrics") or [] if m.get("type") == "Pods"), None)
+    target = next((m.get("pods", {}).get("target", {}).get("averageValue")
+                   for m in spec.get("metrics") or [] if m.get("type") == "Pods"), "?")
+    facts = [("autoscaler", f"{status.get('currentReplicas', 0)} replica(s), wants {status.get('desiredReplicas', 0)} "
+                            f"({spec.get('minReplicas', '?')}..{spec.get('maxReplicas', '?')})"),
+             ("queue metric", f"{metric if metric is not None else 'unknown'} waiting requests per pod "
+                              f"(target {target})")]
+    active = _condition(hpa, "ScalingActive")
+    if active.get("status") == "False":
+        return facts, (f"the HPA cannot read the queue metric ({active.get('reason')}: {active.get('message')}); "
+                       "check the metrics adapter: kubectl -n custom-metrics get pods, and that Managed "
+                       "Prometheus scrapes the pods (kubectl -n " + str((hpa.get('metadata') or {}).get(
+                           'namespace', '')) + " get podmonitoring)")
+    return facts, None
+
+
+def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
+           kubectl_factory: Callable[[str, str], Kubectl] = Kubectl) -> Report:
+    name, namespace = outputs.get("computeClass"), outputs.get("namespace")
+    if not name or not namespace:
+        raise StatusError(f"{stack_label}'s outputs lack computeClass or namespace: run `pulumi up` to update them")
+    kube = kubectl_factory(kube_context(outputs), str(outputs.get("credentialsCommand")))
+    tpu_class = kube.get("computeclass", name)
+    facts, class_problem = class_facts(tpu_class, name)
+    nodes = (kube.get("nodes", "-l", f"{compute_class.COMPUTE_CLASS_LABEL}={name}") or {}).get("items") or []
+    facts += node_facts(nodes, tpu_class, now) or [("nodes", "none yet")]
+    pods = (kube.get("pods", "-n", namespace, "-l", APP_SELECTOR) or {}).get("items") or []
+    replicas = sorted((replica(pod, now, namespace) for pod in pods), key=lambda r: r.name)
+    for one in replicas:
+        facts.append((f"replica {one.name}", f"{one.state.upper()}: {one.detail}"
+                      + ("" if one.next_step == "nothing" else f"; next: {one.next_step}")))
+    more, hpa_problem = hpa_facts(kube.get("hpa", "-n", namespace, HPA_NAME))
+    facts += more
+    ready = [r for r in replicas if r.state == "ready"]
+    problems = [p for p in (class_problem, hpa_problem) if p]
+    if ready:
+        waiting = len(replicas) - len(ready)
+        return Report("ready", f"{len(ready)} of {len(replicas)} replica(s) serving"
+                      + (f"; {waiting} on the way" if waiting else ""),
+                      "; ".join(problems) or "use $(pulumi stack output internalEndpoint) from the VPC, or "
+                      "$(pulumi stack output portForwardCommand) & then localEndpoint, with the apiKey output",
+                      exit_code=EXIT_READY, facts=facts)
+    if problems:
+        return Report("needs action", problems[0], "; ".join(problems), facts=facts)
+    for state in ("failing", "compiling", "starting", "queued for capacity", "stopping"):
+        found = [r for r in replicas if r.state == state]
+        if found:
+            return Report(state, f"no replica serving yet; {len(found)} {state}", found[0].next_step, facts=facts)
+    return Report("no replicas", "the StatefulSet has no pods",
+                  f"kubectl -n {namespace} describe statefulset vllm; `pulumi up` recreates what is missing",
+                  facts=facts)
