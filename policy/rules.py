@@ -14,7 +14,7 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -400,46 +400,247 @@ def gpu_memory_utilization_capped(type_: str, props: Mapping[str, Any],
     return violations
 
 
-# --- who the TPU's service account is, and what it is granted ---
+# --- the stack's identities hold exactly the grants the stack makes (an allow-list) ---
+#
+# The stack's identities: the TPU VM's service account (its queued resource's node spec) and every service
+# account the program declares. Each may hold only these grants, and any other IAM member, binding, policy
+# or access-control entry naming one of them, on any resource type and at any level, is a violation:
+ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
+# - secretAccessor on the stack's own secrets (the ones it creates or tells its node or pods to read);
+SECRET_GRANT_TYPES = {f"gcp:secretmanager/secretIam{kind}:SecretIam{kind}" for kind in ("Member", "Binding", "Policy")}
+# - on the whole project, the role GKE's nodes need, for the identity a stack cluster or node pool runs as;
+GKE_NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+GKE_NODE_TYPES = {"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool"}
+# - on the whole project, metric reads for the identity the GKE metrics adapter's Kubernetes account uses
+#   (docs/gke.md: the HPA's adapter, custom-metrics/custom-metrics-stackdriver-adapter);
+ADAPTER_ROLE = "roles/monitoring.viewer"
+ADAPTER_KSA = ("custom-metrics", "custom-metrics-stackdriver-adapter")
+# - on gke, object read/write on the stack's own compile-cache bucket for the serving pods' identity
+#   (docs/gke.md: the XLA cache every replica shares);
+CACHE_BUCKET_ROLE = "roles/storage.objectUser"
+BUCKET_TYPE = "gcp:storage/bucket:Bucket"
+BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in ("Member", "Binding")}
+# - and, on the identity itself, Workload Identity user for one Kubernetes service account (gke).
+WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
+SERVICE_ACCOUNT_TYPE = "gcp:serviceaccount/account:Account"
+SERVICE_ACCOUNT_GRANT_TYPES = {f"gcp:serviceaccount/iAM{kind}:IAM{kind}" for kind in ("Member", "Binding", "Policy")}
+_WORKLOAD_IDENTITY_MEMBER = re.compile(r"serviceaccount:[a-z0-9.-]+\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
+_EMAIL = re.compile(r"[a-z0-9][a-z0-9._-]*@[a-z0-9.-]+\.iam\.gserviceaccount\.com")
+_SECRET_NAME = re.compile(r"projects/([^/\s\"']+)/secrets/([A-Za-z0-9_-]+)")
 
-def _account(member: Any) -> str:
-    """'serviceAccount:A@p.iam.gserviceaccount.com' (or a principal:// form) -> 'a@p.iam.gserviceaccount.com'."""
-    return re.split(r"[:/]", str(member or "").split("?", 1)[0])[-1].strip().lower()
+
+@dataclass(frozen=True)
+class _Identity:
+    local: str
+    """The part before @ (an Account's accountId)."""
+    project: str | None
+    """None when the program leaves the project to the provider: any project matches."""
+
+    def matches(self, email: str) -> bool:
+        local, _, domain = email.partition("@")
+        if local != self.local or not domain.endswith(".iam.gserviceaccount.com"):
+            return False
+        return self.project is None or domain == f"{self.project}.iam.gserviceaccount.com"
 
 
 def _grants(type_: str, props: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(role, member) pairs an IAM member, binding or whole policy grants."""
-    if type_.endswith(":IAMPolicy"):
+    if type_.lower().endswith("iampolicy"):
+        data = props.get("policyData") or "{}"
         try:
-            policy = json.loads(str(props.get("policyData") or "{}"))
+            policy = json.loads(data) if isinstance(data, str) else data
         except json.JSONDecodeError:
-            return []
-        return [(str(binding.get("role")), str(member)) for binding in policy.get("bindings") or []
+            return [("(an unreadable policy)", str(data))]
+        return [(str(binding.get("role")), str(member)) for binding in (policy or {}).get("bindings") or []
                 for member in binding.get("members") or []]
     members = list(props.get("members") or []) + ([props["member"]] if props.get("member") else [])
     return [(str(props.get("role")), str(member)) for member in members]
 
 
-def tpu_service_account_has_no_project_role(resources: Iterable[Seen | tuple],
-                                            config: Mapping[str, Any] | None = None) -> list[str]:
-    """Stack-wide: the TPU's service account gets access per secret, never on a project, folder or organisation."""
-    resources = _seen(resources)
-    emails = set()
+def _known_copy(value: Any) -> Any:
+    """A plain copy without the values a preview leaves unknown (a new account's email, a new stack's SSH key):
+    the grants whose members are known are judged at preview, the rest at `up`, never an advisory note."""
+    if isinstance(value, Mapping):
+        return {key: _known_copy(item) for key, item in known_items(value)}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = []
+        for index in range(len(value)):
+            try:
+                item = value[index]
+            except UnknownValueError:
+                continue
+            if not (isinstance(item, str) and item in UNKNOWN_SENTINELS):
+                items.append(_known_copy(item))
+        return items
+    return value
+
+
+def _stack_identities(resources: list[Seen]) -> list[_Identity]:
+    identities = []
     for resource in resources:
         if resource.type in QUEUED_RESOURCE_TYPES:
             for spec in ((resource.props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
-                email = ((spec.get("node") or {}).get("serviceAccount") or {}).get("email")
-                if email:
-                    emails.add(str(email).lower())
+                email = str(((spec.get("node") or {}).get("serviceAccount") or {}).get("email") or "").lower()
+                if "@" in email:
+                    local, _, domain = email.partition("@")
+                    identities.append(_Identity(local, domain.removesuffix(".iam.gserviceaccount.com") or None))
+        elif resource.type == SERVICE_ACCOUNT_TYPE and resource.props.get("accountId"):
+            project = resource.props.get("project")
+            identities.append(_Identity(str(resource.props["accountId"]).lower(),
+                                        str(project).lower() if project else None))
+    return identities
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, Sequence) and not isinstance(value, bytes):  # pulumi-policy's list proxy too
+        for item in value:
+            yield from _strings(item)
+
+
+def _emails_in(value: Any) -> set[str]:
+    """Every service-account email a value names, however it is spelled (member, principal://, ACL entity)."""
+    found = {match.group(0) for text in _strings(value) for match in _EMAIL.finditer(text.lower())}
+    # Access-control entities spell a member as user-EMAIL or group-EMAIL.
+    return found | {email.split("-", 1)[1] for email in found if email.startswith(("user-", "group-"))}
+
+
+def _is_grant(type_: str) -> bool:
+    """An IAM member, binding or policy, an access-control entry or list, or an access grant (BigQuery's
+    DatasetAccess, Access Context Manager's levels), of any GCP resource type."""
+    token = type_.rsplit(":", 1)[-1].lower()
+    return type_.startswith("gcp:") and ("iam" in token or "access" in token or token.endswith("acl"))
+
+
+def _secret_key(name: Any, project: Any = None) -> tuple[str | None, str]:
+    text = str(name or "")
+    found = _SECRET_NAME.search(text)
+    if found:
+        return found.group(1).lower(), found.group(2)
+    return (str(project).lower() if project else None), text.rsplit("/", 1)[-1]
+
+
+def _own_secrets(resources: list[Seen]) -> set[tuple[str | None, str]]:
+    """The secrets the stack creates, and those it tells its node (metadata) or pods (SecretProviderClass) to read."""
+    own = set()
+    for resource in resources:
+        if resource.type == SECRET_TYPE and resource.props.get("secretId"):
+            own.add(_secret_key(resource.props["secretId"], resource.props.get("project")))
+        elif resource.type in QUEUED_RESOURCE_TYPES:
+            for spec in ((resource.props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
+                metadata = (spec.get("node") or {}).get("metadata") or {}
+                own.update(_secret_key(value) for key, value in metadata.items()
+                           if key in ("tpu-vllm-hf-token-secret", "tpu-vllm-api-key-secret") and value)
+        elif resource.type.endswith(":SecretProviderClass"):
+            for text in _strings(resource.props.get("spec")):
+                own.update((match.group(1).lower(), match.group(2)) for match in _SECRET_NAME.finditer(text))
+    return own
+
+
+def _is_own_secret(props: Mapping[str, Any], own: set[tuple[str | None, str]]) -> bool:
+    project, secret = _secret_key(props.get("secretId"), props.get("project"))
+    return any(secret == own_secret and (project is None or own_project is None or project == own_project)
+               for own_project, own_secret in own)
+
+
+def _node_accounts(resources: list[Seen]) -> set[str]:
+    return {email for resource in resources if resource.type in GKE_NODE_TYPES
+            for email in _emails_in([resource.props.get("nodeConfig"),
+                                     [pool.get("nodeConfig") for pool in resource.props.get("nodePools") or []
+                                      if isinstance(pool, Mapping)]])}
+
+
+def _kubernetes_accounts(resources: list[Seen]) -> dict[str, set[tuple[str, str]]]:
+    """email -> the stack's Kubernetes service accounts (namespace, name) annotated to act as it (gke)."""
+    accounts: dict[str, set[tuple[str, str]]] = {}
+    for resource in resources:
+        if not (resource.type.startswith("kubernetes:") and resource.type.endswith("/v1:ServiceAccount")):
+            continue
+        metadata = resource.props.get("metadata") or {}
+        email = str((metadata.get("annotations") or {}).get("iam.gke.io/gcp-service-account") or "").lower()
+        if email:
+            accounts.setdefault(email, set()).add((str(metadata.get("namespace") or "default"),
+                                                   str(metadata.get("name") or "")))
+    return accounts
+
+
+def _scope_of(type_: str) -> str:
+    return IAM_GRANT_TYPES.get(type_) or type_.rsplit(":", 1)[-1]
+
+
+def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
+                                            config: Mapping[str, Any] | None = None) -> list[str]:
+    """Stack-wide: every grant naming one of the stack's identities is on the allow-list above."""
+    resources = [Seen(resource.type, _known_copy(resource.props), resource.urn) for resource in _seen(resources)]
+    identities = _stack_identities(resources)
+    if not identities:
+        return []
+    own_secrets = _own_secrets(resources)
+    node_accounts = _node_accounts(resources)
+    kubernetes_accounts = _kubernetes_accounts(resources)
+    tpu_vm_accounts = {f"{identity.local}@{identity.project}.iam.gserviceaccount.com"
+                       for resource in resources if resource.type in QUEUED_RESOURCE_TYPES
+                       for identity in _stack_identities([resource])}
+
+    def ours(email: str) -> bool:
+        return any(identity.matches(email) for identity in identities)
+
+    def reads_the_secrets(email: str) -> bool:
+        """The VM's account, or the serving pods' (a stack Kubernetes account that is not the adapter's)."""
+        return email in tpu_vm_accounts or bool(kubernetes_accounts.get(email, set()) - {ADAPTER_KSA})
+
+    own_buckets = {str(r.props.get("name")) for r in resources if r.type == BUCKET_TYPE and r.props.get("name")}
+
+    def allowed(type_: str, props: Mapping[str, Any], role: str, email: str) -> bool:
+        if type_ in BUCKET_GRANT_TYPES:
+            bucket = str(props.get("bucket") or "").removeprefix("b/")
+            return role == CACHE_BUCKET_ROLE and bucket in own_buckets and reads_the_secrets(email)
+        if type_ in SECRET_GRANT_TYPES:
+            return role == ACCESSOR_ROLE and _is_own_secret(props, own_secrets) and reads_the_secrets(email)
+        if IAM_GRANT_TYPES.get(type_) == "project" and type_.endswith(":IAMMember"):
+            return ((role == GKE_NODE_ROLE and email in node_accounts)
+                    or (role == ADAPTER_ROLE and ADAPTER_KSA in kubernetes_accounts.get(email, set())))
+        return False
+
     violations = []
     for resource in resources:
-        scope = IAM_GRANT_TYPES.get(resource.type)
-        if scope is None:
+        if not _is_grant(resource.type):
             continue
-        for role, member in _grants(resource.type, resource.props):
-            if _account(member) in emails:
-                violations.append(f"{member} gets {role} on the whole {scope}; the TPU VM only needs "
-                                  "roles/secretmanager.secretAccessor on its own secrets (SecretIamMember)")
+        where = f"{_scope_of(resource.type)} {resource.urn.rsplit('::', 1)[-1] or resource.type}".strip()
+        # Grants on one of the stack's identities: who may act as it. Only its own Kubernetes accounts.
+        if resource.type in SERVICE_ACCOUNT_GRANT_TYPES:
+            for email in filter(ours, _emails_in(resource.props.get("serviceAccountId"))):
+                for role, member in _grants(resource.type, resource.props):
+                    found = _WORKLOAD_IDENTITY_MEMBER.fullmatch(str(member).lower())
+                    if (role == WORKLOAD_IDENTITY_ROLE and found
+                            and (found.group(1), found.group(2)) in kubernetes_accounts.get(email, set())):
+                        continue
+                    violations.append(f"{member} gets {role} on the stack's service account {email} ({where}): "
+                                      "it could act as the stack's identity and read its secrets; the stack lets only "
+                                      "its own Kubernetes service accounts use it (roles/iam.workloadIdentityUser)")
+        grants = _grants(resource.type, resource.props)
+        named = [(role, member) for role, member in grants if any(ours(e) for e in _emails_in(member))]
+        if not grants:  # an access-control list, or a grant spelled in a way _grants does not read
+            named = [("access", email) for email in _emails_in(resource.props) if ours(email)
+                     and resource.type not in SERVICE_ACCOUNT_GRANT_TYPES]
+        for role, member in named:
+            email = next(e for e in _emails_in(member) if ours(e))
+            if allowed(resource.type, resource.props, role, email):
+                continue
+            what = where
+            if resource.type in SECRET_GRANT_TYPES and role == ACCESSOR_ROLE:
+                what = ("a secret that is not the stack's own" if not _is_own_secret(resource.props, own_secrets)
+                        else "the stack's secret, for an identity that does not read it")
+            violations.append(
+                f"{member} gets {role} on {what}: the stack's identities hold only the grants the stack makes "
+                f"({ACCESSOR_ROLE} on its own two secrets for the VM or the serving pods; on gke {GKE_NODE_ROLE} "
+                f"for the nodes, {ADAPTER_ROLE} for the metrics adapter, {CACHE_BUCKET_ROLE} on its own cache "
+                f"bucket for the pods, {WORKLOAD_IDENTITY_ROLE} for their own Kubernetes accounts); remove this "
+                "grant, or give what needs it an identity of its own")
     return violations
 
 
@@ -456,7 +657,7 @@ STACK_RULES = {
     "firewall-not-open-to-the-world": (
         firewall_not_open_to_the_world,
         "SSH and the serving ports are not open to the internet (by the addresses the rules cover) unless allowed."),
-    "tpu-service-account-has-no-project-role": (
-        tpu_service_account_has_no_project_role,
-        "The TPU VM's service account gets no project-, folder- or organisation-level role."),
+    "stack-identities-hold-only-their-grants": (
+        stack_identities_hold_only_their_grants,
+        "The stack's service accounts hold exactly the grants the stack makes (an allow-list), on any resource."),
 }

@@ -57,6 +57,11 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends systemd >/dev/null
 fi
+# The boot script's blank-disk check runs the real blkid and mkfs.ext4 on sparse image files.
+if ! { command -v mkfs.ext4 && command -v blkid && command -v e2fsck && command -v sfdisk; } >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends e2fsprogs util-linux fdisk >/dev/null
+fi
 
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run

@@ -2,13 +2,13 @@
 # tpu-vllm serving step, run by pulumi-command over SSH as `sudo bash -s -- ...`.
 #
 # Its stdin is this file, then one `stage_file PATH <<'TPU_VLLM_FILE' ... TPU_VLLM_FILE` per file the
-# stack rendered (the front's nginx.conf and runner, the two systemd units), then `main`. Nothing it
-# receives is a secret: the API key is read here from the root-only file startup.sh wrote, and only into
-# a curl config file.
+# stack rendered (the front's nginx.conf and runner, the boot-ready check, the systemd units, the smoke
+# test), then `main`. Nothing it receives is a secret: the smoke test reads the API key from the root-only
+# file startup.sh wrote, into a request header only.
 #
 #   serve.sh --status FILE --api-key-file FILE --model ID --port N --upstream-port N
 #            --container NAME --front-container NAME --runner FILE --vllm-unit NAME --front-unit NAME
-#            [--tpu-devices] [--status-timeout S] [--health-timeout S] [--front-timeout S] [--poll S]
+#            --smoke-test FILE [--tpu-devices] [--status-timeout S] [--health-timeout S] [--front-timeout S] [--poll S]
 #            [--progress-every S] -- DOCKER_RUN_ARGS...
 #
 # DOCKER_RUN_ARGS are vLLM's (written to --runner, which the vLLM unit runs); --tpu-devices makes the
@@ -19,6 +19,9 @@
 # elapsed time and the latest compile progress line, check the front, smoke-test through the front.
 #
 # STARTUP_ROOT prefixes the files it reads or writes, so tests run it unprivileged.
+#
+# Executed (bash -s, as the stack runs it), it parses its flags and makes its scratch directory; sourced
+# (tests), it only defines its functions. `main` runs when the stack's stdin calls it, after the files.
 set -euo pipefail
 umask 077
 
@@ -30,56 +33,58 @@ POLL=5
 PROGRESS_EVERY=30
 TPU_DEVICES=false
 STATUS_FILE="" API_KEY_FILE="" MODEL="" PORT="" UPSTREAM_PORT="" CONTAINER="" FRONT_CONTAINER=""
-RUNNER="" VLLM_UNIT="" FRONT_UNIT=""
-while (($#)); do
-  case "$1" in
-    --status) STATUS_FILE="$ROOT$2"; shift 2 ;;
-    --api-key-file) API_KEY_FILE="$ROOT$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
-    --port) PORT="$2"; shift 2 ;;
-    --upstream-port) UPSTREAM_PORT="$2"; shift 2 ;;
-    --container) CONTAINER="$2"; shift 2 ;;
-    --front-container) FRONT_CONTAINER="$2"; shift 2 ;;
-    --runner) RUNNER="$2"; shift 2 ;;
-    --vllm-unit) VLLM_UNIT="$2"; shift 2 ;;
-    --front-unit) FRONT_UNIT="$2"; shift 2 ;;
-    --tpu-devices) TPU_DEVICES=true; shift ;;
-    --status-timeout) STATUS_TIMEOUT="$2"; shift 2 ;;
-    --health-timeout) HEALTH_TIMEOUT="$2"; shift 2 ;;
-    --front-timeout) FRONT_TIMEOUT="$2"; shift 2 ;;
-    --poll) POLL="$2"; shift 2 ;;
-    --progress-every) PROGRESS_EVERY="$2"; shift 2 ;;
-    --) shift; break ;;
-    *) echo "serve.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-for required in STATUS_FILE:status API_KEY_FILE:api-key-file MODEL:model PORT:port UPSTREAM_PORT:upstream-port \
-  CONTAINER:container FRONT_CONTAINER:front-container RUNNER:runner VLLM_UNIT:vllm-unit FRONT_UNIT:front-unit; do
-  variable="${required%%:*}"
-  [[ -n "${!variable}" ]] || { echo "serve.sh: missing --${required#*:}" >&2; exit 2; }
-done
-(($#)) || { echo "serve.sh: no docker run arguments after --" >&2; exit 2; }
-for number in "$STATUS_TIMEOUT" "$HEALTH_TIMEOUT" "$FRONT_TIMEOUT" "$PORT" "$UPSTREAM_PORT" "$PROGRESS_EVERY"; do
-  [[ "$number" =~ ^[0-9]+$ ]] || { echo "serve.sh: $number is not a whole number" >&2; exit 2; }
-done
-VLLM_RUN_ARGS=("$@")
-
-FRONT_URL="http://127.0.0.1:$PORT"
-VLLM_URL="http://127.0.0.1:$UPSTREAM_PORT"
+RUNNER="" VLLM_UNIT="" FRONT_UNIT="" SMOKE_TEST=""
+VLLM_RUN_ARGS=()
+BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
 # Lines of vLLM's log that show where a boot is: tpu-inference's precompile steps, then the milestones.
 PROGRESS_LINES='Precompile|[Cc]ompil|[Ww]arm-?up|Loading weights|Memory statistics|Init kv-cache|startup complete'
 MILESTONES='Memory statistics|Init kv-cache|startup complete'
-WORK_DIR="$(mktemp -d)"
+WORK_DIR=""
 # Set by the stack after the staged files (components/vm/vllm_server.py): printed last on any failure, so
 # pulumi-command's error, which ends with this script's output, says the TPU bills and how to stop it.
 FAILURE_NOTE=""
-on_exit() {
-  local status=$?
-  rm -rf "$WORK_DIR"
-  if ((status != 0)) && [[ -n "$FAILURE_NOTE" ]]; then printf '[tpu-vllm] %s\n' "$FAILURE_NOTE" >&2; fi
-}
-trap on_exit EXIT
 STAGED_PATHS=()
+
+# parse_args "$@": the flags above; exits 2 on anything missing or malformed.
+parse_args() {
+  while (($#)); do
+    case "$1" in
+      --status) STATUS_FILE="$ROOT$2"; shift 2 ;;
+      --api-key-file) API_KEY_FILE="$ROOT$2"; shift 2 ;;
+      --model) MODEL="$2"; shift 2 ;;
+      --port) PORT="$2"; shift 2 ;;
+      --upstream-port) UPSTREAM_PORT="$2"; shift 2 ;;
+      --container) CONTAINER="$2"; shift 2 ;;
+      --front-container) FRONT_CONTAINER="$2"; shift 2 ;;
+      --runner) RUNNER="$2"; shift 2 ;;
+      --vllm-unit) VLLM_UNIT="$2"; shift 2 ;;
+      --front-unit) FRONT_UNIT="$2"; shift 2 ;;
+      --smoke-test) SMOKE_TEST="$ROOT$2"; shift 2 ;;
+      --tpu-devices) TPU_DEVICES=true; shift ;;
+      --status-timeout) STATUS_TIMEOUT="$2"; shift 2 ;;
+      --health-timeout) HEALTH_TIMEOUT="$2"; shift 2 ;;
+      --front-timeout) FRONT_TIMEOUT="$2"; shift 2 ;;
+      --poll) POLL="$2"; shift 2 ;;
+      --progress-every) PROGRESS_EVERY="$2"; shift 2 ;;
+      --) shift; break ;;
+      *) echo "serve.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+  done
+  local required variable number
+  for required in STATUS_FILE:status API_KEY_FILE:api-key-file MODEL:model PORT:port UPSTREAM_PORT:upstream-port \
+    CONTAINER:container FRONT_CONTAINER:front-container RUNNER:runner VLLM_UNIT:vllm-unit FRONT_UNIT:front-unit \
+    SMOKE_TEST:smoke-test; do
+    variable="${required%%:*}"
+    [[ -n "${!variable}" ]] || { echo "serve.sh: missing --${required#*:}" >&2; exit 2; }
+  done
+  (($#)) || { echo "serve.sh: no docker run arguments after --" >&2; exit 2; }
+  for number in "$STATUS_TIMEOUT" "$HEALTH_TIMEOUT" "$FRONT_TIMEOUT" "$PORT" "$UPSTREAM_PORT" "$PROGRESS_EVERY"; do
+    [[ "$number" =~ ^[0-9]+$ ]] || { echo "serve.sh: $number is not a whole number" >&2; exit 2; }
+  done
+  VLLM_RUN_ARGS=("$@")
+  FRONT_URL="http://127.0.0.1:$PORT"
+  VLLM_URL="http://127.0.0.1:$UPSTREAM_PORT"
+}
 
 say() { printf '[tpu-vllm] %s\n' "$*"; }
 die() {
@@ -105,17 +110,26 @@ install_file() {
   mv -f "$target.tmp" "$target"
 }
 
+# boot_status -> the boot script's state if this boot wrote it, else nothing (not started on this boot).
+boot_status() {
+  local state="" stamp="" boot_id
+  boot_id="$(cat "$BOOT_ID_FILE" 2>/dev/null)" || return 0
+  { read -r state; read -r stamp; } <"$STATUS_FILE" 2>/dev/null || true
+  [[ "$stamp" == "boot $boot_id" ]] && printf '%s\n' "$state"
+  return 0
+}
+
 wait_for_startup() {
   local deadline=$((SECONDS + STATUS_TIMEOUT)) next_note=$SECONDS status=""
   while :; do
-    status="$(cat "$STATUS_FILE" 2>/dev/null || true)"
+    status="$(boot_status)"
     case "$status" in
       ready) say "boot script finished: secret files and cache disk in place"; return 0 ;;
       failed:*) die "the boot script $status (full log: sudo journalctl -u google-startup-scripts)" ;;
     esac
-    ((SECONDS >= deadline)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
+    ((SECONDS >= deadline)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s on this boot (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
     if ((SECONDS >= next_note)); then
-      say "waiting for the boot script (${status:-not started})"
+      say "waiting for the boot script (${status:-not started on this boot})"
       next_note=$((SECONDS + 30))
     fi
     sleep "$POLL"
@@ -236,77 +250,11 @@ wait_for_front() {
   done
 }
 
-write_auth_config() {
-  # The key goes from its file into a curl config file: never argv, never stdout.
-  local key
-  key="$(cat "$API_KEY_FILE" 2>/dev/null)" || die "cannot read the API key file $API_KEY_FILE"
-  [[ -n "$key" ]] || die "the API key file $API_KEY_FILE is empty"
-  printf 'header = "Authorization: Bearer %s"\n' "$key" >"$WORK_DIR/auth.curlrc"
-}
-
-# api METHOD URL [BODY_FILE] -> response body in $WORK_DIR/response, status in API_CODE (with the key)
-api() {
-  local -a extra=()
-  [[ -n "${3:-}" ]] && extra=(-H 'Content-Type: application/json' --data-binary "@$3")
-  API_CODE="$(curl -s --max-time 300 -K "$WORK_DIR/auth.curlrc" -X "$1" -o "$WORK_DIR/response" \
-    -w '%{http_code}' "${extra[@]}" "$2")" || API_CODE="000"
-}
-
-# expect_refused METHOD URL WHAT: without the key, the answer must be 401.
-expect_refused() {
-  local code
-  code="$(curl -s -o /dev/null --max-time 30 -X "$1" -H 'Content-Type: application/json' --data-binary '{}' \
-    -w '%{http_code}' "$2")" || code="000"
-  [[ "$code" == 401 ]] || die "$3 answered $code without the API key; expected 401"
-}
-
-json_field() {
-  # json_field PYTHON_EXPR: evaluates against the last response as `r`.
-  python3 -c 'import json, sys
-r = json.load(open(sys.argv[1]))
-value = eval(sys.argv[2], {"r": r})
-print(value if value is not None else "")' "$WORK_DIR/response" "$1" 2>/dev/null || true
-}
-
+# The checks through the front and at vLLM itself: the staged Python program (startup/smoke_test.py). It
+# reads the key from its file; nothing secret is in its argv.
 smoke_test() {
-  write_auth_config
-  # vLLM's --api-key guards only /v1, /v2 and /inference: the front must refuse the rest, /invocations
-  # (which chats) first of all; and vLLM itself must have the key (its entry command read the file).
-  expect_refused POST "$FRONT_URL/invocations" "the front's /invocations"
-  expect_refused GET "$FRONT_URL/v1/models" "the front's /v1/models"
-  expect_refused GET "$VLLM_URL/v1/models" "vLLM's own /v1/models on 127.0.0.1:$UPSTREAM_PORT (is VLLM_API_KEY set?)"
-  say "refused without the key: /invocations and /v1/models at the front, /v1/models at vLLM itself"
-
-  api GET "$FRONT_URL/v1/models"
-  [[ "$API_CODE" == 200 ]] || die "/v1/models answered $API_CODE with the API key"
-  [[ "$(json_field '[m["id"] for m in r["data"]]')" == *"'$MODEL'"* ]] || die "/v1/models does not list $MODEL"
-
-  # Chat, never /v1/completions: raw completions return "" on -it models.
-  MODEL="$MODEL" python3 -c 'import json, os
-print(json.dumps({"model": os.environ["MODEL"], "max_tokens": 64,
-  "messages": [{"role": "user", "content": "Say hi in five words."}]}))' >"$WORK_DIR/chat.json"
-  api POST "$FRONT_URL/v1/chat/completions" "$WORK_DIR/chat.json"
-  [[ "$API_CODE" == 200 ]] || die "chat completion answered $API_CODE: $(head -c 300 "$WORK_DIR/response")"
-  local reply
-  # A reasoning model may spend the smoke test's tokens thinking: vLLM puts that in `reasoning` (older
-  # releases: `reasoning_content`), which still proves the chat path works.
-  reply="$(json_field 'next((m.get(k) for m in [r["choices"][0]["message"]] for k in ("content", "reasoning", "reasoning_content") if m.get(k)), None)')"
-  [[ -n "$reply" ]] || die "chat completion came back empty"
-  say "chat ok: ${reply:0:80}"
-
-  MODEL="$MODEL" python3 -c 'import json, os
-print(json.dumps({"model": os.environ["MODEL"], "max_tokens": 256, "tool_choice": "auto",
-  "messages": [{"role": "user", "content": "What is the weather in Paris? Use the tool."}],
-  "tools": [{"type": "function", "function": {"name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                   "required": ["city"]}}}]}))' >"$WORK_DIR/tool.json"
-  api POST "$FRONT_URL/v1/chat/completions" "$WORK_DIR/tool.json"
-  [[ "$API_CODE" == 200 ]] || die "tool-call request answered $API_CODE: $(head -c 300 "$WORK_DIR/response")"
-  local tool
-  tool="$(json_field 'r["choices"][0]["message"]["tool_calls"][0]["function"]["name"]')"
-  [[ "$tool" == get_weather ]] || die "no get_weather tool call came back (got: $(head -c 300 "$WORK_DIR/response"))"
-  say "tool call ok: $tool($(json_field 'r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]'))"
+  python3 "$SMOKE_TEST" --front-url "$FRONT_URL" --vllm-url "$VLLM_URL" --model "$MODEL" \
+    --api-key-file "$API_KEY_FILE" || die "the smoke test failed (above)"
 }
 
 # Called by the last line of the stack's stdin, after the files are staged.
@@ -318,3 +266,16 @@ main() {
   smoke_test
   say "ready: $MODEL on port $PORT (through the front; vLLM on 127.0.0.1:$UPSTREAM_PORT)"
 }
+
+# on_exit: removes the work directory; on a failure, prints the billing note last.
+on_exit() {
+  local status=$?
+  rm -rf "$WORK_DIR"
+  if ((status != 0)) && [[ -n "$FAILURE_NOTE" ]]; then printf '[tpu-vllm] %s\n' "$FAILURE_NOTE" >&2; fi
+}
+
+if [[ "${BASH_SOURCE[0]:-$0}" == "$0" ]]; then
+  parse_args "$@"
+  WORK_DIR="$(mktemp -d)"
+  trap on_exit EXIT
+fi

@@ -5,14 +5,18 @@
 # metadata is readable from the instance. It reads the non-secret settings from
 # metadata attributes, fetches the secrets itself with the VM's own identity,
 # writes each to its own root-only file (mounted read-only into the containers),
-# mounts the compile-cache disk, starts pulling the image, and writes a status
-# file that the deploy waits on: `ready`, or `failed: <what> (line N)` for any
-# exit, expected or not.
+# mounts the compile-cache disk (formatting it only if it is blank everywhere a
+# filesystem keeps a signature), starts pulling the image, and writes a status
+# file that the deploy and the containers' units wait on: `ready`, or
+# `failed: <what> (line N)` for any exit, expected or not, SIGTERM included;
+# kept under /run and stamped with this boot's id, so no boot inherits another's.
 #
 # Test hooks (the variables Google's own clients honour, plus a path prefix):
 #   GCE_METADATA_HOST                              metadata server host[:port]
 #   CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER  Secret Manager root URL
-#   STARTUP_ROOT                                   prefix for every path written
+#   STARTUP_ROOT                                   prefix for every path read or written
+#
+# Executed, it runs `main`; sourced (tests), it only defines its functions and settings.
 set -Eeuo pipefail
 umask 077
 
@@ -22,29 +26,39 @@ SECRETMANAGER_URL="${CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER:-https://secr
 SECRETMANAGER_URL="${SECRETMANAGER_URL%/}/v1"
 SECRETS_DIR="$ROOT/etc/tpu-vllm/secrets"
 LEGACY_ENV_FILE="$ROOT/etc/tpu-vllm/env"
-STATUS_DIR="$ROOT/var/lib/tpu-vllm"
+# Under /run (a tmpfs, empty at every boot) and stamped with this boot's id: a status can never outlive
+# the boot that wrote it, so a boot whose script dies early (or never runs) cannot look ready.
+STATUS_DIR="$ROOT/run/tpu-vllm"
 STATUS_FILE="$STATUS_DIR/startup-status"
+# Where earlier versions kept it (it survived reboots); removed so nothing reads a stale `ready`.
+LEGACY_STATUS_FILE="$ROOT/var/lib/tpu-vllm/startup-status"
+BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
 ATTEMPTS="${STARTUP_ATTEMPTS:-8}"
 BACKOFF_SECONDS="${STARTUP_BACKOFF_SECONDS:-2}"
+# Blank-disk check: how much of each place a filesystem or partition table keeps its signature is read.
+BLANK_START_BYTES=$((4 << 20))
+BLANK_END_BYTES=$((1 << 20))
+BLANK_BACKUP_BYTES=4096
 # What the script is doing, for the status line of an unexpected failure.
 STEP="starting"
+BOOT_ID=""
+WORK_DIR=""
+PAUSE_PID=""
 
-WORK_DIR="$(mktemp -d)"
-trap 'rm -rf "$WORK_DIR"' EXIT
+say() { printf 'tpu-vllm-startup: %s\n' "$*" >&2; }
 
-log() { printf 'tpu-vllm-startup: %s\n' "$*" >&2; }
-
+# write_status STATE: STATE, then `boot <id>` (the boot-ready check and serve.sh compare it with theirs).
 write_status() {
   mkdir -p "$STATUS_DIR"
-  printf '%s\n' "$1" >"$STATUS_FILE.tmp"
+  printf '%s\nboot %s\n' "$1" "$BOOT_ID" >"$STATUS_FILE.tmp"
   chmod 0644 "$STATUS_FILE.tmp"
   mv -f "$STATUS_FILE.tmp" "$STATUS_FILE"
 }
 
-already_failed() { [[ "$(cat "$STATUS_FILE" 2>/dev/null || true)" == failed:* ]]; }
+already_failed() { [[ "$(head -n 1 "$STATUS_FILE" 2>/dev/null || true)" == failed:* ]]; }
 
-fail() {
-  log "FAILED: $*"
+die() {
+  say "FAILED: $*"
   # The first failure is the precise one; a caller that sees it fail must not overwrite it.
   already_failed || write_status "failed: $*"
   exit 1
@@ -55,13 +69,50 @@ fail() {
 # (unexpanded), so it carries no secret.
 on_error() {
   local code="$1" line="$2" command="$3"
+  # A child killed by the same stop (systemd signals the whole group) fails with 128+15: report the stop.
+  ((code != 143)) || on_signal TERM
   trap - ERR
   command="${command%%$'\n'*}"
   already_failed || write_status "failed: $STEP: \`${command:0:160}\` exited $code (line $line)"
-  log "FAILED: $STEP: \`${command:0:160}\` exited $code (line $line)"
+  say "FAILED: $STEP: \`${command:0:160}\` exited $code (line $line)"
   exit "$code"
 }
-trap 'on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+
+# A systemd stop or timeout (SIGTERM), or Ctrl-C by hand: the deploy must see `failed:` at once, not wait
+# its whole timeout on `running`.
+on_signal() {
+  trap - ERR TERM INT
+  [[ -z "$PAUSE_PID" ]] || kill "$PAUSE_PID" 2>/dev/null || true
+  already_failed || write_status "failed: $STEP: stopped by SIG$1 (a systemd stop or timeout?); rerun with: sudo systemctl restart google-startup-scripts"
+  say "FAILED: $STEP: stopped by SIG$1"
+  exit 143
+}
+
+cleanup() { [[ -z "$WORK_DIR" ]] || rm -rf "$WORK_DIR"; }
+
+# A sleep the traps can interrupt: bash runs a trap only between commands, and `wait` is one.
+pause() {
+  sleep "$1" &
+  PAUSE_PID=$!
+  wait "$PAUSE_PID"
+  PAUSE_PID=""
+}
+
+# The first thing main does, so nothing can fail before a trap is set: the traps, this boot's id, the
+# first status write, then the scratch directory.
+start_boot() {
+  trap 'on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+  trap 'on_signal TERM' TERM
+  trap 'on_signal INT' INT
+  trap cleanup EXIT
+  STEP="reading this boot's id"
+  BOOT_ID="$(cat "$BOOT_ID_FILE")"
+  [[ "$BOOT_ID" =~ ^[0-9a-f-]+$ ]] || die "this boot's id ($BOOT_ID_FILE) is empty or malformed"
+  write_status "running"
+  rm -f "$LEGACY_STATUS_FILE"
+  STEP="starting"
+  WORK_DIR="$(mktemp -d)"
+}
 
 # http_get URL OUT [HEADER_FILE] -> sets HTTP_CODE; retries connection errors, 429 and 5xx.
 # Headers come from a file so no credential is ever on a command line.
@@ -78,8 +129,8 @@ http_get() {
     if ((attempt >= ATTEMPTS)); then
       return 0
     fi
-    log "GET ${url%%\?*}: ${HTTP_CODE/#000/no answer}; retry $attempt/$ATTEMPTS in ${delay}s"
-    sleep "$delay"
+    say "GET ${url%%\?*}: ${HTTP_CODE/#000/no answer}; retry $attempt/$ATTEMPTS in ${delay}s"
+    pause "$delay"
     attempt=$((attempt + 1))
     delay=$((delay * 2))
   done
@@ -92,7 +143,7 @@ metadata_value() {
   case "$HTTP_CODE" in
     200) cat "$out" ;;
     404) ;;
-    *) fail "metadata server answered ${HTTP_CODE/#000/nothing} for $1 after $ATTEMPTS attempts" ;;
+    *) die "metadata server answered ${HTTP_CODE/#000/nothing} for $1 after $ATTEMPTS attempts" ;;
   esac
 }
 
@@ -101,7 +152,7 @@ metadata_attribute() { metadata_value "instance/attributes/$1"; }
 fetch_access_token() {
   local out="$WORK_DIR/token.json"
   http_get "$METADATA_URL/instance/service-accounts/default/token" "$out"
-  [[ "$HTTP_CODE" == 200 ]] || fail "no access token from the metadata server (HTTP $HTTP_CODE); the node needs a service account with the cloud-platform scope"
+  [[ "$HTTP_CODE" == 200 ]] || die "no access token from the metadata server (HTTP $HTTP_CODE); the node needs a service account with the cloud-platform scope"
   # The token goes from JSON to a header file without touching argv or stdout; a reply that is not the
   # expected JSON says so (its text is not printed: it could hold the token).
   python3 -c 'import json, sys
@@ -109,7 +160,7 @@ token = json.load(sys.stdin)["access_token"]
 if not isinstance(token, str) or not token or "\n" in token:
     raise ValueError("bad token")
 sys.stdout.write("Authorization: Bearer " + token + "\n")' <"$out" >"$WORK_DIR/auth-header" 2>/dev/null ||
-    fail "the metadata server's token reply (HTTP 200) is not JSON with an access_token; is something intercepting metadata.google.internal?"
+    die "the metadata server's token reply (HTTP 200) is not JSON with an access_token; is something intercepting metadata.google.internal?"
   rm -f "$out"
 }
 
@@ -119,9 +170,9 @@ fetch_secret() {
   http_get "$SECRETMANAGER_URL/$secret/versions/latest:access" "$out" "$WORK_DIR/auth-header"
   case "$HTTP_CODE" in
     200) ;;
-    403) fail "permission denied reading $secret: grant roles/secretmanager.secretAccessor on that secret to the VM's service account ($SERVICE_ACCOUNT)" ;;
-    404) fail "$secret has no enabled version (or does not exist): add one with: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-" ;;
-    *) fail "Secret Manager answered $HTTP_CODE for $secret after $ATTEMPTS attempts" ;;
+    403) die "permission denied reading $secret: grant roles/secretmanager.secretAccessor on that secret to the VM's service account ($SERVICE_ACCOUNT)" ;;
+    404) die "$secret has no enabled version (or does not exist): add one with: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-" ;;
+    *) die "Secret Manager answered $HTTP_CODE for $secret after $ATTEMPTS attempts" ;;
   esac
   mkdir -p "$WORK_DIR/secrets"
   python3 -c 'import base64, json, sys
@@ -129,9 +180,9 @@ value = base64.b64decode(json.load(sys.stdin)["payload"]["data"]).decode("utf-8"
 if not value or "\n" in value:
     sys.exit("the secret must be a single non-empty line")
 sys.stdout.write(value + "\n")' <"$out" >"$WORK_DIR/secrets/$name" 2>/dev/null ||
-    fail "$secret does not hold a single-line value"
+    die "$secret does not hold a single-line value"
   rm -f "$out"
-  log "read $name from $secret"
+  say "read $name from $secret"
 }
 
 install_secrets() {
@@ -152,13 +203,13 @@ install_secrets() {
 check_mount_point() {
   local mount_point="$1" first
   [[ "$mount_point" =~ ^(/[A-Za-z0-9._-]+)+$ && "/$mount_point/" != */./* && "/$mount_point/" != */../* ]] ||
-    fail "cache mount point '$mount_point' is not a plain absolute path (e.g. /mnt/tpu-vllm-cache)"
+    die "cache mount point '$mount_point' is not a plain absolute path (e.g. /mnt/tpu-vllm-cache)"
   first="${mount_point#/}"
   first="/${first%%/*}"
   case "$first" in
     /etc | /usr | /var | /root | /home | /boot | /bin | /sbin | /lib | /lib32 | /lib64 | /libx32 | /opt | \
       /proc | /sys | /dev | /run | /tmp | /snap)
-      fail "cache mount point $mount_point is a system directory; use a path under /mnt" ;;
+      die "cache mount point $mount_point is a system directory; use a path under /mnt" ;;
   esac
 }
 
@@ -179,14 +230,65 @@ probe_disk() {
   return "$code"
 }
 
-# blkid -p also exits 2 when it cannot open the device at all (a missing path, a directory), so "no
-# filesystem" alone never formats: the start of the disk must also read as zeros, as a new disk does.
-BLANK_CHECK_BYTES=1048576
-disk_reads_blank() { cmp -s -n "$BLANK_CHECK_BYTES" "$1" /dev/zero; }
+# device_size DEVICE -> its size in bytes (a block device's, or an image file's in tests).
+device_size() {
+  if [[ -b "$1" ]]; then
+    blockdev --getsize64 "$1"
+  else
+    stat -L -c %s "$1"
+  fi
+}
+
+# reads_as_zeros DEVICE OFFSET LENGTH: true only if all LENGTH bytes there could be read and are zero.
+reads_as_zeros() {
+  local device="$1" offset="$2" length="$3"
+  dd if="$device" iflag=skip_bytes,count_bytes skip="$offset" count="$length" bs=65536 status=none 2>/dev/null |
+    cmp -s -n "$length" - /dev/zero
+}
+
+# The ext4 groups that hold a backup superblock (sparse_super: 1 and the powers of 3, 5 and 7).
+backup_groups() {
+  local limit="$1" base group
+  for base in 3 5 7; do
+    for ((group = base; group < limit; group *= base)); do
+      printf '%s\n' "$group"
+    done
+  done
+  ((limit > 1)) && printf '1\n'
+  return 0
+}
+
+# blank_disk_check DEVICE -> prints nothing and succeeds only if every place a filesystem or partition
+# table keeps its signature or backup reads as zeros: the first 4 MiB (MBR, GPT, the superblocks of ext4,
+# XFS, btrfs, LVM, of a filesystem in a first partition at 1 MiB too), the ext4 backup superblocks for
+# 1k, 2k and 4k blocks (groups of 8, 32, 128 MiB; from the start and from 1 MiB), and the last MiB (GPT's
+# backup header, md and ZFS labels). Otherwise prints the first place that holds data, and fails.
+# `blkid -p` finds nothing on a disk whose start was zeroed, so "no filesystem" alone never formats.
+blank_disk_check() {
+  local device="$1" size group_bytes partition group offset
+  size="$(device_size "$device" 2>/dev/null)" || { echo "its size cannot be read"; return 1; }
+  if ! [[ "$size" =~ ^[0-9]+$ ]] || ((size < BLANK_START_BYTES)); then
+    echo "it is smaller than 4 MiB (or cannot be read)"
+    return 1
+  fi
+  reads_as_zeros "$device" 0 "$BLANK_START_BYTES" || { echo "its first 4 MiB hold data"; return 1; }
+  reads_as_zeros "$device" $((size - BLANK_END_BYTES)) "$BLANK_END_BYTES" ||
+    { echo "its last MiB holds data (where GPT keeps its backup header)"; return 1; }
+  for group_bytes in $((8 << 20)) $((32 << 20)) $((128 << 20)); do
+    for partition in 0 $((1 << 20)); do
+      while read -r group; do
+        offset=$((partition + group * group_bytes))
+        ((offset + BLANK_BACKUP_BYTES <= size)) || continue
+        reads_as_zeros "$device" "$offset" "$BLANK_BACKUP_BYTES" ||
+          { echo "it holds data at byte $offset, where an ext4 keeps a backup superblock"; return 1; }
+      done < <(backup_groups $(((size - partition) / group_bytes + 1)))
+    done
+  done
+}
 
 write_fstab_line() {
   local uuid="$1" mount_point="$2" fstab="$ROOT/etc/fstab" line
-  [[ "$uuid" =~ ^[0-9A-Fa-f-]+$ ]] || fail "the cache disk's UUID '$uuid' is empty or malformed; not writing /etc/fstab"
+  [[ "$uuid" =~ ^[0-9A-Fa-f-]+$ ]] || die "the cache disk's UUID '$uuid' is empty or malformed; not writing /etc/fstab"
   # nofail + a short device timeout: a missing disk must never block boot.
   line="UUID=$uuid $mount_point ext4 discard,defaults,nofail,x-systemd.device-timeout=10s 0 2"
   grep -qsxF -- "$line" "$fstab" && return 0
@@ -204,8 +306,8 @@ mount_cache_disk() {
   STEP="waiting for the cache disk $device"
   local waited=0
   until [[ -e "$device" ]]; do
-    ((waited >= 60)) && fail "cache disk $device never appeared; is it attached (dataDisks)?"
-    sleep 2
+    ((waited >= 60)) && die "cache disk $device never appeared; is it attached (dataDisks)?"
+    pause 2
     waited=$((waited + 2))
   done
   STEP="probing the cache disk $device"
@@ -213,19 +315,21 @@ mount_cache_disk() {
   case "$code" in
     0) ;;
     2)
-      disk_reads_blank "$device" ||
-        fail "blkid -p found no filesystem on $device, but its first MiB does not read as zeros (or cannot be read); not formatting a disk that may hold data: attach a blank disk, or zero its start yourself if its data is not needed"
+      local not_blank
+      if ! not_blank="$(blank_disk_check "$device")"; then
+        die "blkid -p found no filesystem on $device, but it is not blank: $not_blank; not formatting a disk that may hold data. If it is an ext4 whose start was damaged, recover it (sudo e2fsck -b 32768 $device); if its data is not needed, format it yourself and rerun the boot script: sudo mkfs.ext4 -m 0 $device && sudo systemctl restart google-startup-scripts"
+      fi
       STEP="formatting the blank cache disk $device"
-      log "no filesystem or partition table on $device: formatting it (ext4)"
+      say "no filesystem or partition table on $device, and it reads as zeros everywhere one would be: formatting it (ext4)"
       mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"
-      probe_disk "$device" || fail "blkid -p cannot read $device right after mkfs.ext4 (exit $?)"
+      probe_disk "$device" || die "blkid -p cannot read $device right after mkfs.ext4 (exit $?)"
       ;;
-    *) fail "blkid -p could not probe $device (exit $code: $(head -c 200 "$WORK_DIR/blkid.err")); not formatting a disk that may hold the compile cache" ;;
+    *) die "blkid -p could not probe $device (exit $code: $(head -c 200 "$WORK_DIR/blkid.err")); not formatting a disk that may hold the compile cache" ;;
   esac
   [[ -z "$DISK_PTTYPE" ]] ||
-    fail "cache disk $device has a $DISK_PTTYPE partition table; the stack uses the whole disk as ext4 and will not format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
+    die "cache disk $device has a $DISK_PTTYPE partition table; the stack uses the whole disk as ext4 and will not format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
   [[ "$DISK_TYPE" == ext4 ]] ||
-    fail "cache disk $device holds a ${DISK_TYPE:-unrecognised} filesystem, not ext4; refusing to format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
+    die "cache disk $device holds a ${DISK_TYPE:-unrecognised} filesystem, not ext4; refusing to format it: attach a blank disk, or wipe this one yourself (wipefs -a) if its data is not needed"
   STEP="mounting the cache disk $device on $mount_point"
   mkdir -p "$ROOT$mount_point"
   if ! mountpoint -q "$ROOT$mount_point"; then
@@ -233,11 +337,11 @@ mount_cache_disk() {
   fi
   STEP="listing the cache disk in /etc/fstab"
   write_fstab_line "$DISK_UUID" "$mount_point"
-  log "cache disk mounted at $mount_point"
+  say "cache disk mounted at $mount_point"
 }
 
 main() {
-  write_status "running"
+  start_boot
   local hf_secret api_secret device_name mount_point image
   STEP="reading the metadata"
   hf_secret="$(metadata_attribute tpu-vllm-hf-token-secret)"
@@ -246,8 +350,8 @@ main() {
   mount_point="$(metadata_attribute tpu-vllm-cache-mount)"
   image="$(metadata_attribute tpu-vllm-image)"
   mount_point="${mount_point:-/mnt/tpu-vllm-cache}"
-  [[ -n "$hf_secret" ]] || fail "metadata attribute tpu-vllm-hf-token-secret is missing"
-  [[ -n "$api_secret" ]] || fail "metadata attribute tpu-vllm-api-key-secret is missing"
+  [[ -n "$hf_secret" ]] || die "metadata attribute tpu-vllm-hf-token-secret is missing"
+  [[ -n "$api_secret" ]] || die "metadata attribute tpu-vllm-api-key-secret is missing"
   SERVICE_ACCOUNT="$(metadata_value instance/service-accounts/default/email)"
   SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-the node service account}"
   check_mount_point "$mount_point"
@@ -255,7 +359,7 @@ main() {
   if [[ -n "$device_name" ]]; then
     mount_cache_disk "$device_name" "$mount_point"
   else
-    log "no cache disk attribute; the compile cache stays on the boot disk"
+    say "no cache disk attribute; the compile cache stays on the boot disk"
     mkdir -p "$ROOT$mount_point"
   fi
   STEP="preparing the cache directories"
@@ -263,7 +367,7 @@ main() {
 
   if [[ -n "$image" ]] && command -v docker >/dev/null 2>&1; then
     # Start the multi-GB pull now; the deploy's docker run finds it done or joins it.
-    log "pulling $image in the background"
+    say "pulling $image in the background"
     nohup docker pull "$image" >"$STATUS_DIR/image-pull.log" 2>&1 &
   fi
 
@@ -276,7 +380,10 @@ main() {
   STEP="writing the secret files"
   install_secrets
   write_status "ready"
-  log "ready: secrets in ${SECRETS_DIR#"$ROOT"} (root only, one file each)"
+  say "ready: secrets in ${SECRETS_DIR#"$ROOT"} (root only, one file each)"
 }
 
-main "$@"
+# Only when executed (the guest agent runs the file); sourcing it defines the functions and nothing else.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi

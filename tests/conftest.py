@@ -14,3 +14,17 @@ def gke_program():
     from tests import program as harness
 
     return harness.run_gke_with_canaries()
+
+
+@pytest.fixture
+def servers():
+    """Starts a fake metadata server and Secret Manager (tests.fakes.gcp_metadata) for a boot script run."""
+    started = []
+
+    def start(metadata, secretmanager):
+        started.extend([metadata.__enter__(), secretmanager.__enter__()])
+        return metadata, secretmanager
+
+    yield start
+    for server in started:
+        server.__exit__(None, None, None)

@@ -135,9 +135,10 @@ def test_tokens_reach_the_pod_as_files_from_the_secret_manager_add_on(gke):
     classes = {c["inputs"]["metadata"]["name"]: c["inputs"]["spec"] for c in gke.of_type(SECRET_PROVIDER_CLASS)}
     assert classes["vllm-hf-token"] == {"provider": "gke", "parameters": {
         "secrets": "- resourceName: projects/my-proj/secrets/tpu-vllm-gke-hf-token/versions/latest\n"
-                   "  path: hf-token\n"}}
+                   "  path: hf-token\n  mode: 256\n"}}
     assert classes["vllm-api-key"]["parameters"]["secrets"] == (
-        "- resourceName: projects/my-proj/secrets/tpu-vllm-gke-api-key/versions/latest\n  path: api-key\n")
+        "- resourceName: projects/my-proj/secrets/tpu-vllm-gke-api-key/versions/latest\n  path: api-key\n"
+        "  mode: 256\n")
     volumes = {v["name"]: v for v in pod_spec(gke)["volumes"]}
     for volume, spc in (("hf-token", "vllm-hf-token"), ("api-key", "vllm-api-key")):
         assert volumes[volume]["csi"] == {"driver": "secrets-store-gke.csi.k8s.io", "readOnly": True,

@@ -318,7 +318,12 @@ def _(f):
 
 @case("a secret name in a project with digits is not a secret")
 def _(f):
-    return with_metadata(f["dev"], **{"tpu-vllm-hf-token-secret": "projects/my-project-123456/secrets/hf-token-2"}), {}
+    name = "projects/my-project-123456/secrets/hf-token-2"
+    resources = with_metadata(f["dev"], **{"tpu-vllm-hf-token-secret": name})
+    for type_, props, _ in resources:  # the VM's grant follows the secret it is told to read
+        if type_ == "gcp:secretmanager/secretIamMember:SecretIamMember" and props.get("secretId") == "hf-token":
+            props["secretId"] = name
+    return resources, {}
 
 
 for spelled in ("--gpu_memory_utilization 0.99", "--gpu-memory-utilization=0.99", "--gpu_memory_utilization=0.99",
@@ -337,33 +342,33 @@ def grant(type_, **props):
     return (type_, props, f"{STACK_URN}{type_}::grant")
 
 
-@case("project IAMMember for the TPU's account", "tpu-service-account-has-no-project-role", "on the whole project")
+@case("project IAMMember for the TPU's account", "stack-identities-hold-only-their-grants", "roles/editor on project")
 def _(f):
     return [*f["dev"], grant("gcp:projects/iAMMember:IAMMember", project="proj", role="roles/editor",
                              member=tpu_member(f["dev"]))], {}
 
 
-@case("project IAMBinding, the email in other case", "tpu-service-account-has-no-project-role",
-      "on the whole project")
+@case("project IAMBinding, the email in other case", "stack-identities-hold-only-their-grants",
+      "roles/editor on project")
 def _(f):
     return [*f["dev"], grant("gcp:projects/iAMBinding:IAMBinding", project="proj", role="roles/editor",
                              members=["user:me@example.com", tpu_member(f["dev"]).upper().replace("SERVICEACCOUNT",
                                                                                               "serviceAccount")])], {}
 
 
-@case("project IAMPolicy", "tpu-service-account-has-no-project-role", "roles/owner on the whole project")
+@case("project IAMPolicy", "stack-identities-hold-only-their-grants", "roles/owner on project")
 def _(f):
     policy = {"bindings": [{"role": "roles/owner", "members": [tpu_member(f["dev"])]}]}
     return [*f["dev"], grant("gcp:projects/iAMPolicy:IAMPolicy", project="proj", policyData=json.dumps(policy))], {}
 
 
-@case("organisation IAMMember", "tpu-service-account-has-no-project-role", "on the whole organization")
+@case("organisation IAMMember", "stack-identities-hold-only-their-grants", "roles/viewer on organization")
 def _(f):
     return [*f["dev"], grant("gcp:organizations/iAMMember:IAMMember", orgId="123", role="roles/viewer",
                              member=tpu_member(f["dev"]))], {}
 
 
-@case("folder IAMBinding", "tpu-service-account-has-no-project-role", "on the whole folder")
+@case("folder IAMBinding", "stack-identities-hold-only-their-grants", "roles/viewer on folder")
 def _(f):
     return [*f["dev"], grant("gcp:folder/iAMBinding:IAMBinding", folder="folders/42", role="roles/viewer",
                              members=[tpu_member(f["dev"])])], {}

@@ -95,7 +95,7 @@ def test_the_policy_pack_enforces_the_body_rules_on_a_preview(dev_preview):
     assert any("metadata 'tpu-vllm-image' contains a Hugging Face token" in message for message in leaks)
     assert not any(ADVISORY in message for message in leaks)
     # The stack rule reads the TPU's service account from the preview too, not an advisory note.
-    assert reports["dev"]["tpu-service-account-has-no-project-role"] == []
+    assert reports["dev"]["stack-identities-hold-only-their-grants"] == []
 
 
 # pulumi-command v1.2.1 (provider/pkg/provider/remote/connection.go, dialWithRetry over retry.Until):

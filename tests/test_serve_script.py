@@ -48,6 +48,8 @@ COMPILING_LOG = (
     "INFO some unrelated line\n"
 )
 SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+BOOT_ID = "0b1d0c52-7c1e-4a39-9a41-5d3e2f1c0a77"
+EARLIER_BOOT_ID = "5e6f7a8b-0000-4c4c-8888-000011112222"
 
 
 def free_port() -> int:
@@ -60,10 +62,12 @@ class Node:
     """One fake VM: its root, the engine, vLLM on the upstream port, a front on the serving port."""
 
     def __init__(self, tmp_path: Path, status: str | None = "ready", vllm_log: str = MILESTONE_LOG,
+                 status_boot_id: str = "",
                  raw: dict | None = None, vllm_key: str | None = API_CANARY, front_reply_field: str = "content",
                  **vllm_options):
         self.tmp_path = tmp_path
         self.root = tmp_path / "root"
+        status_boot_id = status_boot_id or BOOT_ID
         self.engine = FakeDockerEngine().__enter__()
         self.engine.logs[container.CONTAINER_NAME] = vllm_log
         self.engine.logs[container.FRONT_CONTAINER_NAME] = "nginx: ready\n"
@@ -79,10 +83,13 @@ class Node:
             secret.write_text(value + "\n")
         (self.root / "tmp").mkdir()
         (self.root / "tmp/libtpu_lockfile").touch()
+        boot_id = self.root / boot_contract.BOOT_ID_FILE.lstrip("/")
+        boot_id.parent.mkdir(parents=True)
+        boot_id.write_text(BOOT_ID + "\n")
         if status is not None:
             status_file = self.root / boot_contract.STATUS_FILE.lstrip("/")
             status_file.parent.mkdir(parents=True)
-            status_file.write_text(status + "\n")
+            status_file.write_text(f"{status}\nboot {status_boot_id}\n")
         self.log = tmp_path / "commands.log"
         self.env = make_shims(tmp_path / "bin", self.log, {
             "docker": f'exec {shlex.quote(DOCKER_CLI)} "$@"',
@@ -332,11 +339,32 @@ def test_the_units_do_not_start_unless_this_boots_script_said_ready(node):
     # serve.sh saw `ready`; then the boot script is run again by hand and fails: the containers must not start.
     assert vm.stdin.endswith("\nmain\n")
     vm.stdin = vm.stdin.removesuffix("main\n") + (
-        f"wait_for_startup() {{ printf 'failed: rerun\\n' > {shlex.quote(str(status))}; }}\nmain\n")
+        f"wait_for_startup() {{ printf 'failed: rerun\\nboot {BOOT_ID}\\n' > {shlex.quote(str(status))}; }}\nmain\n")
     result = vm()
     assert result.returncode == 1
     assert "systemd could not start" in result.stderr
     assert vm.engine.creates() == []
+
+
+def test_the_units_do_not_start_on_a_ready_left_by_an_earlier_boot(node):
+    vm = node()
+    status = vm.root / boot_contract.STATUS_FILE.lstrip("/")
+    # serve.sh saw this boot's `ready`; then the node reboots and the status is an earlier boot's.
+    vm.stdin = vm.stdin.removesuffix("main\n") + (
+        f"wait_for_startup() {{ printf 'ready\\nboot {EARLIER_BOOT_ID}\\n' > {shlex.quote(str(status))}; }}\nmain\n")
+    result = vm()
+    assert result.returncode == 1
+    assert "systemd could not start" in result.stderr
+    assert vm.engine.creates() == []
+
+
+def test_the_deploy_does_not_take_an_earlier_boots_ready_for_this_ones(node):
+    vm = node(status_boot_id=EARLIER_BOOT_ID)
+    result = vm("--status-timeout", "1")
+    assert result.returncode == 1
+    assert "did not finish in 1s on this boot" in result.stderr
+    assert "waiting for the boot script (not started on this boot)" in result.stdout
+    assert not any(line.startswith("systemctl") for line in vm.commands)
 
 
 def test_a_failed_boot_script_stops_the_deploy_with_its_reason(node):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import stat
 import subprocess
 import threading
@@ -20,6 +21,7 @@ API_CANARY = "CANARYapiKEY0123456789abcdefghijklmnopqrstuv"
 HF_SECRET = "projects/proj/secrets/hf-token"
 API_SECRET = "projects/proj/secrets/tpu-vllm-dev-api-key"
 CANARIES = (HF_CANARY, API_CANARY, ACCESS_TOKEN)
+BOOT_ID = "0b1d0c52-7c1e-4a39-9a41-5d3e2f1c0a77"
 
 
 def attributes(**extra):
@@ -33,6 +35,7 @@ class Run:
     def __init__(self, tmp_path: Path, metadata_url: str, secretmanager_url: str, fakes=None, **env):
         self.root = tmp_path / "root"
         self.root.mkdir(exist_ok=True)
+        self.boot(BOOT_ID)
         self.log = tmp_path / "commands.log"
         self.env = make_shims(tmp_path / "bin", self.log, {"docker": "exit 0", **(fakes or {})})
         self.env.update({
@@ -49,9 +52,20 @@ class Run:
                                      timeout=120)
         return self.result
 
+    def boot(self, boot_id: str) -> None:
+        """The kernel's id of the boot the next run belongs to (a reboot gives a new one)."""
+        path = self.root / contract.BOOT_ID_FILE.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(boot_id + "\n")
+
+    @property
+    def status_lines(self) -> list[str]:
+        return (self.root / contract.STATUS_FILE.lstrip("/")).read_text().splitlines()
+
     @property
     def status(self) -> str:
-        return (self.root / contract.STATUS_FILE.lstrip("/")).read_text().strip()
+        """The state line (the second line is the boot stamp)."""
+        return self.status_lines[0]
 
     @property
     def commands(self) -> str:
@@ -61,19 +75,6 @@ class Run:
         for canary in CANARIES:
             assert canary not in self.commands, f"{canary} reached a command line"
             assert canary not in self.result.stdout and canary not in self.result.stderr
-
-
-@pytest.fixture
-def servers():
-    started = []
-
-    def start(metadata: FakeMetadata, secretmanager: FakeSecretManager):
-        started.extend([metadata.__enter__(), secretmanager.__enter__()])
-        return metadata, secretmanager
-
-    yield start
-    for server in started:
-        server.__exit__(None, None, None)
 
 
 def good_secrets(**faults):
@@ -170,31 +171,36 @@ def test_metadata_server_that_never_answers_fails_clearly(tmp_path, servers):
     assert run.status.startswith("failed: metadata server answered 503")
 
 
+BLKID = shutil.which("blkid") or "/usr/sbin/blkid"
+MKFS = shutil.which("mkfs.ext4") or "/usr/sbin/mkfs.ext4"
+DUMPE2FS = shutil.which("dumpe2fs") or "/usr/sbin/dumpe2fs"
+SFDISK = shutil.which("sfdisk") or "/usr/sbin/sfdisk"
+needs_disk_tools = pytest.mark.skipif(not all(Path(tool).exists() for tool in (BLKID, MKFS, DUMPE2FS, SFDISK)),
+                                      reason="run through ./scripts/test.sh, which installs e2fsprogs and fdisk")
 DISK_FAKES = {
-    # blkid -p -o export: nothing (exit 2) until mkfs ran, then an ext4 filesystem; FAKE_BLKID_* override it.
-    "blkid": 'marker="$STARTUP_ROOT/.formatted"\n'
-             'if [[ -n "${FAKE_BLKID_CODE:-}" ]]; then printf "%s" "${FAKE_BLKID_OUT:-}"; '
+    # The real blkid and mkfs.ext4 on an image file; FAKE_* make them fail as a real disk can.
+    "blkid": 'if [[ -n "${FAKE_BLKID_CODE:-}" ]]; then printf "%b" "${FAKE_BLKID_OUT:-}"; '
              'echo "blkid: probe failed" >&2; exit "$FAKE_BLKID_CODE"; fi\n'
-             '[[ -e "$marker" ]] || exit 2\n'
-             'printf "DEVNAME=%s\\nUUID=%s\\nBLOCK_SIZE=4096\\nTYPE=ext4\\nUSAGE=filesystem\\n" "${@: -1}" '
-             '"${FAKE_UUID-1111-2222}"',
+             f'exec {BLKID} "$@"',
     "mkfs.ext4": '[[ -z "${FAKE_MKFS_FAIL:-}" ]] || { echo "mkfs.ext4: Device or resource busy" >&2; exit 1; }\n'
-                 'touch "$STARTUP_ROOT/.formatted"',
+                 f'exec {MKFS} "$@"',
+    # Mounting needs root: recorded, not done.
     "mountpoint": '[[ -e "$STARTUP_ROOT/.mounted" ]]',
     "mount": '[[ -z "${FAKE_MOUNT_FAIL:-}" ]] || { echo "mount: wrong fs type" >&2; exit 32; }\n'
              'touch "$STARTUP_ROOT/.mounted"',
 }
-FSTAB_LINE = ("UUID=1111-2222 /mnt/tpu-vllm-cache ext4 discard,defaults,nofail,"
-              "x-systemd.device-timeout=10s 0 2")
+GIB = 1 << 30
+MIB = 1 << 20
 
 
-def disk_run(tmp_path, servers, **env) -> Run:
+def disk_run(tmp_path, servers, size: int = GIB, **env) -> Run:
     with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"})
     metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
     run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES, **env)
-    device = run.root / "dev/disk/by-id/google-persistent-disk-1"
-    device.parent.mkdir(parents=True)
-    device.write_bytes(bytes(1 << 20))  # a new persistent disk reads as zeros
+    run.device = run.root / "dev/disk/by-id/google-persistent-disk-1"
+    run.device.parent.mkdir(parents=True)
+    with open(run.device, "wb") as image:
+        image.truncate(size)  # sparse: a new persistent disk reads as zeros
     (run.root / "etc").mkdir()
     return run
 
@@ -203,23 +209,57 @@ def command_count(run: Run, name: str) -> int:
     return sum(line.startswith(name + " ") for line in run.commands.splitlines())
 
 
-def test_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(tmp_path, servers):
+def real_uuid(device: Path) -> str:
+    return subprocess.run([BLKID, "-p", "-s", "UUID", "-o", "value", str(device)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def fstab_line(uuid: str) -> str:
+    return f"UUID={uuid} /mnt/tpu-vllm-cache ext4 discard,defaults,nofail,x-systemd.device-timeout=10s 0 2"
+
+
+def zero(device: Path, offset: int, length: int) -> None:
+    with open(device, "r+b") as image:
+        image.seek(offset)
+        image.write(bytes(length))
+
+
+def mkfs(device: Path, *options: str) -> None:
+    subprocess.run([MKFS, "-q", "-F", *options, str(device)], check=True, capture_output=True)
+
+
+def backup_superblock_uuid(device: Path, backup_block: int, block_size: int) -> str:
+    """The filesystem's UUID as its backup superblock still holds it (what `e2fsck -b` recovers from)."""
+    dumped = subprocess.run([DUMPE2FS, "-h", "-o", f"superblock={backup_block}", "-o", f"blocksize={block_size}",
+                             str(device)], capture_output=True, text=True)
+    match = re.search(r"^Filesystem UUID:\s+(\S+)$", dumped.stdout, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+@needs_disk_tools
+def test_a_blank_cache_disk_is_formatted_once_mounted_and_listed_in_fstab_idempotently(tmp_path, servers):
     run = disk_run(tmp_path, servers)
     assert run().returncode == 0, run.result.stderr
+    uuid = real_uuid(run.device)
+    assert subprocess.run([BLKID, "-p", "-s", "TYPE", "-o", "value", str(run.device)], capture_output=True,
+                          text=True).stdout.strip() == "ext4"
     assert run().returncode == 0, run.result.stderr  # second boot: no format, no second fstab line
-    assert (run.root / "etc/fstab").read_text().splitlines() == [FSTAB_LINE]
+    assert real_uuid(run.device) == uuid
+    assert (run.root / "etc/fstab").read_text().splitlines() == [fstab_line(uuid)]
     assert command_count(run, "mkfs.ext4") == 1
     assert command_count(run, "mount") == 1
     # Only the low-level probe decides: a cached `blkid DEVICE` answer never does.
     assert all(line.startswith("blkid -p ") for line in run.commands.splitlines() if line.startswith("blkid"))
 
 
+@needs_disk_tools
 def test_a_replaced_disk_replaces_the_fstab_line_for_its_mount_point(tmp_path, servers):
     run = disk_run(tmp_path, servers)
     (run.root / "etc/fstab").write_text("UUID=root / ext4 defaults 0 1\n"
                                         "UUID=9999-0000 /mnt/tpu-vllm-cache ext4 defaults,nofail 0 2\n")
     assert run().returncode == 0, run.result.stderr
-    assert (run.root / "etc/fstab").read_text().splitlines() == ["UUID=root / ext4 defaults 0 1", FSTAB_LINE]
+    assert (run.root / "etc/fstab").read_text().splitlines() == ["UUID=root / ext4 defaults 0 1",
+                                                                 fstab_line(real_uuid(run.device))]
 
 
 @pytest.mark.parametrize("code", ["4"])
@@ -232,26 +272,93 @@ def test_a_blkid_error_fails_clearly_and_never_formats(tmp_path, servers, code):
     assert not (run.root / "etc/fstab").exists()
 
 
-@pytest.mark.parametrize("device_kind", ["data", "directory", "short"])
-def test_no_filesystem_found_never_formats_a_disk_that_is_not_blank(tmp_path, servers, device_kind):
+def _ext4_start_zeroed(device: Path, length: int) -> tuple[int, int, str]:
+    mkfs(device)  # 1 GiB: 4k blocks, groups of 128 MiB, the first backup at block 32768
+    uuid = real_uuid(device)
+    zero(device, 0, length)
+    return 32768, 4096, uuid
+
+
+def _small_ext4_start_zeroed(device: Path) -> tuple[int, int, str]:
+    mkfs(device, "-b", "1024")  # 1k blocks, groups of 8 MiB, the first backup at block 8193
+    uuid = real_uuid(device)
+    zero(device, 0, 4 * MIB)
+    return 8193, 1024, uuid
+
+
+def _ext4_in_a_lost_partition(device: Path) -> tuple[int, int, str]:
+    # A first partition at 1 MiB whose table is gone: blkid -p sees nothing at the start of the disk.
+    subprocess.run([MKFS, "-q", "-F", "-E", "offset=1048576", str(device), "262144"], check=True,
+                   capture_output=True)
+    return 0, 0, ""
+
+
+def _data_after_the_first_mib(device: Path) -> tuple[int, int, str]:
+    with open(device, "r+b") as image:
+        image.seek(2 * MIB)
+        image.write(b"compile cache " * 1000)
+    return 0, 0, ""
+
+
+def _gpt_with_its_start_zeroed(device: Path) -> tuple[int, int, str]:
+    subprocess.run([SFDISK, "-q", str(device)], input="label: gpt\n,\n", text=True, check=True,
+                   capture_output=True)
+    zero(device, 0, 4 * MIB)
+    return 0, 0, ""
+
+
+def _data_only_at_the_end(device: Path) -> tuple[int, int, str]:
+    with open(device, "r+b") as image:
+        image.seek(GIB - 4096)
+        image.write(b"EFI PART")
+    return 0, 0, ""
+
+
+@needs_disk_tools
+@pytest.mark.parametrize(("prepare", "expected"), [
+    (lambda device: _ext4_start_zeroed(device, MIB), "where an ext4 keeps a backup superblock"),
+    (lambda device: _ext4_start_zeroed(device, 4 * MIB), "where an ext4 keeps a backup superblock"),
+    (_small_ext4_start_zeroed, "where an ext4 keeps a backup superblock"),
+    (_ext4_in_a_lost_partition, "its first 4 MiB hold data"),
+    (_data_after_the_first_mib, "its first 4 MiB hold data"),
+    (_gpt_with_its_start_zeroed, ""),
+    (_data_only_at_the_end, "its last MiB holds data"),
+], ids=["ext4-first-MiB-zeroed", "ext4-first-4MiB-zeroed", "ext4-1k-blocks-start-zeroed",
+        "ext4-in-a-lost-partition-at-1MiB", "data-after-1MiB", "gpt-start-zeroed", "data-only-at-the-end"])
+def test_a_disk_that_holds_data_where_blkid_sees_nothing_is_never_formatted(tmp_path, servers, prepare, expected):
+    run = disk_run(tmp_path, servers)
+    backup_block, block_size, uuid = prepare(run.device)
+    assert subprocess.run([BLKID, "-p", str(run.device)], capture_output=True).returncode in (0, 2)
+    before = run.device.read_bytes()
+    assert run().returncode == 1
+    assert run.status.startswith("failed: ")
+    assert expected in run.status
+    assert "not formatting" in run.status or "partition table" in run.status
+    assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
+    assert run.device.read_bytes() == before
+    if backup_block:
+        # Still the filesystem it was, recoverable from its backup; the status says how, and how to format.
+        assert backup_superblock_uuid(run.device, backup_block, block_size) == uuid
+        assert f"e2fsck -b 32768 {run.device}" in run.status and f"mkfs.ext4 -m 0 {run.device}" in run.status
+
+
+@pytest.mark.parametrize("device_kind", ["directory", "short"])
+def test_a_device_that_cannot_be_read_in_full_is_never_formatted(tmp_path, servers, device_kind):
     # blkid -p exits 2 for "nothing found" and also when it cannot open the path at all.
     run = disk_run(tmp_path, servers)
-    device = run.root / "dev/disk/by-id/google-persistent-disk-1"
-    if device_kind == "data":
-        device.write_bytes(bytes(4096) + b"compile cache" + bytes(1 << 20))
-    elif device_kind == "directory":
-        device.unlink()
-        device.mkdir()
+    if device_kind == "directory":
+        run.device.unlink()
+        run.device.mkdir()
     else:
-        device.write_bytes(bytes(100))  # cannot be read as far as a real disk's first MiB
+        run.device.write_bytes(bytes(100))  # cannot be read as far as a real disk's first MiBs
     assert run().returncode == 1
-    assert "does not read as zeros (or cannot be read); not formatting" in run.status
+    assert "not blank" in run.status and "not formatting" in run.status
     assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "mount") == 0
 
 
 @pytest.mark.parametrize(("probe", "expected"), [
-    ("TYPE=xfs\nUUID=abcd\n", "holds a xfs filesystem, not ext4; refusing to format it"),
-    ("PTUUID=1234\nPTTYPE=gpt\n", "has a gpt partition table"),
+    ("TYPE=xfs\\nUUID=abcd\\n", "holds a xfs filesystem, not ext4; refusing to format it"),
+    ("PTUUID=1234\\nPTTYPE=gpt\\n", "has a gpt partition table"),
 ])
 def test_a_disk_that_is_not_plain_ext4_is_refused_not_formatted(tmp_path, servers, probe, expected):
     run = disk_run(tmp_path, servers, FAKE_BLKID_CODE="0", FAKE_BLKID_OUT=probe)
@@ -261,7 +368,7 @@ def test_a_disk_that_is_not_plain_ext4_is_refused_not_formatted(tmp_path, server
 
 
 def test_no_fstab_line_is_ever_written_with_an_empty_uuid(tmp_path, servers):
-    run = disk_run(tmp_path, servers, FAKE_UUID="")
+    run = disk_run(tmp_path, servers, FAKE_BLKID_CODE="0", FAKE_BLKID_OUT="TYPE=ext4\\n")
     assert run().returncode == 1
     assert "UUID '' is empty or malformed; not writing /etc/fstab" in run.status
     assert not (run.root / "etc/fstab").exists()
@@ -273,6 +380,7 @@ def _line_of(status: str) -> str:
     return SCRIPT.read_text().splitlines()[int(match.group(1)) - 1]
 
 
+@needs_disk_tools
 @pytest.mark.parametrize(("env", "step", "command"), [
     ({"FAKE_MKFS_FAIL": "1"}, "formatting the blank cache disk", "mkfs.ext4"),
     ({"FAKE_MOUNT_FAIL": "1"}, "mounting the cache disk", "mount -o discard,defaults"),

@@ -61,7 +61,7 @@ def test_the_boot_check_runs_once_per_boot_after_the_boot_script_without_running
     assert unit.get("Unit", "After") == boot_contract.BOOT_SCRIPT_UNIT
     assert not unit.has_option("Unit", "Requires") and not unit.has_option("Unit", "Wants")
     assert unit.get("Service", "Type") == "oneshot" and unit.get("Service", "RemainAfterExit") == "yes"
-    assert unit.get("Service", "ExecStart") == f"grep -qx ready {boot_contract.STATUS_FILE}"
+    assert unit.get("Service", "ExecStart") == f"/bin/sh {boot_contract.BOOT_READY_CHECK}"
     for rendered in (systemd_units.vllm_unit(cfg()), systemd_units.front_unit(cfg())):
         assert boot_contract.BOOT_SCRIPT_UNIT not in parse(rendered).get("Unit", "Requires")
 
@@ -152,6 +152,6 @@ def test_the_front_runner_is_valid_bash(tmp_path):
 
 def test_unit_files_reference_paths_the_stack_installs():
     text = systemd_units.vllm_unit(cfg()) + systemd_units.front_unit(cfg()) + systemd_units.boot_ready_unit()
-    for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.STATUS_FILE):
+    for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.BOOT_READY_CHECK):
         assert path in text
     assert Path(container.VLLM_RUNNER).parent == Path(container.FRONT_RUNNER).parent == Path("/etc/tpu-vllm")

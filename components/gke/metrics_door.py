@@ -8,6 +8,7 @@ on no Service; only the collector (PodMonitoring) reads it.
 
 from __future__ import annotations
 
+from components import front
 from components.settings.facts import GKE_METRICS_PORT as METRICS_PORT
 
 METRICS_PORT_NAME = "metrics"
@@ -22,7 +23,8 @@ def nginx_config(*, listen_port: int = METRICS_PORT, upstream_port: int, run_dir
     return f"""# tpu-vllm metrics door: GET {METRICS_PATH} from vLLM, nothing else.
 worker_processes 1;
 pid {run}/nginx.pid;
-error_log stderr warn;
+# As the front's: nginx's request errors carry the request line and Referer.
+error_log stderr {front.ERROR_LOG_LEVEL};
 
 events {{
     worker_connections 64;
@@ -30,8 +32,8 @@ events {{
 
 http {{
     server_tokens off;
-    access_log off;
-    client_body_temp_path {run}/client_body;
+    # The front's format: no query string, Basic-auth user, Referer or header.
+{front.logging_directives()}    client_body_temp_path {run}/client_body;
     proxy_temp_path {run}/proxy;
     fastcgi_temp_path {run}/fastcgi;
     uwsgi_temp_path {run}/uwsgi;

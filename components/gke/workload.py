@@ -46,9 +46,18 @@ def selector_labels(settings: Settings) -> dict[str, str]:
     return {"app.kubernetes.io/name": "tpu-vllm", "app.kubernetes.io/instance": settings.resource_prefix}
 
 
+# Each secret file is 0400, owned by root (the add-on writes as root): only a root process of a container that
+# mounts it can read it: vLLM's entry command (both files) and the front's (the key); not nginx's workers, and
+# not the metrics door, which mounts neither. The add-on's provider takes a per-file `mode` (octal 0000-0777
+# or decimal 0-511: GoogleCloudPlatform/secrets-store-csi-driver-provider-gcp config/config.go, Secret.Mode);
+# written in decimal so no YAML reader can take it for the number 400.
+SECRET_FILE_MODE = 0o400
+
+
 def secrets_parameter(secret_name: str, file_name: str) -> str:
     """The add-on's `secrets` parameter: one Secret Manager secret (projects/<p>/secrets/<id>) as one file."""
-    return yaml.safe_dump([{"resourceName": f"{secret_name}/versions/latest", "path": file_name}], sort_keys=False)
+    return yaml.safe_dump([{"resourceName": f"{secret_name}/versions/latest", "path": file_name,
+                            "mode": SECRET_FILE_MODE}], sort_keys=False)
 
 
 def secret_provider_class(name: str, namespace: str, secrets: pulumi.Input[str]) -> dict[str, Any]:

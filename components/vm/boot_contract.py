@@ -18,7 +18,14 @@ IMAGE_ATTRIBUTE = "tpu-vllm-image"
 SECRETS_DIR = "/etc/tpu-vllm/secrets"
 HF_TOKEN_FILE = f"{SECRETS_DIR}/hf-token"
 API_KEY_FILE = f"{SECRETS_DIR}/api-key"
-STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
+# The boot script's status: its state on the first line, `boot <id>` on the second. Under /run (a tmpfs,
+# empty at every boot) and stamped with the kernel's boot id, so no boot ever reads another boot's `ready`.
+STATUS_FILE = "/run/tpu-vllm/startup-status"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+# Where earlier versions kept the status (it survived reboots); startup.sh deletes it.
+LEGACY_STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
+# The check the containers' units wait on (tpu-vllm-boot-ready.service runs it once per boot).
+BOOT_READY_CHECK = "/etc/tpu-vllm/boot-ready-check.sh"
 # Where earlier versions kept both secrets for `docker run --env-file`; startup.sh deletes it.
 LEGACY_ENV_FILE = "/etc/tpu-vllm/env"
 # The systemd unit that runs the startup-script metadata on GCE/TPU VM images (google-guest-agent).
@@ -41,3 +48,29 @@ def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, a
         CACHE_MOUNT_ATTRIBUTE: cache_mount,
         IMAGE_ATTRIBUTE: image,
     }
+
+
+def boot_ready_check_script() -> str:
+    """POSIX sh: exits 0 only if this boot's run of the boot script wrote `ready`. STARTUP_ROOT prefixes its
+    paths in tests, as in startup.sh; systemd never sets it."""
+    return f"""#!/bin/sh
+# tpu-vllm: did this boot's run of the boot script write `ready`? Run by tpu-vllm-boot-ready.service;
+# rendered by the stack, no secret inside.
+root="${{STARTUP_ROOT:-}}"
+status_file="$root{STATUS_FILE}"
+boot_id="$(cat "$root{BOOT_ID_FILE}")" || exit 1
+state="" stamp=""
+{{ read -r state; read -r stamp; }} <"$status_file" 2>/dev/null || true
+if [ -z "$state" ]; then
+  echo "tpu-vllm: no boot status in {STATUS_FILE}: the boot script has not run on this boot" >&2
+  exit 1
+fi
+if [ "$stamp" != "boot $boot_id" ]; then
+  echo "tpu-vllm: {STATUS_FILE} was written by another boot ($stamp), not this one ($boot_id)" >&2
+  exit 1
+fi
+if [ "$state" != ready ]; then
+  echo "tpu-vllm: the boot script's status is '$state', not ready: the containers stay stopped" >&2
+  exit 1
+fi
+"""

@@ -9,7 +9,7 @@ every compile must not loop for the whole run.
 The boot script's own unit (google-startup-scripts.service) is a oneshot that goes inactive when it
 finishes, so requiring it would run the boot script again at every start of a container. Instead a
 oneshot of ours, ordered after it, checks its status file once per boot and stays active (RemainAfterExit);
-the container units require that one.
+the container units require that one. The check passes only on a `ready` stamped with this boot's id.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ After={boot_contract.BOOT_SCRIPT_UNIT}
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=grep -qx ready {boot_contract.STATUS_FILE}
+# Passes only on this boot's `ready` (the status is stamped with the boot id): never on a status an
+# earlier boot left, nor when the boot script failed, was stopped or never ran.
+ExecStart=/bin/sh {boot_contract.BOOT_READY_CHECK}
 """
 
 

@@ -2,7 +2,8 @@
 
 The remote command's text is serve.sh's flags and vLLM's `docker run` arguments (what a reviewer reads
 in the plan). Its stdin is serve.sh followed by the files it installs, each a quoted here-document so a
-preview shows them as written: the front's nginx.conf and runner, and both systemd units. None holds a
+preview shows them as written: the front's nginx.conf and runner, the boot-ready check, the systemd units
+and the smoke test (startup/smoke_test.py). None holds a
 secret; the secrets stay in the files startup.sh wrote on the VM.
 """
 
@@ -23,6 +24,9 @@ from components.vm import boot_contract, container, systemd_units
 from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
+SMOKE_TEST_SCRIPT = SERVE_SCRIPT.with_name("smoke_test.py")
+# Where serve.sh finds the smoke test it runs once vLLM and the front are healthy.
+SMOKE_TEST_FILE = "/etc/tpu-vllm/smoke-test.py"
 
 
 FILE_DELIMITER = "TPU_VLLM_FILE"
@@ -39,9 +43,11 @@ def installed_files(settings: Settings) -> list[tuple[str, str]]:
     return [
         (container.FRONT_CONFIG_FILE, container.front_config(settings)),
         (container.FRONT_RUNNER, container.front_runner_script(settings)),
+        (boot_contract.BOOT_READY_CHECK, boot_contract.boot_ready_check_script()),
         (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
         (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
         (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
+        (SMOKE_TEST_FILE, SMOKE_TEST_SCRIPT.read_text()),
     ]
 
 
@@ -58,6 +64,7 @@ def remote_command_text(settings: Settings) -> str:
         "--runner", container.VLLM_RUNNER,
         "--vllm-unit", systemd_units.VLLM_UNIT,
         "--front-unit", systemd_units.FRONT_UNIT,
+        "--smoke-test", SMOKE_TEST_FILE,
         *(["--tpu-devices"] if settings.vllm.container_access == "devices" else []),
         "--health-timeout", str(settings.vllm.health_timeout_seconds),
         "--", *container.docker_run_args(settings),

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +40,13 @@ class RunningNginx:
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
         self.port = port
         self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Drained as nginx writes: a full pipe would block its worker (the access log goes to stdout).
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._drains = [threading.Thread(target=self._drain, args=(stream, sink), daemon=True)
+                        for stream, sink in ((self.process.stdout, self._out), (self.process.stderr, self._err))]
+        for drain in self._drains:
+            drain.start()
         deadline = time.monotonic() + START_SECONDS
         while True:
             try:
@@ -47,13 +55,32 @@ class RunningNginx:
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.process.kill()
-                    raise RuntimeError(f"nginx did not start: {self.process.communicate()[1]}") from None
+                    self._join()
+                    raise RuntimeError(f"nginx did not start: {''.join(self._err)}") from None
                 time.sleep(0.05)
+
+    @staticmethod
+    def _drain(stream, sink: list[str]) -> None:
+        for line in stream:
+            sink.append(line)
+
+    def _join(self) -> None:
+        self.process.wait(timeout=10)
+        for drain in self._drains:
+            drain.join(timeout=10)
+
+    def access_log(self) -> str:
+        """What nginx has written to stdout (its access log) so far."""
+        return "".join(self._out)
+
+    def error_log(self) -> str:
+        return "".join(self._err)
 
     def stop(self) -> str:
         """Stops nginx; returns what it wrote to stderr."""
         self.process.terminate()
-        return self.process.communicate(timeout=10)[1]
+        self._join()
+        return self.error_log()
 
 
 def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
@@ -61,6 +88,11 @@ def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
         data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            # nginx may reset a connection whose unread body it refused (413), after its answer.
+            if not data:
+                raise
     return int(data.split(b"\r\n", 1)[0].split()[1]), data

@@ -1,0 +1,221 @@
+"""The stack's identities hold exactly the grants the stack makes: an allow-list, tried on many resource types.
+
+Each variant adds one grant to the dev (vm) or gke stack's own resources and goes through the pure function
+and through the pack's real entry (tests/policy_entry_check.py under pulumi-policy, in the pack's venv).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from policy import rules
+from tests import program as harness
+from tests.test_gke_policy import with_urns as gke_urns
+from tests.test_policy import STACK_URN, entry_point, program_resources
+
+RULE = "stack-identities-hold-only-their-grants"
+VM_ACCOUNT = "tpu-vllm-dev-vm@my-proj.iam.gserviceaccount.com"
+WORKLOAD = "tpu-vllm-gke-wl@my-proj.iam.gserviceaccount.com"
+NODES = "tpu-vllm-gke-nodes@my-proj.iam.gserviceaccount.com"
+ADAPTER = "tpu-vllm-gke-metrics@my-proj.iam.gserviceaccount.com"
+SA = f"serviceAccount:{VM_ACCOUNT}"
+
+
+def grant(type_: str, name: str = "extra-grant", **props):
+    return (type_, props, f"{STACK_URN}{type_}::{name}")
+
+
+# name -> (stack, the grant added, text the violation must say); None: the grant is allowed.
+VARIANTS = {
+    "service account IAMMember: the VM's account may act as another": (
+        "vm", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                    serviceAccountId="projects/my-proj/serviceAccounts/deployer@my-proj.iam.gserviceaccount.com",
+                    member=SA), "roles/iam.serviceAccountTokenCreator"),
+    "service account IAMMember: someone may act as the VM's account": (
+        "vm", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                    serviceAccountId=f"projects/my-proj/serviceAccounts/{VM_ACCOUNT}",
+                    member="user:mallory@example.com"), "could act as the stack's identity"),
+    "service account IAMBinding: Workload Identity for the VM's account to a user": (
+        "vm", grant("gcp:serviceaccount/iAMBinding:IAMBinding", role="roles/iam.workloadIdentityUser",
+                    serviceAccountId=f"projects/my-proj/serviceAccounts/{VM_ACCOUNT}",
+                    members=["user:mallory@example.com"]), "could act as the stack's identity"),
+    "bucket IAMMember": (
+        "vm", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="team-data",
+                    role="roles/storage.objectViewer", member=SA), "roles/storage.objectViewer on BucketIAMMember"),
+    "bucket IAMPolicy": (
+        "vm", grant("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", bucket="team-data", policyData=json.dumps(
+            {"bindings": [{"role": "roles/storage.admin", "members": [SA]}]})), "roles/storage.admin"),
+    "bucket access control (ACL entity)": (
+        "vm", grant("gcp:storage/bucketAccessControl:BucketAccessControl", bucket="team-data", role="READER",
+                    entity=f"user-{VM_ACCOUNT}"), VM_ACCOUNT),
+    "bucket ACL role entities": (
+        "vm", grant("gcp:storage/bucketACL:BucketACL", bucket="team-data",
+                    roleEntities=[f"OWNER:user-{VM_ACCOUNT}"]), VM_ACCOUNT),
+    "another team's secret": (
+        "vm", grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="billing-db-password",
+                    role="roles/secretmanager.secretAccessor", member=SA), "a secret that is not the stack's own"),
+    "another project's secret of the same name": (
+        "vm", grant("gcp:secretmanager/secretIamMember:SecretIamMember",
+                    secretId="projects/other-proj/secrets/hf-token", role="roles/secretmanager.secretAccessor",
+                    member=SA), "a secret that is not the stack's own"),
+    "admin on the stack's own secret": (
+        "vm", grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="tpu-vllm-dev-api-key",
+                    role="roles/secretmanager.admin", member=SA), "roles/secretmanager.admin"),
+    "Artifact Registry repository": (
+        "vm", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember", repository="images",
+                    location="us", role="roles/artifactregistry.writer", member=SA), "roles/artifactregistry.writer"),
+    "KMS key": (
+        "vm", grant("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember", cryptoKeyId="proj/us/ring/key",
+                    role="roles/cloudkms.cryptoKeyDecrypter", member=SA), "roles/cloudkms.cryptoKeyDecrypter"),
+    "KMS key ring IAMBinding": (
+        "vm", grant("gcp:kms/keyRingIAMBinding:KeyRingIAMBinding", keyRingId="proj/us/ring",
+                    role="roles/cloudkms.admin", members=[SA]), "roles/cloudkms.admin"),
+    "project IAMMember with the deleted: spelling": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/viewer",
+                    member=f"deleted:{SA}?uid=123456789"), "roles/viewer on project"),
+    "project IAMMember with a condition": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/storage.admin", member=SA,
+                    condition={"title": "t", "expression": "true"}), "roles/storage.admin on project"),
+    "organization IAMBinding": (
+        "vm", grant("gcp:organizations/iAMBinding:IAMBinding", orgId="123", role="roles/browser",
+                    members=[SA.upper().replace("SERVICEACCOUNT", "serviceAccount")]), "roles/browser on organization"),
+    "folder IAMPolicy": (
+        "vm", grant("gcp:folder/iAMPolicy:IAMPolicy", folder="folders/42", policyData=json.dumps(
+            {"bindings": [{"role": "roles/viewer", "members": [SA]}]})), "roles/viewer on folder"),
+    "the GKE nodes' role for the VM's account": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj",
+                    role="roles/container.defaultNodeServiceAccount", member=SA),
+        "roles/container.defaultNodeServiceAccount on project"),
+    "pub/sub topic": (
+        "vm", grant("gcp:pubsub/topicIAMMember:TopicIAMMember", topic="t", role="roles/pubsub.publisher",
+                    member=SA), "roles/pubsub.publisher"),
+    "BigQuery dataset access": (
+        "vm", grant("gcp:bigquery/datasetAccess:DatasetAccess", datasetId="d", role="READER",
+                    userByEmail=VM_ACCOUNT), VM_ACCOUNT),
+    "another member's grants are not the stack's business": (
+        "vm", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="b", role="roles/storage.admin",
+                    member="serviceAccount:other@my-proj.iam.gserviceaccount.com"), None),
+    "a same-named account in another project is not the stack's": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="other-proj", role="roles/owner",
+                    member="serviceAccount:tpu-vllm-dev-vm@other-proj.iam.gserviceaccount.com"), None),
+    # gke: three identities, each with its own allowed grants only.
+    "gke: the workload reads another secret": (
+        "gke", grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="hf-token-of-another-team",
+                     role="roles/secretmanager.secretAccessor", member=f"serviceAccount:{WORKLOAD}"),
+        "a secret that is not the stack's own"),
+    "gke: the workload gets the adapter's metric reads": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.viewer",
+                     member=f"serviceAccount:{WORKLOAD}"), "roles/monitoring.viewer on project"),
+    "gke: the metrics adapter gets the nodes' role": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj",
+                     role="roles/container.defaultNodeServiceAccount", member=f"serviceAccount:{ADAPTER}"),
+        "roles/container.defaultNodeServiceAccount on project"),
+    "gke: the workload may write another bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="team-data", role="roles/storage.objectUser",
+                     member=f"serviceAccount:{WORKLOAD}"), "roles/storage.objectUser on BucketIAMMember"),
+    "gke: the workload administers its own cache bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="tpu-vllm-gke-xla-my-proj",
+                     role="roles/storage.admin", member=f"serviceAccount:{WORKLOAD}"), "roles/storage.admin"),
+    "gke: the metrics adapter writes the cache bucket": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="tpu-vllm-gke-xla-my-proj",
+                     role="roles/storage.objectUser", member=f"serviceAccount:{ADAPTER}"), "roles/storage.objectUser"),
+    "gke: the nodes get a project editor role": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/editor",
+                     member=f"serviceAccount:{NODES}"), "roles/editor on project"),
+    "gke: the nodes read the stack's API key": (
+        "gke", grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="tpu-vllm-gke-api-key",
+                     role="roles/secretmanager.secretAccessor", member=f"serviceAccount:{NODES}"),
+        "the stack's secret, for an identity that does not read it"),
+    "gke: a user may impersonate the workload": (
+        "gke", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountUser",
+                     serviceAccountId=f"projects/my-proj/serviceAccounts/{WORKLOAD}",
+                     member="user:mallory@example.com"), "could act as the stack's identity"),
+    "gke: another namespace's pods may use the workload's identity": (
+        "gke", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.workloadIdentityUser",
+                     serviceAccountId=f"projects/my-proj/serviceAccounts/{WORKLOAD}",
+                     member="serviceAccount:my-proj.svc.id.goog[default/default]"),
+        "could act as the stack's identity"),
+    "gke: the adapter's Kubernetes account may use the workload's identity": (
+        "gke", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.workloadIdentityUser",
+                     serviceAccountId=f"projects/my-proj/serviceAccounts/{WORKLOAD}",
+                     member="serviceAccount:my-proj.svc.id.goog[custom-metrics/custom-metrics-stackdriver-adapter]"),
+        "could act as the stack's identity"),
+}
+@pytest.fixture(scope="module")
+def stacks(gke_program):
+    return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
+
+
+@pytest.fixture(scope="module")
+def cases(stacks):
+    built = {"vm stack": (stacks["vm"], {}), "gke stack": (stacks["gke"], {})}
+    for name, (stack, added, _) in VARIANTS.items():
+        built[name] = ([*copy.deepcopy(stacks[stack]), added], {})
+    return built
+
+
+def check(found: list[str], name: str) -> None:
+    says = VARIANTS[name][2]
+    if says is None:
+        assert found == [], found
+    else:
+        assert found, f"{name}: nothing reported"
+        assert any(says in message for message in found), found
+        assert all("hold only the grants the stack makes" in message or "could act as" in message
+                   for message in found)
+
+
+def test_both_stacks_as_the_program_makes_them_pass(cases):
+    for name in ("vm stack", "gke stack"):
+        resources, _ = cases[name]
+        assert rules.stack_identities_hold_only_their_grants(resources) == [], name
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_each_grant_directly(cases, name):
+    resources, _ = cases[name]
+    check(rules.stack_identities_hold_only_their_grants(resources), name)
+
+
+@pytest.fixture(scope="module")
+def through_the_entry(cases):
+    return entry_point(cases)["cases"]
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_each_grant_through_the_pack_entry(through_the_entry, name):
+    check(through_the_entry[name][RULE], name)
+
+
+def test_the_stacks_pass_through_the_pack_entry(through_the_entry):
+    assert through_the_entry["vm stack"][RULE] == [] and through_the_entry["gke stack"][RULE] == []
+
+
+def test_the_allow_list_is_what_the_stacks_grant(stacks):
+    """Every grant each stack makes to its own identities is one the allow-list names (and nothing more)."""
+    granted = set()
+    for resources in stacks.values():
+        for type_, props, _ in resources:
+            for role, member in rules._grants(type_, props) if rules._is_grant(type_) else []:
+                if member.startswith("serviceAccount:tpu-vllm-"):
+                    granted.add(role)
+    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE, rules.CACHE_BUCKET_ROLE}
+
+
+def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():
+    # In a preview a new account's email, and so the members of its grants, are unknown.
+    from tests.test_policy import with_urns
+
+    preview = with_urns(harness.run(harness.dev_config(), preview=True).registrations)
+    unknown = [props["member"] for type_, props, _ in preview
+               if type_ == "gcp:secretmanager/secretIamMember:SecretIamMember"]
+    foreign = grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="b", role="roles/storage.admin",
+                    member=SA)
+    reports = entry_point({"preview": (preview, {}), "preview with a known foreign grant": ([*preview, foreign], {})})
+    assert reports["cases"]["preview"][RULE] == []
+    [message] = reports["cases"]["preview with a known foreign grant"][RULE]
+    assert "roles/storage.admin" in message and "advisory" not in message
+    assert unknown  # the stack's own grants are there, whatever their members look like at preview
