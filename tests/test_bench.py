@@ -278,7 +278,9 @@ def test_ttft_starts_when_the_request_goes_to_the_socket_before_the_server_reads
     assert result.ttft == result.first_token - result.sent >= record.token_times[0] - record.received
 
 
-VLLM_PYTHON = Path(os.environ.get("TPU_VLLM_VLLM_PYTHON", "/work/wt/.venv-vllm/bin/python"))
+# scripts/test.sh exports where it built vLLM's venv; a bare pytest run looks beside the checkout.
+VLLM_PYTHON = Path(os.environ.get("TPU_VLLM_VLLM_PYTHON")
+                   or Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python")
 VLLM_CHUNKS = """
 from vllm.entrypoints.generate.base.protocol import DeltaMessage
 from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponseStreamChoice as Choice,
