@@ -75,10 +75,11 @@ def proxy():
     (base / "secrets").mkdir(mode=0o700)
     Path(layout.key_file).write_text(CANARY_KEY + "\n")
     Path(layout.key_file).chmod(0o600)
-    port = nginx.free_port()
-    Path(layout.config_path).write_text(front.nginx_config(listen_port=port, upstream_port=upstream.server_port,
-                                                           layout=layout))
-    running = nginx.RunningNginx(front.entry_command(layout), port, base)
+    running = nginx.start_on_a_free_port(front.entry_command(layout), base, lambda port: Path(layout.config_path)
+                                         .write_text(front.nginx_config(listen_port=port,
+                                                                        upstream_port=upstream.server_port,
+                                                                        layout=layout)))
+    port = running.port
     yield {"url": f"http://127.0.0.1:{port}", "port": port, "layout": layout}
     stderr = running.stop()
     upstream.shutdown()

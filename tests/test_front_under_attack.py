@@ -91,23 +91,16 @@ class UpstreamServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
-def _start_front(upstream_port: int, attempts: int = 3):
+def _start_front(upstream_port: int):
     base = nginx.workdir("tpu-vllm-attack-")
     layout = front.FrontLayout(config_path=str(base / "nginx.conf"), key_file=str(base / "secrets" / "api-key"),
                                run_dir=str(base / "run"))
     (base / "secrets").mkdir(mode=0o700)
     Path(layout.key_file).write_text(KEY + "\n")
-    for attempt in range(attempts):
-        port = nginx.free_port()
-        Path(layout.config_path).write_text(front.nginx_config(listen_port=port, upstream_port=upstream_port,
-                                                               layout=layout))
-        try:
-            return nginx.RunningNginx(front.entry_command(layout), port, base), base
-        except RuntimeError as error:
-            # Another process on this shared machine took the free port before nginx bound it.
-            if "Address already in use" not in str(error) or attempt == attempts - 1:
-                raise
-            (base / "bin" / "nginx").unlink()
+    running = nginx.start_on_a_free_port(front.entry_command(layout), base, lambda port: Path(layout.config_path)
+                                         .write_text(front.nginx_config(listen_port=port, upstream_port=upstream_port,
+                                                                        layout=layout)))
+    return running, base
 
 
 @pytest.fixture(scope="module")
@@ -211,12 +204,13 @@ def test_the_metrics_door_logs_the_same_credential_free_format(tmp_path):
     for leaky in ("$request ", "$request\"", "$request_uri", "$args", "$query_string", "$http_", "$remote_user"):
         assert leaky not in front.LOG_FORMAT
     # The door's nginx, its vLLM down: a scrape with a key in the query fails (502) and leaves no trace of it.
-    port = nginx.free_port()
-    (tmp_path / "metrics.conf").write_text(metrics_door.nginx_config(
-        listen_port=port, upstream_port=nginx.free_port(), run_dir=str(tmp_path / "run")))
     base = nginx.workdir("tpu-vllm-door-")
-    running = nginx.RunningNginx(metrics_door.command(str(tmp_path / "metrics.conf"), str(tmp_path / "run")),
-                                 port, base)
+    dead_upstream = nginx.free_port()
+    running = nginx.start_on_a_free_port(
+        metrics_door.command(str(tmp_path / "metrics.conf"), str(tmp_path / "run")), base,
+        lambda port: (tmp_path / "metrics.conf").write_text(metrics_door.nginx_config(
+            listen_port=port, upstream_port=dead_upstream, run_dir=str(tmp_path / "run"))))
+    port = running.port
     try:
         status, _ = nginx.raw_request(port, b"GET /metrics?token=" + KEY.encode() + b" HTTP/1.1\r\nHost: x\r\n"
                                       b"Referer: " + KEY.encode() + b"\r\nConnection: close\r\n\r\n")

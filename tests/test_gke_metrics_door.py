@@ -43,13 +43,13 @@ def door():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     base = nginx.workdir("tpu-vllm-metrics-")
-    port = nginx.free_port()
     config = base / metrics_door.CONFIG_KEY
     run_dir = str(base / "run")
-    config.write_text(metrics_door.nginx_config(listen_port=port, upstream_port=upstream.server_port,
-                                                run_dir=run_dir))
-    running = nginx.RunningNginx(metrics_door.command(str(config), run_dir), port, base)
-    yield port
+    running = nginx.start_on_a_free_port(metrics_door.command(str(config), run_dir), base, lambda port: config
+                                         .write_text(metrics_door.nginx_config(listen_port=port,
+                                                                               upstream_port=upstream.server_port,
+                                                                               run_dir=run_dir)))
+    yield running.port
     running.stop()
     upstream.shutdown()
     shutil.rmtree(base, ignore_errors=True)

@@ -9,12 +9,15 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 NGINX = os.environ.get("TPU_VLLM_NGINX") or shutil.which("nginx") or (
     "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 SKIP_REASON = "run through ./scripts/test.sh, which installs nginx"
 START_SECONDS = 20
+ADDRESS_IN_USE = "Address already in use"
+TCP_LISTEN = "0A"  # /proc/net/tcp state column
 
 
 def free_port() -> int:
@@ -36,7 +39,8 @@ class RunningNginx:
     def __init__(self, argv: list[str], port: int, base: Path):
         bin_dir = base / "bin"
         bin_dir.mkdir(exist_ok=True)
-        (bin_dir / "nginx").symlink_to(NGINX)
+        if not (bin_dir / "nginx").is_symlink():
+            (bin_dir / "nginx").symlink_to(NGINX)
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
         self.port = port
         self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -48,16 +52,33 @@ class RunningNginx:
         for drain in self._drains:
             drain.start()
         deadline = time.monotonic() + START_SECONDS
-        while True:
+        while not self._listens_on(port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                self._join()
+                raise RuntimeError(f"nginx did not start: {''.join(self._err)}") from None
+            time.sleep(0.05)
+
+    def _listens_on(self, port: int) -> bool:
+        """Ready when a socket listening on the port is nginx's own (a connect alone would also reach another
+        process that took the port while nginx keeps failing to bind it)."""
+        listening = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
+                rows = Path(table).read_text().splitlines()[1:]
             except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.process.kill()
-                    self._join()
-                    raise RuntimeError(f"nginx did not start: {''.join(self._err)}") from None
-                time.sleep(0.05)
+                continue
+            for row in rows:
+                fields = row.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == TCP_LISTEN:
+                    listening.add(f"socket:[{fields[9]}]")
+        if not listening:
+            return False
+        try:
+            own = {os.readlink(fd) for fd in Path(f"/proc/{self.process.pid}/fd").iterdir()}
+        except OSError:
+            return False
+        return bool(listening & own)
 
     @staticmethod
     def _drain(stream, sink: list[str]) -> None:
@@ -81,6 +102,23 @@ class RunningNginx:
         self.process.terminate()
         self._join()
         return self.error_log()
+
+
+START_ATTEMPTS = 5
+
+
+def start_on_a_free_port(argv: list[str], base: Path, write_config: Callable[[int], None]) -> RunningNginx:
+    """A free port can be taken by another process between the check and nginx's bind (a shared machine,
+    two xdist workers): then the config is written again for another port, a few times."""
+    for attempt in range(START_ATTEMPTS):
+        port = free_port()
+        write_config(port)
+        try:
+            return RunningNginx(argv, port, base)
+        except RuntimeError as error:
+            if ADDRESS_IN_USE not in str(error) or attempt == START_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
