@@ -9,6 +9,7 @@ import pytest
 
 from components import budget, settings
 from components.gke import compile_cache, compute_class
+from components.gke.deployment import configuration_key
 from policy import gke_rules
 from tests import program as harness
 from tests.k8s_schema import kubernetes_objects, validation_errors
@@ -148,7 +149,7 @@ def test_every_replica_caches_on_the_shared_bucket_under_its_configurations_pref
     attributes = volume["csi"]["volumeAttributes"]
     assert volume["csi"]["driver"] == "gcsfuse.csi.storage.gke.io" and attributes["bucketName"] == bucket["name"]
     image = gke_program.output("vllmImage")["value"]
-    prefix = compile_cache.cache_prefix(image, harness_settings())
+    prefix = compile_cache.cache_prefix(image, configuration_key(harness_settings()))
     assert attributes["mountOptions"] == f"implicit-dirs,only-dir={prefix}"
     assert gke_program.output("compileCachePath")["value"] == f"gs://{bucket['name']}/{prefix}"
     assert gke_program.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["annotations"][
@@ -168,12 +169,13 @@ def test_a_changed_serve_flag_or_image_never_reads_another_configurations_entrie
     base = harness_settings()
     image = "vllm/vllm-tpu@sha256:" + "1" * 64
     flag = harness_settings(harness.with_section(harness.gke_config(), "vllm", maxModelLen=16384))
-    prefixes = {compile_cache.cache_prefix(image, base), compile_cache.cache_prefix(image, flag),
-                compile_cache.cache_prefix("vllm/vllm-tpu@sha256:" + "2" * 64, base)}
+    base_key, flag_key = configuration_key(base), configuration_key(flag)
+    prefixes = {compile_cache.cache_prefix(image, base_key), compile_cache.cache_prefix(image, flag_key),
+                compile_cache.cache_prefix("vllm/vllm-tpu@sha256:" + "2" * 64, base_key)}
     assert len(prefixes) == 3
     # The mount shows one prefix alone: no prefix is inside another, so no configuration sees another's files.
     assert not any(a != b and b.startswith(a + "/") for a in prefixes for b in prefixes)
-    assert compile_cache.cache_prefix(image, base) == f"xla/{'1' * 64}/{compile_cache.flags_key(base)}"
+    assert compile_cache.cache_prefix(image, base_key) == f"xla/{'1' * 64}/{base_key}"
 
 
 def test_the_workload_identity_has_one_grant_on_the_bucket_and_nothing_else_on_storage(gke_program):

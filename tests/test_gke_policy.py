@@ -13,6 +13,7 @@ import pytest
 
 from components import settings
 from components.gke import exposure
+from components.gke.deployment import exposure_args
 from policy import gke_rules, rules
 from tests.test_gke_settings import gke_raw
 from tools.plan.engine import unwrap
@@ -160,7 +161,8 @@ def opted_in_balancer() -> dict:
     raw = {**gke_raw(), "access": {"servingSourceRanges": ["203.0.113.0/24"]}}
     raw["gke"] = {**raw["gke"], "allowExternalLoadBalancer": True}
     cfg = settings.load(raw, "my-proj", "gke").settings
-    return copy.deepcopy(exposure.load_balancer_service(cfg, cfg.gke.namespace))
+    # The wing's own mapping from the settings; the Service's manifest uses neither provider nor workload.
+    return copy.deepcopy(exposure.load_balancer_service(exposure_args(cfg, provider=None, workload=None)))
 
 
 def test_the_stacks_own_opt_in_clears_only_the_service_its_exposure_made(gke_triples):

@@ -13,6 +13,7 @@ import pytest
 from components import budget, front, serve_command, settings
 from components.gke import cluster as cluster_module
 from components.gke import workload
+from components.gke.deployment import serving_pod
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
@@ -186,8 +187,8 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
         assert port == 9090 and f"{section}.{key} = 9090" in refused.render()
         return
     assert port != 9090, "a port the metrics door binds was accepted"
-    pod = workload.pod_template(cfg, service_account="vllm", image="i", cache_bucket="b", cache_prefix="xla/k",
-                                hash_of_config="x")
+    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
+                                cache_prefix="xla/k", hash_of_config="x")
     ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
     ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
     assert len(ports) == len(set(ports)) == 3, ports
@@ -216,7 +217,8 @@ def test_a_network_policy_opens_the_metrics_door_to_the_collectors_only(gke):
 def test_the_network_policy_follows_the_serving_port():
     cfg = gke_settings(gke_with("vllm", port=8443))
     from components.gke import network_policy
-    rules_ = network_policy.pod_network_policy("ns", workload.selector_labels(cfg), cfg.vllm.port)["spec"]["ingress"]
+    labels = workload.selector_labels(cfg.resource_prefix)
+    rules_ = network_policy.pod_network_policy("ns", labels, cfg.vllm.port)["spec"]["ingress"]
     assert rules_[0]["ports"] == [{"protocol": "TCP", "port": 8443}]
 
 
@@ -453,8 +455,8 @@ def test_bad_gke_settings_register_nothing_and_say_every_problem():
 
 def test_pod_template_variants():
     cfg = gke_settings(gke_with("vllm", weightsOnDisk=True))
-    pod = workload.pod_template(cfg, service_account="vllm", image="i@sha256:" + "a" * 64, cache_bucket="b",
-                                cache_prefix="xla/k", hash_of_config="x")["spec"]
+    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i@sha256:" + "a" * 64,
+                                cache_bucket="b", cache_prefix="xla/k", hash_of_config="x")["spec"]
     vllm = pod["containers"][0]
     assert {"name": "HF_HOME", "value": "/var/cache/tpu-vllm/huggingface"} in vllm["env"]
     assert {"name": "hf-weights", "mountPath": "/var/cache/tpu-vllm/huggingface"} in vllm["volumeMounts"]
@@ -463,7 +465,7 @@ def test_pod_template_variants():
     assert weights["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs,only-dir=huggingface"
     spot = gke_settings({**gke_with("gke", allowUnboundedBilling=True),
                          "tpu-vllm:tpu": json.dumps({"provisioningModel": "spot"})})
-    tolerations = workload.pod_template(spot, service_account="vllm", image="i", cache_bucket="b",
+    tolerations = workload.pod_template(serving_pod(spot), service_account="vllm", image="i", cache_bucket="b",
                                         cache_prefix="xla/k", hash_of_config="x")["spec"]["tolerations"]
     assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/compute-class",
                                                "cloud.google.com/gke-spot"]

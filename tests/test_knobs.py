@@ -14,6 +14,7 @@ import pytest
 
 from components import arms, budget, serve_command, settings
 from components.gke import workload
+from components.gke.deployment import serving_pod
 from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES, V5E_ONE_CHIP_HOST_VCPUS
 from components.vm import container
 from tests.golden import GOLDEN_DIR
@@ -81,8 +82,8 @@ def test_each_variable_reaches_vllms_container_on_the_vm_before_the_image():
 
 def test_each_variable_reaches_the_gke_pods_vllm_container():
     cfg = load({"platform": "gke", "tpuInference": ALL_TPU_INFERENCE}).settings
-    pod = workload.pod_template(cfg, service_account="vllm", image="i", cache_bucket="b", cache_prefix="xla/k",
-                                hash_of_config="x")
+    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
+                                cache_prefix="xla/k", hash_of_config="x")
     [vllm] = [c for c in pod["spec"]["containers"] if c["name"] == "vllm"]
     env = {entry["name"]: entry["value"] for entry in vllm["env"]}
     assert {name: env[name] for name in ALL_ENV} == ALL_ENV
@@ -91,15 +92,15 @@ def test_each_variable_reaches_the_gke_pods_vllm_container():
 
 
 def test_the_gke_compile_cache_gives_each_variable_setting_its_own_prefix():
-    from components.gke import compile_cache
+    from components.gke.deployment import configuration_key
 
     default = load({"platform": "gke"}).settings
     gapped = load({"platform": "gke", "tpuInference": {"bucketPaddingGap": 128}}).settings
     assert serve_command.vllm_serve_args(default) == serve_command.vllm_serve_args(gapped)
-    assert compile_cache.flags_key(default) != compile_cache.flags_key(gapped)
+    assert configuration_key(default) != configuration_key(gapped)
     # Unset variables leave the log's configuration on the prefix it had.
     plain = hashlib.sha256("\0".join(serve_command.vllm_serve_args(default)).encode()).hexdigest()[:16]
-    assert compile_cache.flags_key(default) == plain
+    assert configuration_key(default) == plain
 
 
 def test_a_key_set_to_its_default_is_rendered_and_unset_keys_are_not():

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import inspect
+import sys
 import typing
 from pathlib import Path
 
 import pulumi
 import pytest
 
+import components.settings
 from components.core import Core
 from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
 from components.settings import Settings
@@ -65,3 +68,61 @@ def test_each_wing_is_a_component_holding_the_platforms_resources(platform):
     at_root = {r["type"] for r in program.registrations if r["parent_urn"] == "" or "::pulumi:pulumi:Stack::" in
                r["parent_urn"]}
     assert at_root == core | {"tpu-vllm:identity:ServiceIdentity", wing["type"]}, at_root
+
+
+WING_ARGS = {VmDeploymentArgs, GkeDeploymentArgs}
+AliasOfSettings = Settings
+
+
+def component_dataclasses() -> list[type]:
+    """Every dataclass defined in a module under components/ (the settings package aside): the components'
+    Args and the value groups they hold."""
+    found = []
+    for path in sorted((ROOT / "components").rglob("*.py")):
+        module_name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module_name.startswith("components.settings"):
+            continue
+        module = importlib.import_module(module_name)
+        found += [value for value in vars(module).values()
+                  if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__module__ == module_name]
+    return found
+
+
+def fields_holding_settings(cls: type) -> list[str]:
+    """Fields whose type is Settings or holds it (Settings | None, list[Settings], an alias of it, a
+    module-qualified settings.Settings), read from the annotation's text: some annotations name types
+    imported only for type checking, so they cannot all be evaluated."""
+    module_globals = vars(sys.modules[cls.__module__])
+
+    def names_settings(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id == "Settings" or module_globals.get(node.id) is Settings
+        return isinstance(node, ast.Attribute) and node.attr == "Settings"
+
+    def holds(annotation: object) -> bool:
+        text = annotation if isinstance(annotation, str) else repr(annotation)
+        return any(names_settings(node) for node in ast.walk(ast.parse(text, mode="eval")))
+    return [field.name for field in dataclasses.fields(cls) if holds(field.type)]
+
+
+def test_the_settings_check_catches_settings_inside_another_type():
+    @dataclasses.dataclass
+    class Sneaky:
+        plain: int
+        maybe: Settings | None
+        many: list[Settings]
+        aliased: AliasOfSettings
+        qualified: components.settings.Settings
+        fine: dict[str, int]
+    assert fields_holding_settings(Sneaky) == ["maybe", "many", "aliased", "qualified"]
+
+
+def test_only_the_wings_args_hold_the_settings():
+    """Components take Args of exactly the values they use; the wings map the settings to them."""
+    classes = component_dataclasses()
+    names = {cls.__name__ for cls in classes}
+    assert {"ServingWorkloadArgs", "ExposureArgs", "AutoscalingArgs", "CompileCacheArgs", "VllmServerArgs"} <= names
+    assert WING_ARGS <= set(classes)
+    holding = {f"{cls.__module__}.{cls.__name__}": fields_holding_settings(cls)
+               for cls in classes if cls not in WING_ARGS}
+    assert {name: fields for name, fields in holding.items() if fields} == {}

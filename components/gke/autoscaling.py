@@ -17,11 +17,11 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import budget, naming
+from components import budget
 from components.gke import manifests, metrics_door
-from components.gke.workload import APP_NAME, bind_workload_identity, selector_labels
+from components.gke.workload import APP_NAME, bind_workload_identity
 from components.identity import ServiceIdentity, ServiceIdentityArgs
-from components.settings import GKE_METRICS_ADAPTER_NAMESPACE, Settings
+from components.settings import GKE_METRICS_ADAPTER_NAMESPACE
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
 # The adapter's name for a Managed Prometheus gauge: prometheus.googleapis.com|<metric>|gauge.
@@ -39,30 +39,30 @@ ADAPTER_NAME = "custom-metrics-stackdriver-adapter"
 ADAPTER_ROLE = "roles/monitoring.viewer"
 
 
-def pod_monitoring(settings: Settings, namespace: str) -> dict[str, Any]:
+def pod_monitoring(labels: dict[str, str], namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
-        "metadata": manifests.metadata(APP_NAME, namespace, selector_labels(settings)),
+        "metadata": manifests.metadata(APP_NAME, namespace, dict(labels)),
         "spec": {
-            "selector": {"matchLabels": selector_labels(settings)},
+            "selector": {"matchLabels": dict(labels)},
             "endpoints": [{"port": metrics_door.METRICS_PORT_NAME, "path": metrics_door.METRICS_PATH,
                            "interval": SCRAPE_INTERVAL}],
         },
     }
 
 
-def horizontal_pod_autoscaler(settings: Settings, namespace: str) -> dict[str, Any]:
-    gke = settings.gke
+def horizontal_pod_autoscaler(labels: dict[str, str], namespace: str, *, min_replicas: int, max_replicas: int,
+                              waiting_requests_target: int) -> dict[str, Any]:
     return {
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": manifests.metadata(APP_NAME, namespace, selector_labels(settings)),
+        "metadata": manifests.metadata(APP_NAME, namespace, dict(labels)),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": APP_NAME},
-            "minReplicas": gke.min_replicas,
-            "maxReplicas": gke.max_replicas,
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
             "metrics": [{"type": "Pods", "pods": {
                 "metric": {"name": HPA_METRIC},
-                "target": {"type": "AverageValue", "averageValue": str(gke.waiting_requests_target)},
+                "target": {"type": "AverageValue", "averageValue": str(waiting_requests_target)},
             }}],
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW_SECONDS,
                                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}]}},
@@ -141,9 +141,9 @@ def metrics_adapter(google_service_account: pulumi.Input[str]) -> list[dict[str,
     ]
 
 
-def scale_up_latency(settings: Settings) -> str:
+def scale_up_latency(tpu_zones: list[str]) -> str:
     warm, cold = budget.WARM_BOOT_SECONDS, budget.COLD_BOOT_SECONDS
-    zones = ", ".join(settings.gke.tpu_zones)
+    zones = ", ".join(tpu_zones)
     return (f"queue -> HPA: ~1-2 min ({SCRAPE_INTERVAL} scrape, Cloud Monitoring, 15 s HPA sync); then a new "
             f"flex-start TPU node (minutes with capacity, queued until there is some in {zones}); "
             f"then vLLM starts warm in ~{warm // 60} min ({warm} s) on a replica that has run before, "
@@ -157,8 +157,20 @@ def _adapter_key(manifest: dict[str, Any]) -> str:
 
 @dataclass
 class AutoscalingArgs:
-    settings: Settings
-    """The validated stack settings (gke.minReplicas/maxReplicas/waitingRequestsTarget)."""
+    project: str
+    """The project of the adapter's Google identity and its monitoring.viewer grant."""
+    namespace: str
+    """The workload's Kubernetes namespace (gke.namespace): the PodMonitoring and the HPA live there."""
+    selector_labels: dict[str, str]
+    """The serving pods' labels (workload.selector_labels): what the PodMonitoring scrapes."""
+    min_replicas: int
+    """gke.minReplicas: the HPA's floor."""
+    max_replicas: int
+    """gke.maxReplicas: the HPA's ceiling."""
+    waiting_requests_target: int
+    """gke.waitingRequestsTarget: the queued requests per pod the HPA aims at."""
+    adapter_account_id: str
+    """The metrics adapter's Google service-account id (naming.service_account_id)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     workload: pulumi.Resource
@@ -176,23 +188,23 @@ class Autoscaling(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AutoscalingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:Autoscaling", name, None, opts)
-        cfg, ns = args.settings, args.settings.gke.namespace
+        ns = args.namespace
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.workload])
-        manifests.declare(f"{name}-pod-monitoring", pod_monitoring(cfg, ns), k8s_opts)
+        manifests.declare(f"{name}-pod-monitoring", pod_monitoring(args.selector_labels, ns), k8s_opts)
         adapter_ready: list[pulumi.Resource] = []
         if args.install_adapter:
             identity = ServiceIdentity(
                 f"{name}-adapter",
-                ServiceIdentityArgs(project=cfg.project, account_id=naming.service_account_id(cfg.stack, "metrics"),
+                ServiceIdentityArgs(project=args.project, account_id=args.adapter_account_id,
                                display_name="tpu-vllm metrics adapter",
                                description="Reads the queue metric from Cloud Monitoring for the HPA."),
                 pulumi.ResourceOptions(parent=self))
             role = gcp.projects.IAMMember(
-                f"{name}-adapter-monitoring-viewer", project=cfg.project, role=ADAPTER_ROLE,
+                f"{name}-adapter-monitoring-viewer", project=args.project, role=ADAPTER_ROLE,
                 member=pulumi.Output.concat("serviceAccount:", identity.email),
                 opts=pulumi.ResourceOptions(parent=self))
             binding = bind_workload_identity(
-                f"{name}-adapter-workload-identity", cfg.project, identity.email, ADAPTER_NAMESPACE, ADAPTER_NAME,
+                f"{name}-adapter-workload-identity", args.project, identity.email, ADAPTER_NAMESPACE, ADAPTER_NAME,
                 pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
             previous: list[pulumi.Resource] = [role, binding]
             for manifest in metrics_adapter(identity.email):
@@ -201,7 +213,9 @@ class Autoscaling(pulumi.ComponentResource):
                     pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=previous))]
                 adapter_ready += previous
         self.hpa = manifests.declare(
-            f"{name}-hpa", horizontal_pod_autoscaler(cfg, ns),
+            f"{name}-hpa", horizontal_pod_autoscaler(
+                args.selector_labels, ns, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
+                waiting_requests_target=args.waiting_requests_target),
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=adapter_ready)))
         self.register_outputs({})
 

@@ -28,9 +28,6 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import serve_command
-from components.settings import Settings
-
 CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 GRANT_ROLE = "roles/storage.objectUser"
 MOUNT_PATH = "/var/cache/tpu-vllm/xla"
@@ -47,23 +44,22 @@ POD_ANNOTATIONS = {"gke-gcsfuse/volumes": "true", "gke-gcsfuse/cpu-limit": "0",
                    "gke-gcsfuse/memory-limit": "0", "gke-gcsfuse/ephemeral-storage-limit": "0"}
 
 
-def bucket_name(settings: Settings) -> str:
+def bucket_name(resource_prefix: str, project: str) -> str:
     # Bucket names are global: the project id keeps two projects' stacks of the same name apart.
-    return f"{settings.resource_prefix}-xla-{settings.project}"[:63].rstrip("-")
+    return f"{resource_prefix}-xla-{project}"[:63].rstrip("-")
 
 
-def flags_key(settings: Settings) -> str:
+def flags_key(serve_args: list[str], backend_environment: dict[str, str]) -> str:
     """What changes the compiled programs besides the image: the whole `vllm serve` command, and tpu-inference's
     variables when any is set (the padding gap and the attention buckets change which programs compile)."""
-    parts = serve_command.vllm_serve_args(settings)
-    parts += [f"{name}={value}" for name, value in serve_command.backend_environment(settings).items()]
+    parts = [*serve_args, *(f"{name}={value}" for name, value in backend_environment.items())]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def cache_prefix(pinned_image: str, settings: Settings) -> str:
-    """xla/<manifest digest hex>/<flags key>: every configuration has its own."""
+def cache_prefix(pinned_image: str, configuration_key: str) -> str:
+    """xla/<manifest digest hex>/<configuration key (flags_key)>: every configuration has its own."""
     digest = pinned_image.rsplit("@sha256:", 1)[1]
-    return f"{PREFIX}/{digest}/{flags_key(settings)}"
+    return f"{PREFIX}/{digest}/{configuration_key}"
 
 
 def mount_options(only_dir: str) -> str:
@@ -80,10 +76,18 @@ def csi_volume(name: str, bucket: pulumi.Input[str], options: pulumi.Input[str])
 
 @dataclass
 class CompileCacheArgs:
-    settings: Settings
+    project: str
+    """The project that owns the bucket."""
+    bucket_name: str
+    """The bucket's global name (bucket_name())."""
+    location: str
+    """The bucket's location: the cluster's region, upper case (e.g. US-WEST4)."""
+    keep_on_destroy: bool
+    """cache.keepOnDestroy: the bucket and its entries outlive `pulumi destroy` (retained, not force-destroyed)."""
     workload_service_account_email: pulumi.Input[str]
     """The pods' Google identity; gets the one bucket-level grant."""
     labels: dict[str, str]
+    """The stack's labels, on the bucket."""
     services: list[pulumi.Resource]
     """The project's APIs (Cloud Storage's among them): the bucket waits for them."""
 
@@ -96,13 +100,12 @@ class CompileCache(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: CompileCacheArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:CompileCache", name, None, opts)
-        cfg = args.settings
-        keep = cfg.cache.keep_on_destroy
+        keep = args.keep_on_destroy
         bucket = gcp.storage.Bucket(
             name,
-            project=cfg.project,
-            name=bucket_name(cfg),
-            location=cfg.gke.region.upper(),
+            project=args.project,
+            name=args.bucket_name,
+            location=args.location,
             storage_class="STANDARD",
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",

@@ -17,9 +17,34 @@ from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, creden
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
-from components.gke.workload import ServingWorkload, ServingWorkloadArgs
+from components.gke.workload import ServingPod, ServingWorkload, ServingWorkloadArgs, selector_labels
 from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.settings import Settings
+
+
+def configuration_key(settings: Settings) -> str:
+    """The compile cache's key of this configuration's `vllm serve` flags and tpu-inference variables."""
+    return compile_cache.flags_key(serve_command.vllm_serve_args(settings), serve_command.backend_environment(settings))
+
+
+def serving_pod(settings: Settings) -> ServingPod:
+    """One serving pod's values, from the vllm, front and gke sections."""
+    return ServingPod(
+        selector_labels=selector_labels(settings.resource_prefix), serving_port=settings.vllm.port,
+        upstream_port=settings.front.upstream_port, front_image=settings.front.image,
+        serve_args=serve_command.vllm_serve_args(settings),
+        backend_environment=serve_command.backend_environment(settings),
+        weights_on_disk=settings.vllm.weights_on_disk, health_timeout_seconds=settings.vllm.health_timeout_seconds,
+        node_selector=compute_class.node_selector(settings), tolerations=compute_class.tolerations(settings),
+        termination_grace_seconds=settings.gke.termination_grace_seconds)
+
+
+def exposure_args(settings: Settings, provider: pulumi.ProviderResource, workload: pulumi.Resource) -> ExposureArgs:
+    return ExposureArgs(
+        namespace=settings.gke.namespace, selector_labels=selector_labels(settings.resource_prefix),
+        serving_port=settings.vllm.port, allow_external_load_balancer=settings.gke.allow_external_load_balancer,
+        internal_source_ranges=list(settings.access.internal_source_ranges),
+        serving_source_ranges=list(settings.access.serving_source_ranges), provider=provider, workload=workload)
 
 
 @dataclass
@@ -66,23 +91,31 @@ class GkeDeployment(pulumi.ComponentResource):
             "tpu-class", compute_class.compute_class(cfg, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
         cache = CompileCache("compile-cache", CompileCacheArgs(
-            settings=cfg, workload_service_account_email=core.identity.email, labels=core.labels,
+            project=cfg.project, bucket_name=compile_cache.bucket_name(cfg.resource_prefix, cfg.project),
+            location=gke.region.upper(), keep_on_destroy=cfg.cache.keep_on_destroy,
+            workload_service_account_email=core.identity.email, labels=core.labels,
             services=core.apis), pulumi.ResourceOptions(parent=self))
         image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
-                settings=cfg, namespace=gke.namespace,
+                project=cfg.project, namespace=gke.namespace, pod=serving_pod(cfg),
+                ready_timeout_seconds=cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds,
+                chip_quota=compute_class.chip_quota(cfg, gke.namespace), configuration_key=configuration_key(cfg),
                 google_service_account_email=core.identity.email,
                 hf_token_secret_name=core.secrets.hf_token_secret_name,
                 api_key_secret_name=core.secrets.api_key_secret_name,
                 image=image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
                 provider=cluster.provider, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self, depends_on=[core.secrets]))
-        exposure = Exposure("exposure", ExposureArgs(settings=cfg, provider=cluster.provider, workload=workload),
+        exposure = Exposure("exposure", exposure_args(cfg, cluster.provider, workload),
                             pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
-            settings=cfg, provider=cluster.provider, workload=workload,
+            project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
+            min_replicas=gke.min_replicas, max_replicas=gke.max_replicas,
+            waiting_requests_target=gke.waiting_requests_target,
+            adapter_account_id=naming.service_account_id(cfg.stack, "metrics"),
+            provider=cluster.provider, workload=workload,
             install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self))
 
@@ -103,7 +136,7 @@ class GkeDeployment(pulumi.ComponentResource):
             "vllmImage": image,
             "compileCacheBucket": cache.bucket,
             "compileCachePath": pulumi.Output.all(cache.bucket, image).apply(
-                lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], cfg)}"),
+                lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], configuration_key(cfg))}"),
             "replicas": {"min": gke.min_replicas, "max": gke.max_replicas},
             "externalEndpoint" if gke.allow_external_load_balancer else "internalEndpoint": endpoint,
             "inClusterEndpoint": exposure.in_cluster_url,
@@ -113,7 +146,7 @@ class GkeDeployment(pulumi.ComponentResource):
             "hfTokenSource": core.secrets.hf_token_source,
             "vllmServeCommand": serve_command.render_serve_command(cfg),
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
-            "scaleUpLatency": scale_up_latency(cfg),
+            "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
             **gke_costs(cfg),
             **kv_outputs(cfg),
         }

@@ -22,7 +22,6 @@ import yaml
 
 from components import front, serve_command
 from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy
-from components.settings import Settings
 
 APP_NAME = "vllm"
 KSA_NAME = "vllm"
@@ -42,8 +41,36 @@ TPU_RESOURCE = compute_class.TPU_RESOURCE
 PROBE_PERIOD_SECONDS = 10
 
 
-def selector_labels(settings: Settings) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "tpu-vllm", "app.kubernetes.io/instance": settings.resource_prefix}
+def selector_labels(resource_prefix: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "tpu-vllm", "app.kubernetes.io/instance": resource_prefix}
+
+
+@dataclass
+class ServingPod:
+    """The values one serving pod is made of, each from the settings (components/gke/deployment.py)."""
+
+    selector_labels: dict[str, str]
+    """The labels that pick the stack's pods (selector_labels()); every Service, policy and the HPA select on them."""
+    serving_port: int
+    """vllm.port: the front's port, the only one clients reach."""
+    upstream_port: int
+    """front.upstreamPort: vLLM's own port, on the pod's loopback."""
+    front_image: str
+    """front.image: the nginx image of the front and of the metrics door."""
+    serve_args: list[str]
+    """The `vllm serve` arguments, as on the VM (components/serve_command.py)."""
+    backend_environment: dict[str, str]
+    """tpu-inference's variables that are set (serve_command.backend_environment)."""
+    weights_on_disk: bool
+    """vllm.weightsOnDisk: the checkpoint on the shared bucket instead of in memory."""
+    health_timeout_seconds: int
+    """vllm.healthTimeout in seconds: how long the startup probe lets a cold compile run."""
+    node_selector: dict[str, str]
+    """The ComputeClass's node label (compute_class.node_selector)."""
+    tolerations: list[dict[str, str]]
+    """The ComputeClass's taints the pods tolerate (compute_class.tolerations)."""
+    termination_grace_seconds: int
+    """gke.terminationGraceSeconds: how long a stopping pod may drain its streams."""
 
 
 # Each secret file is 0400, owned by root (the add-on writes as root): only a root process of a container that
@@ -69,12 +96,12 @@ def secret_provider_class(name: str, namespace: str, secrets: pulumi.Input[str])
     }
 
 
-def front_config(settings: Settings) -> dict[str, str]:
+def front_config(serving_port: int, upstream_port: int) -> dict[str, str]:
     """The ConfigMap's data: the front's nginx.conf (shared with the VM) and the metrics door's."""
     config_name = posixpath.basename(front.CONFIG_PATH)
     return {
-        config_name: front.nginx_config(listen_port=settings.vllm.port, upstream_port=settings.front.upstream_port),
-        metrics_door.CONFIG_KEY: metrics_door.nginx_config(upstream_port=settings.front.upstream_port),
+        config_name: front.nginx_config(listen_port=serving_port, upstream_port=upstream_port),
+        metrics_door.CONFIG_KEY: metrics_door.nginx_config(upstream_port=upstream_port),
     }
 
 
@@ -101,11 +128,11 @@ def vllm_drain_command(front_port: int) -> list[str]:
     return ["bash", "-c", f"while (exec 3<>/dev/tcp/127.0.0.1/{front_port}) 2>/dev/null; do sleep 2; done"]
 
 
-def pod_template(settings: Settings, *, service_account: str, image: pulumi.Input[str], cache_bucket: pulumi.Input[str],
+def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[str], cache_bucket: pulumi.Input[str],
                  cache_prefix: pulumi.Input[str], hash_of_config: str) -> dict[str, Any]:
     """image: the pinned repository@sha256 reference; cache_prefix: this configuration's own prefix of the
     shared bucket (compile_cache.cache_prefix)."""
-    vllm, layout = settings.vllm, front.FrontLayout()
+    layout = front.FrontLayout()
     config_dir = posixpath.dirname(layout.config_path)
     env = [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"},
            # Explicit, not the image's home directory: the shared bucket's prefix for this configuration.
@@ -120,7 +147,7 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
     options = (compile_cache.mount_options(cache_prefix) if isinstance(cache_prefix, str)
                else pulumi.Output.from_input(cache_prefix).apply(compile_cache.mount_options))
     cache_volumes = [compile_cache.csi_volume(compile_cache.VOLUME, cache_bucket, options)]
-    if vllm.weights_on_disk:
+    if pod.weights_on_disk:
         # The checkpoint does not depend on the image or the flags: one copy for every configuration.
         mounts.append({"name": compile_cache.WEIGHTS_VOLUME, "mountPath": compile_cache.WEIGHTS_MOUNT_PATH})
         cache_volumes.append(compile_cache.csi_volume(
@@ -128,8 +155,8 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
         env.append({"name": "HF_HOME", "value": compile_cache.WEIGHTS_MOUNT_PATH})
     else:
         env.append({"name": "HF_HOME", "value": "/dev/shm"})
-    env += [{"name": name, "value": value} for name, value in serve_command.backend_environment(settings).items()]
-    probe = {"exec": {"command": health_probe_command(settings.front.upstream_port)}, "timeoutSeconds": 5}
+    env += [{"name": name, "value": value} for name, value in pod.backend_environment.items()]
+    probe = {"exec": {"command": health_probe_command(pod.upstream_port)}, "timeoutSeconds": 5}
     containers = [
         {
             "name": "vllm",
@@ -138,21 +165,21 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
             # vLLM's key check leaves /health and /metrics open (its PUBLIC_ENDPOINTS), so the probes and the
             # metrics door keep working behind it.
             "command": serve_command.key_entry_command(),
-            "args": serve_command.vllm_serve_args(settings),
+            "args": list(pod.serve_args),
             "env": env,
             "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
             "volumeMounts": mounts,
             # A cold start compiles for ~14 min; the probe gives it vllm.healthTimeout.
             "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,
-                             "failureThreshold": math.ceil(vllm.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
+                             "failureThreshold": math.ceil(pod.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 3},
-            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(vllm.port)}}},
+            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(pod.serving_port)}}},
         },
         {
             "name": "front",
-            "image": settings.front.image,
+            "image": pod.front_image,
             "command": front.entry_command(layout),
-            "ports": [{"name": "http", "containerPort": vllm.port}],
+            "ports": [{"name": "http", "containerPort": pod.serving_port}],
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
                                "failureThreshold": 2},
             "lifecycle": {"preStop": {"exec": {"command": front_drain_command(layout)}}},
@@ -165,7 +192,7 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
         },
         {
             "name": "metrics",
-            "image": settings.front.image,
+            "image": pod.front_image,
             "command": metrics_door.command(f"{config_dir}/{metrics_door.CONFIG_KEY}"),
             "ports": [{"name": metrics_door.METRICS_PORT_NAME, "containerPort": metrics_door.METRICS_PORT}],
             "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
@@ -183,30 +210,29 @@ def pod_template(settings: Settings, *, service_account: str, image: pulumi.Inpu
         *cache_volumes,
     ]
     return {
-        "metadata": {"labels": selector_labels(settings),
+        "metadata": {"labels": dict(pod.selector_labels),
                      "annotations": {"tpu-vllm/front-config-sha256": hash_of_config, **compile_cache.POD_ANNOTATIONS}},
         "spec": {
             "serviceAccountName": service_account,
             # Only nodes the stack's ComputeClass made carry its label (and taint).
-            "nodeSelector": compute_class.node_selector(settings),
-            "tolerations": compute_class.tolerations(settings),
-            "terminationGracePeriodSeconds": settings.gke.termination_grace_seconds,
+            "nodeSelector": dict(pod.node_selector),
+            "tolerations": [dict(toleration) for toleration in pod.tolerations],
+            "terminationGracePeriodSeconds": pod.termination_grace_seconds,
             "containers": containers,
             "volumes": volumes,
         },
     }
 
 
-def statefulset(settings: Settings, namespace: str, *, service_account: str, image: pulumi.Input[str],
-                cache_bucket: pulumi.Input[str], cache_prefix: pulumi.Input[str],
+def statefulset(pod: ServingPod, namespace: str, *, ready_timeout_seconds: int, service_account: str,
+                image: pulumi.Input[str], cache_bucket: pulumi.Input[str], cache_prefix: pulumi.Input[str],
                 hash_of_config: str) -> dict[str, Any]:
-    labels = selector_labels(settings)
-    # How long `pulumi up` waits for a ready replica: a flex-start node may queue, then a cold compile.
-    wait_seconds = settings.tpu.queue_seconds + settings.vllm.health_timeout_seconds
+    """ready_timeout_seconds: how long `pulumi up` waits for a ready replica."""
+    labels = dict(pod.selector_labels)
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": manifests.metadata(APP_NAME, namespace, labels,
-                                       {"pulumi.com/timeoutSeconds": str(wait_seconds)}),
+                                       {"pulumi.com/timeoutSeconds": str(ready_timeout_seconds)}),
         "spec": {
             # No `replicas`: the HPA owns it (Pulumi would reset it on every update otherwise).
             "serviceName": HEADLESS_SERVICE,
@@ -215,31 +241,31 @@ def statefulset(settings: Settings, namespace: str, *, service_account: str, ima
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate"},
             # No volume claims: the compile cache is the bucket every replica mounts, in any zone.
-            "template": pod_template(settings, service_account=service_account, image=image,
+            "template": pod_template(pod, service_account=service_account, image=image,
                                      cache_bucket=cache_bucket, cache_prefix=cache_prefix,
                                      hash_of_config=hash_of_config),
         },
     }
 
 
-def serving_service(settings: Settings, name: str, namespace: str, spec: dict[str, Any],
+def serving_service(labels: dict[str, str], serving_port: int, name: str, namespace: str, spec: dict[str, Any],
                     annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """A Service in front of the pods' front door (the serving port, named `http`); `spec` adds its kind."""
-    labels = selector_labels(settings)
+    labels = dict(labels)
     return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": manifests.metadata(name, namespace, labels, annotations),
         "spec": {**spec, "selector": labels,
-                 "ports": [{"name": "http", "port": settings.vllm.port, "targetPort": "http", "protocol": "TCP"}]},
+                 "ports": [{"name": "http", "port": serving_port, "targetPort": "http", "protocol": "TCP"}]},
     }
 
 
-def headless_service(settings: Settings, namespace: str) -> dict[str, Any]:
-    return serving_service(settings, HEADLESS_SERVICE, namespace, {"clusterIP": "None"})
+def headless_service(pod: ServingPod, namespace: str) -> dict[str, Any]:
+    return serving_service(pod.selector_labels, pod.serving_port, HEADLESS_SERVICE, namespace, {"clusterIP": "None"})
 
 
-def disruption_budget(settings: Settings, namespace: str) -> dict[str, Any]:
-    labels = selector_labels(settings)
+def disruption_budget(labels: dict[str, str], namespace: str) -> dict[str, Any]:
+    labels = dict(labels)
     return {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": manifests.metadata(APP_NAME, namespace, labels),
@@ -274,10 +300,20 @@ def bind_workload_identity(name: str, project: str, google_account_email: pulumi
 
 @dataclass
 class ServingWorkloadArgs:
-    settings: Settings
-    """The validated stack settings (vllm, front, cache, gke sections)."""
+    project: str
+    """The project whose Workload Identity pool (<project>.svc.id.goog) the pods' service account is in."""
     namespace: str
     """The Kubernetes namespace the stack creates and deploys into."""
+    pod: ServingPod
+    """What each serving pod is made of."""
+    ready_timeout_seconds: int
+    """How long `pulumi up` waits for a ready replica: tpu.queueTimeout (a flex-start node may queue) plus
+    vllm.healthTimeout (a cold compile)."""
+    chip_quota: dict[str, Any]
+    """The namespace's ResourceQuota on TPU chips (compute_class.chip_quota)."""
+    configuration_key: str
+    """The compile cache's key of the serve flags (compile_cache.flags_key); with the image's digest, the pods'
+    own prefix of the shared bucket."""
     google_service_account_email: pulumi.Input[str]
     """The workload's Google identity: secretAccessor on the stack's two secrets and objectUser on the cache bucket."""
     hf_token_secret_name: pulumi.Input[str]
@@ -308,18 +344,18 @@ class ServingWorkload(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ServingWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:ServingWorkload", name, None, opts)
-        cfg, ns = args.settings, args.namespace
+        ns, pod = args.namespace, args.pod
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         namespace = manifests.declare(f"{name}-namespace", {
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": manifests.metadata(ns, labels=selector_labels(cfg))}, k8s_opts)
+            "metadata": manifests.metadata(ns, labels=dict(pod.selector_labels))}, k8s_opts)
         in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
-        quota = manifests.declare(f"{name}-chip-quota", compute_class.chip_quota(cfg, ns), in_namespace)
-        data = front_config(cfg)
+        quota = manifests.declare(f"{name}-chip-quota", args.chip_quota, in_namespace)
+        data = front_config(pod.serving_port, pod.upstream_port)
         config_map = manifests.declare(f"{name}-front-config", {
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": manifests.metadata(CONFIG_MAP, ns, selector_labels(cfg)), "data": data}, in_namespace)
+            "metadata": manifests.metadata(CONFIG_MAP, ns, dict(pod.selector_labels)), "data": data}, in_namespace)
         hf_class = manifests.declare(f"{name}-hf-token-class", secret_provider_class(
             HF_TOKEN_CLASS, ns, pulumi.Output.from_input(args.hf_token_secret_name).apply(
                 lambda secret: secrets_parameter(secret, HF_TOKEN_FILE))), in_namespace)
@@ -328,21 +364,22 @@ class ServingWorkload(pulumi.ComponentResource):
                 lambda secret: secrets_parameter(secret, posixpath.basename(front.KEY_FILE)))), in_namespace)
         ksa = manifests.declare(f"{name}-ksa", service_account(ns, args.google_service_account_email), in_namespace)
         binding = bind_workload_identity(
-            f"{name}-workload-identity", cfg.project, args.google_service_account_email, ns, KSA_NAME,
+            f"{name}-workload-identity", args.project, args.google_service_account_email, ns, KSA_NAME,
             pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
-        headless = manifests.declare(f"{name}-pods", headless_service(cfg, ns), in_namespace)
+        headless = manifests.declare(f"{name}-pods", headless_service(pod, ns), in_namespace)
         # Before the first pod: no moment where its metrics door is open to the cluster.
         ingress = manifests.declare(f"{name}-network-policy", network_policy.pod_network_policy(
-            ns, selector_labels(cfg), cfg.vllm.port), in_namespace)
+            ns, dict(pod.selector_labels), pod.serving_port), in_namespace)
         self.statefulset = manifests.declare(
             f"{name}-statefulset",
-            statefulset(cfg, ns, service_account=KSA_NAME, image=args.image, cache_bucket=args.cache_bucket,
+            statefulset(pod, ns, ready_timeout_seconds=args.ready_timeout_seconds, service_account=KSA_NAME,
+                        image=args.image, cache_bucket=args.cache_bucket,
                         cache_prefix=pulumi.Output.from_input(args.image).apply(
-                            lambda pinned: compile_cache.cache_prefix(pinned, cfg)),
+                            lambda pinned: compile_cache.cache_prefix(pinned, args.configuration_key)),
                         hash_of_config=config_hash(data)),
             pulumi.ResourceOptions.merge(in_namespace, pulumi.ResourceOptions(
                 depends_on=[quota, config_map, hf_class, api_class, ksa, binding, headless, ingress,
                             args.compute_class, args.cache])))
-        manifests.declare(f"{name}-disruption-budget", disruption_budget(cfg, ns), in_namespace)
+        manifests.declare(f"{name}-disruption-budget", disruption_budget(pod.selector_labels, ns), in_namespace)
         self.namespace = pulumi.Output.from_input(ns)
         self.register_outputs({"namespace": self.namespace})
