@@ -127,11 +127,12 @@ wait_for_startup() {
       ready) say "boot script finished: secret files and cache disk in place"; return 0 ;;
       failed:*) die "the boot script $status (full log: sudo journalctl -u google-startup-scripts)" ;;
     esac
-    ((SECONDS >= deadline)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s on this boot (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
+    # Said before the deadline is judged, so even the first poll of a short wait says what it waits for.
     if ((SECONDS >= next_note)); then
       say "waiting for the boot script (${status:-not started on this boot})"
       next_note=$((SECONDS + 30))
     fi
+    ((SECONDS >= deadline)) && die "the boot script did not finish in ${STATUS_TIMEOUT}s on this boot (status: ${status:-none}); see sudo journalctl -u google-startup-scripts"
     sleep "$POLL"
   done
 }

@@ -29,7 +29,9 @@ def make_shims(directory: Path, log: Path, fakes: dict[str, str] | None = None) 
 def _write(path: Path, body: str, log: Path) -> None:
     path.write_text(
         "#!/usr/bin/env bash\n"
-        f'{{ printf "%q " "$(basename "$0")" "$@"; printf "\\n"; }} >> {log}\n'
+        # One write per line: processes a script starts in the background log at the same time, and two
+        # writes (the words, then the newline) interleave under load.
+        f'printf "%s\\n" "$(printf "%q " "$(basename "$0")" "$@")" >> {log}\n'
         f"{body}\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
