@@ -186,7 +186,8 @@ def test_a_key_sent_the_wrong_way_reaches_no_access_or_error_log_line(proxy, dea
                                       + b"\r\nContent-Length: 999999999\r\nConnection: close\r\n\r\n")
         assert status == 413
     for running in (proxy, dead_upstream_proxy):
-        access, errors = running.access_log(), running.error_log()
+        # The last request's line is there, so every earlier one is too.
+        access, errors = running.wait_for_access_line('"POST /v1/chat/completions" 413'), running.error_log()
         assert KEY not in access and KEY not in errors
         assert base64.b64encode(KEY.encode() + b":").decode() not in access + errors
     # The log still says what happened: method, path without the query, status, upstream status.

@@ -94,6 +94,16 @@ class RunningNginx:
         """What nginx has written to stdout (its access log) so far."""
         return "".join(self._out)
 
+    def wait_for_access_line(self, text: str) -> str:
+        """The access log once it holds `text`: nginx logs a request after it has answered it, so a client
+        can read its answer before the line exists (the bound only stops a test that would hang)."""
+        deadline = time.monotonic() + START_SECONDS
+        while text not in self.access_log():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"nginx never logged {text!r}; it logged:\n{self.access_log()}")
+            time.sleep(0.02)
+        return self.access_log()
+
     def error_log(self) -> str:
         return "".join(self._err)
 
