@@ -364,19 +364,25 @@ def wait_for(condition, what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kills_the_host(world):
+def create_left_waiting_in_the_queue(world):
+    """A Create in flight on the real host, its request queued (no capacity) and polled at least twice."""
     server, _, _, start = world
-    server.states = ["WAITING_FOR_RESOURCES"]  # no capacity: the request stays queued
+    server.states = ["WAITING_FOR_RESOURCES"]
     provider_blob = serialize_provider(qr.QueuedResourceProvider())
     host = start()
     host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
-    ins = inputs(provider_blob, pollSeconds=0.2)
-    name = f"{PARENT}/queuedResources/tpu-vllm-dev"
     pending = host.stub.Create.future(proto.CreateRequest(
-        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(ins, False)), timeout=CALL_TIMEOUT * 3)
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob, pollSeconds=0.2), False)),
+        timeout=CALL_TIMEOUT * 3)
     reads = lambda: sum(1 for r in server.requests if r.method == "GET" and r.path.endswith("/tpu-vllm-dev"))  # noqa: E731
     wait_for(lambda: reads() >= 2, "the provider waiting in the queue")
     assert server.deleted == []
+    return host, pending, f"{PARENT}/queuedResources/tpu-vllm-dev"
+
+
+def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kills_the_host(world):
+    server = world[0]
+    host, pending, name = create_left_waiting_in_the_queue(world)
 
     engine_kills(host)
     # The host sends the DELETE on the SIGINT; should a loaded machine keep it past the engine's grace, the
@@ -429,19 +435,9 @@ def is_running(pid: int) -> bool:
 def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(world, signum):
     """SIGTERM (a CI runner, `kill`) or SIGKILL (the engine's kill 5 s after its SIGINT, or a killed CLI's) to
     the host's process group ends it with no provider code run; the create's watchdog sends the DELETE."""
-    server, _, _, start = world
-    server.states = ["WAITING_FOR_RESOURCES"]
-    provider_blob = serialize_provider(qr.QueuedResourceProvider())
-    host = start()
-    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
-    name = f"{PARENT}/queuedResources/tpu-vllm-dev"
-    pending = host.stub.Create.future(proto.CreateRequest(
-        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob, pollSeconds=0.2), False)),
-        timeout=CALL_TIMEOUT * 3)
-    reads = lambda: sum(1 for r in server.requests if r.method == "GET" and r.path.endswith("/tpu-vllm-dev"))  # noqa: E731
-    wait_for(lambda: reads() >= 2, "the provider waiting in the queue")
+    server = world[0]
+    host, pending, name = create_left_waiting_in_the_queue(world)
     [watchdog] = watchdogs_of(host)
-    assert server.deleted == []
 
     os.killpg(os.getpgid(host.process.pid), signum)
     assert host.process.wait(timeout=CALL_TIMEOUT) == -signum  # no Python ran in the host: the signal ended it
