@@ -400,14 +400,21 @@ def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kil
     assert SSH_KEYS_CANARY not in stderr
 
 
-def test_a_request_that_went_active_and_was_returned_is_left_alone_on_interrupt(world):
-    server, _, _, start = world
+def create_that_went_active(world):
+    """A Create on the real host whose request went ACTIVE and was returned to the engine (so is in state)."""
+    _, _, _, start = world
     provider_blob = serialize_provider(qr.QueuedResourceProvider())
     host = start()
     host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
     created = host.call("Create", proto.CreateRequest(
         urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob), False)))
     assert unmarshal(created.properties)["state"] == "ACTIVE"
+    return host, created
+
+
+def test_a_request_that_went_active_and_was_returned_is_left_alone_on_interrupt(world):
+    server = world[0]
+    host, created = create_that_went_active(world)
     # Returned to the engine, it is in state: neither the SIGINT path nor a watchdog may delete it.
     assert watchdogs_of(host) == []
     engine_kills(host)
@@ -453,13 +460,8 @@ def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(w
 
 
 def test_after_a_create_returns_its_watchdog_is_gone_and_a_sigterm_deletes_nothing(world):
-    server, _, _, start = world
-    provider_blob = serialize_provider(qr.QueuedResourceProvider())
-    host = start()
-    host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
-    created = host.call("Create", proto.CreateRequest(
-        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob), False)))
-    assert unmarshal(created.properties)["state"] == "ACTIVE"
+    server = world[0]
+    host, created = create_that_went_active(world)
     wait_for(lambda: watchdogs_of(host) == [], "the watchdog released when the create returned")
     os.killpg(os.getpgid(host.process.pid), signal.SIGTERM)
     assert host.process.wait(timeout=CALL_TIMEOUT) == -signal.SIGTERM
