@@ -8,6 +8,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random as random
 
+from components import lookup_answers
+
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
 
@@ -123,8 +125,9 @@ def _require_existing_secret(project: str, secret_id: str, hidden: bool = False)
     """
     try:
         gcp.secretmanager.get_secret(project=project, secret_id=secret_id)
-    except Exception as error:  # the provider's own error text is the useful part
-        reason = str(error).replace(secret_id, "[secret]") if hidden else str(error)
+    except Exception as error:  # noqa: BLE001 - the provider's own words (not the layers' wrapping) are the reason
+        said = lookup_answers.reason(error)
+        reason = said.replace(secret_id, "[secret]") if hidden else said
         shown_id = _shown_secret_id(secret_id, hidden)
         raise pulumi.RunError(
             f"tpu-vllm:hfTokenSecret = {'[secret]' if hidden else repr(secret_id)}: cannot read that secret in "

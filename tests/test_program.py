@@ -14,6 +14,7 @@ from components.vm.billing_notice import still_billing
 from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
+from tools.plan import provider_answers as answers
 from tools.plan.engine import is_wrapped_secret, unwrap
 from tools.plan.placeholders import MOCK_NODE_UID, MOCK_TERMINATION_TIME
 
@@ -221,9 +222,11 @@ def test_missing_project_is_a_clear_error():
 
 def test_a_missing_hand_made_hf_secret_stops_the_preview_with_the_fix():
     program = harness.run(harness.dev_config(), failing_calls={
-        "gcp:secretmanager/getSecret:getSecret": "Error 404: Secret [projects/my-proj/secrets/hf-token] not found"})
+        answers.GET_SECRET: answers.secret_absent("my-proj", "hf-token")})
     [problem] = program.problems
-    assert "tpu-vllm:hfTokenSecret = 'hf-token'" in problem and "not found" in problem
+    assert "tpu-vllm:hfTokenSecret = 'hf-token'" in problem
+    # The provider's own words, without the SDK's, engine's and bridge's wrapping around them.
+    assert "(projects/my-proj/secrets/hf-token not found)" in problem and "invocation of" not in problem
     assert "gcloud secrets create hf-token --data-file=- --project=my-proj" in problem
     assert "pulumi config set --secret tpu-vllm:hfToken" in problem
     # The lookup comes before any secret, binding or TPU is declared.
@@ -320,9 +323,8 @@ def test_a_secret_hf_token_secret_id_stays_secret_everywhere():
 
 def test_a_missing_secret_hf_token_secret_is_reported_without_its_id():
     config = {**harness.dev_config(), "tpu-vllm:hfTokenSecret": SECRET_ID_CANARY}
-    not_found = f"Error 404: Secret [projects/my-proj/secrets/{SECRET_ID_CANARY}] not found"
     program = harness.run(config, secret_keys=["tpu-vllm:hfTokenSecret"],
-                          failing_calls={"gcp:secretmanager/getSecret:getSecret": not_found})
+                          failing_calls={answers.GET_SECRET: answers.secret_absent("my-proj", SECRET_ID_CANARY)})
     [problem] = program.problems
     assert "tpu-vllm:hfTokenSecret = [secret]" in problem and "not found" in problem
     assert 'gcloud secrets create "$(pulumi config get tpu-vllm:hfTokenSecret)"' in problem

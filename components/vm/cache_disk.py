@@ -8,12 +8,14 @@ with 409 alreadyExists. A disk of that name without this stack's labels is someo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
+
+from components import lookup_answers
+from components.settings.findings import Finding
 
 
 @dataclass
@@ -30,27 +32,37 @@ class CacheDiskArgs:
     """The labels that mark a disk as this stack's (app, stack): one that has them is adopted."""
 
 
-# How the provider's data source reports a disk that is not there (the Compute API's 404).
-NOT_FOUND = re.compile(r"\b404\b|notFound|was not found", re.IGNORECASE)
+COMPUTE_API = "compute.googleapis.com"
 
 
 def disk_id(project: str, zone: str, name: str) -> str:
-    """The id pulumi-gcp gives a compute.Disk (its import id too), so an adopted disk and one the stack made
-    carry the same id: the engine imports only when the id in state differs from it
-    (pulumi pkg/resource/deploy/step_generator.go, generateSteps: `isImport`)."""
+    """The id pulumi-gcp gives a compute.Disk (its import id, and the id its data source reads), so an
+    adopted disk and one the stack made carry the same id: the engine imports only when the id in state
+    differs from it (pulumi pkg/resource/deploy/step_generator.go, generateSteps: `isImport`)."""
     return f"projects/{project}/zones/{zone}/disks/{name}"
 
 
 def existing_disk(args: CacheDiskArgs) -> Any | None:
-    """The disk of this name as GCP has it, or None when there is none. A read only; runs in previews too."""
+    """The disk of this name as GCP has it, or None when there is none. A read only; runs in previews too.
+
+    Absence is pulumi-gcp's own "{id} not found" (components/lookup_answers.py). A project whose Compute API
+    is not enabled yet (a new one: this lookup runs before the stack enables it, as an invoke waits for
+    nothing) cannot hold a kept disk either. Any other failure stops the deploy before anything is made.
+    """
     try:
         found = gcp.compute.get_disk(project=args.project, zone=args.zone, name=args.name)
-    except Exception as error:  # the provider's own text says what went wrong
-        if NOT_FOUND.search(str(error)):
+    except Exception as error:  # noqa: BLE001 - judged by the provider's own words below
+        if lookup_answers.is_not_found(error, disk_id(args.project, args.zone, args.name)):
             return None
+        if lookup_answers.disabled_service(error) == COMPUTE_API:
+            pulumi.log.info(f"cache disk {args.name}: the Compute API is not enabled in project {args.project} "
+                            "yet, so no kept disk can exist; this deploy enables it and creates the disk")
+            return None
+        hint = ("; the deployer needs compute.disks.get (roles/compute.viewer)"
+                if "googleapi: Error 403" in str(error) else "")
         raise pulumi.RunError(
             f"cache disk {args.name}: could not look it up in project {args.project}, zone {args.zone} "
-            f"({error}); the deployer needs compute.disks.get (roles/compute.viewer)") from None
+            f"({lookup_answers.reason(error)}){hint}") from None
     return found if getattr(found, "name", None) else None
 
 
@@ -72,9 +84,39 @@ def adoption(args: CacheDiskArgs, found: Any | None) -> str | None:
             f"{args.name} {where}); or, if it is this stack's warm cache from before, label it so the next "
             f"pulumi up adopts it (gcloud compute disks add-labels {args.name} --labels={wanted} {where}); or "
             "deploy under another stack name, which names its own disk")
-    # Pulumi imports only when the inputs match the disk (size, type, labels); otherwise it stops and names
-    # the property that differs (docs/lifecycle.md). Once in state, the id matches and a change is an update.
+    refused = kept_disk_refusal(args, found)
+    if refused:
+        raise pulumi.RunError(refused.render())
+    # Since pulumi 3.174 an import only reads; the engine then diffs the imported state like any other
+    # (pkg/resource/deploy/step_generator.go, continueStepsFromImport): labels and a larger size are
+    # updates in place. Once in state, the id matches and there is no import at all.
     return disk_id(args.project, args.zone, args.name)
+
+
+def kept_disk_refusal(args: CacheDiskArgs, found: Any) -> Finding | None:
+    """What the engine would refuse only at `up`, after the preview: a diff that replaces a resource still
+    imported by id ("previously-imported resources that still specify an ID may not be replaced", a
+    warning at preview, an error at up: step_generator.go). For a disk, `type` forces a replacement
+    (terraform-provider-google resource_compute_disk.go: ForceNew) and so does a smaller `size` (a disk
+    only grows). Said here, before anything is created."""
+    where = f"--zone={args.zone} --project={args.project}"
+    delete = f"gcloud compute disks delete {args.name} {where}"
+    size = getattr(found, "size", None)
+    if isinstance(size, int) and args.size_gb < size:
+        return Finding(
+            "cache.sizeGb", args.size_gb,
+            f"the kept cache disk {args.name} is {size} GB, and a disk only grows: adopting it at "
+            f"{args.size_gb} GB would replace it, which Pulumi refuses for an adopted disk",
+            f"set it to {size} or more (pulumi config set --path 'tpu-vllm:cache.sizeGb' {size}), or delete the "
+            f"disk to start with a cold cache ({delete})")
+    disk_type = getattr(found, "type", None)
+    if disk_type and disk_type.rsplit("/", 1)[-1] != args.disk_type:
+        return Finding(
+            "cache.diskType", args.disk_type,
+            f"the kept cache disk {args.name} is {disk_type.rsplit('/', 1)[-1]}; a disk's type cannot change, so "
+            "adopting it would replace it, which Pulumi refuses for an adopted disk",
+            f"delete the disk to start with a cold cache ({delete})")
+    return None
 
 
 class CacheDisk(pulumi.ComponentResource):

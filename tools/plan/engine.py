@@ -22,6 +22,7 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
+from tools.plan import provider_answers
 from tools.plan.placeholders import (
     MOCK_EXTERNAL_IP,
     MOCK_GKE_CA,
@@ -121,7 +122,8 @@ class StackMocks(pulumi.runtime.Mocks):
     fixed_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per resource type (or invoke token), outputs that replace the defaults (tests use canaries here)."""
     failing_calls: dict[str, str] = field(default_factory=dict)
-    """Invoke token -> error message, to simulate a lookup that fails."""
+    """Invoke token -> what the engine answers for it (tools/plan/provider_answers.py builds each in the
+    provider's own words), to simulate a lookup that fails."""
     urn_names: dict[str, str] = field(default_factory=dict)
     engine_urns: dict[str, str] = field(default_factory=dict)
     """The mock monitor's URN -> the engine's (they differ below a grandparent)."""
@@ -130,7 +132,8 @@ class StackMocks(pulumi.runtime.Mocks):
     engine returns for a provider without previews, pkg/resource/deploy/step.go CreateStep.Apply), so
     everything computed (an email, a generated key, an IP) is unknown."""
     disks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Disks that already exist in GCP, by name (answers gcp.compute.get_disk); absent ones are a 404."""
+    """Disks that already exist in GCP, by name: provider_answers.disk_found's keywords (labels, size, type).
+    gcp.compute.get_disk of any other name fails as pulumi-gcp fails it for an absent disk."""
     event_loops: set[asyncio.AbstractEventLoop] = field(default_factory=set)
     """The loops Pulumi's mock monitor opens, one per worker thread (see close_event_loops)."""
 
@@ -215,11 +218,11 @@ class StackMocks(pulumi.runtime.Mocks):
         return {**self._call_outputs(args.token, dict(args.args)), **self.fixed_outputs.get(args.token, {})}, []
 
     def _disk(self, args: dict[str, Any]) -> dict[str, Any]:
-        disk = self.disks.get(args.get("name"))
-        if disk is None:  # what the provider's data source reports for a disk that is not there
-            raise Exception(f"googleapi: Error 404: The resource 'projects/{args.get('project')}/zones/"
-                            f"{args.get('zone')}/disks/{args.get('name')}' was not found, notFound")
-        return {"name": args.get("name"), "project": args.get("project"), "zone": args.get("zone"), **disk}
+        project, zone, name = args.get("project"), args.get("zone"), args.get("name")
+        disk = self.disks.get(name)
+        if disk is None:  # the provider's own words for a disk that is not there
+            raise Exception(provider_answers.disk_absent(project, zone, name))
+        return provider_answers.disk_found(project, zone, name, **disk)
 
     def _call_outputs(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
         if token == "gcp:container/getEngineVersions:getEngineVersions":
