@@ -36,7 +36,7 @@ from pulumi.runtime.proto import provider_pb2_grpc
 
 import components.queued_resource as old_path_module
 from components.vm import queued_resource as qr
-from tests.fakes.tpu_api import FakeTpuApi
+from tests.fakes.tpu_api import FakeTpuApi, Fault
 from tests.program import plain_occurrences
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,18 +140,25 @@ def service_account_key(path: Path, token_uri: str) -> None:
 
 
 class Host:
-    """`python -u -m pulumi.dynamic ENGINE_ADDRESS`, as pulumi-resource-pulumi-python runs it."""
+    """`python -u -m pulumi.dynamic ENGINE_ADDRESS`, as pulumi-resource-pulumi-python runs it, with its stdio
+    as the engine gives it (pulumi sdk/go/common/resource/plugin/plugin.go, ExecPlugin): a stdin pipe the
+    engine holds and never writes, stdout and stderr pipes the engine reads line by line (each stderr line
+    becomes a diagnostic: here, a line of `stderr_path`)."""
 
     def __init__(self, cwd: Path, env: dict[str, str], stderr_path: Path):
         self.stderr_path = stderr_path
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-                # Its own process group, as the engine starts every plugin (cmdutil.RegisterProcessGroup),
-                # so a signal to the group reaches the host and nothing else.
-                start_new_session=True,
-            )
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
+            cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # Its own process group, as the engine starts every plugin (cmdutil.RegisterProcessGroup),
+            # so a signal to the group reaches the host and nothing else.
+            start_new_session=True,
+        )
+        self._cli_dead = threading.Event()
+        self.stderr_closed = threading.Event()
+        """Every holder of the host's stderr has let go of it: the engine's Close would finish reading it."""
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT)
         assert ready, "the provider host did not print its port"
         port = int(self.process.stdout.readline())
@@ -159,16 +166,44 @@ class Host:
         grpc.channel_ready_future(self.channel).result(timeout=START_TIMEOUT)
         self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
 
+    def _read_stderr(self) -> None:
+        stderr = self.process.stderr
+        with self.stderr_path.open("ab") as copy:
+            while not self._cli_dead.is_set():
+                ready, _, _ = select.select([stderr], [], [], 0.05)
+                if not ready:
+                    continue
+                chunk = os.read(stderr.fileno(), 65536)
+                if not chunk:
+                    self.stderr_closed.set()
+                    break
+                copy.write(chunk)
+                copy.flush()
+        stderr.close()  # by the reader only: when the CLI dies, so does its end of the pipe
+
     def call(self, method: str, request: Any) -> Any:
         return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+
+    def cli_dies(self) -> None:
+        """The CLI ends without a word to its plugins (kill -9, a closed terminal, a CI runner torn down): the
+        kernel closes its ends of the host's pipes and its gRPC connection; no signal reaches the host."""
+        self.channel.close()
+        self.process.stdin.close()
+        self._cli_dead.set()  # the reader closes its end of stderr: the host's next line meets EPIPE
+        self._stderr_reader.join(timeout=CALL_TIMEOUT)
+        self.process.stdout.close()
 
     def stop(self) -> tuple[str, str]:
         """Stop the host; its stdout after the port line and its stderr."""
         self.channel.close()
         self.process.kill()
-        stdout = self.process.stdout.read().decode()
+        stdout = self.process.stdout.read().decode() if not self.process.stdout.closed else ""
         self.process.wait(timeout=CALL_TIMEOUT)
-        self.process.stdout.close()
+        if not self.process.stdout.closed:
+            self.process.stdout.close()
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
+        self._stderr_reader.join(timeout=CALL_TIMEOUT)
         return stdout, self.stderr_path.read_text()
 
 
@@ -187,8 +222,8 @@ def world(tmp_path):
     }
     hosts: list[Host] = []
 
-    def start(cwd: Path = ROOT) -> Host:
-        host = Host(cwd, env, tmp_path / f"host-{len(hosts)}.stderr")
+    def start(cwd: Path = ROOT, **more_env: str) -> Host:
+        host = Host(cwd, {**env, **more_env}, tmp_path / f"host-{len(hosts)}.stderr")
         hosts.append(host)
         return host
 
@@ -364,20 +399,32 @@ def wait_for(condition, what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-def create_left_waiting_in_the_queue(world):
-    """A Create in flight on the real host, its request queued (no capacity) and polled at least twice."""
+def create_in_flight(world, until, what: str, env: dict[str, str] | None = None, **overrides: Any) -> Host:
+    """A Create in flight on the real host, once the fake API has seen `until(server)`; the pending call is
+    `host.pending`."""
     server, _, _, start = world
-    server.states = ["WAITING_FOR_RESOURCES"]
     provider_blob = serialize_provider(qr.QueuedResourceProvider())
-    host = start()
+    host = start(**(env or {}))
     host.call("Configure", proto.ConfigureRequest(args=struct_pb2.Struct(), acceptResources=True))
-    pending = host.stub.Create.future(proto.CreateRequest(
-        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob, pollSeconds=0.2), False)),
+    host.pending = host.stub.Create.future(proto.CreateRequest(
+        urn=URN, type=TYPE, name="tpu-qr", properties=marshal(inputs(provider_blob, **overrides), False)),
         timeout=CALL_TIMEOUT * 3)
-    reads = lambda: sum(1 for r in server.requests if r.method == "GET" and r.path.endswith("/tpu-vllm-dev"))  # noqa: E731
-    wait_for(lambda: reads() >= 2, "the provider waiting in the queue")
+    wait_for(lambda: until(server), what)
+    return host
+
+
+def requests_of(server, method: str, path_end: str = "") -> int:
+    return sum(1 for r in server.requests if r.method == method and r.path.endswith(path_end))
+
+
+def create_left_waiting_in_the_queue(world, env: dict[str, str] | None = None, **overrides: Any):
+    """A Create in flight on the real host, its request queued (no capacity) and polled at least twice."""
+    server = world[0]
+    server.states = ["WAITING_FOR_RESOURCES"]
+    host = create_in_flight(world, lambda api: requests_of(api, "GET", "/tpu-vllm-dev") >= 2,
+                            "the provider waiting in the queue", env=env, **{"pollSeconds": 0.2, **overrides})
     assert server.deleted == []
-    return host, pending, f"{PARENT}/queuedResources/tpu-vllm-dev"
+    return host, host.pending, f"{PARENT}/queuedResources/tpu-vllm-dev"
 
 
 def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kills_the_host(world):
@@ -395,8 +442,9 @@ def test_an_interrupted_create_deletes_the_request_it_made_before_the_engine_kil
         pending.result()
     wait_for(lambda: "sent the DELETE of tpu-vllm-dev" in host.stderr_path.read_text(), "the DELETE said")
     stderr = host.stderr_path.read_text()
-    assert ("interrupted while waiting for tpu-vllm-dev: sent the DELETE of tpu-vllm-dev" in stderr
-            or "during the create of tpu-vllm-dev: sent the DELETE of tpu-vllm-dev" in stderr), stderr
+    assert ("interrupted while waiting for tpu-vllm-dev: sent the DELETE of tpu-vllm-dev, which this create "
+            "requested" in stderr or "the create of tpu-vllm-dev ended early: sent the DELETE of tpu-vllm-dev, which "
+            "this create requested" in stderr), stderr
     assert SSH_KEYS_CANARY not in stderr
 
 
@@ -454,8 +502,8 @@ def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(w
     with pytest.raises(grpc.RpcError):
         pending.result()
     stderr = host.stderr_path.read_text()
-    assert ("the provider host ended (SIGTERM, SIGKILL or a crash) during the create of tpu-vllm-dev: sent the "
-            "DELETE of tpu-vllm-dev") in stderr
+    assert ("the create of tpu-vllm-dev ended early: sent the DELETE of tpu-vllm-dev, which this create "
+            "requested") in stderr
     assert SSH_KEYS_CANARY not in stderr
 
 
@@ -466,4 +514,98 @@ def test_after_a_create_returns_its_watchdog_is_gone_and_a_sigterm_deletes_nothi
     os.killpg(os.getpgid(host.process.pid), signal.SIGTERM)
     assert host.process.wait(timeout=CALL_TIMEOUT) == -signal.SIGTERM
     assert server.deleted == [] and list(server.queued) == [created.id]
-    assert "provider host ended" not in host.stderr_path.read_text()
+    assert "ended early" not in host.stderr_path.read_text()
+
+
+NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
+
+
+@pytest.mark.parametrize("after_handling, status", [(True, 503), (False, 429)],
+                         ids=["made-then-503", "429-not-made"])
+def test_ctrl_c_while_a_create_waits_to_retry_its_post_deletes_what_it_may_have_made(world, after_handling, status):
+    """The API answered the POST with 503 after making the request, or 429: either way with a Retry-After the
+    provider sleeps before its retry, not knowing whether the request exists. An interrupt then deletes it."""
+    server = world[0]
+    server.inject(Fault("POST", "/queuedResources", status, headers={"Retry-After": "30"},
+                        after_handling=after_handling))
+    host = create_in_flight(world, lambda api: requests_of(api, "POST") >= 1, "the create POST answered")
+    engine_kills(host)
+    wait_for(lambda: requests_of(server, "DELETE", "/tpu-vllm-dev") >= 1, "the DELETE of the request")
+    wait_for(lambda: "which this create may have requested" in host.stderr_path.read_text(), "the DELETE said")
+    assert server.deleted == ([NAME] if after_handling else [])
+    assert NAME not in server.queued or server.queued[NAME]["state"]["state"] == "DELETING"
+    stderr = host.stderr_path.read_text()
+    said = "sent the DELETE of tpu-vllm-dev" if after_handling else "found nothing left of tpu-vllm-dev"
+    assert said in stderr, stderr
+
+
+def test_ctrl_c_while_a_failed_create_is_being_deleted_leaves_the_delete_to_the_watchdog(world):
+    """The request FAILED, and the API refuses its DELETE while it still provisions (400 FAILED_PRECONDITION);
+    an interrupt in the provider's retry loop hands the DELETE to the watchdog, which sends it until accepted."""
+    server = world[0]
+    server.states, server.failed_message, server.refuse_delete = ["FAILED"], "no capacity in zone", 10**6
+    host = create_in_flight(world, lambda api: requests_of(api, "DELETE", "/tpu-vllm-dev") >= 2,
+                            "the DELETE refused at least twice", pollSeconds=0.2)
+    engine_kills(host)  # returns once the host has ended
+    with server.lock:
+        server.refuse_delete = 0  # the request has left PROVISIONING: the next DELETE is accepted
+    wait_for(lambda: server.deleted == [NAME], "the watchdog's DELETE accepted")
+    wait_for(lambda: "sent the DELETE of tpu-vllm-dev, which this create requested" in host.stderr_path.read_text()
+             or "keeps trying" in host.stderr_path.read_text(), "the watchdog's line")
+
+
+def test_a_cli_that_dies_without_a_signal_still_deletes_the_request_and_the_host_ends(world):
+    """kill -9 of the CLI, a closed terminal, a torn-down CI runner: no signal reaches the host, only the
+    CLI's ends of its pipes close. The host notices at once (stdin end-of-file), deletes its request despite
+    a dead stderr, and ends itself (nobody is left to stop it)."""
+    server = world[0]
+    host, pending, name = create_left_waiting_in_the_queue(world)
+    [watchdog] = watchdogs_of(host)
+    host.cli_dies()
+    wait_for(lambda: server.deleted == [name], "the DELETE of the request the create made")
+    assert host.process.wait(timeout=CALL_TIMEOUT) is not None
+    wait_for(lambda: not is_running(watchdog), "the watchdog released")
+    assert server.deleted == [name] and requests_of(server, "DELETE") == 1
+
+
+ENVIRONMENT_CANARIES = {
+    "PULUMI_CONFIG_PASSPHRASE": "CANARY-passphrase-2718",
+    "PULUMI_ACCESS_TOKEN": "pul-CANARY0123456789abcdef",
+    "GITHUB_TOKEN": "ghs_CANARYtoken0123456789",
+    "GOOGLE_CREDENTIALS": '{"type": "service_account", "private_key": "CANARY-key"}',
+}
+
+
+def test_the_watchdog_gets_only_what_the_tpu_client_needs_and_still_deletes(world):
+    server = world[0]
+    host, pending, name = create_left_waiting_in_the_queue(world, env=ENVIRONMENT_CANARIES)
+    [watchdog] = watchdogs_of(host)
+    environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{watchdog}/environ").read_bytes().split(b"\0")
+                   if item)
+    for name_, value in ENVIRONMENT_CANARIES.items():
+        assert name_.encode() not in environ and value.encode() not in b"".join(environ.values())
+    assert environ[b"GOOGLE_APPLICATION_CREDENTIALS"] and environ[qr.ENDPOINT_ENV.encode()]
+    # What it kept is enough: killed with no Python run in the host, the watchdog's DELETE goes through.
+    os.killpg(os.getpgid(host.process.pid), signal.SIGKILL)
+    wait_for(lambda: server.deleted == [name], "the watchdog's DELETE")
+
+
+def test_a_watchdog_whose_delete_hangs_says_so_and_lets_go_of_the_cli_on_time(world):
+    """The engine's Close reads the plugin's stderr to its end: a watchdog holding it through a DELETE that
+    never answers would hang the CLI. It says its one line and lets go at its report deadline."""
+    server = world[0]
+    hang = threading.Event()
+    host, pending, name = create_left_waiting_in_the_queue(world, watchdogReportSeconds=1.0)
+    server.inject(Fault("DELETE", "/tpu-vllm-dev", 503, hold=hang, times=1000))
+    [watchdog] = watchdogs_of(host)
+    os.killpg(os.getpgid(host.process.pid), signal.SIGKILL)
+    try:
+        wait_for(host.stderr_closed.is_set, "every holder of the host's stderr letting go")
+        assert is_running(watchdog)  # still trying, in the background, with nothing of the CLI's
+        stderr = host.stderr_path.read_text()
+        assert "the DELETE of tpu-vllm-dev (which this create requested) has no answer after 1 s" in stderr
+        assert "gcloud alpha compute tpus queued-resources delete tpu-vllm-dev" in stderr
+    finally:
+        server.faults.clear()
+        hang.set()
+    wait_for(lambda: server.deleted == [name], "the DELETE once the API answers again")

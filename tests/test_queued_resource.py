@@ -337,6 +337,16 @@ def test_a_create_whose_reply_is_lost_ends_with_exactly_one_tracked_request(api,
     assert result.outs["state"] == "ACTIVE" and result.outs["nodeUid"] == server.node_uids()[0]
 
 
+def test_a_create_whose_operation_fails_because_the_name_is_taken_never_deletes_that_request(api):
+    """Should the API accept the POST and fail its operation with ALREADY_EXISTS (google.rpc.Code 6) rather
+    than answer 409, the request of that name is not this create's: it must not be deleted."""
+    server = api(conflict_in_operation=True)
+    server.seed(NAME, body(labels={"owner": "someone-else"}), "ACTIVE")
+    with pytest.raises(qr.TpuApiError, match=r"queuedResources.create failed: .* already exists \(code 6\)"):
+        qr.QueuedResourceProvider().create(props())
+    assert server.deleted == [] and list(server.queued) == [NAME]
+
+
 @pytest.mark.parametrize("state", ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"])
 def test_an_existing_request_with_this_stacks_body_is_adopted_and_waited_for(api, capsys, state):
     # What an interrupted earlier `pulumi up` leaves: same id, same body, unknown to the state.

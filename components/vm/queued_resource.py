@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -29,7 +30,15 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from components.vm.create_watchdog import ADOPTED, CREATED, CreateWatchdog
+from components.vm import engine_liveness
+from components.vm.create_watchdog import (
+    ADOPTED,
+    CREATED,
+    EXISTING,
+    REPORT_SECONDS,
+    REQUESTING,
+    CreateWatchdog,
+)
 
 # Points the provider at another TPU API root (tests, private endpoints).
 ENDPOINT_ENV = "TPU_VLLM_TPU_API_ENDPOINT"
@@ -188,7 +197,19 @@ class TpuApiError(Exception):
 
 
 class HostStoppingError(TpuApiError):
-    """The provider host is shutting down (the engine's SIGINT) while a create waits."""
+    """The provider host is shutting down (the engine's SIGINT, or its CLI gone) while a create waits."""
+
+
+class OperationFailedError(TpuApiError):
+    """A long-running operation that finished with an error (google.rpc.Status: `code`, `message`)."""
+
+    def __init__(self, message: str, code: int | None):
+        super().__init__(message)
+        self.code = code
+
+
+# google.rpc.Code ALREADY_EXISTS (googleapis google/rpc/code.proto).
+ALREADY_EXISTS_CODE = 6
 
 
 # The host polls this often for its own shutdown while it waits: well inside the engine's 5 s grace.
@@ -196,23 +217,34 @@ SHUTDOWN_POLL_SECONDS = 0.1
 
 
 def host_is_stopping() -> bool:
-    """The dynamic-provider host's main thread has ended: on SIGINT it leaves `Event().wait()` through
-    KeyboardInterrupt, stops the gRPC server and returns (pulumi sdk/python/lib/pulumi/dynamic/__main__.py,
-    main), while the call's worker thread runs on until the engine kills the process group 5 s after the
-    SIGINT (sdk/go/common/resource/plugin/plugin.go, newPlugin's kill: InterruptChildren, then KillChildren).
+    """The dynamic-provider host is going away: the engine stopped it, or the CLI is gone without a word.
+
+    On the engine's SIGINT the host's main thread leaves `Event().wait()` through KeyboardInterrupt, stops the
+    gRPC server and returns (pulumi sdk/python/lib/pulumi/dynamic/__main__.py, main), while the call's worker
+    thread runs on until the engine kills the process group 5 s after the SIGINT
+    (sdk/go/common/resource/plugin/plugin.go, newPlugin's kill: InterruptChildren, then KillChildren).
     Never true on the main thread (tests, tools). At the main thread's end CPython sets
     threading._SHUTTING_DOWN and then joins the worker threads (threading._shutdown, concurrent.futures'
     exit hook) before it marks the main thread stopped, so the flag is the first sign; is_alive() is the
-    public fallback. tests/test_provider_host.py checks this against the real host."""
+    public fallback. A CLI that died without signalling (components/vm/engine_liveness.py) counts too.
+    tests/test_provider_host.py checks both against the real host."""
     main = threading.main_thread()
     if threading.current_thread() is main:
         return False
-    return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not main.is_alive()
+    return (bool(getattr(threading, "_SHUTTING_DOWN", False)) or not main.is_alive()
+            or engine_liveness.engine_gone())
 
 
 def in_provider_host() -> bool:
     """On a worker thread of the dynamic-provider host (its gRPC server's), not in a test or a tool."""
     return threading.current_thread() is not threading.main_thread()
+
+
+def _stopping_reason() -> str:
+    if engine_liveness.engine_gone():
+        return ("interrupted: the Pulumi CLI is gone without stopping this provider (killed, its terminal or "
+                "runner closed)")
+    return "interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a CI timeout)"
 
 
 def sleep_unless_stopping(seconds: float) -> None:
@@ -223,8 +255,7 @@ def sleep_unless_stopping(seconds: float) -> None:
     end = time.monotonic() + seconds
     while True:
         if host_is_stopping():
-            raise HostStoppingError("interrupted: the Pulumi engine is stopping this provider (Ctrl-C, a "
-                                    "killed CLI or a CI timeout)")
+            raise HostStoppingError(_stopping_reason())
         left = end - time.monotonic()
         if left <= 0:
             return
@@ -233,7 +264,10 @@ def sleep_unless_stopping(seconds: float) -> None:
 
 def _log(message: str) -> None:
     # The dynamic-provider host has no engine log stream; stderr reaches the CLI's diagnostics.
-    print(f"[tpu-vllm queued resource] {message}", file=sys.stderr, flush=True)
+    try:
+        print(f"[tpu-vllm queued resource] {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the CLI reading it is gone (EPIPE): the line has nowhere to go, and the cleanup must go on
 
 
 def _error_details(error: Any) -> tuple[int, str, dict[str, Any]]:
@@ -416,7 +450,8 @@ class TpuApi:
             operation = self.through_outages(read, deadline, poll, f"the {action} operation")
         if operation.get("error"):
             error = operation["error"]
-            raise TpuApiError(f"{action} failed: {error.get('message')} (code {error.get('code')})")
+            raise OperationFailedError(f"{action} failed: {error.get('message')} (code {error.get('code')})",
+                                       error.get("code"))
 
 
 def _state(queued_resource: dict[str, Any] | None) -> str:
@@ -468,6 +503,34 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
+class CreateProgress:
+    """What one create has done on the server so far, told to its watchdog as it changes: whether an
+    interruption must delete a request (one it made, or may have made) or leave it (one it did not make)."""
+
+    def __init__(self, watchdog: CreateWatchdog | None):
+        self.watchdog = watchdog
+        self.state: str | None = None
+        self.handed_over = False
+
+    def now(self, state: str) -> None:
+        self.state = state
+        if self.watchdog is not None:
+            self.watchdog.tell(state)
+
+    def hand_over(self, state: str, props: dict[str, Any]) -> str:
+        """Leave the DELETE to the watchdog (it retries a refusal after this host has gone); what to tell."""
+        if self.watchdog is None:
+            return f"it may queue and bill without Pulumi knowing: {_hand_delete_command(props)}"
+        self.handed_over = True
+        self.watchdog.hand_over(state)
+        return (f"the create's watchdog keeps sending the DELETE after this host has gone; if "
+                f"`python -m tools.status` still shows it, delete it: {_hand_delete_command(props)}")
+
+    def finish(self) -> None:
+        if self.watchdog is not None and not self.handed_over:
+            self.watchdog.release()
+
+
 class QueuedResourceProvider(ResourceProvider):
     """CRUD for one queued resource. Holds no client or credentials: it is pickled into state."""
 
@@ -491,41 +554,64 @@ class QueuedResourceProvider(ResourceProvider):
         poll = float(props.get("pollSeconds", 15))
         started = api.clock()
         deadline = started + float(props.get("waitSeconds", 5400))
-        # Inside the host a SIGTERM or SIGKILL ends the process with no Python run (signal handlers are the
-        # main thread's, and this is a gRPC worker): a watchdog process deletes this create's request then.
-        watchdog = CreateWatchdog.start({"name": name, "queuedResourceId": props["queuedResourceId"],
-                                         "handDelete": _hand_delete_command(props)}) if in_provider_host() else None
+        progress = CreateProgress(None)
+        if in_provider_host():
+            engine_liveness.watch()
+            # A SIGTERM or SIGKILL ends the host with no Python run (signal handlers are the main thread's, and
+            # this is a gRPC worker): a watchdog process deletes this create's request then.
+            progress.watchdog = CreateWatchdog.start({
+                "name": name, "queuedResourceId": props["queuedResourceId"], "handDelete": _hand_delete_command(props),
+                "pollSeconds": poll, "deleteWaitSeconds": float(props.get("deleteWaitSeconds", 1200)),
+                "reportSeconds": float(props.get("watchdogReportSeconds", REPORT_SECONDS))})
         try:
-            return self._create(api, props, started, deadline, poll, watchdog)
+            return self._create(api, props, started, deadline, poll, progress)
         finally:
-            if watchdog is not None:
-                watchdog.release()
+            progress.finish()
+            if in_provider_host() and engine_liveness.engine_gone():
+                # Nobody will call or stop this host any more: end it as the engine's own close would.
+                os.kill(os.getpid(), signal.SIGINT)
 
     def _create(self, api: TpuApi, props: dict[str, Any], started: float, deadline: float, poll: float,
-                watchdog: CreateWatchdog | None) -> CreateResult:
-        operation = self._request(api, props)
-        if watchdog is not None:
-            watchdog.tell(CREATED if operation is not None else ADOPTED)
-        # From here the request is on the server. A failed create records nothing in Pulumi's state, so
-        # `pulumi destroy` would not know it: whatever ends the wait deletes it, or says how to.
+                progress: CreateProgress) -> CreateResult:
+        # A failed create records nothing in Pulumi's state, so `pulumi destroy` would not know its request:
+        # whatever ends the create deletes what it made (or may have made), or says how to.
         try:
+            operation = self._request(api, props, progress)
+            progress.now(CREATED if operation is not None else ADOPTED)
             if operation is not None:
-                api.wait_operation(operation, "queuedResources.create", deadline, poll)
+                self._wait_for_create_operation(api, operation, deadline, poll, progress)
             outs = self._wait_until_active(api, props, started, deadline)
         except HostStoppingError as error:
             # Not in state (the create never returned): left alone, it would queue, go ACTIVE and bill unseen.
-            raise TpuApiError(f"{error}. {self._abandon(props, created=operation is not None)}") from None
+            raise TpuApiError(f"{error}. {self._abandon(props, progress)}") from None
         except Exception as error:
+            if progress.state not in (CREATED, ADOPTED):
+                raise  # nothing this create made is known to be on the server: the error says what to do
             reason = str(error) if isinstance(error, TpuApiError) else (
                 f"unexpected {_message_of(error)} while waiting for {props['queuedResourceId']}")
-            raise TpuApiError(f"{reason.rstrip('.')}. {self._remove_after_failed_create(api, props)}") from None
+            raise TpuApiError(
+                f"{reason.rstrip('.')}. {self._remove_after_failed_create(api, props, progress)}") from None
         return CreateResult(id_=self._name(props), outs={**props, **outs})
 
-    def _request(self, api: TpuApi, props: dict[str, Any]) -> dict[str, Any] | None:
+    @staticmethod
+    def _wait_for_create_operation(api: TpuApi, operation: dict[str, Any], deadline: float, poll: float,
+                                   progress: CreateProgress) -> None:
+        try:
+            api.wait_operation(operation, "queuedResources.create", deadline, poll)
+        except OperationFailedError as failed:
+            if failed.code == ALREADY_EXISTS_CODE:
+                # The name is held by a request this create did not make: never delete that one.
+                progress.now(EXISTING)
+            raise
+
+    def _request(self, api: TpuApi, props: dict[str, Any], progress: CreateProgress) -> dict[str, Any] | None:
         """Request the queued resource (its create operation), or adopt the one an interrupted run of
         this stack left behind (None)."""
         name, qr_id = self._name(props), props["queuedResourceId"]
         for _ in range(self.MAX_CREATE_ATTEMPTS):
+            # From the POST on, the request may exist even if no reply says so (a reply lost, or a 503 sent
+            # after the work was done): an interruption from here deletes it.
+            progress.now(REQUESTING)
             try:
                 # One id per create call: the API answers a retry of it with the first call's operation.
                 operation = api.create(props["parent"], qr_id, props["body"], str(uuid.uuid4()))
@@ -540,6 +626,7 @@ class QueuedResourceProvider(ResourceProvider):
                     ) from None
                 if error.status != 409:
                     raise
+                progress.now(EXISTING)
                 existing = api.get(name)
                 state = _state(existing)
                 if state == "MISSING":
@@ -602,31 +689,41 @@ class QueuedResourceProvider(ResourceProvider):
                 )
             api.sleep(poll)
 
-    def _abandon(self, props: dict[str, Any], created: bool) -> str:
-        """On the engine's interrupt: send the request's DELETE once, without waiting for it (the engine kills
-        the host 5 s after its SIGINT); say what was done on stderr, which reaches the CLI."""
+    def _abandon(self, props: dict[str, Any], progress: CreateProgress) -> str:
+        """On an interruption: send the DELETE of what this create made or may have made, once and without
+        waiting for it (the engine kills the host 5 s after its SIGINT); hand it to the watchdog when it is
+        not accepted; say what was done on stderr, which reaches the CLI."""
         qr_id = props["queuedResourceId"]
-        if not created:
+        if progress.state == ADOPTED:
             message = (f"{qr_id} was an existing request this create adopted; it is left as it was and is not "
                        f"in Pulumi's state: the next pulumi up adopts it again, or delete it: "
                        f"{_hand_delete_command(props)}")
-        else:
+        elif progress.state in (CREATED, REQUESTING):
+            whose = "which this create " + ("requested" if progress.state == CREATED else "may have requested")
             try:
-                TpuApi(max_attempts=1).delete(self._name(props))
-                message = (f"sent the DELETE of {qr_id}, which this create requested, so it does not queue or bill "
-                           "untracked; `python -m tools.status` shows when it is gone")
-            except Exception as error:  # noqa: BLE001 - reported with the command that finishes the job
+                operation = TpuApi(max_attempts=1).delete(self._name(props))
+                done = "sent the DELETE of" if operation is not None else "found nothing left of"
+                message = (f"{done} {qr_id}, {whose}, so it does not queue or bill untracked; "
+                           "`python -m tools.status` shows when it is gone")
+            except Exception as error:  # noqa: BLE001 - handed on, with the command that finishes the job
                 reason = str(error) if isinstance(error, TpuApiError) else _message_of(error)
-                message = (f"could not delete {qr_id} ({reason}); it may queue and bill without Pulumi knowing: "
-                           f"{_hand_delete_command(props)}")
+                message = (f"the DELETE of {qr_id} ({whose}) was not accepted ({reason}); "
+                           f"{progress.hand_over(CREATED, props)}")
+        else:
+            message = (f"this create had made no request yet ({qr_id} was held by another); nothing of it is "
+                       "queued")
         _log(f"interrupted while waiting for {qr_id}: {message}")
         return message
 
-    def _remove_after_failed_create(self, api: TpuApi, props: dict[str, Any]) -> str:
+    def _remove_after_failed_create(self, api: TpuApi, props: dict[str, Any], progress: CreateProgress) -> str:
         """Delete a request whose create failed (bounded by deleteWaitSeconds, never raising); say how it went."""
         _log(f"deleting {props['queuedResourceId']}: the create failed and Pulumi will not track it")
         try:
             deleted = self._delete(api, props)
+        except HostStoppingError as error:
+            # Interrupted while the API still refused the DELETE (a request provisioning): the watchdog goes on.
+            _log(f"{error} while deleting the request")
+            return f"Interrupted while deleting it: {progress.hand_over(CREATED, props)}"
         except Exception as error:
             reason = _with_hand_delete(str(error) if isinstance(error, TpuApiError) else _message_of(error), props)
             _log(f"could not delete the request: {reason}")

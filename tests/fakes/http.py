@@ -24,9 +24,11 @@ class Request:
 
 class Response:
     def __init__(self, status: int = 200, body: Any = None, headers: dict[str, str] | None = None,
-                 raw: bytes | None = None):
+                 raw: bytes | None = None, hold: threading.Event | None = None):
         self.status = status
         self.headers = headers or {}
+        self.hold = hold
+        """Sent only once this is set (a server that hangs); other requests are served meanwhile."""
         if raw is not None:
             self.data = raw
         else:
@@ -56,6 +58,8 @@ class FakeServer:
                 if response is None:  # drop the connection, like a reset
                     self.close_connection = True
                     return
+                if response.hold is not None:
+                    response.hold.wait()
                 self.send_response(response.status)
                 for key, value in response.headers.items():
                     self.send_header(key, value)

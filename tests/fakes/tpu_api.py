@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class Fault:
     """The server does the work first, then the reply is lost (status or dropped connection)."""
     raw_body: bytes | None = None
     """Sent with `status` instead of an API error: a page from something that is not the API."""
+    hold: threading.Event | None = None
+    """The reply waits until this is set: a request that hangs (the client's timeout ends it first)."""
 
 
 @dataclass
@@ -72,13 +75,15 @@ class Operation:
     target: str
     verb: str
     polls_left: int
+    error: dict[str, Any] | None = None
+    """google.rpc.Status of an operation that finishes failed (google/longrunning/operations.proto)."""
 
 
 class FakeTpuApi(FakeServer):
     def __init__(self, states: list[str] | None = None, failed_message: str = "",
                  refuse_delete: int = 0, termination_time: str = "2026-11-29T13:00:00Z",
                  operation_polls: int = 1, deleting_reads: int = 1, honour_request_id: bool = True,
-                 access_token: str | None = None):
+                 access_token: str | None = None, conflict_in_operation: bool = False):
         super().__init__()
         # Each GET of the queued resource moves one step along this path.
         self.states = states or ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"]
@@ -90,6 +95,10 @@ class FakeTpuApi(FakeServer):
         self.honour_request_id = honour_request_id
         self.access_token = access_token
         """When set, every API call must carry `Authorization: Bearer <it>`; POST /token hands it out."""
+        self.conflict_in_operation = conflict_in_operation
+        """A create of a name that exists is accepted and its operation fails with ALREADY_EXISTS (code 6),
+        instead of a 409 to the POST: no public source says which the TPU API does, so the provider must
+        be safe with both."""
         self.faults: deque[Fault] = deque()
         self.queued: dict[str, dict[str, Any]] = {}
         self.steps: dict[str, deque[str]] = {}
@@ -155,8 +164,11 @@ class FakeTpuApi(FakeServer):
         if fault.drop_connection:
             return None
         if fault.raw_body is not None:
-            return Response(fault.status, raw=fault.raw_body, headers={"Content-Type": "text/html", **fault.headers})
-        return error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
+            reply = Response(fault.status, raw=fault.raw_body, headers={"Content-Type": "text/html", **fault.headers})
+        else:
+            reply = error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
+        reply.hold = fault.hold
+        return reply
 
     def handle(self, request: Request) -> Response | None:
         if self.outage is not None and self.outage(request):
@@ -210,7 +222,9 @@ class FakeTpuApi(FakeServer):
                          "apiVersion": "v2alpha1"},
             "done": operation.polls_left <= 0,
         }
-        if view["done"]:
+        if view["done"] and operation.error is not None:
+            view["error"] = operation.error
+        elif view["done"]:
             if operation.verb == "create" and operation.target in self.queued:
                 view["response"] = {"@type": QR_TYPE_URL, **self.queued[operation.target]}
             else:
@@ -237,6 +251,10 @@ class FakeTpuApi(FakeServer):
         if self.honour_request_id and request_id in self.request_ids:
             # Idempotent: the same request again is answered with the first call's operation.
             return Response(200, self._operation_view(self.operations[self.request_ids[request_id]]))
+        if name in self.queued and self.conflict_in_operation:
+            operation = self._new_operation(name, "create")
+            operation.error = {"code": 6, "message": f"Resource '{name}' already exists"}
+            return Response(200, self._operation_view(operation))
         if name in self.queued:
             return error(409, "ALREADY_EXISTS", f"Resource '{name}' already exists")
         body = request.json()
