@@ -77,18 +77,22 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="module")
 def verdict(tmp_path_factory):
+    return judged_once(tmp_path_factory, verdict_request())
+
+
+def judged_once(tmp_path_factory, request: dict) -> dict:
     """Judged once per test run: xdist's workers share this run's temp dir (their base temp's parent), and
     the first one writes the verdict there under a lock the others wait on. Keyed by the request, so
-    nothing but this run's own commands is ever read back."""
-    request = json.dumps(verdict_request(), sort_keys=True)
+    nothing but this run's own request is ever read back."""
+    text = json.dumps(request, sort_keys=True)
     run_dir = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         run_dir = run_dir.parent
-    shared = run_dir / f"vllm-parser-{hashlib.sha256(request.encode()).hexdigest()[:16]}.json"
+    shared = run_dir / f"vllm-parser-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
     with open(f"{shared}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not shared.exists():
-            shared.write_text(json.dumps(judge(request)))
+            shared.write_text(json.dumps(judge(text)))
     return json.loads(shared.read_text())
 
 

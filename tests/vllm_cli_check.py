@@ -3,15 +3,19 @@
 Usage: python tests/vllm_cli_check.py < request.json
 
 Reads JSON on stdin: {"commands": {name: ["vllm", "serve", MODEL, ...]}, "env": {name: {VAR: value}},
-"paddings": [[max_num_batched_tokens, gap], ...]}. Each command goes through what `vllm serve` does
-before it loads anything: the `serve` subcommand's parser (vllm/entrypoints/cli/main.py builds it with
-ServeSubcommand.subparser_init), the subcommand's validate (validate_parsed_serve_args), the engine
-arguments (EngineArgs.from_cli_args) and, when given, vLLM's SpeculativeConfig. Each environment is read
-back through vLLM's envs (vllm/envs.py) and tpu-inference's (tpu_inference/envs.py, loaded by file: its
-package __init__ needs JAX). Each padding pair runs tpu-inference's own get_token_paddings
-(tpu_inference/runner/utils.py), lifted out of that module by its syntax tree, since the module imports
-JAX. Prints JSON: per command either the parsed values or the error vLLM raised; per environment what
-each backend read; the registered tool and reasoning parsers; each padding ladder.
+"environments": {name: {VAR: value}}, "paddings": [[max_num_batched_tokens, gap], ...]}. Each command goes
+through what `vllm serve` does before it loads anything: the `serve` subcommand's parser
+(vllm/entrypoints/cli/main.py builds it with ServeSubcommand.subparser_init), the subcommand's validate
+(validate_parsed_serve_args), the engine arguments (EngineArgs.from_cli_args) and, when given, vLLM's
+SpeculativeConfig. Each `env` is laid over this process's environment and read back through vLLM's envs
+(vllm/envs.py) and tpu-inference's (tpu_inference/envs.py, loaded by file: its package __init__ needs JAX).
+Each of `environments` is a container's whole environment: it replaces this process's, then every
+variable both backends know is read, and vLLM's enable_envs_cache runs (the engine core's startup step
+that reads them all and lets the first error out). Each padding pair runs tpu-inference's own
+get_token_paddings (tpu_inference/runner/utils.py), lifted out of that module by its syntax tree, since
+the module imports JAX. Prints JSON: per command either the parsed values or the error vLLM raised; per
+`env` what each backend read; per environment each variable that failed and how, and the startup step's
+error; the registered tool and reasoning parsers; each padding ladder.
 """
 
 import ast
@@ -79,33 +83,62 @@ def tpu_inference_envs():
     return module
 
 
-def read_env(values: dict[str, str], names: list[str]) -> dict:
-    import vllm.envs as vllm_envs
-
-    tpu_envs = tpu_inference_envs()
-    saved = {name: os.environ.get(name) for name in names}
-    read = {}
+@contextlib.contextmanager
+def environ(values: dict[str, str], without: list[str]):
+    """os.environ less `without`, plus `values`, for the block; restored whole after it."""
+    saved = dict(os.environ)
     try:
-        for name in names:
+        for name in without:
             os.environ.pop(name, None)
         os.environ.update(values)
-        for name in names:
-            entry = {}
-            for backend, module in (("vllm", vllm_envs), ("tpu_inference", tpu_envs)):
-                if name not in module.environment_variables:
-                    continue
-                try:
-                    entry[backend] = module.environment_variables[name]()
-                except Exception as error:  # noqa: BLE001 - how the backend refuses the value
-                    entry[backend] = f"error: {type(error).__name__}: {error}"
-            read[name] = entry
+        yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    return read
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def backends():
+    import vllm.envs as vllm_envs
+
+    return (("vllm", vllm_envs), ("tpu_inference", tpu_inference_envs()))
+
+
+def read_variable(module, name: str):
+    try:
+        return module.environment_variables[name]()
+    except Exception as error:  # noqa: BLE001 - how the backend refuses the value
+        return f"error: {type(error).__name__}: {error}"
+
+
+def read_env(values: dict[str, str], names: list[str]) -> dict:
+    modules = backends()
+    with environ(values, names):
+        return {name: {backend: read_variable(module, name) for backend, module in modules
+                       if name in module.environment_variables} for name in names}
+
+
+def judge_environment(values: dict[str, str]) -> dict:
+    """`values` as a container's whole environment: each variable either backend fails to read, and how."""
+    modules = backends()
+    vllm_envs = modules[0][1]
+    errors = {}
+    with environ(values, list(os.environ)):
+        for backend, module in modules:
+            for name, read in module.environment_variables.items():
+                try:
+                    read()
+                except Exception as error:  # noqa: BLE001 - how the backend refuses the value
+                    errors[f"{backend}:{name}"] = f"{type(error).__name__}: {error}"
+        try:
+            vllm_envs.enable_envs_cache()
+            startup = None
+        except Exception as error:  # noqa: BLE001 - the engine core would die of it
+            startup = f"{type(error).__name__}: {error}"
+        finally:
+            vllm_envs.disable_envs_cache()
+        port = errors.get("vllm:VLLM_PORT") or vllm_envs.VLLM_PORT
+    return {"errors": errors, "startup": startup, "VLLM_PORT": port,
+            "read": sum(len(module.environment_variables) for _, module in modules)}
 
 
 def token_paddings_function():
@@ -129,6 +162,8 @@ def main() -> None:
     print(json.dumps({
         "commands": {name: judge(parser, argv) for name, argv in request.get("commands", {}).items()},
         "env": {name: read_env(values, names) for name, values in request.get("env", {}).items()},
+        "environments": {name: judge_environment(values)
+                         for name, values in request.get("environments", {}).items()},
         "tool_parsers": sorted(ToolParserManager.list_registered()),
         "reasoning_parsers": sorted(ReasoningParserManager.list_registered()),
         "tool_parser_gemma4": ToolParserManager.get_tool_parser("gemma4").__name__,

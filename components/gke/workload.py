@@ -214,6 +214,12 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
                      "annotations": {"tpu-vllm/front-config-sha256": hash_of_config, **compile_cache.POD_ANNOTATIONS}},
         "spec": {
             "serviceAccountName": service_account,
+            # No Service "links": by default the kubelet writes <NAME>_PORT=tcp://<ip>:<port> and more for every
+            # Service of the namespace into every container (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go
+            # getServiceEnvVarMap, pkg/kubelet/envvars/envvars.go), so our Service `vllm` set VLLM_PORT, which
+            # vLLM reads as its own port and refuses as a URI (vllm/envs.py get_vllm_port). Off, only the
+            # `kubernetes` Service's variables remain (tests/test_gke_service_links.py).
+            "enableServiceLinks": False,
             # Only nodes the stack's ComputeClass made carry its label (and taint).
             "nodeSelector": dict(pod.node_selector),
             "tolerations": [dict(toleration) for toleration in pod.tolerations],
