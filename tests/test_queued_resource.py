@@ -255,6 +255,20 @@ def test_diff_replaces_on_any_request_change_and_only_updates_on_tuning():
     assert not provider.diff("id", old, props()).changes
 
 
+def test_an_unknown_request_leaf_in_a_preview_is_a_possible_replacement_an_unknown_tuning_value_is_not():
+    from pulumi.runtime import rpc
+
+    provider = qr.QueuedResourceProvider()
+    old = {**props(), "state": "ACTIVE"}
+    unknown_key = props()
+    unknown_key["body"]["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"] = rpc.UNKNOWN
+    possible = provider.diff("id", old, unknown_key)
+    assert possible.changes and possible.replaces == ["body"] and possible.delete_before_replace
+    assert provider.diff("id", old, props(queuedResourceId=rpc.UNKNOWN)).replaces == ["queuedResourceId"]
+    tuning = provider.diff("id", old, props(pollSeconds=rpc.UNKNOWN))
+    assert tuning.changes and tuning.replaces == []
+
+
 def test_delete_treats_404_as_gone(api):
     server = api()
     qr.QueuedResourceProvider().delete(f"{PARENT}/queuedResources/tpu-vllm-dev", props())

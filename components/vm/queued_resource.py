@@ -750,12 +750,15 @@ class QueuedResourceProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # In a preview, news may hold unknowns (pulumi.dynamic's Diff deserialises them with keep_unknowns:
-        # sdk/python/lib/pulumi/dynamic/__main__.py, Diff). Only a known difference is a new request: an
-        # unknown leaf is an update in the preview, and `pulumi up` diffs again with every value known
-        # (the SDK resolves inputs before it registers), replacing then if the value really changed.
+        # sdk/python/lib/pulumi/dynamic/__main__.py, Diff). Any change of the request is a new request, and
+        # `pulumi up` diffs again with every value known (the SDK resolves inputs before it registers) and
+        # replaces then without asking again: so an unknown leaf of the request is shown as the replacement it
+        # may be, never as an update (as the bridge shows an unknown ForceNew value:
+        # pulumi-terraform-bridge v3.136.0 pkg/tests/diff_test/detailed_diff_unknown_test.go,
+        # TestUnknownCollectionForceNewDetailedDiff). A replacement the preview
+        # showed can turn out an update at `up`; the other way round never happens.
         compared = {key: compare_known(olds.get(key), news.get(key)) for key in REQUEST_KEYS}
-        replaces = [key for key, (changed, _) in compared.items() if changed]
-        maybe_changed = any(maybe for _, maybe in compared.values())
+        replaces = [key for key, (changed, maybe) in compared.items() if changed or maybe]
         if olds.get("state") in GONE_STATES:
             replaces.append("state")
         elif node_is_missing(olds):
@@ -764,7 +767,7 @@ class QueuedResourceProvider(ResourceProvider):
         tuning_changed = any(olds.get(key) != news.get(key) for key in TUNING_KEYS)
         # The old request must go first: it holds the node id, the quota and the disk.
         return DiffResult(
-            changes=bool(replaces) or tuning_changed or maybe_changed,
+            changes=bool(replaces) or tuning_changed,
             replaces=replaces,
             delete_before_replace=True,
         )
