@@ -50,6 +50,8 @@ LOG_FORMAT = ("'$time_iso8601 $remote_addr \"$request_method $uri\" $status $req
 # errors that are not about one request (crit and up: a worker dying, files it cannot open) are logged;
 # a request's failure shows in its access-log line (status 502/413/429..., upstream status).
 ERROR_LOG_LEVEL = "crit"
+# The front's refusal (nginx `return 401` with this body); tests/fakes/vllm.py's FakeFront answers with it too.
+UNAUTHORIZED_BODY = '{"error":"missing or wrong API key: send Authorization: Bearer <key>"}'
 
 
 def logging_directives() -> str:
@@ -165,7 +167,7 @@ http {{
             add_header WWW-Authenticate Bearer always;
             # Closed after the answer: a keyless client gets no idle connection to hold.
             keepalive_timeout 0;
-            return 401 '{{"error":"missing or wrong API key: send Authorization: Bearer <key>"}}';
+            return 401 '{UNAUTHORIZED_BODY}';
         }}
 
         location / {{

@@ -114,8 +114,8 @@ start_boot() {
   WORK_DIR="$(mktemp -d)"
 }
 
-# http_get URL OUT [HEADER_FILE] -> sets HTTP_CODE; retries connection errors, 429 and 5xx.
-# Headers come from a file so no credential is ever on a command line.
+# http_get URL OUT [HEADER_FILE] -> sets HTTP_CODE, and HTTP_TRIES (how many requests it made); retries
+# connection errors, 429 and 5xx. Headers come from a file so no credential is ever on a command line.
 http_get() {
   local url="$1" out="$2" header_file="${3:-}" attempt=1 delay="$BACKOFF_SECONDS"
   local -a headers=(-H 'Metadata-Flavor: Google')
@@ -124,16 +124,23 @@ http_get() {
     HTTP_CODE="$(curl -sS --max-time 30 -o "$out" -w '%{http_code}' "${headers[@]}" "$url" 2>/dev/null)" || HTTP_CODE="000"
     case "$HTTP_CODE" in
       000 | 429 | 5??) ;;
-      *) return 0 ;;
+      *) break ;;
     esac
     if ((attempt >= ATTEMPTS)); then
-      return 0
+      break
     fi
     say "GET ${url%%\?*}: ${HTTP_CODE/#000/no answer}; retry $attempt/$ATTEMPTS in ${delay}s"
     pause "$delay"
     attempt=$((attempt + 1))
     delay=$((delay * 2))
   done
+  HTTP_TRIES=$attempt
+}
+
+# tries_note -> " after N attempts" when the last http_get retried, " (not retried)" otherwise: a failure
+# must not claim retries that were never made.
+tries_note() {
+  if ((HTTP_TRIES > 1)); then printf ' after %s attempts' "$HTTP_TRIES"; else printf ' (not retried)'; fi
 }
 
 # metadata_value PATH -> prints the value, or nothing when the server has no such entry.
@@ -143,7 +150,7 @@ metadata_value() {
   case "$HTTP_CODE" in
     200) cat "$out" ;;
     404) ;;
-    *) die "metadata server answered ${HTTP_CODE/#000/nothing} for $1 after $ATTEMPTS attempts" ;;
+    *) die "metadata server answered ${HTTP_CODE/#000/nothing} for $1$(tries_note)" ;;
   esac
 }
 
@@ -164,15 +171,37 @@ sys.stdout.write("Authorization: Bearer " + token + "\n")' <"$out" >"$WORK_DIR/a
   rm -f "$out"
 }
 
+# not_enabled_version ERROR_JSON -> "N STATE" when Secret Manager's 400 says the latest version (N) is DISABLED
+# or DESTROYED; fails otherwise. Only those two tokens are printed, never the body.
+not_enabled_version() {
+  python3 -c 'import json, re, sys
+error = json.load(sys.stdin)["error"]
+match = re.fullmatch(r"Secret Version \[projects/[^/]+/secrets/[^/]+/versions/([0-9]+)\] is in (DISABLED|DESTROYED) state\.",
+                     error["message"])
+if error.get("status") != "FAILED_PRECONDITION" or not match:
+    sys.exit(1)
+print(match.group(1), match.group(2))' <"$1" 2>/dev/null
+}
+
 # fetch_secret FILE_NAME SECRET_RESOURCE -> the value, alone, in $WORK_DIR/secrets/FILE_NAME.
 fetch_secret() {
-  local name="$1" secret="$2" out="$WORK_DIR/secret.json"
+  local name="$1" secret="$2" out="$WORK_DIR/secret.json" version state add
+  add="add a new version: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-"
   http_get "$SECRETMANAGER_URL/$secret/versions/latest:access" "$out" "$WORK_DIR/auth-header"
   case "$HTTP_CODE" in
     200) ;;
     403) die "permission denied reading $secret: grant roles/secretmanager.secretAccessor on that secret to the VM's service account ($SERVICE_ACCOUNT)" ;;
-    404) die "$secret has no enabled version (or does not exist): add one with: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-" ;;
-    *) die "Secret Manager answered $HTTP_CODE for $secret after $ATTEMPTS attempts" ;;
+    404) die "$secret has no version (or does not exist): $add" ;;
+    400)
+      # `latest` is the newest version whatever its state; the boot reads nothing older.
+      read -r version state < <(not_enabled_version "$out") ||
+        die "Secret Manager refused to read $secret (HTTP 400, not retried)"
+      if [[ "$state" == DISABLED ]]; then
+        die "the latest version ($version) of $secret is DISABLED: enable it: gcloud secrets versions enable $version --secret=${secret##*/}; or $add"
+      fi
+      die "the latest version ($version) of $secret is DESTROYED; its value is gone: $add"
+      ;;
+    *) die "Secret Manager answered ${HTTP_CODE/#000/nothing} for $secret$(tries_note)" ;;
   esac
   mkdir -p "$WORK_DIR/secrets"
   python3 -c 'import base64, json, sys

@@ -109,6 +109,8 @@ def test_every_path_but_health_is_refused_without_the_exact_key(proxy, path, aut
     response = httpx.post(proxy["url"] + path, headers=headers, json={"messages": []}, timeout=10)
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
+    # Its own body (FakeFront in tests/fakes/vllm.py answers with the same constant).
+    assert response.text == front.UNAUTHORIZED_BODY and response.headers["content-type"] == "application/json"
     assert FakeVllm.seen == []  # nothing reached vLLM
 
 

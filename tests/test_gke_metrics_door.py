@@ -14,7 +14,12 @@ from components.gke import metrics_door
 from tests.fakes import nginx
 
 pytestmark = pytest.mark.skipif(nginx.NGINX is None, reason=nginx.SKIP_REASON)
-METRICS_BODY = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 3.0\n"
+# What vLLM 0.33.0 serves for its queue gauge: v1/metrics/loggers.py declares it with labelnames
+# ["model_name", "engine"], and prometheus_client 0.26.0 (its pin) writes HELP, TYPE, then the labels sorted by name.
+METRICS_BODY = (b"# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+                b"# TYPE vllm:num_requests_waiting gauge\n"
+                b'vllm:num_requests_waiting{engine="0",model_name="m"} 3.0\n')
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client exposition.py, no Accept
 
 
 class FakeVllm(BaseHTTPRequestHandler):
@@ -31,6 +36,7 @@ class FakeVllm(BaseHTTPRequestHandler):
         FakeVllm.seen.append((self.command, self.path))
         body = METRICS_BODY if self.path == "/metrics" else b'{"ok":true}'
         self.send_response(200)
+        self.send_header("Content-Type", METRICS_CONTENT_TYPE if self.path == "/metrics" else "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

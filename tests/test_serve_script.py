@@ -21,7 +21,7 @@ from components import front, settings
 from components.vm import boot_contract, container, systemd_units
 from components.vm.vllm_server import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
-from tests.fakes.vllm import FakeVllm
+from tests.fakes.vllm import FakeFront, FakeVllm
 from tests.shims import make_shims
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +64,7 @@ class Node:
     def __init__(self, tmp_path: Path, status: str | None = "ready", vllm_log: str = MILESTONE_LOG,
                  status_boot_id: str = "",
                  raw: dict | None = None, vllm_key: str | None = API_CANARY, front_reply_field: str = "content",
-                 **vllm_options):
+                 no_front: bool = False, **vllm_options):
         self.tmp_path = tmp_path
         self.root = tmp_path / "root"
         status_boot_id = status_boot_id or BOOT_ID
@@ -76,7 +76,9 @@ class Node:
         self.cfg = settings.load({**SSH, **raw, "vllm": {"port": port, **raw.get("vllm", {})},
                                   "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
         self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
-        self.front = FakeVllm(API_CANARY, MODEL, port=port, reply_field=front_reply_field).__enter__()
+        # no_front: vLLM itself on the serving port, as if the front were missing.
+        self.front = (FakeVllm if no_front else FakeFront)(API_CANARY, MODEL, port=port,
+                                                           reply_field=front_reply_field).__enter__()
         for path, value in ((boot_contract.API_KEY_FILE, API_CANARY), (boot_contract.HF_TOKEN_FILE, HF_CANARY)):
             secret = self.root / path.lstrip("/")
             secret.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +153,7 @@ def node(tmp_path):
 
 
 def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_through_the_front(node):
-    vm = node(unhealthy_first=2)
+    vm = node(loading_polls=2)
     result = vm()
     assert result.returncode == 0, result.stderr
     # Every rendered file is on the VM as rendered, and the vLLM runner exists.
@@ -247,7 +249,7 @@ def test_the_probe_catches_secrets_handed_over_the_old_way(tmp_path):
 
 def test_the_wait_prints_elapsed_time_and_the_latest_compile_line_each_interval(node):
     vm = node(vllm_log=COMPILING_LOG)
-    # Healthy only once the vLLM log has been read twice, so the last progress line comes from a full log.
+    # vLLM answers only once its log has been read twice, so the last progress line comes from a full log.
     vm.vllm.ready_when = lambda: vm.engine.log_reads.get(container.CONTAINER_NAME, 0) >= 2
     result = vm("--progress-every", "0")
     assert result.returncode == 0, result.stderr
@@ -273,7 +275,7 @@ def test_devices_access_passes_the_tpu_device_nodes_found_at_start_and_no_privil
 
 
 def test_devices_access_with_no_device_node_fails_the_deploy_with_the_reason(node):
-    vm = node(raw={"vllm": {"containerAccess": "devices"}}, unhealthy_first=10_000)
+    vm = node(raw={"vllm": {"containerAccess": "devices"}}, loading_polls=10_000)
     result = vm("--health-timeout", "60")
     assert result.returncode == 1
     assert "vllm exited before it became healthy" in result.stderr
@@ -283,7 +285,7 @@ def test_devices_access_with_no_device_node_fails_the_deploy_with_the_reason(nod
 
 
 def test_a_container_that_exits_stops_its_unit_and_fails_at_once_with_its_log(node):
-    vm = node(vllm_log="RuntimeProgramAllocationFailure: Attempting to reserve 384.11M\n", unhealthy_first=10_000)
+    vm = node(vllm_log="RuntimeProgramAllocationFailure: Attempting to reserve 384.11M\n", loading_polls=10_000)
     vm.engine.exit_on_start[container.CONTAINER_NAME] = 1
     result = vm("--health-timeout", "60")
     assert result.returncode == 1
@@ -293,7 +295,7 @@ def test_a_container_that_exits_stops_its_unit_and_fails_at_once_with_its_log(no
 
 
 def test_health_timeout_fails_with_the_log_tail_and_leaves_it_running(node):
-    vm = node(unhealthy_first=10_000)
+    vm = node(loading_polls=10_000)
     result = vm("--health-timeout", "1")
     assert result.returncode == 1
     assert "/health did not answer 200 within 1s" in result.stderr
@@ -311,8 +313,7 @@ def test_a_tool_call_that_does_not_come_back_fails_the_deploy(node):
 
 
 def test_a_front_that_lets_invocations_through_without_the_key_fails_the_deploy(node):
-    vm = node()
-    vm.front.api_key = None  # what vLLM alone on the port would do: /invocations chats for anyone
+    vm = node(no_front=True)  # vLLM's key guards /v1 but not /invocations, which chats for anyone
     result = vm()
     assert result.returncode == 1
     assert "the front's /invocations answered 200 without the API key; expected 401" in result.stderr

@@ -1,4 +1,4 @@
-"""startup/smoke_test.py as serve.sh runs it (python3, its flags), against the fake vLLM as front and as vLLM."""
+"""startup/smoke_test.py as serve.sh runs it (python3, its flags), against the fake front and the fake vLLM."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from components import settings
 from components.vm import vllm_server
-from tests.fakes.vllm import FakeVllm
+from tests.fakes.vllm import FakeFront, FakeVllm
 
 SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "smoke_test.py"
 KEY = "CANARYsmokeKEY0123456789abcdefghijklmnopqrs"
@@ -21,8 +21,9 @@ MODEL = "google/gemma-4-E2B-it"
 def servers():
     started: list[FakeVllm] = []
 
-    def start(front_key: str | None = KEY, vllm_key: str | None = KEY, **front_options):
-        front = FakeVllm(front_key, MODEL, **front_options).__enter__()
+    def start(no_front: bool = False, vllm_key: str | None = KEY, **front_options):
+        # no_front: vLLM itself on the serving port, as if the front were missing.
+        front = (FakeVllm if no_front else FakeFront)(KEY, MODEL, **front_options).__enter__()
         vllm = FakeVllm(vllm_key, MODEL).__enter__()
         started.extend([front, vllm])
         return front, vllm
@@ -72,7 +73,8 @@ def test_a_reply_that_is_only_reasoning_counts_as_a_chat(tmp_path, servers, fiel
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"front_key": None}, "the front's /invocations answered 200 without the API key; expected 401"),
+    # vLLM's key guards /v1 but not /invocations, which chats for anyone.
+    ({"no_front": True}, "the front's /invocations answered 200 without the API key; expected 401"),
     ({"vllm_key": None}, "vLLM's own /v1/models on 127.0.0.1:"),
     ({"tool_calls_work": False}, "no get_weather tool call came back"),
 ])

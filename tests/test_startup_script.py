@@ -124,7 +124,38 @@ def test_404_says_to_add_a_version(tmp_path, servers):
                                       FakeSecretManager({API_SECRET: API_CANARY}))
     run = Run(tmp_path, metadata.url, secretmanager.url)
     assert run().returncode == 1
-    assert "no enabled version" in run.status and "gcloud secrets versions add hf-token" in run.status
+    assert "has no version (or does not exist)" in run.status and "gcloud secrets versions add hf-token" in run.status
+
+
+@pytest.mark.parametrize(("state", "fix"), [
+    ("DISABLED", "enable it: gcloud secrets versions enable 4 --secret=hf-token; or add a new version"),
+    ("DESTROYED", "its value is gone: add a new version"),
+])
+def test_a_latest_version_that_is_not_enabled_names_its_state_and_the_fix_and_claims_no_retries(
+        tmp_path, servers, state, fix):
+    # Secret Manager's `latest` is the newest version whatever its state: a disabled or destroyed one is a 400.
+    secrets = FakeSecretManager({HF_SECRET: HF_CANARY, API_SECRET: API_CANARY}, latest_state={HF_SECRET: state},
+                                latest_version=4)
+    metadata, secretmanager = servers(FakeMetadata(attributes()), secrets)
+    run = Run(tmp_path, metadata.url, secretmanager.url)
+    assert run().returncode == 1
+    assert len(secretmanager.requests) == 1  # a 400 is not retried, and the status must not say it was
+    assert run.status.startswith(f"failed: the latest version (4) of {HF_SECRET} is {state}")
+    assert fix in run.status and "gcloud secrets versions add hf-token --data-file=-" in run.status
+    assert "attempts" not in run.status
+    run.assert_no_canary_anywhere()
+
+
+@pytest.mark.parametrize(("faults", "expected"), [
+    ({HF_SECRET: [401]}, f"failed: Secret Manager answered 401 for {HF_SECRET} (not retried)"),
+    ({HF_SECRET: [503] * 10}, f"failed: Secret Manager answered 503 for {HF_SECRET} after 4 attempts"),
+])
+def test_any_other_answer_says_how_often_it_was_asked(tmp_path, servers, faults, expected):
+    metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets(**faults))
+    run = Run(tmp_path, metadata.url, secretmanager.url)
+    assert run().returncode == 1
+    assert run.status == expected
+    run.assert_no_canary_anywhere()
 
 
 def test_transient_503_and_429_are_retried(tmp_path, servers):

@@ -4,6 +4,10 @@ Every request is recorded (method, path without the API version, query, raw body
 that no secret reached the engine in a create body (Env, Cmd, Entrypoint, HostConfig) or anywhere else.
 A created container "runs" until it is stopped or removed; `docker run` in the foreground stays attached
 until then, as under systemd. Nothing is executed: the containers are records.
+
+Its answers are moby's (moby/moby @b985e23, docker-v29.7.2-150; read, not copied): api/swagger.yaml (statuses
+per route, API 1.56), daemon/errors.go, daemon/names.go, daemon/delete.go, daemon/stop.go, daemon/kill.go and
+daemon/server/router/container/container_routes.go (texts, and the logs Content-Type by API version).
 """
 
 from __future__ import annotations
@@ -115,15 +119,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, body: Any = None, content_type: str = "application/json",
                headers: dict[str, str] | None = None) -> None:
-        data = b"" if status == 204 or body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+        data = b"" if status in (204, 304) or body is None else \
+            body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         for key, value in {"Api-Version": API_VERSION, "Ostype": "linux", **(headers or {})}.items():
             self.send_header(key, value)
-        if status != 204:
+        if status not in (204, 304):
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        if self.command != "HEAD":
+        if data and self.command != "HEAD":
             self.wfile.write(data)
 
     def _route(self) -> None:
@@ -132,6 +137,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = self._read_chunked()
         parts = urlsplit(self.path)
+        version = re.match(r"^/v([0-9.]+)/", parts.path)
+        self.api_version = version.group(1) if version else API_VERSION
         path = re.sub(r"^/v[0-9.]+(?=/)", "", parts.path)
         query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         engine = self.engine
@@ -156,11 +163,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         action = (match.group(2) or "").lstrip("/")
         handler = {("GET", "json"): self._inspect, ("GET", "logs"): self._logs, ("POST", "start"): self._start,
-                   ("POST", "attach"): self._attach, ("POST", "wait"): self._wait, ("POST", "stop"): self._halt,
-                   ("POST", "kill"): self._halt, ("DELETE", ""): self._remove}.get((self.command, action))
+                   ("POST", "attach"): self._attach, ("POST", "wait"): self._wait, ("POST", "stop"): self._stop,
+                   ("POST", "kill"): self._kill, ("DELETE", ""): self._remove}.get((self.command, action))
         if handler is None:
             self._reply(404, {"message": f"the fake engine does not implement {self.command} {path}"})
             return
+        self.ref = match.group(1)  # the name or id as the client wrote it; moby's texts quote it so
         handler(container, query)
 
     do_GET = do_POST = do_DELETE = do_HEAD = do_PUT = _route  # noqa: N815
@@ -209,7 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _logs(self, container: Container, query: dict[str, str]) -> None:
         with self.engine.lock:
             self.engine.log_reads[container.name] = self.engine.log_reads.get(container.name, 0) + 1
-        self._reply(200, self._frames(container, query.get("tail")), "application/vnd.docker.multiplexed-stream")
+        # container_routes.go getContainersLogs: multiplexed-stream only from API 1.42 on (no TTY), raw-stream before.
+        multiplexed = tuple(map(int, self.api_version.split("."))) >= (1, 42)
+        content_type = f"application/vnd.docker.{'multiplexed' if multiplexed else 'raw'}-stream"
+        self._reply(200, self._frames(container, query.get("tail")), content_type)
 
     def _start(self, container: Container, query: dict[str, str]) -> None:
         with self.engine.lock:
@@ -242,15 +253,31 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps({"StatusCode": container.exit_code, "Error": None}).encode() + b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n")
 
-    def _halt(self, container: Container, query: dict[str, str]) -> None:
+    def _stop(self, container: Container, query: dict[str, str]) -> None:
         with self.engine.lock:
-            self.engine.stop(container, 137 if self.path.split("?")[0].endswith("/kill") else 0)
+            if not container.running:
+                # daemon/stop.go: errdefs.NotModified("container is already stopped"), a 304 (no body).
+                self._reply(304)
+                return
+            self.engine.stop(container, 0)
+        self._reply(204)
+
+    def _kill(self, container: Container, query: dict[str, str]) -> None:
+        with self.engine.lock:
+            if not container.running:
+                # daemon/kill.go kill -> errNotRunning (errors.go, a Conflict), wrapped by postContainersKill.
+                self._reply(409, {"message": f"cannot kill container: {self.ref}: container {container.id} is not "
+                                             "running"})
+                return
+            self.engine.stop(container, 137)
         self._reply(204)
 
     def _remove(self, container: Container, query: dict[str, str]) -> None:
         with self.engine.lock:
             if container.running and query.get("force") not in ("1", "true"):
-                self._reply(409, {"message": f"You cannot remove a running container {container.id}."})
+                # daemon/delete.go cleanupContainer's Conflict, wrapped by containerRm.
+                self._reply(409, {"message": f'cannot remove container "{self.ref}": container is running: stop the '
+                                             "container before removing or force remove"})
                 return
             self.engine.stop(container, 137)
             del self.engine.containers[container.name]

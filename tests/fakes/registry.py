@@ -1,7 +1,20 @@
-"""A container registry on 127.0.0.1 that speaks the OCI distribution API's manifest reads and the Docker token
-flow the way Docker Hub does: an anonymous request gets 401 with a Bearer challenge naming the token server,
-the token server hands out a pull token for that scope, and a manifest comes back with its digest in
-`Docker-Content-Digest` (the sha256 of its bytes), in a media type the client's Accept lists."""
+"""A container registry on 127.0.0.1 answering manifest reads and the token flow as distribution/distribution does.
+
+Sources (distribution/distribution @0d6b721, v3.1.1-53; read, not copied):
+- registry/handlers/app.go authorized(): a refused request gets the access controller's challenge and
+  errcode UNAUTHORIZED with the access records as detail; appendAccessRecords: GET and HEAD ask for `pull`.
+- registry/auth/token/accesscontroller.go: the challenge `Bearer realm=..,service=..,scope=..` and its `error`:
+  none without a token, `invalid_token` for a token it cannot verify (token.go: wrong audience = service),
+  `insufficient_scope` for a token without the access asked.
+- docs/content/spec/auth/token.md: the token server answers `token` and/or `access_token`; granting less than
+  asked "must not be considered an error" (so it never refuses a scope; the registry does).
+- registry/handlers/manifests.go GetManifest: MANIFEST_UNKNOWN for an unknown tag (detail ErrTagUnknown{Tag});
+  an OCI index or manifest the Accept header does not list is MANIFEST_UNKNOWN with its own message; a Docker
+  manifest list it does not list is rewritten to its linux/amd64 manifest; Content-Type is the manifest's own
+  type, and Docker-Content-Digest and Etag go on GET and HEAD alike.
+- registry/api/errcode/register.go (codes, messages, statuses), handler.go ServeJSON (application/json).
+digest_on_head=False models a registry other than distribution that leaves the header off a HEAD.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +25,36 @@ import re
 from tests.fakes.http import FakeServer, Request, Response
 
 INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+SERVICE = "fake-registry"
+# manifests.go: what a manifest list is rewritten to for a client that does not accept lists.
+DEFAULT_PLATFORM = {"architecture": "amd64", "os": "linux"}
 
 
-def manifest_bytes(tag: str) -> bytes:
-    return json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": [], "annotations": {"tag": tag}},
-                      sort_keys=True).encode()
+def manifest_bytes(tag: str, media_type: str = INDEX, manifests: list[dict] | None = None) -> bytes:
+    return json.dumps({"schemaVersion": 2, "mediaType": media_type, "manifests": manifests or [],
+                       "annotations": {"tag": tag}}, sort_keys=True).encode()
+
+
+def errors(status: int, code: str, message: str, detail: object = None, headers: dict[str, str] | None = None):
+    """errcode.ServeJSON: {"errors": [{code, message[, detail]}]} (detail is omitempty)."""
+    error: dict[str, object] = {"code": code, "message": message}
+    if detail is not None:
+        error["detail"] = detail
+    return Response(status, {"errors": [error]}, headers=headers)
 
 
 class FakeRegistry(FakeServer):
-    def __init__(self, tags: dict[str, dict[str, bytes]], *, digest_on_head: bool = True,
-                 realm: str | None = None, media_type: str = INDEX):
+    def __init__(self, tags: dict[str, dict[str, bytes]], *, digest_on_head: bool = True, realm: str | None = None):
         super().__init__()
         self.tags = tags
-        """repository -> tag -> manifest bytes."""
+        """repository -> tag -> manifest bytes (its mediaType field is its Content-Type)."""
         self.digest_on_head = digest_on_head
         self.realm = realm
-        self.media_type = media_type
-        self.issued: set[str] = set()
+        self.issued: dict[str, tuple[str, set[str]]] = {}
+        """token -> (the service it was asked for, the scopes it grants)."""
 
     @staticmethod
     def digest(data: bytes) -> str:
@@ -36,25 +62,73 @@ class FakeRegistry(FakeServer):
 
     def handle(self, request: Request) -> Response:
         if request.path == "/token":
-            scope = request.query.get("scope", "")
-            if request.query.get("service") != "fake-registry" or not scope.endswith(":pull"):
-                return Response(400, {"errors": [{"code": "DENIED"}]})
-            token = f"tok-{len(self.issued)}-{scope}"
-            self.issued.add(token)
-            return Response(200, {"token": token})
+            return self._token(request)
         match = re.fullmatch(r"/v2/(.+)/manifests/([^/]+)", request.path)
         if not match:
-            return Response(404, {"errors": [{"code": "NAME_UNKNOWN"}]})
+            # No route: gorilla/mux's default, net/http's NotFound (distribution sets no NotFoundHandler).
+            return Response(404, raw=b"404 page not found\n", headers={"Content-Type": "text/plain; charset=utf-8"})
         repository, tag = match.groups()
-        auth = request.headers.get("Authorization", "")
-        if auth.removeprefix("Bearer ") not in self.issued:
-            realm = self.realm or f"{self.url}/token"
-            challenge = f'Bearer realm="{realm}",service="fake-registry",scope="repository:{repository}:pull"'
-            return Response(401, {"errors": [{"code": "UNAUTHORIZED"}]}, headers={"WWW-Authenticate": challenge})
-        data = self.tags.get(repository, {}).get(tag)
-        if data is None or self.media_type not in request.headers.get("Accept", ""):
-            return Response(404, {"errors": [{"code": "MANIFEST_UNKNOWN"}]})
-        headers = {"Content-Type": self.media_type}
+        refused = self._refusal(request, repository)
+        if refused is not None:
+            return refused
+        return self._manifest(request, repository, tag)
+
+    def _token(self, request: Request) -> Response:
+        # Only pull is ever granted; anything else asked is left out of the grant, not refused (token.md).
+        granted = set()
+        for scope in request.query.get("scope", "").split():
+            kind, _, rest = scope.partition(":")
+            name, _, actions = rest.rpartition(":")
+            if kind == "repository" and "pull" in actions.split(","):
+                granted.add(f"repository:{name}:pull")
+        token = f"tok-{len(self.issued)}"
+        self.issued[token] = (request.query.get("service", ""), granted)
+        return Response(200, {"token": token})
+
+    def _refusal(self, request: Request, repository: str) -> Response | None:
+        scope = f"repository:{repository}:pull"
+        prefix, _, token = request.headers.get("Authorization", "").partition(" ")
+        if not token or prefix.lower() != "bearer":
+            error = ""
+        elif token not in self.issued or self.issued[token][0] != SERVICE:
+            error = ',error="invalid_token"'
+        elif scope not in self.issued[token][1]:
+            error = ',error="insufficient_scope"'
+        else:
+            return None
+        realm = self.realm or f"{self.url}/token"
+        challenge = f'Bearer realm="{realm}",service="{SERVICE}",scope="{scope}"{error}'
+        access = [{"Type": "repository", "Class": "", "Name": repository, "Action": "pull"}]
+        return errors(401, "UNAUTHORIZED", "authentication required", access, {"WWW-Authenticate": challenge})
+
+    def _manifest(self, request: Request, repository: str, tag: str) -> Response:
+        stored = self.tags.get(repository, {})
+        data = stored.get(tag)
+        if data is None:
+            return errors(404, "MANIFEST_UNKNOWN", "manifest unknown", {"Tag": tag})
+        accepted = {part.split(";")[0].strip() for part in request.headers.get("Accept", "").split(",")}
+        media_type = json.loads(data)["mediaType"]
+        if media_type == INDEX and INDEX not in accepted:
+            return errors(404, "MANIFEST_UNKNOWN", "OCI index found, but accept header does not support OCI indexes")
+        if media_type == OCI_MANIFEST and OCI_MANIFEST not in accepted:
+            return errors(404, "MANIFEST_UNKNOWN",
+                          "OCI manifest found, but accept header does not support OCI manifests")
+        if media_type == DOCKER_LIST and DOCKER_LIST not in accepted:
+            data = self._default_platform_manifest(stored, data)
+            if data is None:
+                return errors(404, "MANIFEST_UNKNOWN", "manifest unknown")
+            media_type = json.loads(data)["mediaType"]
+            if media_type == DOCKER_MANIFEST and DOCKER_MANIFEST not in accepted:
+                return errors(400, "MANIFEST_INVALID", "Schema 2 manifest not supported by client")
+        headers = {"Content-Type": media_type, "Etag": f'"{self.digest(data)}"'}
         if self.digest_on_head or request.method == "GET":
             headers["Docker-Content-Digest"] = self.digest(data)
         return Response(200, headers=headers, raw=data)
+
+    def _default_platform_manifest(self, stored: dict[str, bytes], data: bytes) -> bytes | None:
+        by_digest = {self.digest(manifest): manifest for manifest in stored.values()}
+        for entry in json.loads(data)["manifests"]:
+            platform = entry.get("platform", {})
+            if {key: platform.get(key) for key in DEFAULT_PLATFORM} == DEFAULT_PLATFORM:
+                return by_digest.get(entry["digest"])
+        return None

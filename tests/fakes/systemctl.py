@@ -2,6 +2,10 @@
 
 restart: first each required oneshot unit that serve.sh installed (once: RemainAfterExit), then ExecStartPre
 lines in order (a leading '-' ignores failure), then ExecStart in the background;
+definitions: a unit is loaded from disk when first used and again at daemon-reload, never otherwise; a restart
+of a unit whose file changed since only warns and runs the loaded (old) definition, as systemctl does (systemd
+src/systemctl/systemctl-start-unit.c @69f79ee start_unit_one: the job is enqueued, then
+`if (need_daemon_reload(bus, name) > 0) warn_unit_file_changed(name)`; the text is systemctl-util.c @ffdd28c);
 is-active: true while that ExecStart runs; stop: ExecStop, then wait for ExecStart to end. Absolute paths in
 the command lines (/etc, /var, /tmp, /mnt) are taken under $STARTUP_ROOT; executables resolve through PATH
 (the test's shims), so `docker` is the real CLI talking to the fake engine. Nothing is daemonised for long:
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +28,29 @@ STATE = ROOT / ".systemd"
 MAPPED_PREFIXES = ("/etc/", "/var/", "/tmp/", "/mnt/")
 
 
-def parse_unit(name: str) -> dict[str, list[str]]:
+LOADED = STATE / "loaded"
+
+
+def loaded_text(name: str) -> str:
+    """The definition systemd holds: read from disk on first use, kept until daemon-reload."""
+    loaded = LOADED / name
+    if not loaded.is_file():
+        path = UNIT_DIR / name
+        if not path.is_file():
+            sys.exit(f"Unit {name} not found.")
+        LOADED.mkdir(parents=True, exist_ok=True)
+        loaded.write_text(path.read_text())
+    return loaded.read_text()
+
+
+def changed_on_disk(name: str) -> bool:
     path = UNIT_DIR / name
-    if not path.is_file():
-        sys.exit(f"Unit {name} not found.")
+    return (LOADED / name).is_file() and (not path.is_file() or path.read_text() != (LOADED / name).read_text())
+
+
+def parse_unit(name: str) -> dict[str, list[str]]:
     section, keys = "", {}
-    for raw in path.read_text().splitlines():
+    for raw in loaded_text(name).splitlines():
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
@@ -108,7 +130,7 @@ def main(argv: list[str]) -> int:
     args = [arg for arg in argv if not arg.startswith("--")]
     verb, units = args[0], args[1:]
     if verb == "daemon-reload":
-        (STATE / "reloaded").touch()
+        shutil.rmtree(LOADED, ignore_errors=True)
         return 0
     if verb == "enable":
         for name in units:
@@ -118,8 +140,10 @@ def main(argv: list[str]) -> int:
     if verb == "reset-failed":
         return 0
     if verb == "restart":
-        if not (STATE / "reloaded").exists():
-            sys.exit("Warning: unit files changed on disk; run 'systemctl daemon-reload'.")
+        for name in units:
+            if changed_on_disk(name):
+                print(f"Warning: The unit file, source configuration file or drop-ins of {name} changed on disk. "
+                      "Run 'systemctl daemon-reload' to reload units.", file=sys.stderr)
         return max(restart(name) for name in units)
     if verb == "is-active":
         return 0 if all(active(name) for name in units) else 3

@@ -1,38 +1,72 @@
-"""A fake OpenAI-compatible vLLM server: health sequence, API key, chat and tool calls."""
+"""Fakes of vLLM's OpenAI-compatible server and of the front (nginx) before it, as the deploy's checks see them.
+
+FakeVllm answers as vLLM 0.33.0 does (the wheel in .venv-vllm, the version requirements-vllm.txt pins):
+- until the engine is up nothing answers HTTP: `setup_server` binds the port before the engine starts and uvicorn
+  listens only once it is built (vllm/entrypoints/launchers/launcher.py setup_server, launchers/api_server/entry.py
+  run_server_worker), so a client sees no HTTP answer (curl's %{http_code} 000). Modelled as a connection closed
+  without a reply, so a test can still count the polls;
+- /health: 200 with an empty body (entrypoints/serve/instrumentator/health.py; 503 only for a dead engine);
+- the API key guards only the paths under GUARDED_PREFIX, and its refusal is 401 {"error": "Unauthorized"}
+  (entrypoints/serve/middleware/authenticate.py); /invocations, /metrics, /ping answer without it;
+- an unknown path: FastAPI's 404 {"detail": "Not Found"} (fastapi 0.136.3's default handler: vLLM's own
+  HTTPException handler, serve/exception_handling/register.py, is not reached by the router's 404, as running
+  vLLM 0.33.0's init_exception_handler on a bare app shows).
+
+FakeFront answers as components/front.py's nginx does: /health passes through, every other path needs
+`Authorization: Bearer <key>` and is refused with the front's own 401 body.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
+from components import front
 from tests.fakes.http import FakeServer, Request, Response
+
+# authenticate.py GUARDED_PREFIX (a plain startswith, so /v1x is guarded too).
+GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 
 
 class FakeVllm(FakeServer):
-    def __init__(self, api_key: str | None, model: str, unhealthy_first: int = 0, tool_calls_work: bool = True,
+    def __init__(self, api_key: str | None, model: str, loading_polls: int = 0, tool_calls_work: bool = True,
                  port: int = 0, ready_when: Callable[[], bool] | None = None, reply_field: str = "content"):
         super().__init__(port)
         self.api_key = api_key
         """None: a server started without a key, which answers everyone."""
         self.model = model
-        self.unhealthy_first = unhealthy_first
+        self.loading_polls = loading_polls
+        """How many requests get no HTTP answer first (the engine still loading)."""
         self.tool_calls_work = tool_calls_work
         self.ready_when = ready_when
-        """/health answers 503 until this says yes (then unhealthy_first counts down)."""
+        """No HTTP answer until this says yes (then loading_polls counts down)."""
         self.reply_field = reply_field
         """Where a chat reply's text goes: content, or (a reasoning model that has not answered yet) reasoning
         (current vLLM) or reasoning_content (older vLLM)."""
 
-    def handle(self, request: Request) -> Response:
+    def loading(self) -> bool:
+        if self.ready_when is not None and not self.ready_when():
+            return True
+        if self.loading_polls > 0:
+            self.loading_polls -= 1
+            return True
+        return False
+
+    def keyed(self, request: Request) -> bool:
+        # authenticate.py verify_token: the scheme is matched without case, the token exactly.
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and token == self.api_key
+
+    def handle(self, request: Request) -> Response | None:
+        if self.loading():
+            return None
         if request.path == "/health":
-            if self.ready_when is not None and not self.ready_when():
-                return Response(503, raw=b"")
-            if self.unhealthy_first > 0:
-                self.unhealthy_first -= 1
-                return Response(503, raw=b"")
             return Response(200, raw=b"")
-        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        if self.api_key is not None and request.path.startswith(GUARDED_PREFIX) and not self.keyed(request):
             return Response(401, {"error": "Unauthorized"})
+        return self.route(request)
+
+    def route(self, request: Request) -> Response:
         if request.path == "/v1/models":
             return Response(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         if request.path in ("/v1/chat/completions", "/invocations"):
@@ -47,4 +81,19 @@ class FakeVllm(FakeServer):
                                   "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
         if request.path == "/v1/completions":
             return Response(200, {"choices": [{"text": ""}]})  # what -it models really return
-        return Response(404, {"error": "not found"})
+        return Response(404, {"detail": "Not Found"})
+
+
+class FakeFront(FakeVllm):
+    """The front on the serving port, answering for the vLLM behind it once a request has the key."""
+
+    def handle(self, request: Request) -> Response | None:
+        if request.path == "/health":
+            return Response(200, raw=b"")
+        # front.py: `map $http_authorization` on "~^Bearer <key>$" (exact, case-sensitive), then
+        # `return 401` with its own JSON, WWW-Authenticate: Bearer, and the connection closed.
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return Response(401, raw=front.UNAUTHORIZED_BODY.encode(),
+                            headers={"Content-Type": "application/json", "WWW-Authenticate": "Bearer",
+                                     "Connection": "close"})
+        return self.route(request)
