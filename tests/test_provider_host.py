@@ -36,7 +36,7 @@ from pulumi.runtime.proto import provider_pb2_grpc
 
 import components.queued_resource as old_path_module
 from components.vm import queued_resource as qr
-from tests.fakes.tpu_api import FakeTpuApi, Fault
+from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
 from tests.program import plain_occurrences
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -527,11 +527,10 @@ NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
 @pytest.mark.parametrize("after_handling, status", [(True, 503), (False, 429)],
                          ids=["made-then-503", "429-not-made"])
 def test_ctrl_c_while_a_create_waits_to_retry_its_post_deletes_what_it_may_have_made(world, after_handling, status):
-    """The API answered the POST with 503 after making the request, or 429: either way with a Retry-After the
+    """The API answered the POST with 503 after making the request, or 429: either way asking for 30 s (RetryInfo) the
     provider sleeps before its retry, not knowing whether the request exists. An interrupt then deletes it."""
     server = world[0]
-    server.inject(Fault("POST", "/queuedResources", status, headers={"Retry-After": "30"},
-                        after_handling=after_handling))
+    server.inject(Fault("POST", "/queuedResources", status, details=[retry_info(30)], after_handling=after_handling))
     host = create_in_flight(world, lambda api: requests_of(api, "POST") >= 1, "the create POST answered")
     engine_kills(host)
     wait_for(lambda: requests_of(server, "DELETE", "/tpu-vllm-dev") >= 1, "the DELETE of the request")

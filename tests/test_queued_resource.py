@@ -20,7 +20,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 
 from components.vm import queued_resource as qr
 from tests.discovery_schema import load_document, validate, validate_queued_resource
-from tests.fakes.tpu_api import FakeTpuApi, Fault
+from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
 
 PARENT = "projects/proj/locations/us-west4-a"
 NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
@@ -142,11 +142,18 @@ def test_transient_503_then_success(api):
     assert len([r for r in server.requests if r.method == "POST"]) == 3
 
 
-def test_429_honours_retry_after(api, sleeps):
+def test_429_honours_the_servers_retry_info(api, sleeps):
     server = api()
-    server.inject(Fault("GET", "/queuedResources/", 429, headers={"Retry-After": "7"}))
+    server.inject(Fault("GET", "/queuedResources/", 429, details=[retry_info(7)]))
     qr.QueuedResourceProvider().create(props())
     assert 7.0 in sleeps
+
+
+def test_429_honours_a_retry_after_header_too(api, sleeps):
+    server = api()
+    server.inject(Fault("GET", "/queuedResources/", 429, headers={"Retry-After": "9"}))
+    qr.QueuedResourceProvider().create(props())
+    assert 9.0 in sleeps
 
 
 def test_connection_reset_is_retried(api):

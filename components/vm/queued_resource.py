@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -53,6 +54,7 @@ DEAD_STATES = {"SUSPENDED", "SUSPENDING", "FAILED"}
 REQUEST_KEYS = ("body", "parent", "queuedResourceId")
 TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds")
 TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
+RETRY_INFO_TYPE = "type.googleapis.com/google.rpc.RetryInfo"
 # After the queue deadline, how long provisioning itself may take before the provider gives up.
 PROVISIONING_GRACE_SECONDS = 1800
 # A wait in the queue can last an hour: say where it stands at least this often, not only on changes.
@@ -279,6 +281,18 @@ def _error_details(error: Any) -> tuple[int, str, dict[str, Any]]:
     return status, payload.get("message") or str(error), payload
 
 
+def _server_retry_delay(error: Any, payload: dict[str, Any]) -> float | None:
+    """How long the server asks to wait: a google.rpc.RetryInfo detail's retryDelay (AIP-193; the proto3 JSON
+    of a Duration, "7s"), or an HTTP Retry-After of whole seconds; None when it says nothing."""
+    for detail in payload.get("details") or []:
+        if isinstance(detail, dict) and detail.get("@type") == RETRY_INFO_TYPE:
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)s", str(detail.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    retry_after = error.resp.get("retry-after")
+    return float(retry_after) if retry_after and retry_after.isdigit() else None
+
+
 def _explain(action: str, status: int, message: str, payload: dict[str, Any]) -> str:
     hints = []
     for detail in payload.get("details", []):
@@ -378,8 +392,8 @@ class TpuApi:
                 transient = status in TRANSIENT_STATUSES
                 if not transient or attempt == self.max_attempts:
                     raise TpuApiError(_explain(action, status, message, payload), status, transient) from None
-                retry_after = error.resp.get("retry-after")
-                wait = float(retry_after) if retry_after and retry_after.isdigit() else delay
+                wait = _server_retry_delay(error, payload)
+                wait = delay if wait is None else wait
                 _log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
             except Exception as error:
                 if not _is_transient_fault(error):

@@ -36,9 +36,24 @@ FIRST_NODE_UID = 7_301_558_120_644_123_000
 CREATE_TIME = "2026-11-29T09:00:00.123456Z"
 
 
+# HTTP status -> google.rpc.Code name, as Google APIs map them (googleapis google/rpc/code.proto; AIP-193).
+RPC_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+              409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
+              501: "NOT_IMPLEMENTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
 def error(status: int, code: str, message: str, details: list | None = None, headers=None) -> Response:
-    return Response(status, {"error": {"code": status, "status": code, "message": message,
-                                       "details": details or []}}, headers=headers)
+    """A Google API error body (AIP-193): {"error": {code, message, status, details}}; proto3 JSON leaves an
+    empty `details` out."""
+    body = {"code": status, "status": code, "message": message}
+    if details:
+        body["details"] = details
+    return Response(status, {"error": body}, headers=headers)
+
+
+def retry_info(seconds: int) -> dict[str, str]:
+    """google.rpc.RetryInfo (google/rpc/error_details.proto), how AIP-193 says to ask a client to wait."""
+    return {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"}
 
 
 def without_empty_values(value: Any) -> Any:
@@ -65,6 +80,8 @@ class Fault:
     """The server does the work first, then the reply is lost (status or dropped connection)."""
     raw_body: bytes | None = None
     """Sent with `status` instead of an API error: a page from something that is not the API."""
+    details: list[dict[str, Any]] | None = None
+    """google.rpc details of the error body (e.g. retry_info)."""
     hold: threading.Event | None = None
     """The reply waits until this is set: a request that hangs (the client's timeout ends it first)."""
 
@@ -166,7 +183,8 @@ class FakeTpuApi(FakeServer):
         if fault.raw_body is not None:
             reply = Response(fault.status, raw=fault.raw_body, headers={"Content-Type": "text/html", **fault.headers})
         else:
-            reply = error(fault.status, "INJECTED", f"injected {fault.status}", headers=fault.headers)
+            reply = error(fault.status, RPC_STATUS.get(fault.status, "UNKNOWN"), f"injected {fault.status}",
+                          fault.details, headers=fault.headers)
         reply.hold = fault.hold
         return reply
 
@@ -204,7 +222,7 @@ class FakeTpuApi(FakeServer):
             return self._get(name)
         if request.method == "DELETE":
             return self._delete(name, request)
-        return error(405, "METHOD", "unsupported")
+        return error(405, "UNIMPLEMENTED", "unsupported")
 
     # Operations
     def _new_operation(self, target: str, verb: str) -> Operation:
