@@ -158,7 +158,21 @@ class StackMocks(pulumi.runtime.Mocks):
         if self.preview:
             return "", plain  # the engine gives a resource to be created no id in a preview
         outputs = {**plain, **self._outputs(args.typ, args.name, plain), **self.fixed_outputs.get(args.typ, {})}
-        return f"{args.name}-id", outputs
+        return self._id(args.typ, args.name, outputs), outputs
+
+    def _id(self, typ: str, name: str, outputs: dict[str, Any]) -> str:
+        """The id pulumi-gcp gives what it creates, where another resource's inputs take it (a SecretVersion's
+        `secret`): each resource's id template in terraform-provider-google-beta v7.45.0 (`d.SetId`):
+        resource_secret_manager_secret.go, resource_compute_disk.go, resource_google_service_account.go. Any
+        other type gets a marked placeholder, since no input of this stack reads its id."""
+        project = outputs.get("project") or self.project
+        if typ == "gcp:secretmanager/secret:Secret":
+            return f"projects/{project}/secrets/{outputs['secretId']}"
+        if typ == "gcp:compute/disk:Disk":
+            return provider_answers.disk_id(project, outputs["zone"], outputs["name"])
+        if typ == "gcp:serviceaccount/account:Account":
+            return f"projects/{project}/serviceAccounts/{outputs['email']}"
+        return f"<id of {name}>"
 
     def _outputs(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         if typ == "gcp:serviceaccount/account:Account":
