@@ -98,7 +98,8 @@ def kept_disk_refusal(args: CacheDiskArgs, found: Any) -> Finding | None:
     imported by id ("previously-imported resources that still specify an ID may not be replaced", a
     warning at preview, an error at up: step_generator.go). For a disk, `type` forces a replacement
     (terraform-provider-google resource_compute_disk.go: ForceNew) and so does a smaller `size` (a disk
-    only grows). Said here, before anything is created."""
+    only grows: `customdiff.ForceNewIfChange("size", IsDiskShrinkage)`, v7.45.0). Said here, before anything is
+    created."""
     where = f"--zone={args.zone} --project={args.project}"
     delete = f"gcloud compute disks delete {args.name} {where}"
     size = getattr(found, "size", None)
