@@ -15,6 +15,7 @@ pip installs from the package registries (its cache is reused).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import select
@@ -446,3 +447,57 @@ def test_a_link_in_place_of_the_output_is_not_followed(tmp_path):
 def test_the_preview_job_runs_the_cli_version_requirements_txt_pins_for_the_sdk():
     # pulumi/actions v6.0.0 src/libs/pulumi-cli.ts downloadCli: an exact version is a range only it satisfies.
     assert step_named("pulumi/actions@")["with"]["pulumi-version"] == pins(ROOT / "requirements.txt")["pulumi"]
+
+
+SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
+COMPARATORS = {"": operator.eq, "=": operator.eq, "==": operator.eq, "!": operator.ne, "!=": operator.ne,
+               ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+def version_range(text: str):
+    """A blang/semver range as the CLI reads requiredPulumiVersion (pulumi/pulumi sdk/go/common/resource/plugin/
+    plugin.go ValidatePulumiVersionRange -> semver.ParseRange, blang/semver v3.5.1 range.go): comparators
+    AND-ed by spaces, OR-ed by `||`, each a full MAJOR.MINOR.PATCH. Release versions only, no `x` wildcards:
+    a subset of what it accepts, enough for a floor. Returns a predicate on (major, minor, patch)."""
+    alternatives = []
+    for alternative in text.split("||"):
+        terms = []
+        for term in alternative.split():
+            match = re.fullmatch(r"(>=|<=|!=|==|[<>=!]?)(.+)", term)
+            version = SEMVER.fullmatch(match.group(2))
+            assert version, f"{term!r} in {text!r} is not a comparator and a full version"
+            terms.append((COMPARATORS[match.group(1)], tuple(map(int, version.groups()))))
+        assert terms, f"an empty alternative in {text!r}"
+        alternatives.append(terms)
+    return lambda v: any(all(compare(v, bound) for compare, bound in terms) for terms in alternatives)
+
+
+def test_the_stated_minimum_cli_version_is_the_one_pulumi_yaml_requires():
+    required = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["requiredPulumiVersion"]
+    stated = re.search(r"^- Pulumi CLI (\d+\.\d+\.\d+) or later", (ROOT / "README.md").read_text(), re.M)
+    assert stated, "README.md's Prerequisites state the Pulumi CLI's minimum version"
+    floor = tuple(map(int, stated.group(1).split(".")))
+    admits = version_range(required)
+    just_below = (floor[0], floor[1], floor[2] - 1) if floor[2] else (floor[0], floor[1] - 1, 999)
+    assert admits(floor) and not admits(just_below)
+    # The import option as the cache disk's adoption uses it: pulumi/pulumi CHANGELOG.md 3.174.0, #19339.
+    assert floor >= (3, 174, 0)
+    pinned = tuple(map(int, pins(ROOT / "requirements.txt")["pulumi"].split(".")))
+    assert admits(pinned)  # the preview job's CLI and the SDK
+
+
+@pytest.mark.parametrize(("text", "admitted", "refused"), [
+    (">=3.174.0", [(3, 174, 0), (3, 272, 0), (4, 0, 0)], [(3, 173, 9), (2, 999, 0)]),
+    (">=3.5.0 !3.7.7", [(3, 5, 0), (3, 7, 8)], [(3, 7, 7), (3, 4, 9)]),
+    ("<3.4.0 || >3.8.0", [(3, 3, 0), (3, 9, 0)], [(3, 5, 0), (3, 8, 0)]),
+])
+def test_the_range_reader_reads_the_examples_pulumi_documents(text, admitted, refused):
+    # The examples in project.go's RequiredPulumiVersion comment (pulumi/pulumi v3.259.0).
+    admits = version_range(text)
+    assert all(admits(v) for v in admitted) and not any(admits(v) for v in refused)
+
+
+@pytest.mark.parametrize("text", [">=3.174", "3.174.x", ">=v3.174.0", ">= 3.174.0 ||", "~3.174.0"])
+def test_the_range_reader_refuses_what_would_not_parse_or_we_do_not_read(text):
+    with pytest.raises(AssertionError):
+        version_range(text)
