@@ -19,20 +19,45 @@ out="$(cd "$out" && pwd)"
 diff="$out/plan-$stack.diff.txt"
 base_plan="$out/plan-$stack.base.json"
 # Independent runs, side by side; `wait PID` returns each one's status, so a failing plan fails this script.
-"$python" -m tools.plan --stack "$stack" >"$out/plan-$stack.txt" &
+"$python" -m tools.plan --stack "$stack" >"$out/plan-$stack.txt" 2>"$out/plan.err" &
 text_pid=$!
-"$python" -m tools.plan --stack "$stack" --json >"$out/plan-$stack.json" &
+"$python" -m tools.plan --stack "$stack" --json >"$out/plan-$stack.json" 2>"$out/plan-json.err" &
 json_pid=$!
+base_ok=false
 if [[ -n "$base" ]]; then
   (cd "$base" && "$python" -m tools.plan --stack "$stack" --json) >"$base_plan" 2>"$out/base-plan.err" &
   base_pid=$!
 fi
-wait "$text_pid"
-wait "$json_pid"
+plan_status=0
+wait "$text_pid" || plan_status=$?
+wait "$json_pid" || plan_status=$?
+if [[ -n "$base" ]] && wait "$base_pid"; then
+  base_ok=true
+fi
+# Both runs report the same warnings or error: show them once.
+cat "$out/plan.err" >&2
+cmp -s "$out/plan.err" "$out/plan-json.err" || cat "$out/plan-json.err" >&2
+if [[ "$plan_status" != 0 ]]; then
+  # This commit's own plan failed: on a pull request the diff file says so with the error's end (a traceback
+  # ends with the exception), since the comment job posts that file, forks' pull requests included.
+  if [[ -n "$base" ]]; then
+    failed="$out/plan.err"
+    [[ -s "$failed" ]] || failed="$out/plan-json.err"
+    {
+      echo "offline plan, stack $stack: FAILED: this commit's plan could not be computed (exit status $plan_status)."
+      echo "Its error (last 40 lines):"
+      tail -n 40 "$failed"
+    } >"$diff"
+  fi
+  echo "plan-artifact.sh: the offline plan of stack $stack failed (exit status $plan_status)" >&2
+  rm -f "$out/plan.err" "$out/plan-json.err" "$out/base-plan.err"
+  exit 1
+fi
+rm -f "$out/plan.err" "$out/plan-json.err"
 echo "offline plan for stack $stack written to $out/"
 [[ -n "$base" ]] || exit 0
 
-if wait "$base_pid"; then
+if "$base_ok"; then
   # A diff that fails must fail this script and say so in the diff itself: the comment job posts that file.
   if ! "$python" -m tools.plan --stack "$stack" --diff "$base_plan" >"$diff" 2>"$out/diff.err" || [[ ! -s "$diff" ]]; then
     {

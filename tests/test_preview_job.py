@@ -15,6 +15,7 @@ pip installs from the package registries (its cache is reused).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import select
@@ -28,12 +29,30 @@ import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
+from tests.github_script import fenced, run_github_script, writes
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER_SHELL = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
 STEP_TIMEOUT = 600  # pip installs two environments; from the registry mirror and pip's cache it is far less
 ENCRYPTED_TOKEN = {"secure": "v1:AAAABBBBCCCCciphertextOnly0123456789"}
 # Only these expressions appear in the preview job's run steps and their env; any other one is a test gap.
 VARS_WITH_DEFAULT = re.compile(r"\$\{\{\s*vars\.(\w+)\s*\|\|\s*'([^']*)'\s*\}\}")
+VARIABLE_OR_SECRET = re.compile(r"\$\{\{\s*(vars|secrets)\.(\w+)\s*\}\}")
+# The Pulumi CLI as the preview step finds it on PATH (pulumi/actions installs the real one): it records its
+# arguments and its PULUMI_* environment, prints the output it was given (stdout, then stderr) and exits with
+# the status it was given.
+FAKE_PULUMI = """#!/bin/bash
+here="$(dirname "$0")"
+printf '%s\\n' "$@" > "$here/args"
+env | grep '^PULUMI_' | sort > "$here/env"
+cat "$here/stdout"
+cat "$here/stderr" >&2
+exit "$(cat "$here/status")"
+"""
+# A preview that passed, as `pulumi preview --diff --color never` ends one.
+PASSING_PREVIEW = ("Previewing update (my-org/dev)\n\n    pulumi:pulumi:Stack: (same)\n"
+                   "        [urn=urn:pulumi:dev::tpu-vllm::pulumi:pulumi:Stack::tpu-vllm-dev]\n"
+                   "Resources:\n    31 unchanged\n")
 
 
 def preview_job() -> dict:
@@ -51,41 +70,64 @@ def clean_clone(destination: Path) -> Path:
     return destination
 
 
-def resolve(text: str, variables: dict[str, str]) -> str:
+def resolve(text: str, variables: dict[str, str], secrets: dict[str, str] | None = None) -> str:
     resolved = VARS_WITH_DEFAULT.sub(lambda m: variables.get(m.group(1)) or m.group(2), text)
+    # An unset variable or secret is the empty string.
+    resolved = VARIABLE_OR_SECRET.sub(
+        lambda m: (variables if m.group(1) == "vars" else secrets or {}).get(m.group(2), ""), resolved)
     assert "${{" not in resolved, f"an expression this test cannot evaluate: {text}"
     return resolved
 
 
 def runner_path(tmp: Path) -> str:
-    """setup-python's Python 3.11 first on PATH (as `python` and `python3`), then the system's tools only."""
+    """setup-python's Python 3.11 first on PATH (as `python` and `python3`), the CLI pulumi/actions installed,
+    then the system's tools only."""
     bin_dir = tmp / "setup-python-bin"
     bin_dir.mkdir(exist_ok=True)
     for name in ("python", "python3"):
         if not (bin_dir / name).exists():
             (bin_dir / name).symlink_to(getattr(sys, "_base_executable", sys.executable))
-    return f"{bin_dir}:/usr/bin:/bin"
+    return f"{bin_dir}:{tmp / 'pulumi-bin'}:/usr/bin:/bin"
+
+
+def fake_pulumi(tmp: Path, stdout: str = PASSING_PREVIEW, stderr: str = "", status: int = 0) -> Path:
+    """The CLI the next preview step runs; returns its directory (its `args` and `env` files, once it ran)."""
+    bin_dir = tmp / "pulumi-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "pulumi").write_text(FAKE_PULUMI)
+    (bin_dir / "pulumi").chmod(0o755)
+    for name, text in (("stdout", stdout), ("stderr", stderr), ("status", str(status)), ("args", ""), ("env", "")):
+        (bin_dir / name).write_text(text)
+    return bin_dir
+
+
+def run_step(step: dict, clone: Path, tmp: Path, variables: dict[str, str],
+             secrets: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """One `run:` step as the runner runs it; the outputs it wrote to $GITHUB_OUTPUT."""
+    output_file = tmp / "github_output"
+    output_file.write_text("")
+    runner_temp = tmp / "runner-temp"
+    runner_temp.mkdir(exist_ok=True)
+    passed = {key: value for key, value in os.environ.items()
+              if key.startswith("PIP_") or key in ("HOME", "LANG", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy",
+                                                     "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")}
+    env = {**passed, "PATH": runner_path(tmp), "GITHUB_OUTPUT": str(output_file), "RUNNER_TEMP": str(runner_temp),
+           "CI": "true",
+           **{key: resolve(str(value), variables, secrets) for key, value in (step.get("env") or {}).items()}}
+    result = subprocess.run([*RUNNER_SHELL, resolve(step["run"], variables, secrets)], cwd=clone, env=env,
+                            capture_output=True, text=True, timeout=STEP_TIMEOUT)
+    lines = output_file.read_text().splitlines()
+    return result, dict(line.split("=", 1) for line in lines if "=" in line)
 
 
 def run_job_steps(clone: Path, tmp: Path, variables: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict]:
     """Each `run:` step in order, as the runner runs it; stops at the first failure. The steps' outputs."""
-    output_file = tmp / "github_output"
-    output_file.write_text("")
-    passed = {key: value for key, value in os.environ.items()
-              if key.startswith("PIP_") or key in ("HOME", "LANG", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy",
-                                                     "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")}
     outputs: dict[str, dict[str, str]] = {}
     result = None
     for step in preview_job()["steps"]:
         if "uses" in step:
-            continue  # actions: checkout, setup-python, credentials, gcloud, the Pulumi CLI
-        env = {**passed, "PATH": runner_path(tmp), "GITHUB_OUTPUT": str(output_file), "CI": "true",
-               **{key: resolve(str(value), variables) for key, value in (step.get("env") or {}).items()}}
-        result = subprocess.run([*RUNNER_SHELL, resolve(step["run"], variables)], cwd=clone, env=env,
-                                capture_output=True, text=True, timeout=STEP_TIMEOUT)
-        lines = output_file.read_text().splitlines()
-        outputs[step.get("id", "")] = dict(line.split("=", 1) for line in lines if "=" in line)
-        output_file.write_text("")
+            continue  # actions: checkout, setup-python, credentials, gcloud, the Pulumi CLI, the PR comment
+        result, outputs[step.get("id", "")] = run_step(step, clone, tmp, variables)
         if result.returncode != 0:
             break
     assert result is not None, "the preview job has no run: step"
@@ -156,6 +198,7 @@ def prepared(tmp_path_factory):
     """The job's run steps in a clean clone of the stack the user committed (dev, with their project)."""
     tmp = tmp_path_factory.mktemp("preview-job")
     clone = clean_clone(tmp / "repo")
+    fake_pulumi(tmp)
     with_user_settings(clone / "Pulumi.dev.yaml", **{"gcp:project": "my-project",
                                                      "tpu-vllm:hfToken": ENCRYPTED_TOKEN})
     result, outputs = run_job_steps(clone, tmp, {"PULUMI_STACK_NAME": "my-org/dev"})
@@ -232,9 +275,229 @@ def test_a_stack_file_the_preview_cannot_use_stops_the_job_with_the_fix(prepared
     assert outputs["prepare"] == {}
 
 
-def test_the_preview_reaches_a_self_managed_backend_too():
-    pulumi = next(s for s in preview_job()["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
-    assert pulumi["with"]["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
-    assert pulumi["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}",
-                             "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"}
-    assert pulumi["with"]["stack-name"] == "${{ vars.PULUMI_STACK_NAME || 'dev' }}"
+def step_named(prefix: str) -> dict:
+    return next(s for s in preview_job()["steps"] if s.get("id") == prefix or s.get("uses", "").startswith(prefix))
+
+
+def run_preview(prepared, tmp: Path, variables: dict[str, str] | None = None, secrets: dict[str, str] | None = None,
+                **cli) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """The job's preview step, in the prepared clone, against a fake CLI that prints `cli`'s output.
+
+    Returns the step's result, the fake CLI's directory and the output file the comment step reads."""
+    clone, job_tmp, _, _ = prepared
+    pulumi = fake_pulumi(job_tmp, **cli)
+    result, _ = run_step(step_named("preview"), clone, job_tmp, variables or {"PULUMI_STACK_NAME": "my-org/dev"},
+                         secrets)
+    output = Path(resolve(comment_step()["env"]["PREVIEW_OUTPUT"].replace("${{ runner.temp }}",
+                                                                          str(job_tmp / "runner-temp")), {}))
+    return result, pulumi, output
+
+
+def test_the_preview_reaches_a_self_managed_backend_too(prepared, tmp_path):
+    result, pulumi, _ = run_preview(prepared, tmp_path, {"PULUMI_STACK_NAME": "organization/tpu-vllm/dev",
+                                                         "PULUMI_BACKEND_URL": "gs://my-state"},
+                                    {"PULUMI_CONFIG_PASSPHRASE": "correct horse battery staple"})
+    assert result.returncode == 0, result.stderr
+    # The CLI takes its backend from PULUMI_BACKEND_URL before any stored login (pulumi/pulumi
+    # pkg/workspace/creds.go, GetCurrentCloudURLWithSource, v3.259.0).
+    seen = dict(line.split("=", 1) for line in (pulumi / "env").read_text().splitlines())
+    assert seen == {"PULUMI_BACKEND_URL": "gs://my-state", "PULUMI_ACCESS_TOKEN": "",
+                    "PULUMI_CONFIG_PASSPHRASE": "correct horse battery staple",
+                    "PULUMI_STACK_NAME": "organization/tpu-vllm/dev"}  # the CLI reads no PULUMI_STACK_NAME
+    assert (pulumi / "args").read_text().split("\n")[:3] == ["preview", "--stack", "organization/tpu-vllm/dev"]
+
+
+# --- The preview's outcome on the PR, passed or failed ------------------------------------------------------
+
+MARKER = "<!-- tpu-vllm pulumi preview -->"
+HEAD = "89abcdef0123456789abcdef0123456789abcdef"
+PULL_REQUEST = {"pull_request": {"number": 12, "head": {"sha": HEAD}}}
+# A mandatory violation as `pulumi preview --diff` prints it, colours off: the pack and version, the level, the
+# policy, the resource's type and name, then the message, which pulumi-policy makes "description\nmessage"
+# (pulumi/pulumi pkg/backend/display/diff.go renderDiffPolicyViolationEvent with no prefix, golden output
+# pkg/engine/lifecycletest/testdata/output/TestSimpleAnalyzeResourceMultipleViolations/diff.stdout.txt, v3.259.0;
+# pulumi-policy 1.21.0 pulumi_policy/policy.py, report_violation).
+VIOLATION = ("    tpu-vllm@v0.1.0 [mandatory]  firewall-not-open-to-the-world  (gcp:compute:Firewall: "
+             "tpu-vllm-dev-ssh)Ingress rules must not open SSH or a serving port to the internet.\n"
+             "port 22 is open to 0.0.0.0/0 (allowOpenSsh is false)\n")
+FAILED_BY_POLICY = (
+    "Previewing update (my-org/dev)\n\n"
+    "    gcp:compute:Firewall: (create)\n        [urn=urn:pulumi:dev::tpu-vllm::gcp:compute/firewall:Firewall::"
+    "tpu-vllm-dev-ssh]\n        sourceRanges: [\n            [0]: \"0.0.0.0/0\"\n        ]\n"
+    + VIOLATION +
+    "Resources:\n    + 1 to create\n    30 unchanged\n\nPolicy Packs run:\n    Name      Version\n"
+    "    tpu-vllm  0.1.0\n\n")
+# A program that stopped: the diagnostic's "error: " prefix (pkg/backend/display/diff.go renderDiffDiagEvent).
+PROGRAM_ERROR = ("error: cache disk tpu-vllm-dev-cache already exists in us-west4-a and is not this stack's "
+                 "(its labels: none; this stack's: app=tpu-vllm,stack=dev)\n")
+
+
+def comment_step() -> dict:
+    return next(s for s in preview_job()["steps"] if "createComment" in s.get("with", {}).get("script", ""))
+
+
+def post_outcome(tmp_path: Path, outcome: str, output: Path, comments: list | None = None) -> list:
+    """The comment step's own script under node, against a fake GitHub; the calls it made."""
+    step = comment_step()
+    env = {key: resolve(value.replace("${{ runner.temp }}", str(output.parent)).replace(
+        "${{ steps.preview.outcome }}", outcome), {"PULUMI_STACK_NAME": "my-org/dev"})
+        for key, value in step["env"].items()}
+    assert Path(env["PREVIEW_OUTPUT"]) == output
+    return run_github_script(tmp_path, step["with"]["script"], payload=PULL_REQUEST, env=env, comments=comments)
+
+
+def test_the_job_installs_the_cli_then_runs_the_preview_and_posts_its_outcome_whatever_it_was():
+    steps = preview_job()["steps"]
+    cli = step_named("pulumi/actions@")
+    assert set(cli["with"]) == {"pulumi-version"}  # no `command`: install only (src/main.ts, installOnly)
+    preview, comment = step_named("preview"), comment_step()
+    assert steps.index(cli) < steps.index(preview) < steps.index(comment)
+    assert preview["run"] == './scripts/preview-run.sh "$PULUMI_STACK_NAME" "$RUNNER_TEMP/pulumi-preview.txt"'
+    assert comment["if"] == "${{ !cancelled() }}"  # after a failure too, not after a cancelled run
+    assert comment["env"] == {"PREVIEW_OUTCOME": "${{ steps.preview.outcome }}",
+                              "PREVIEW_OUTPUT": "${{ runner.temp }}/pulumi-preview.txt",
+                              "PULUMI_STACK_NAME": "${{ vars.PULUMI_STACK_NAME || 'dev' }}"}
+    assert "${{" not in comment["with"]["script"]
+    # The PR's own code runs in this job: the checkout leaves it no token to find in .git/config.
+    assert step_named("actions/checkout@")["with"] == {"persist-credentials": False}
+
+
+def test_the_preview_runs_with_the_refresh_the_diff_and_the_policy_pack(prepared, tmp_path):
+    assert prepared[2].returncode == 0  # the whole job's run steps, this one included
+    result, pulumi, output = run_preview(prepared, tmp_path)
+    assert result.returncode == 0 and result.stdout == PASSING_PREVIEW  # the log shows it
+    args = (pulumi / "args").read_text().splitlines()
+    assert args == ["preview", "--stack", "my-org/dev", "--refresh", "--diff", "--policy-pack", "policy",
+                    "--non-interactive", "--color", "never", "--suppress-progress"]
+    assert output.read_text() == PASSING_PREVIEW
+
+
+def test_a_policy_violation_fails_the_job_and_the_pr_gets_it(prepared, tmp_path):
+    result, _, output = run_preview(prepared, tmp_path, stdout=FAILED_BY_POLICY, status=255)
+    assert result.returncode == 255  # the job fails
+    assert VIOLATION in result.stdout  # and the log shows it
+    calls = post_outcome(tmp_path, "failure", output)
+    [(kind, args)] = writes(calls)
+    assert kind == "createComment" and args["issue_number"] == 12
+    assert args["body"].startswith(
+        f"{MARKER}\n### `pulumi preview` of stack my-org/dev for 89abcde: **FAILED: policy violations**")
+    assert fenced(args["body"]) == FAILED_BY_POLICY.rstrip()
+
+    # The next push passes: the same comment says so.
+    ours = {"id": 77, "user": {"login": "github-actions[bot]"}, "body": args["body"]}
+    forged = {"id": 5, "user": {"login": "someone"}, "body": MARKER}
+    result, _, output = run_preview(prepared, tmp_path)
+    assert result.returncode == 0
+    [(kind, args)] = writes(post_outcome(tmp_path, "success", output, comments=[forged, ours]))
+    assert kind == "updateComment" and args["comment_id"] == 77
+    assert ": passed\n" in args["body"] and fenced(args["body"]) == PASSING_PREVIEW.rstrip()
+
+
+def test_an_error_fails_the_job_and_the_pr_gets_its_text(prepared, tmp_path):
+    result, _, output = run_preview(prepared, tmp_path, stdout="Previewing update (my-org/dev)\n\n",
+                                    stderr=PROGRAM_ERROR, status=255)
+    assert result.returncode == 255
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", output))
+    assert "for 89abcde: **FAILED** (the error is at the end below)" in args["body"]
+    assert fenced(args["body"]).endswith(PROGRAM_ERROR.rstrip())  # stderr is kept too
+
+
+def test_a_job_that_stopped_before_the_preview_says_so(tmp_path):
+    never_written = tmp_path / "pulumi-preview.txt"
+    [(_, args)] = writes(post_outcome(tmp_path, "skipped", never_written))
+    assert "**did not run**: a step before it failed" in args["body"] and "```" not in args["body"]
+    never_written.write_text("stale output of another run\n")  # not read: this run's preview did not run
+    [(_, args)] = writes(post_outcome(tmp_path, "skipped", never_written))
+    assert "stale" not in args["body"]
+
+
+def test_the_output_cannot_close_the_fence_and_its_end_is_kept(prepared, tmp_path):
+    # The program prints what it likes (pulumi.log): here a fence of its own and a heading after it.
+    noisy = "x" * 100 + "\n" + ("a line of the diff\n" * 4000) + "````\n# not a heading\n" + VIOLATION
+    result, _, output = run_preview(prepared, tmp_path, stdout=noisy, status=255)
+    assert result.returncode == 255
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", output))
+    text = fenced(args["body"])  # the fence holds
+    assert len(args["body"]) < 65_536
+    assert text.startswith("... the first ") and "bytes are cut: the whole output is in the job log" in text
+    assert text.endswith("````\n# not a heading\n" + VIOLATION.rstrip()) and "x" * 100 not in text
+
+
+def test_the_backend_credentials_in_the_output_never_reach_the_comment(prepared, tmp_path):
+    secrets = {"PULUMI_ACCESS_TOKEN": "pul-0123456789abcdef0123456789abcdef01234567",
+               "PULUMI_CONFIG_PASSPHRASE": "correct horse battery staple"}
+    said = (f"error: something echoed {secrets['PULUMI_ACCESS_TOKEN']} and "
+            f"{secrets['PULUMI_CONFIG_PASSPHRASE']} back\n")
+    result, _, output = run_preview(prepared, tmp_path, secrets=secrets, stderr=said, status=1)
+    assert result.returncode == 1
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", output))
+    assert "error: something echoed [secret] and [secret] back" in args["body"]
+    assert not any(value in output.read_text() + args["body"] for value in secrets.values())
+
+
+def test_a_link_in_place_of_the_output_is_not_followed(tmp_path):
+    output = tmp_path / "pulumi-preview.txt"
+    output.symlink_to("/etc/hostname")
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", output))
+    assert "not a regular file: not read" in args["body"]
+
+
+# --- The Pulumi CLI's version ------------------------------------------------------------------------------
+
+def test_the_preview_job_runs_the_cli_version_requirements_txt_pins_for_the_sdk():
+    # pulumi/actions v6.0.0 src/libs/pulumi-cli.ts downloadCli: an exact version is a range only it satisfies.
+    assert step_named("pulumi/actions@")["with"]["pulumi-version"] == pins(ROOT / "requirements.txt")["pulumi"]
+
+
+SEMVER = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
+COMPARATORS = {"": operator.eq, "=": operator.eq, "==": operator.eq, "!": operator.ne, "!=": operator.ne,
+               ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+def version_range(text: str):
+    """A blang/semver range as the CLI reads requiredPulumiVersion (pulumi/pulumi sdk/go/common/resource/plugin/
+    plugin.go ValidatePulumiVersionRange -> semver.ParseRange, blang/semver v3.5.1 range.go): comparators
+    AND-ed by spaces, OR-ed by `||`, each a full MAJOR.MINOR.PATCH. Release versions only, no `x` wildcards:
+    a subset of what it accepts, enough for a floor. Returns a predicate on (major, minor, patch)."""
+    alternatives = []
+    for alternative in text.split("||"):
+        terms = []
+        for term in alternative.split():
+            match = re.fullmatch(r"(>=|<=|!=|==|[<>=!]?)(.+)", term)
+            version = SEMVER.fullmatch(match.group(2))
+            assert version, f"{term!r} in {text!r} is not a comparator and a full version"
+            terms.append((COMPARATORS[match.group(1)], tuple(map(int, version.groups()))))
+        assert terms, f"an empty alternative in {text!r}"
+        alternatives.append(terms)
+    return lambda v: any(all(compare(v, bound) for compare, bound in terms) for terms in alternatives)
+
+
+def test_the_stated_minimum_cli_version_is_the_one_pulumi_yaml_requires():
+    required = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["requiredPulumiVersion"]
+    stated = re.search(r"^- Pulumi CLI (\d+\.\d+\.\d+) or later", (ROOT / "README.md").read_text(), re.M)
+    assert stated, "README.md's Prerequisites state the Pulumi CLI's minimum version"
+    floor = tuple(map(int, stated.group(1).split(".")))
+    admits = version_range(required)
+    just_below = (floor[0], floor[1], floor[2] - 1) if floor[2] else (floor[0], floor[1] - 1, 999)
+    assert admits(floor) and not admits(just_below)
+    # The import option as the cache disk's adoption uses it: pulumi/pulumi CHANGELOG.md 3.174.0, #19339.
+    assert floor >= (3, 174, 0)
+    pinned = tuple(map(int, pins(ROOT / "requirements.txt")["pulumi"].split(".")))
+    assert admits(pinned)  # the preview job's CLI and the SDK
+
+
+@pytest.mark.parametrize(("text", "admitted", "refused"), [
+    (">=3.174.0", [(3, 174, 0), (3, 272, 0), (4, 0, 0)], [(3, 173, 9), (2, 999, 0)]),
+    (">=3.5.0 !3.7.7", [(3, 5, 0), (3, 7, 8)], [(3, 7, 7), (3, 4, 9)]),
+    ("<3.4.0 || >3.8.0", [(3, 3, 0), (3, 9, 0)], [(3, 5, 0), (3, 8, 0)]),
+])
+def test_the_range_reader_reads_the_examples_pulumi_documents(text, admitted, refused):
+    # The examples in project.go's RequiredPulumiVersion comment (pulumi/pulumi v3.259.0).
+    admits = version_range(text)
+    assert all(admits(v) for v in admitted) and not any(admits(v) for v in refused)
+
+
+@pytest.mark.parametrize("text", [">=3.174", "3.174.x", ">=v3.174.0", ">= 3.174.0 ||", "~3.174.0"])
+def test_the_range_reader_refuses_what_would_not_parse_or_we_do_not_read(text):
+    with pytest.raises(AssertionError):
+        version_range(text)

