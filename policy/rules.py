@@ -415,9 +415,10 @@ GKE_NODE_TYPES = {"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodeP
 #   (docs/gke.md: the HPA's adapter, custom-metrics/custom-metrics-stackdriver-adapter);
 ADAPTER_ROLE = "roles/monitoring.viewer"
 ADAPTER_KSA = ("custom-metrics", "custom-metrics-stackdriver-adapter")
-# - on gke, object read/write on the stack's own compile-cache bucket for the serving pods' identity
-#   (docs/gke.md: the XLA cache every replica shares);
-CACHE_BUCKET_ROLE = "roles/storage.objectUser"
+# - on gke, object reads and (prefix-conditioned) creation on the stack's own compile-cache bucket for the serving
+#   pods' identity (docs/gke.md: the XLA cache every replica shares; components/gke/compile_cache.py);
+CACHE_BUCKET_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator")
+CACHE_BUCKET_ROLE = " / ".join(CACHE_BUCKET_ROLES)
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in ("Member", "Binding")}
 # - and, on the identity itself, Workload Identity user for one Kubernetes service account (gke).
@@ -598,7 +599,7 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
     def allowed(type_: str, props: Mapping[str, Any], role: str, email: str) -> bool:
         if type_ in BUCKET_GRANT_TYPES:
             bucket = str(props.get("bucket") or "").removeprefix("b/")
-            return role == CACHE_BUCKET_ROLE and bucket in own_buckets and reads_the_secrets(email)
+            return role in CACHE_BUCKET_ROLES and bucket in own_buckets and reads_the_secrets(email)
         if type_ in SECRET_GRANT_TYPES:
             return role == ACCESSOR_ROLE and _is_own_secret(props, own_secrets) and reads_the_secrets(email)
         if IAM_GRANT_TYPES.get(type_) == "project" and type_.endswith(":IAMMember"):

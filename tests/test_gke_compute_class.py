@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from components import budget, settings
+from components import budget, serve_command, settings
 from components.gke import compile_cache, compute_class
 from components.gke.deployment import configuration_key
 from policy import gke_rules
@@ -17,7 +17,8 @@ from tests.test_gke_policy import with_urns
 from tests.test_gke_settings import gke_raw, problems_of, with_gke
 
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
-STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVING = "serving-deployment"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_GRANT = "gcp:storage/bucketIAMMember:BucketIAMMember"
 
@@ -27,7 +28,7 @@ def the_class(program) -> dict:
 
 
 def pod_spec(program) -> dict:
-    return program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+    return program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +108,19 @@ def test_no_pod_can_land_on_a_node_the_class_did_not_make(gke_program, labels, s
     assert all(labels.get(key) == value for key, value in selector.items()) is schedulable
 
 
-def test_the_namespace_quota_caps_the_chips_at_max_replicas(gke_program):
+def test_the_namespace_quota_caps_the_chips_at_max_replicas_and_the_rollouts_surge(gke_program):
     [quota] = [o for o in kubernetes_objects(gke_program.registrations) if o["kind"] == "ResourceQuota"]
     assert quota["metadata"]["namespace"] == "tpu-vllm"
-    assert quota["spec"] == {"hard": {"requests.google.com/tpu": "4"}}
+    # maxReplicas 4, plus the one new pod a rollout starts before an old one leaves: without it a rollout at
+    # maxReplicas could not create its pod, and would stall (maxUnavailable 0).
+    strategy = pod_owner(gke_program)["spec"]["strategy"]["rollingUpdate"]
+    assert quota["spec"] == {"hard": {"requests.google.com/tpu": str(4 + strategy["maxSurge"])}} == {
+        "hard": {"requests.google.com/tpu": "5"}}
+
+
+def pod_owner(program) -> dict:
+    return next(o for o in kubernetes_objects(program.registrations)
+                if o["kind"] == "Deployment" and o["metadata"]["name"] == "vllm")
 
 
 @pytest.mark.parametrize(("gke", "tpu", "key", "fix"), [
@@ -152,17 +162,73 @@ def test_every_replica_caches_on_the_shared_bucket_under_its_configurations_pref
     prefix = compile_cache.cache_prefix(image, configuration_key(harness_settings()))
     assert attributes["mountOptions"] == f"implicit-dirs,only-dir={prefix}"
     assert gke_program.output("compileCachePath")["value"] == f"gs://{bucket['name']}/{prefix}"
-    assert gke_program.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["annotations"][
+    assert gke_program.named(SERVING)["inputs"]["spec"]["template"]["metadata"]["annotations"][
         "gke-gcsfuse/volumes"] == "true"
     # A regional bucket: every zone of gke.nodeLocations reaches it.
     assert bucket["location"] == "US-WEST4" and bucket["uniformBucketLevelAccess"] is True
     assert bucket["publicAccessPrevention"] == "enforced"
 
 
+@pytest.mark.parametrize(("name", "written"), [
+    ("xla/D/K/jit_step-0123-cache", True),
+    ("xla/D/K/sub/entry", True),
+    ("xla/D/KX/jit_step-0123-cache", False),  # a sibling prefix that merely starts with the same characters
+    ("xla/D/OTHER/jit_step-0123-cache", False),
+    ("xla/D/K", False),
+    ("huggingface/model.safetensors", False),
+])
+def test_the_write_condition_admits_its_own_prefix_and_nothing_beside_it(name, written):
+    """Cloud Storage evaluates resource.name as projects/_/buckets/B/objects/NAME; startsWith is a plain prefix."""
+    [clause] = compile_cache.write_condition("B", ["xla/D/K"])["expression"].split(" || ")
+    allowed = clause.removeprefix('resource.name.startsWith("').removesuffix('")')
+    assert f"projects/_/buckets/B/objects/{name}".startswith(allowed) is written
+
+
+def test_old_compile_cache_entries_are_deleted_after_the_retention_and_the_weights_never(gke_program):
+    [rule] = gke_program.one(BUCKET)["inputs"]["lifecycleRules"]
+    assert rule["action"] == {"type": "Delete"}
+    assert rule["condition"]["age"] == 30 and rule["condition"]["matchesPrefixes"] == ["xla/"]
+
+
 def harness_settings(config: dict | None = None) -> settings.Settings:
     raw = {key.split(":", 1)[1]: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key.split(":", 1)[1]) else value)
            for key, value in (config or harness.gke_config()).items() if key.startswith("tpu-vllm:")}
     return settings.load(raw, "my-proj", "gke").settings
+
+
+@pytest.mark.parametrize(("section", "values", "same_prefix"), [
+    # Outside the compile list: where vLLM listens and how the API server reads the model's text.
+    ("front", {"upstreamPort": 8002}, True),
+    ("vllm", {"allowedMediaDomains": ["upload.wikimedia.org"]}, True),
+    ("vllm", {"reasoningParser": None}, True),
+    ("tpuInference", {"numPrecompileWorkers": 8}, True),
+    # Inside it: what the runner compiles.
+    ("vllm", {"maxModelLen": 16384}, False),
+    ("vllm", {"maxNumBatchedTokens": 8192}, False),
+    ("vllm", {"limitMmPerPrompt": {"image": 2, "audio": 1}}, False),
+    ("tpuInference", {"bucketPaddingGap": 128}, False),
+])
+def test_only_a_flag_that_changes_compiled_programs_moves_the_prefix(section, values, same_prefix):
+    base = harness_settings()
+    changed = harness_settings(harness.with_section(harness.gke_config(), section, **values))
+    assert serve_command.vllm_serve_args(base) != serve_command.vllm_serve_args(changed) or \
+        serve_command.backend_environment(base) != serve_command.backend_environment(changed)
+    assert (configuration_key(base) == configuration_key(changed)) is same_prefix
+
+
+def test_every_flag_and_variable_the_stack_renders_is_placed_in_or_out_of_the_compile_key():
+    """A flag in neither list counts as compiled (a new prefix); placing it is a decision, with its reason."""
+    config = harness.with_section(harness.gke_config(), "tpuInference", attnBucketizedNumReqs=True,
+                                  sliceRopeCache=True, numPrecompileWorkers=8, bucketPaddingGap=128,
+                                  xlaCheckRecompilation=True)
+    cfg = harness_settings(config)
+    flags = {flag for flag, _ in compile_cache.flag_groups(serve_command.vllm_serve_args(cfg))}
+    assert flags <= set(compile_cache.COMPILED_FLAGS) | set(compile_cache.SERVING_ONLY_FLAGS)
+    variables = set(serve_command.backend_environment(cfg))
+    assert variables == set(compile_cache.COMPILED_VARIABLES) | set(compile_cache.SERVING_ONLY_VARIABLES)
+    # An unplaced flag is kept in the key.
+    assert compile_cache.flags_key(["vllm", "serve", "m", "--new-flag", "1"], {}) != compile_cache.flags_key(
+        ["vllm", "serve", "m", "--new-flag", "2"], {})
 
 
 def test_a_changed_serve_flag_or_image_never_reads_another_configurations_entries():
@@ -178,16 +244,21 @@ def test_a_changed_serve_flag_or_image_never_reads_another_configurations_entrie
     assert compile_cache.cache_prefix(image, base_key) == f"xla/{'1' * 64}/{base_key}"
 
 
-def test_the_workload_identity_has_one_grant_on_the_bucket_and_nothing_else_on_storage(gke_program):
-    [grant] = gke_program.of_type(BUCKET_GRANT)
+def test_the_workload_reads_the_bucket_and_creates_objects_only_under_its_own_prefix(gke_program):
+    grants = {g["inputs"]["role"]: g["inputs"] for g in gke_program.of_type(BUCKET_GRANT)}
     workload_account = gke_program.named("workload-sa")["inputs"]["accountId"]
-    assert grant["inputs"]["role"] == "roles/storage.objectUser"
-    assert grant["inputs"]["member"] == f"serviceAccount:{workload_account}@my-proj.iam.gserviceaccount.com"
-    assert "compile-cache" in grant["dependencies"]
+    member = f"serviceAccount:{workload_account}@my-proj.iam.gserviceaccount.com"
+    assert set(grants) == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    assert all(grant["member"] == member for grant in grants.values())
+    assert "condition" not in grants["roles/storage.objectViewer"]  # a list is checked against the bucket
+    bucket = gke_program.one(BUCKET)["inputs"]["name"]
+    prefix = gke_program.output("compileCachePath")["value"].removeprefix(f"gs://{bucket}/")
+    expression = grants["roles/storage.objectCreator"]["condition"]["expression"]
+    assert expression == f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
     storage_roles = [r for r in gke_program.registrations if "storage" in json.dumps(r["inputs"].get("role", ""))]
-    assert storage_roles == [grant]
+    assert len(storage_roles) == 2 and all("compile-cache" in g["dependencies"] for g in storage_roles)
     # The pods wait for the bucket and the grant (the mount fails without them).
-    assert "compile-cache" in gke_program.one(STATEFULSET)["dependencies"]
+    assert "compile-cache" in gke_program.named(SERVING)["dependencies"]
 
 
 def test_the_policy_passes_the_stacks_class_and_refuses_each_violation(with_fallbacks):

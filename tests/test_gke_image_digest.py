@@ -9,7 +9,8 @@ from components.gke.image_digest import ImageDigestProvider, ResolveError, parse
 from tests import program as harness
 from tests.fakes.registry import FakeRegistry, manifest_bytes
 
-STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVING = "serving-deployment"
 DIGEST_TYPE = "pulumi-python:dynamic/tpu-vllm:ImageDigest"
 
 
@@ -107,7 +108,7 @@ def test_a_failed_resolution_names_the_setting_and_the_fix(registry):
 def test_every_replica_runs_the_pinned_image_and_the_plan_shows_it(gke_program):
     [digest] = gke_program.of_type(DIGEST_TYPE)
     assert digest["inputs"]["image"] == "vllm/vllm-tpu:nightly"
-    pod = gke_program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+    pod = gke_program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
     vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
     assert vllm["image"] == gke_program.output("vllmImage")["value"]
     assert vllm["image"].startswith("vllm/vllm-tpu@sha256:") and ":nightly" not in vllm["image"]

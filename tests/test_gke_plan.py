@@ -44,14 +44,16 @@ def test_the_gke_plan_shows_the_platform_and_its_costs(gke_json):
     assert budget_["gke_boot_disk_usd_per_month_per_node"] == 11.0
     assert budget_["kv_tokens_at_max_replicas"] == 4 * 321_344
     assert budget_["load_limit_tokens_at_max_replicas"] == 4 * 250_648
-    assert gke_json["warnings"] == []
+    # The example keeps one replica: the plan names the gap at every run end and the setting that removes it.
+    [gap] = gke_json["warnings"]
+    assert gap.startswith("tpu-vllm:gke.minReplicas = 1") and "set gke.minReplicas to 2" in gap
 
 
 def test_the_gke_plan_lists_cluster_class_cache_workload_and_autoscaling(gke_json):
     types = {r["type"] for r in gke_json["resources"]}
     assert {"gcp:container/cluster:Cluster", "kubernetes:cloud.google.com/v1:ComputeClass",
             "gcp:storage/bucket:Bucket", "pulumi-python:dynamic/tpu-vllm:ImageDigest",
-            "kubernetes:apps/v1:StatefulSet", "kubernetes:autoscaling/v2:HorizontalPodAutoscaler",
+            "kubernetes:apps/v1:Deployment", "kubernetes:autoscaling/v2:HorizontalPodAutoscaler",
             "kubernetes:core/v1:Service", "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"} <= types
     assert not [t for t in types if t.endswith(":QueuedResource") or t == "command:remote:Command"]
     assert gke_json["outputs"]["apiKey"] == "[secret]"

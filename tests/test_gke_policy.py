@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POOL = gke_rules.NODE_POOL_TYPE
 CLUSTER = gke_rules.CLUSTER_TYPE
 SERVICE = gke_rules.SERVICE_TYPE
-STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
 
 def with_urns(registrations):
@@ -67,8 +67,8 @@ def load_balancer(resources):
     return copy.deepcopy(next(p for t, p in resources if t == SERVICE and p["spec"].get("type") == "LoadBalancer"))
 
 
-def statefulset(resources):
-    return copy.deepcopy(next(p for t, p in resources if t == STATEFULSET))
+def serving_workload(resources):
+    return copy.deepcopy(next(p for t, p in resources if t == DEPLOYMENT and p["metadata"]["name"] == "vllm"))
 
 
 def every_violation(triples, config=None):
@@ -212,9 +212,9 @@ def test_an_external_ingress_is_reported():
     ({"name": "KEYFILE_CONTENT", "value": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"}, "a private key"),
 ])
 def test_a_literal_secret_env_value_is_reported(gke_resources, env, what):
-    workload = statefulset(gke_resources)
+    workload = serving_workload(gke_resources)
     workload["spec"]["template"]["spec"]["containers"][0]["env"].append(env)
-    [message] = gke_rules.no_literal_secret_env(STATEFULSET, workload)
+    [message] = gke_rules.no_literal_secret_env(DEPLOYMENT, workload)
     assert what in message and "vllm/vllm" in message and "file" in message
 
 
@@ -225,18 +225,18 @@ def test_a_literal_secret_env_value_is_reported(gke_resources, env, what):
     {"name": "HF_HOME", "value": "/dev/shm"},
 ])
 def test_paths_references_and_plain_settings_pass(gke_resources, env):
-    workload = statefulset(gke_resources)
+    workload = serving_workload(gke_resources)
     workload["spec"]["template"]["spec"]["containers"][0]["env"].append(env)
-    assert gke_rules.no_literal_secret_env(STATEFULSET, workload) == []
+    assert gke_rules.no_literal_secret_env(DEPLOYMENT, workload) == []
 
 
 @pytest.mark.parametrize(("args", "reported"), [
     (["--api-key", "sk-literal"], True), (["--api-key=sk-literal"], True), (["--hf-token", "x"], True),
     (["--api-key", "$(API_KEY)"], False), (["--api-keys-file", "/x"], False)])
 def test_a_secret_on_the_command_line_is_reported(gke_resources, args, reported):
-    workload = statefulset(gke_resources)
+    workload = serving_workload(gke_resources)
     workload["spec"]["template"]["spec"]["containers"][0]["args"] += args
-    assert bool(gke_rules.no_literal_secret_env(STATEFULSET, workload)) is reported
+    assert bool(gke_rules.no_literal_secret_env(DEPLOYMENT, workload)) is reported
 
 
 def test_every_workload_kind_is_read(gke_resources):
@@ -273,12 +273,12 @@ def test_the_pack_entry_point_passes_the_gke_stack_and_reports_each_violation(gk
     pool["autoscaling"]["totalMaxNodeCount"] = 12
     service = load_balancer(gke_resources)
     service["metadata"]["annotations"] = {}
-    workload = statefulset(gke_resources)
+    workload = serving_workload(gke_resources)
     workload["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "HF_TOKEN", "value": "hf_x"})
     balancer_urn = urn_of(gke_triples, SERVICE, "exposure-load-balancer")
     reports = entry_points({
         "clean": gke_triples,
-        "violations": [hand_made(POOL, pool), hand_made(SERVICE, service), hand_made(STATEFULSET, workload)],
+        "violations": [hand_made(POOL, pool), hand_made(SERVICE, service), hand_made(DEPLOYMENT, workload)],
         "stack opt-in": [(SERVICE, opted_in_balancer(), balancer_urn)],
         "copied opt-in": [hand_made(SERVICE, opted_in_balancer())],
         "tpu cluster": [hand_made(CLUSTER, tpu_cluster("default-pool"))],
@@ -357,9 +357,9 @@ def test_a_regional_clusters_pools_count_every_zone():
 @pytest.mark.parametrize("spelling", [["--gpu-memory-utilization", "0.99"], ["--gpu_memory_utilization=0.95"],
                                       ["--GPU-MEMORY-UTILIZATION", "0.93"]])
 def test_the_memory_cap_is_read_from_the_pods_args_too(gke_resources, spelling):
-    workload = statefulset(gke_resources)
+    workload = serving_workload(gke_resources)
     vllm = next(c for c in workload["spec"]["template"]["spec"]["containers"] if "serve" in (c.get("args") or []))
-    assert rules.gpu_memory_utilization_capped(STATEFULSET, workload) == []  # the stack's own 0.92
+    assert rules.gpu_memory_utilization_capped(DEPLOYMENT, workload) == []  # the stack's own 0.92
     vllm["args"] = [*vllm["args"], *spelling]  # argparse takes the last one
-    [message] = rules.gpu_memory_utilization_capped(STATEFULSET, workload)
+    [message] = rules.gpu_memory_utilization_capped(DEPLOYMENT, workload)
     assert "0.92" in message and "691 s" in message

@@ -22,7 +22,8 @@ from tools.plan.placeholders import MOCK_LOAD_BALANCER_IP
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
-STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVING = "serving-deployment"
 SERVICE = "kubernetes:core/v1:Service"
 HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 POD_MONITORING = "kubernetes:monitoring.googleapis.com/v1:PodMonitoring"
@@ -30,7 +31,7 @@ SECRET_PROVIDER_CLASS = "kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProvider
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
-GKE_TYPES = {CLUSTER, NODE_POOL, COMPUTE_CLASS, STATEFULSET, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS,
+GKE_TYPES = {CLUSTER, NODE_POOL, COMPUTE_CLASS, DEPLOYMENT, SERVICE, HPA, POD_MONITORING, SECRET_PROVIDER_CLASS,
              WI_BINDING, "pulumi:providers:kubernetes"}
 HF_CANARY, API_CANARY = harness.GKE_HF_CANARY, harness.GKE_API_CANARY
 
@@ -68,7 +69,7 @@ def gke_settings(config: dict[str, str] | None = None) -> settings.Settings:
 
 
 def pod_spec(program) -> dict:
-    return program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+    return program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
 
 
 def container(program, name: str) -> dict:
@@ -100,9 +101,8 @@ def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
-    spec = gke.one(STATEFULSET)["inputs"]["spec"]
+    spec = gke.named(SERVING)["inputs"]["spec"]
     assert "replicas" not in spec  # the HPA owns it
-    assert spec["podManagementPolicy"] == "Parallel"
     assert "volumeClaimTemplates" not in spec  # no zonal claim pins a replica to a zone
 
 
@@ -196,10 +196,13 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
 
 def test_a_network_policy_opens_the_metrics_door_to_the_collectors_only(gke):
     [policy] = [o for o in kubernetes_objects(gke.registrations) if o["kind"] == "NetworkPolicy"]
-    labels = gke.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["labels"]
+    labels = gke.named(SERVING)["inputs"]["spec"]["template"]["metadata"]["labels"]
     spec = policy["spec"]
     assert policy["metadata"]["namespace"] == "tpu-vllm"
-    assert spec["podSelector"] == {"matchLabels": labels} and spec["policyTypes"] == ["Ingress"]
+    # Every serving pod: the Deployment's, and an earlier StatefulSet's while a stack moves (no controller label).
+    assert spec["podSelector"] == {"matchLabels": workload.selector_labels("tpu-vllm-gke")}
+    assert all(labels[key] == value for key, value in spec["podSelector"]["matchLabels"].items())
+    assert spec["policyTypes"] == ["Ingress"]
     front_rule, metrics_rule = spec["ingress"]
     # The front: whatever the Services route (the key check is the front's); nothing else open to all.
     assert front_rule == {"ports": [{"protocol": "TCP", "port": 8000}]}
@@ -210,7 +213,7 @@ def test_a_network_policy_opens_the_metrics_door_to_the_collectors_only(gke):
     pod_ports = {p["containerPort"] for c in pod_spec(gke)["containers"] for p in c.get("ports", [])}
     assert pod_ports == {8000, 9090}  # every port the pod opens is named by exactly one rule
     # In place before the first pod, and enforced by the cluster the stack makes (Dataplane V2).
-    assert "serving-network-policy" in gke.named("serving-statefulset")["dependencies"]
+    assert "serving-network-policy" in gke.named(SERVING)["dependencies"]
     assert gke.one(CLUSTER)["inputs"]["datapathProvider"] == "ADVANCED_DATAPATH"
 
 
@@ -262,9 +265,9 @@ def test_an_external_load_balancer_only_with_the_opt_in_and_only_for_the_listed_
     assert "internalEndpoint" not in variant.data["outputs"]
 
 
-def test_the_hpa_scales_the_statefulset_on_the_queue_that_pod_monitoring_collects(gke):
+def test_the_hpa_scales_the_deployment_on_the_queue_that_pod_monitoring_collects(gke):
     hpa = gke.one(HPA)["inputs"]["spec"]
-    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "vllm"}
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
     assert hpa["metrics"] == [{"type": "Pods", "pods": {
         "metric": {"name": "prometheus.googleapis.com|vllm:num_requests_waiting|gauge"},
@@ -274,8 +277,9 @@ def test_the_hpa_scales_the_statefulset_on_the_queue_that_pod_monitoring_collect
     metrics_ports = container(gke, "metrics")["ports"]
     assert metrics_ports == [{"name": endpoint["port"], "containerPort": 9090}]
     assert endpoint["path"] == "/metrics"
-    labels = gke.one(STATEFULSET)["inputs"]["spec"]["template"]["metadata"]["labels"]
-    assert monitoring["selector"] == {"matchLabels": labels}
+    labels = gke.named(SERVING)["inputs"]["spec"]["template"]["metadata"]["labels"]
+    assert monitoring["selector"] == {"matchLabels": workload.selector_labels("tpu-vllm-gke")}
+    assert all(labels[key] == value for key, value in monitoring["selector"]["matchLabels"].items())
 
 
 def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke, variant):
@@ -296,7 +300,7 @@ def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke
 def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
     objects = kubernetes_objects(gke.registrations)
     kinds = {o["kind"] for o in objects}
-    assert {"StatefulSet", "Service", "HorizontalPodAutoscaler", "PodMonitoring", "SecretProviderClass",
+    assert {"Service", "HorizontalPodAutoscaler", "PodMonitoring", "SecretProviderClass",
             "PodDisruptionBudget", "ResourceQuota", "ComputeClass", "ConfigMap", "ServiceAccount", "Namespace",
             "Deployment", "APIService", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "NetworkPolicy"} <= kinds
     assert KUBERNETES_VERSION == "1.33"
@@ -304,9 +308,10 @@ def test_every_kubernetes_object_validates_against_the_pinned_schema(gke):
 
 
 def test_the_validator_catches_what_the_api_server_would_refuse(gke):
-    statefulset = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "StatefulSet")
-    statefulset["spec"]["template"]["spec"]["containers"][0]["startupProb"] = {}
-    assert validation_errors(statefulset)
+    serving = next(o for o in kubernetes_objects(gke.registrations)
+                   if o["kind"] == "Deployment" and o["metadata"]["name"] == "vllm")
+    serving["spec"]["template"]["spec"]["containers"][0]["startupProb"] = {}
+    assert validation_errors(serving)
     monitoring = next(o for o in kubernetes_objects(gke.registrations) if o["kind"] == "PodMonitoring")
     monitoring["spec"]["endpoints"][0]["interval"] = "15 seconds"
     assert validation_errors(monitoring)
@@ -489,3 +494,47 @@ def test_a_cache_size_on_gke_is_a_warning():
 def json_sections(config: dict[str, str]) -> dict:
     return {key.split(":", 1)[1]: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key.split(":", 1)[1]) else value)
             for key, value in config.items() if key.startswith("tpu-vllm:")}
+
+
+def test_a_change_is_rolled_out_surge_first_and_the_deadline_covers_a_queue_and_a_cold_compile(gke):
+    spec = gke.named(SERVING)["inputs"]["spec"]
+    # The new replica is up and ready before an old one leaves: one extra, never one fewer.
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    cfg = gke_settings()
+    waited = cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds
+    # The controller's default (600 s) would call a cold compile (857 s) a failed rollout.
+    assert spec["progressDeadlineSeconds"] == waited > budget.COLD_BOOT_SECONDS
+    assert gke.named(SERVING)["inputs"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(waited)
+
+
+def test_the_hpa_counts_only_the_deployments_own_pods_while_the_services_reach_every_replica(gke):
+    spec = gke.named(SERVING)["inputs"]["spec"]
+    selector, labels = spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"]
+    assert selector == labels and selector["tpu-vllm/controller"] == "deployment"
+    # A StatefulSet pod of an earlier version (same Service labels, no controller label) is not the HPA's.
+    earlier_pod = dict(workload.selector_labels("tpu-vllm-gke"))
+    assert not all(earlier_pod.get(key) == value for key, value in selector.items())
+    for service in gke.of_type(SERVICE):
+        chosen = service["inputs"]["spec"].get("selector")
+        if service["inputs"]["metadata"]["namespace"] != "tpu-vllm":
+            continue  # the metrics adapter's own Service
+        assert all(earlier_pod.get(k) == v for k, v in chosen.items())  # served through the move
+        assert all(labels.get(k) == v for k, v in chosen.items())
+
+
+def test_the_disruption_budget_moves_one_ready_replica_at_a_time_and_never_holds_on_an_unready_one(gke):
+    budget_ = gke.one(PDB)["inputs"]["spec"]
+    # The eviction API allows ready - (replicas - maxUnavailable) evictions: one at every count, so at 2+ the
+    # others keep serving, and at 1 the replica may move (the gap gke.minReplicas warns of) rather than be stopped
+    # at the node's end.
+    for replicas in (1, 2, 4):
+        assert replicas - (replicas - budget_["maxUnavailable"]) == 1
+    assert budget_["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert budget_["selector"]["matchLabels"] == workload.selector_labels(gke_settings().resource_prefix)
+
+
+def test_the_move_from_the_statefulset_creates_the_deployment_under_a_new_name_before_the_old_goes(gke):
+    """Pulumi deletes a resource the program no longer declares only after the update's creates, so a new name
+    brings the Deployment's replica up while the StatefulSet's still serves."""
+    assert gke.of_type("kubernetes:apps/v1:StatefulSet") == []
+    assert gke.named(SERVING)["type"] == DEPLOYMENT

@@ -8,11 +8,12 @@ import yaml
 from components.gke import workload
 
 SECRET_PROVIDER_CLASS = "kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProviderClass"
-STATEFULSET = "kubernetes:apps/v1:StatefulSet"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVING = "serving-deployment"
 
 
 def pod_spec(program) -> dict:
-    return program.one(STATEFULSET)["inputs"]["spec"]["template"]["spec"]
+    return program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
 
 
 def test_every_secret_file_is_written_0400(gke_program):

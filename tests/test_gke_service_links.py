@@ -44,9 +44,9 @@ class Rendered:
 
     def __init__(self, program):
         self.objects = kubernetes_objects(program.registrations)
-        statefulset = next(o for o in self.objects if o["kind"] == "StatefulSet")
-        self.namespace = statefulset["metadata"]["namespace"]
-        self.pod_spec = statefulset["spec"]["template"]["spec"]
+        serving = next(o for o in self.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "vllm")
+        self.namespace = serving["metadata"]["namespace"]
+        self.pod_spec = serving["spec"]["template"]["spec"]
         self.services = [o for o in self.objects if o["kind"] == "Service"]
 
     def hostile_services(self) -> list[dict]:
@@ -173,7 +173,7 @@ def test_every_pod_the_wing_renders_gets_no_vllm_variable_it_did_not_set(rendere
     """The metrics adapter keeps its manifest's default links: its namespace holds only its own Service."""
     services = [MASTER, *kubelet_env.allocate_cluster_ips(rendered.services)]
     templates = [o for o in rendered.objects if "template" in o.get("spec", {})]
-    assert {o["kind"] for o in templates} == {"StatefulSet", "Deployment"}
+    assert {o["kind"] for o in templates} == {"Deployment"} and len(templates) == 2
     for workload in templates:
         pod_spec = workload["spec"]["template"]["spec"]
         for container in pod_spec["containers"]:

@@ -40,7 +40,9 @@ def test_the_example_gke_stack_is_valid_and_needs_no_ssh():
     loaded = settings.load(gke_raw(), "my-proj", "gke")
     assert loaded.settings.platform == "gke"
     assert loaded.settings.access.ssh_source_ranges == []
-    assert loaded.warnings == []
+    # The example keeps one replica, and is told what that costs at every run end.
+    [gap] = loaded.warnings
+    assert gap.startswith("tpu-vllm:gke.minReplicas = 1") and "set gke.minReplicas to 2" in gap
     gke = loaded.settings.gke
     assert (gke.region, gke.tpu_zones, gke.is_regional) == ("us-west4", ["us-west4-a"], False)
 
@@ -199,3 +201,31 @@ def test_container_access_on_gke_is_named_as_ignored(access):
     assert f'"{access}"' in warning and "google.com/tpu" in warning and "remove it" in warning
     vm = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "vllm": {"containerAccess": access}}
     assert not any("containerAccess" in w for w in settings.load(vm, "my-proj", "dev").warnings)
+
+
+@pytest.mark.parametrize(("values", "tpu", "warned"), [
+    ({"minReplicas": 1}, {}, True),
+    ({"minReplicas": 2}, {}, False),
+    # No run end on on-demand: nothing recycles the node, so no gap to name.
+    ({"minReplicas": 1, "allowUnboundedBilling": True}, {"provisioningModel": "on-demand", "maxRunDuration": None},
+     False),
+])
+def test_one_replica_on_flex_start_is_warned_of_the_gap_at_every_run_end(values, tpu, warned):
+    raw = with_gke(**values)
+    raw["tpu"] = {key: value for key, value in {**raw["tpu"], **tpu}.items() if value is not None}
+    warnings = settings.load(raw, "my-proj", "gke").warnings
+    gap = [w for w in warnings if w.startswith("tpu-vllm:gke.minReplicas")]
+    assert bool(gap) is warned
+    if warned:
+        assert f"{budget.WARM_BOOT_SECONDS} s" in gap[0] and "set gke.minReplicas to 2" in gap[0]
+
+
+@pytest.mark.parametrize(("max_replicas", "cap", "refused"), [(7, 8, False), (8, 8, True), (4, 5, False),
+                                                              (4, 4, True)])
+def test_the_chip_cap_counts_the_rollouts_surge_chip(max_replicas, cap, refused):
+    raw = with_gke(maxReplicas=max_replicas, maxTpuChips=cap)
+    if refused:
+        [problem] = [p for p in problems_of(raw) if p.startswith("tpu-vllm:gke.maxReplicas")]
+        assert f"{max_replicas + 1} chips" in problem and f"raise maxTpuChips to {max_replicas + 1}" in problem
+    else:
+        settings.load(raw, "my-proj", "gke")

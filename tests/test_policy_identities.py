@@ -202,7 +202,8 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
             for role, member in rules._grants(type_, props) if rules._is_grant(type_) else []:
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
-    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE, rules.CACHE_BUCKET_ROLE}
+    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE,
+                       *rules.CACHE_BUCKET_ROLES}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():

@@ -1,1 +1,1 @@
-"""The GKE wing: a cluster, a flex-start TPU v5e node pool, the serving StatefulSet, its exposure and autoscaling."""
+"""The GKE wing: a cluster, a flex-start TPU v5e node pool, the serving Deployment, its exposure and autoscaling."""

@@ -3,7 +3,7 @@
   vLLM /metrics (loopback) -> metrics door :9090 in the pod -> PodMonitoring (Managed Service for
   Prometheus scrapes every 15 s into Cloud Monitoring as prometheus.googleapis.com/vllm:num_requests_waiting/gauge)
   -> Google's custom metrics adapter (custom.metrics.k8s.io, reads Cloud Monitoring with its own Google
-  identity) -> the HPA (autoscaling/v2, Pods metric, average per pod) -> StatefulSet replicas -> a pending
+  identity) -> the HPA (autoscaling/v2, Pods metric, average per pod) -> Deployment replicas -> a pending
   pod -> the cluster autoscaler adds a flex-start TPU node.
 """
 
@@ -57,7 +57,7 @@ def horizontal_pod_autoscaler(labels: dict[str, str], namespace: str, *, min_rep
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "metadata": manifests.metadata(APP_NAME, namespace, dict(labels)),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": APP_NAME},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": APP_NAME},
             "minReplicas": min_replicas,
             "maxReplicas": max_replicas,
             "metrics": [{"type": "Pods", "pods": {
@@ -174,7 +174,7 @@ class AutoscalingArgs:
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
     workload: pulumi.Resource
-    """The serving workload whose StatefulSet the HPA scales."""
+    """The serving workload whose Deployment the HPA scales."""
     install_adapter: bool
     """Deploy Google's custom metrics adapter (off when a reused cluster already runs one)."""
     cluster_ready: list[pulumi.Resource]

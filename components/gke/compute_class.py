@@ -7,8 +7,8 @@ gke.nodeLocations. Shaped after Google's v5e 1x1 class (GoogleCloudPlatform/acce
 platforms/gke/base/core/custom_compute_class/templates/manifests/tpu/v5e/custom-compute-tpu-v5e-1x1.yaml), and
 checked against the CRD's own schema in the tests (tests/schemas/computeclass_v1.json).
 
-A namespace ResourceQuota caps the chips the workload's pods may request at gke.maxReplicas: a ComputeClass
-has no node maximum of its own.
+A namespace ResourceQuota caps the chips the workload's pods may request at gke.maxReplicas plus the one surge pod
+a rollout adds (components/gke/workload.py ROLLOUT_STRATEGY): a ComputeClass has no node maximum of its own.
 """
 
 from __future__ import annotations
@@ -99,10 +99,17 @@ def tolerations(settings: Settings) -> list[dict[str, str]]:
     return found
 
 
-def chip_quota(settings: Settings, namespace: str) -> dict[str, Any]:
-    """The namespace's pods may request at most gke.maxReplicas chips: the cap the API server enforces."""
+def chip_quota(settings: Settings, namespace: str, surge_pods: int) -> dict[str, Any]:
+    """The namespace's pods may request at most gke.maxReplicas chips plus the rollout's surge pods: the cap the
+    API server enforces. Without the surge chip a rollout at maxReplicas could not create its new pod, and would
+    wait (maxUnavailable 0) until the HPA scaled down."""
     return {
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": manifests.metadata("tpu-chips", namespace),
-        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(settings.gke.max_replicas * CHIPS_PER_NODE)}},
+        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(peak_chips(settings, surge_pods))}},
     }
+
+
+def peak_chips(settings: Settings, surge_pods: int) -> int:
+    """The most chips the namespace holds at once: every replica the HPA may ask for, and a rollout's surge."""
+    return (settings.gke.max_replicas + surge_pods) * CHIPS_PER_NODE

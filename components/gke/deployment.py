@@ -17,14 +17,22 @@ from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, creden
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
-from components.gke.workload import ServingPod, ServingWorkload, ServingWorkloadArgs, selector_labels
+from components.gke.workload import SURGE_PODS, ServingPod, ServingWorkload, ServingWorkloadArgs, selector_labels
 from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.settings import Settings
 
 
 def configuration_key(settings: Settings) -> str:
-    """The compile cache's key of this configuration's `vllm serve` flags and tpu-inference variables."""
+    """The compile cache's key: the `vllm serve` flags and tpu-inference variables that change compiled programs
+    (compile_cache.COMPILED_FLAGS, COMPILED_VARIABLES)."""
     return compile_cache.flags_key(serve_command.vllm_serve_args(settings), serve_command.backend_environment(settings))
+
+
+def write_prefixes(settings: Settings, pinned_image: str) -> list[str]:
+    """Where the pods may create objects: this configuration's compile-cache prefix, and the shared checkpoint's
+    when it is kept on the bucket."""
+    own = [compile_cache.cache_prefix(pinned_image, configuration_key(settings))]
+    return own + ([compile_cache.WEIGHTS_PREFIX] if settings.vllm.weights_on_disk else [])
 
 
 def serving_pod(settings: Settings) -> ServingPod:
@@ -90,18 +98,21 @@ class GkeDeployment(pulumi.ComponentResource):
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(cfg, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
+        image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
         cache = CompileCache("compile-cache", CompileCacheArgs(
             project=cfg.project, bucket_name=compile_cache.bucket_name(cfg.resource_prefix, cfg.project),
             location=gke.region.upper(), keep_on_destroy=cfg.cache.keep_on_destroy,
-            workload_service_account_email=core.identity.email, labels=core.labels,
-            services=core.apis), pulumi.ResourceOptions(parent=self))
-        image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
+            retention_days=gke.cache_retention_days,
+            workload_service_account_email=core.identity.email,
+            write_prefixes=pulumi.Output.from_input(image).apply(lambda pinned: write_prefixes(cfg, pinned)),
+            labels=core.labels, services=core.apis), pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
                 project=cfg.project, namespace=gke.namespace, pod=serving_pod(cfg),
                 ready_timeout_seconds=cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds,
-                chip_quota=compute_class.chip_quota(cfg, gke.namespace), configuration_key=configuration_key(cfg),
+                chip_quota=compute_class.chip_quota(cfg, gke.namespace, SURGE_PODS),
+                configuration_key=configuration_key(cfg),
                 google_service_account_email=core.identity.email,
                 hf_token_secret_name=core.secrets.hf_token_secret_name,
                 api_key_secret_name=core.secrets.api_key_secret_name,

@@ -1,6 +1,7 @@
-"""The serving workload: a StatefulSet of vLLM pods, one v5e chip each, behind the same key-checking front
-as the VM, on nodes only its ComputeClass makes (components/gke/compute_class.py), with one compile cache every
-replica shares (components/gke/compile_cache.py) and the tokens mounted as files by the Secret Manager add-on.
+"""The serving workload: a Deployment of vLLM pods, replaced surge-first, one v5e chip each, behind the same
+key-checking front as the VM, on nodes only its ComputeClass makes (components/gke/compute_class.py), with one
+compile cache every replica shares (components/gke/compile_cache.py) and the tokens mounted as files by the
+Secret Manager add-on.
 
 Each pod runs three containers: vLLM (the VM's entry command and exact `vllm serve` flags, on 127.0.0.1), the
 front (nginx, the only thing on the serving port) and the metrics door (components/gke/metrics_door.py), which
@@ -22,6 +23,7 @@ import yaml
 
 from components import front, serve_command
 from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy
+from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
 APP_NAME = "vllm"
 KSA_NAME = "vllm"
@@ -230,26 +232,49 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
     }
 
 
-def statefulset(pod: ServingPod, namespace: str, *, ready_timeout_seconds: int, service_account: str,
-                image: pulumi.Input[str], cache_bucket: pulumi.Input[str], cache_prefix: pulumi.Input[str],
-                hash_of_config: str) -> dict[str, Any]:
-    """ready_timeout_seconds: how long `pulumi up` waits for a ready replica."""
-    labels = dict(pod.selector_labels)
+# Surge-first: on a template change (a serve flag, the image, the front's config) the Deployment controller scales
+# the new ReplicaSet up by maxSurge at once, and scales the old one down only as new pods become available, never
+# below the wanted count with maxUnavailable 0 (kubernetes/website content/en/docs/concepts/workloads/controllers/
+# deployment.md, "Max Surge" / "Max Unavailable"; kubernetes/kubernetes pkg/controller/deployment/rolling.go
+# reconcileNewReplicaSet / reconcileOldReplicaSets, v1.33). And when a pod is evicted (a node drained at a run
+# end), its ReplicaSet counts it gone from the moment it has a deletionTimestamp (pkg/controller/controller_utils.go
+# IsPodActive, v1.33) and creates the replacement while the old pod still drains its streams.
+# A StatefulSet does neither: its rolling update deletes a pod and creates its successor only after the old one has
+# terminated, with no surge field at all (statefulset.md, "Rolling Updates"; pkg/apis/apps/types.go
+# RollingUpdateStatefulSetStrategy has maxUnavailable only, v1.33), and it recreates an evicted `vllm-0` only once
+# the old `vllm-0` is gone (same name). Nothing here needs its stable names or volume claims: every replica mounts
+# the same bucket.
+ROLLOUT_STRATEGY = {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": GKE_ROLLOUT_SURGE_PODS, "maxUnavailable": 0}}
+SURGE_PODS = GKE_ROLLOUT_SURGE_PODS
+# Only the Deployment's own pods carry this label: its selector (what the HPA's scale subresource reports, and
+# so what the HPA averages over) never counts a pod of another controller that shares the Services' labels,
+# such as the StatefulSet's pods while a stack moves from the StatefulSet to the Deployment.
+CONTROLLER_LABEL = {"tpu-vllm/controller": "deployment"}
+REVISION_HISTORY = 3
+
+
+def deployment(pod: ServingPod, namespace: str, *, ready_timeout_seconds: int, service_account: str,
+               image: pulumi.Input[str], cache_bucket: pulumi.Input[str], cache_prefix: pulumi.Input[str],
+               hash_of_config: str) -> dict[str, Any]:
+    """ready_timeout_seconds: how long `pulumi up` waits for a ready replica, and how long the controller lets a
+    rollout make no progress before it reports ProgressDeadlineExceeded (its default, 600 s, is shorter than a
+    flex-start queue plus a cold compile)."""
+    labels = {**pod.selector_labels, **CONTROLLER_LABEL}
+    template = pod_template(pod, service_account=service_account, image=image, cache_bucket=cache_bucket,
+                            cache_prefix=cache_prefix, hash_of_config=hash_of_config)
+    template["metadata"]["labels"] = dict(labels)
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": manifests.metadata(APP_NAME, namespace, labels,
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": manifests.metadata(APP_NAME, namespace, dict(pod.selector_labels),
                                        {"pulumi.com/timeoutSeconds": str(ready_timeout_seconds)}),
         "spec": {
             # No `replicas`: the HPA owns it (Pulumi would reset it on every update otherwise).
-            "serviceName": HEADLESS_SERVICE,
-            # Replicas start together, not each after the previous one's 8-14 minute start.
-            "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate"},
-            # No volume claims: the compile cache is the bucket every replica mounts, in any zone.
-            "template": pod_template(pod, service_account=service_account, image=image,
-                                     cache_bucket=cache_bucket, cache_prefix=cache_prefix,
-                                     hash_of_config=hash_of_config),
+            "strategy": ROLLOUT_STRATEGY,
+            "progressDeadlineSeconds": ready_timeout_seconds,
+            "revisionHistoryLimit": REVISION_HISTORY,
+            "template": template,
         },
     }
 
@@ -271,12 +296,19 @@ def headless_service(pod: ServingPod, namespace: str) -> dict[str, Any]:
 
 
 def disruption_budget(labels: dict[str, str], namespace: str) -> dict[str, Any]:
+    """Voluntary evictions (a node drain, an upgrade, the autoscaler's scale-down) take one ready replica at a
+    time: at 2 or more replicas the others keep serving while one moves. At 1 replica no budget can help: one that
+    blocked (maxUnavailable 0) would only turn GKE's graceful drain into a stop at the node's end, so the single
+    replica may be evicted, and the gap is the warm start the settings warn about (gke.minReplicas).
+    A replica that is not ready (still compiling, or failing) never holds a drain up: AlwaysAllow evicts
+    unhealthy pods whatever the budget (kubernetes/website content/en/docs/tasks/run-application/
+    configure-pdb.md, "Unhealthy Pod Eviction Policy"; policy/v1 PodDisruptionBudgetSpec, GA in v1.31)."""
     labels = dict(labels)
     return {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": manifests.metadata(APP_NAME, namespace, labels),
-        # Upgrades and scale-downs take one replica at a time.
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+        "spec": {"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                 "selector": {"matchLabels": labels}},
     }
 
 
@@ -342,11 +374,11 @@ class ServingWorkloadArgs:
 
 class ServingWorkload(pulumi.ComponentResource):
     """Namespace, the chip quota, front ConfigMap, SecretProviderClasses, the Kubernetes service account
-    bound by Workload Identity, the headless Service, the pods' NetworkPolicy, the StatefulSet and its
+    bound by Workload Identity, the headless Service, the pods' NetworkPolicy, the Deployment and its
     PodDisruptionBudget."""
 
     namespace: pulumi.Output[str]
-    statefulset: pulumi.CustomResource
+    deployment: pulumi.CustomResource
 
     def __init__(self, name: str, args: ServingWorkloadArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:ServingWorkload", name, None, opts)
@@ -376,9 +408,12 @@ class ServingWorkload(pulumi.ComponentResource):
         # Before the first pod: no moment where its metrics door is open to the cluster.
         ingress = manifests.declare(f"{name}-network-policy", network_policy.pod_network_policy(
             ns, dict(pod.selector_labels), pod.serving_port), in_namespace)
-        self.statefulset = manifests.declare(
-            f"{name}-statefulset",
-            statefulset(pod, ns, ready_timeout_seconds=args.ready_timeout_seconds, service_account=KSA_NAME,
+        # A new Pulumi name (and kind) for the move from the StatefulSet of earlier versions: Pulumi creates this
+        # Deployment, waits for its first replica to be ready, and deletes the StatefulSet only after every new
+        # resource, so a stack that serves keeps serving through the move (docs/gke.md, "Changing a serving stack").
+        self.deployment = manifests.declare(
+            f"{name}-deployment",
+            deployment(pod, ns, ready_timeout_seconds=args.ready_timeout_seconds, service_account=KSA_NAME,
                         image=args.image, cache_bucket=args.cache_bucket,
                         cache_prefix=pulumi.Output.from_input(args.image).apply(
                             lambda pinned: compile_cache.cache_prefix(pinned, args.configuration_key)),

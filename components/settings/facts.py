@@ -141,6 +141,9 @@ GKE_LEAD_TIME_MAX_SECONDS = 604800
 # for GKE to create the node and pull the image. The allowance is not measured in the log; it is the
 # order of a GKE node's boot (a few minutes) with room for a short flex-start queue.
 GKE_NODE_UP_ALLOWANCE_SECONDS = 600
+# A gke rollout replaces replicas surge-first: one new pod (one more chip) before an old one leaves
+# (components/gke/workload.py ROLLOUT_STRATEGY). The chip quota and the cap make room for it.
+GKE_ROLLOUT_SURGE_PODS = 1
 # One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
 GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")

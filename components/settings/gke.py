@@ -81,6 +81,10 @@ class GkeSettings(_Section):
         "ComputeClass priorities after `tpu.provisioningModel` when it has no capacity, in order: `spot`, "
         "`on-demand`; each an explicit opt-in, priced in the plan and the `fallbackCostPerHourUsd` output; "
         "nothing stops their billing"))
+    cache_retention: Duration = Field("30d", description=(
+        "how long the compile cache keeps an entry after it was written (a bucket lifecycle rule on `xla/`; JAX "
+        "records no last use, so a configuration still running past it recompiles once at its next cold start, "
+        "~14 min); 1d to 3650d, whole days"))
     recycling_lead_time: Duration = Field("1h", description=(
         "how long before a flex-start node's run ends GKE brings up its replacement "
         "(`nodeRecycling.leadTimeSeconds`; Google's v5e class uses 1h); at least a node (~600 s allowance) plus "
@@ -186,6 +190,15 @@ class GkeSettings(_Section):
             )
         return value
 
+    @field_validator("cache_retention")
+    @classmethod
+    def _retention(cls, value: str) -> str:
+        seconds = parse_duration(value)
+        if seconds % 86400 or not 1 <= seconds // 86400 <= 3650:
+            raise InvalidSettingError("a lifecycle rule counts whole days, from 1 to 3650",
+                                      "use whole days, e.g. 30d")
+        return value
+
     @field_validator("termination_grace_period")
     @classmethod
     def _grace(cls, value: str) -> str:
@@ -210,6 +223,10 @@ class GkeSettings(_Section):
     @property
     def termination_grace_seconds(self) -> int:
         return parse_duration(self.termination_grace_period)
+
+    @property
+    def cache_retention_days(self) -> int:
+        return parse_duration(self.cache_retention) // 86400
 
     @property
     def recycling_lead_seconds(self) -> int:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import math
 
 from components import budget
-from components.settings.facts import FLEX_START_VERIFIED_ZONES, GKE_FALLBACK_MODELS, GKE_NODE_UP_ALLOWANCE_SECONDS
+from components.settings.facts import (
+    FLEX_START_VERIFIED_ZONES,
+    GKE_FALLBACK_MODELS,
+    GKE_NODE_UP_ALLOWANCE_SECONDS,
+    GKE_ROLLOUT_SURGE_PODS,
+)
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 
@@ -25,12 +30,27 @@ def gke_checks(settings: Settings) -> list[Finding]:
             f"below gke.minReplicas ({gke.min_replicas}); the HPA needs min <= max",
             f"raise maxReplicas to at least {gke.min_replicas} or lower minReplicas", also_keys=("gke.minReplicas",),
         ))
-    if gke.max_replicas > gke.max_tpu_chips:
+    peak = gke.max_replicas + GKE_ROLLOUT_SURGE_PODS
+    if peak > gke.max_tpu_chips:
         findings.append(Finding(
-            "gke.maxReplicas", gke.max_replicas, f"each replica is one chip, over the gke.maxTpuChips cap "
-            f"({gke.max_tpu_chips})",
-            f"lower maxReplicas or raise maxTpuChips if you mean to pay for {gke.max_replicas} chips",
+            "gke.maxReplicas", gke.max_replicas, f"each replica is one chip, and a rollout adds "
+            f"{GKE_ROLLOUT_SURGE_PODS} more while its new replica starts: {peak} chips, over the gke.maxTpuChips "
+            f"cap ({gke.max_tpu_chips})",
+            f"lower maxReplicas to {gke.max_tpu_chips - GKE_ROLLOUT_SURGE_PODS} or raise maxTpuChips to {peak} if "
+            f"you mean to pay for {peak} chips",
             also_keys=("gke.maxTpuChips",),
+        ))
+    if gke.min_replicas == 1 and settings.tpu.provisioning_model == "flex-start":
+        findings.append(Finding.warning(
+            "gke.minReplicas", 1,
+            "one replica serves alone: at every node run end (each tpu.maxRunDuration, "
+            f"{settings.tpu.max_run_duration}) and every eviction it stops before its successor is ready, a gap "
+            "of a warm start (~"
+            f"{budget.WARM_BOOT_SECONDS // 60} min, {budget.WARM_BOOT_SECONDS} s) with nothing serving; a change "
+            "of flags or image does not gap (the rollout starts the new replica first)",
+            f"set gke.minReplicas to 2 (one more chip, ${budget.cost_per_hour_usd('flex-start', 1):.2f}/h): the "
+            "PodDisruptionBudget then moves one replica at a time and the other keeps serving",
+            also_keys=("tpu.maxRunDuration",),
         ))
     if gke.is_regional and not gke.node_locations:
         findings.append(Finding(
