@@ -45,18 +45,20 @@ def urn_resource_policy(name, check, description):
                                     config_schema=CONFIG_SCHEMA)
 
 
-def stack_policy(name, check, description):
+def stack_policy(name, check, description, enforcement_level=None):
     def validate(args, report_violation):
         resources = [rules.Seen(resource.resource_type, resource.props, resource.urn) for resource in args.resources]
         for message in check(resources, args.get_config()):
             report_violation(message)
 
     return StackValidationPolicy(name=name, description=description, validate=validate,
-                                 config_schema=CONFIG_SCHEMA)
+                                 config_schema=CONFIG_SCHEMA, enforcement_level=enforcement_level)
 
 
 POLICIES = [resource_policy(name, check, text) for name, (check, text) in rules.RESOURCE_RULES.items()]
 POLICIES += [stack_policy(name, check, text) for name, (check, text) in rules.STACK_RULES.items()]
+POLICIES += [stack_policy(name, check, text, EnforcementLevel.ADVISORY)
+             for name, (check, text) in rules.ADVISORY_STACK_RULES.items()]
 POLICIES += [urn_resource_policy(name, check, text) for name, (check, text) in gke_rules.RESOURCE_RULES.items()]
 
 PolicyPack(name="tpu-vllm", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 try:
-    from . import address_ranges, opt_in
+    from . import acting_as, address_ranges, opt_in
 except ImportError:  # run by the pack's __main__, which puts this directory on sys.path
+    import acting_as
     import address_ranges
     import opt_in
 
@@ -446,6 +447,10 @@ class _Identity:
 
 def _grants(type_: str, props: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(role, member) pairs an IAM member, binding or whole policy grants."""
+    if isinstance(props.get("bindings"), Sequence) and not isinstance(props.get("bindings"), str):
+        # google-native's ProjectIamPolicy and kin carry the policy's bindings as a property.
+        return [(str(binding.get("role")), str(member)) for binding in props["bindings"]
+                if isinstance(binding, Mapping) for member in binding.get("members") or []]
     if type_.lower().endswith("iampolicy"):
         data = props.get("policyData") or "{}"
         try:
@@ -514,6 +519,8 @@ def _is_grant(type_: str) -> bool:
     """An IAM member, binding or policy, an access-control entry or list, or an access grant (BigQuery's
     DatasetAccess, Access Context Manager's levels), of any GCP resource type."""
     token = type_.rsplit(":", 1)[-1].lower()
+    if type_.startswith("google-native:"):  # read like pulumi-gcp's where its members are spelled the same way
+        return "iam" in token
     return type_.startswith("gcp:") and ("iam" in token or "access" in token or token.endswith("acl"))
 
 
@@ -536,7 +543,8 @@ def _own_secrets(resources: list[Seen]) -> set[tuple[str | None, str]]:
                 metadata = (spec.get("node") or {}).get("metadata") or {}
                 own.update(_secret_key(value) for key, value in metadata.items()
                            if key in ("tpu-vllm-hf-token-secret", "tpu-vllm-api-key-secret") and value)
-        elif resource.type.endswith(":SecretProviderClass"):
+        elif resource.type.endswith(":SecretProviderClass") and _made_by_a_stack_component(resource.urn):
+            # Only the stack's own class (written from its settings); one added beside it widens nothing.
             for text in _strings(resource.props.get("spec")):
                 own.update((match.group(1).lower(), match.group(2)) for match in _SECRET_NAME.finditer(text))
     return own
@@ -573,9 +581,32 @@ def _scope_of(type_: str) -> str:
     return IAM_GRANT_TYPES.get(type_) or type_.rsplit(":", 1)[-1]
 
 
+def _made_by_a_stack_component(urn: str) -> bool:
+    """A resource whose parent is one of the stack's own components (urn:...::tpu-vllm:gke:X$type::name): it is
+    written from the stack's settings, not added beside them."""
+    parts = urn.split("::")
+    types = parts[2].split("$") if len(parts) >= 4 else []
+    return len(types) >= 2 and types[-2].startswith("tpu-vllm:")
+
+
+def _above_one_resource(type_: str) -> bool:
+    """A grant on a project, folder or organization (pulumi-gcp's, or google-native's ProjectIamMember and kin)."""
+    token = type_.rsplit(":", 1)[-1].lower()
+    return type_ in IAM_GRANT_TYPES or (type_.startswith("google-native:")
+                                        and token.startswith(("project", "folder", "organization")))
+
+
+def _service_account_target(props: Mapping[str, Any]) -> tuple[set[str], str | None]:
+    """The emails and the numeric unique id a serviceAccountId names (projects/P/serviceAccounts/EMAIL_OR_ID,
+    projects/-/serviceAccounts/..., or the bare email or id)."""
+    target = props.get("serviceAccountId")
+    return _emails_in(target), acting_as.unique_id(str(target or ""))
+
+
 def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                                             config: Mapping[str, Any] | None = None) -> list[str]:
-    """Stack-wide: every grant naming one of the stack's identities is on the allow-list above."""
+    """Stack-wide: every grant naming one of the stack's identities, by any of their names, is on the allow-list
+    above, and no grant lets anyone but the stack act as them."""
     resources = [Seen(resource.type, _known_copy(resource.props), resource.urn) for resource in _seen(resources)]
     identities = _stack_identities(resources)
     if not identities:
@@ -583,6 +614,8 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
     own_secrets = _own_secrets(resources)
     node_accounts = _node_accounts(resources)
     kubernetes_accounts = _kubernetes_accounts(resources)
+    accounts = acting_as.stack_accounts(resources, SERVICE_ACCOUNT_TYPE, kubernetes_accounts)
+    custom_roles = acting_as.custom_impersonation_roles(resources)
     tpu_vm_accounts = {f"{identity.local}@{identity.project}.iam.gserviceaccount.com"
                        for resource in resources if resource.type in QUEUED_RESOURCE_TYPES
                        for identity in _stack_identities([resource])}
@@ -607,24 +640,55 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                     or (role == ADAPTER_ROLE and ADAPTER_KSA in kubernetes_accounts.get(email, set())))
         return False
 
-    violations = []
+    def own_workload_identity(emails: set[str], role: str, member: str) -> bool:
+        """The one grant on a stack account the stack makes: Workload Identity user for its own Kubernetes
+        account, in any spelling (legacy svc.id.goog[ns/ksa] or principal://.../subject/ns/NS/sa/KSA)."""
+        name = acting_as.kubernetes_name(member)
+        return (role == WORKLOAD_IDENTITY_ROLE and name is not None and name.name is not None
+                and accounts.names_ours(name)
+                and any((name.namespace, name.name) in kubernetes_accounts.get(email, set()) for email in emails))
+
+    violations = acting_as.rbac_violations(resources, accounts)
     for resource in resources:
         if not _is_grant(resource.type):
             continue
         where = f"{_scope_of(resource.type)} {resource.urn.rsplit('::', 1)[-1] or resource.type}".strip()
-        # Grants on one of the stack's identities: who may act as it. Only its own Kubernetes accounts.
-        if resource.type in SERVICE_ACCOUNT_GRANT_TYPES:
-            for email in filter(ours, _emails_in(resource.props.get("serviceAccountId"))):
-                for role, member in _grants(resource.type, resource.props):
-                    found = _WORKLOAD_IDENTITY_MEMBER.fullmatch(str(member).lower())
-                    if (role == WORKLOAD_IDENTITY_ROLE and found
-                            and (found.group(1), found.group(2)) in kubernetes_accounts.get(email, set())):
-                        continue
-                    violations.append(f"{member} gets {role} on the stack's service account {email} ({where}): "
-                                      "it could act as the stack's identity and read its secrets; the stack lets only "
-                                      "its own Kubernetes service accounts use it (roles/iam.workloadIdentityUser)")
         grants = _grants(resource.type, resource.props)
-        named = [(role, member) for role, member in grants if any(ours(e) for e in _emails_in(member))]
+        judged: set[str] = set()  # members already reported for this resource
+        # Grants on one of the stack's identities, named by email or numeric unique id: who may act as it.
+        if resource.type in SERVICE_ACCOUNT_GRANT_TYPES:
+            emails, number = _service_account_target(resource.props)
+            targets = set(filter(ours, emails))
+            by_number = number is not None and not emails and accounts.may_be_ours(number)
+            for role, member in grants if targets or by_number else []:
+                judged.add(member)
+                if targets and own_workload_identity(targets, role, member):
+                    continue
+                unsure = "" if number in accounts.unique_ids else ", which a preview cannot tell from the stack's"
+                account = ", ".join(sorted(targets)) or f"{number} (a numeric unique id{unsure})"
+                violations.append(f"{member} gets {role} on the stack's service account {account} ({where}): "
+                                  "it could act as the stack's identity and read its secrets; the stack lets only "
+                                  "its own Kubernetes service accounts use it (roles/iam.workloadIdentityUser)")
+        # Project-, folder- or organization-wide impersonation acts as every account there, the stack's too.
+        if _above_one_resource(resource.type):
+            for role, member in grants:
+                if acting_as.acts_as_every_account(role, custom_roles):
+                    judged.add(member)
+                    violations.append(
+                        f"{member} gets {role} on the whole {_scope_of(resource.type)} ({where}): it could act as "
+                        "every service account there, the stack's included, and read the stack's secrets; grant it "
+                        "on the one service account that needs it instead (never on the stack's)")
+        # The stack's Kubernetes accounts named directly (principal://, principalSet://, svc.id.goog[ns/ksa]).
+        for role, member in grants:
+            if member in judged or not accounts.names_ours(acting_as.kubernetes_name(member)):
+                continue
+            judged.add(member)
+            violations.append(
+                f"{member} names the stack's Kubernetes identity (the serving or metrics adapter pods) and gets "
+                f"{role} ({where}): the stack's identities hold only the grants the stack makes (Workload Identity "
+                "user on their own Google account); remove it, or give what needs it an identity of its own")
+        named = [(role, member) for role, member in grants
+                 if member not in judged and any(ours(e) for e in _emails_in(member))]
         if not grants:  # an access-control list, or a grant spelled in a way _grants does not read
             named = [("access", email) for email in _emails_in(resource.props) if ours(email)
                      and resource.type not in SERVICE_ACCOUNT_GRANT_TYPES]
@@ -645,6 +709,20 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
     return violations
 
 
+def other_providers_iam_is_reviewed(resources: Iterable[Seen | tuple],
+                                    config: Mapping[str, Any] | None = None) -> list[str]:
+    """Advisory: IAM changes this pack cannot judge as grants (google-native's IAM resources, commands that run
+    gcloud's IAM verbs) are named, so a reviewer sees them."""
+    notes = []
+    for resource in _seen(resources):
+        props = _known_copy(resource.props)
+        words = [_shell_words(text) for text in _command_texts(props)] if resource.type in COMMAND_TYPES else []
+        note = acting_as.other_provider_iam(resource.type, props, words)
+        if note:
+            notes.append(f"{resource.urn.rsplit('::', 1)[-1] or resource.type}: {note}")
+    return notes
+
+
 RESOURCE_RULES = {
     "tpu-billing-stops": (tpu_billing_stops,
                           "A flex-start TPU runs at most 7 days; no TPU bills without an end unless allowed."),
@@ -660,5 +738,12 @@ STACK_RULES = {
         "SSH and the serving ports are not open to the internet (by the addresses the rules cover) unless allowed."),
     "stack-identities-hold-only-their-grants": (
         stack_identities_hold_only_their_grants,
-        "The stack's service accounts hold exactly the grants the stack makes (an allow-list), on any resource."),
+        "The stack's service accounts hold exactly the grants the stack makes (an allow-list), on any resource; "
+        "no one else may act as them."),
+}
+# Reported, not enforced: what the pack cannot read as a grant is named for a reviewer.
+ADVISORY_STACK_RULES = {
+    "other-providers-iam-is-reviewed": (
+        other_providers_iam_is_reviewed,
+        "IAM changes outside pulumi-gcp (google-native IAM resources, gcloud IAM commands) are named for review."),
 }

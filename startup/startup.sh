@@ -114,10 +114,12 @@ start_boot() {
   WORK_DIR="$(mktemp -d)"
 }
 
-# http_get URL OUT [HEADER_FILE] -> sets HTTP_CODE, and HTTP_TRIES (how many requests it made); retries
-# connection errors, 429 and 5xx. Headers come from a file so no credential is ever on a command line.
+# http_get URL OUT [HEADER_FILE [WHAT]] -> sets HTTP_CODE, and HTTP_TRIES (how many requests it made); retries
+# connection errors, 429 and 5xx. Headers come from a file so no credential is ever on a command line. WHAT
+# names the request in the log instead of its URL (a secret's URL carries its name, which may be private).
 http_get() {
   local url="$1" out="$2" header_file="${3:-}" attempt=1 delay="$BACKOFF_SECONDS"
+  local what="${4:-GET ${url%%\?*}}"
   local -a headers=(-H 'Metadata-Flavor: Google')
   [[ -n "$header_file" ]] && headers=(-H "@$header_file")
   while :; do
@@ -129,7 +131,7 @@ http_get() {
     if ((attempt >= ATTEMPTS)); then
       break
     fi
-    say "GET ${url%%\?*}: ${HTTP_CODE/#000/no answer}; retry $attempt/$ATTEMPTS in ${delay}s"
+    say "$what: ${HTTP_CODE/#000/no answer}; retry $attempt/$ATTEMPTS in ${delay}s"
     pause "$delay"
     attempt=$((attempt + 1))
     delay=$((delay * 2))
@@ -183,25 +185,27 @@ if error.get("status") != "FAILED_PRECONDITION" or not match:
 print(match.group(1), match.group(2))' <"$1" 2>/dev/null
 }
 
-# fetch_secret FILE_NAME SECRET_RESOURCE -> the value, alone, in $WORK_DIR/secrets/FILE_NAME.
+# fetch_secret FILE_NAME SECRET_RESOURCE WHAT WHICH -> the value, alone, in $WORK_DIR/secrets/FILE_NAME.
+# Its log lines and status say WHAT ("the HF token secret") and WHICH setting names it, never the resource:
+# a secret's id may itself be private (tpu-vllm:hfTokenSecret set with --secret), and the status reaches the CLI.
 fetch_secret() {
-  local name="$1" secret="$2" out="$WORK_DIR/secret.json" version state add
-  add="add a new version: printf '%s' \"\$VALUE\" | gcloud secrets versions add ${secret##*/} --data-file=-"
-  http_get "$SECRETMANAGER_URL/$secret/versions/latest:access" "$out" "$WORK_DIR/auth-header"
+  local name="$1" secret="$2" what="$3" which="$4" out="$WORK_DIR/secret.json" version state add
+  add="add a new version: printf '%s' \"\$VALUE\" | gcloud secrets versions add SECRET_ID --data-file=- (SECRET_ID: $which)"
+  http_get "$SECRETMANAGER_URL/$secret/versions/latest:access" "$out" "$WORK_DIR/auth-header" "reading $what"
   case "$HTTP_CODE" in
     200) ;;
-    403) die "permission denied reading $secret: grant roles/secretmanager.secretAccessor on that secret to the VM's service account ($SERVICE_ACCOUNT)" ;;
-    404) die "$secret has no version (or does not exist): $add" ;;
+    403) die "permission denied reading $what: grant roles/secretmanager.secretAccessor on it to the VM's service account ($SERVICE_ACCOUNT); pulumi up makes that grant" ;;
+    404) die "$what has no version (or does not exist): $add" ;;
     400)
       # `latest` is the newest version whatever its state; the boot reads nothing older.
       read -r version state < <(not_enabled_version "$out") ||
-        die "Secret Manager refused to read $secret (HTTP 400, not retried)"
+        die "Secret Manager refused to read $what (HTTP 400, not retried)"
       if [[ "$state" == DISABLED ]]; then
-        die "the latest version ($version) of $secret is DISABLED: enable it: gcloud secrets versions enable $version --secret=${secret##*/}; or $add"
+        die "the latest version ($version) of $what is DISABLED: enable it: gcloud secrets versions enable $version --secret=SECRET_ID; or $add"
       fi
-      die "the latest version ($version) of $secret is DESTROYED; its value is gone: $add"
+      die "the latest version ($version) of $what is DESTROYED; its value is gone: $add"
       ;;
-    *) die "Secret Manager answered ${HTTP_CODE/#000/nothing} for $secret$(tries_note)" ;;
+    *) die "Secret Manager answered ${HTTP_CODE/#000/nothing} for $what$(tries_note)" ;;
   esac
   mkdir -p "$WORK_DIR/secrets"
   python3 -c 'import base64, json, sys
@@ -209,9 +213,9 @@ value = base64.b64decode(json.load(sys.stdin)["payload"]["data"]).decode("utf-8"
 if not value or "\n" in value:
     sys.exit("the secret must be a single non-empty line")
 sys.stdout.write(value + "\n")' <"$out" >"$WORK_DIR/secrets/$name" 2>/dev/null ||
-    die "$secret does not hold a single-line value"
+    die "$what does not hold a single-line value"
   rm -f "$out"
-  say "read $name from $secret"
+  say "read $what"
 }
 
 install_secrets() {
@@ -402,8 +406,9 @@ main() {
 
   STEP="reading the secrets"
   fetch_access_token
-  fetch_secret hf-token "$hf_secret"
-  fetch_secret api-key "$api_secret"
+  fetch_secret hf-token "$hf_secret" "the HF token secret" \
+    "the id set as tpu-vllm:hfTokenSecret, or tpu-vllm-STACK-hf-token when the stack keeps tpu-vllm:hfToken"
+  fetch_secret api-key "$api_secret" "the API key secret" "tpu-vllm-STACK-api-key, the stack's own"
   rm -f "$WORK_DIR/auth-header"
 
   STEP="writing the secret files"

@@ -5,7 +5,7 @@ Usage: python tests/policy_entry_check.py [PACK_DIR] < cases.json (PACK_DIR defa
 Reads JSON on stdin: {"cases": {name: {"resources": [[type, props, urn], ...], "config": {...}}}}.
 Each case goes through every policy as the analyzer would call it: pulumi_policy's own argument
 classes, properties behind its unknown-checking proxy. Prints JSON: the pack's name, enforcement
-level, and per case what each policy reported.
+level, each policy's own level, and per case what each policy reported.
 """
 
 import json
@@ -66,5 +66,8 @@ def reports_for(resources, config):
 
 request = json.load(sys.stdin)
 json.dump({"name": captured["name"], "enforcement_level": captured["enforcement_level"],
+           # A policy's own level, where it sets one (else the pack's).
+           "levels": {policy.name: (policy.enforcement_level.value if policy.enforcement_level else None)
+                      for policy in captured["policies"]},
            "cases": {name: reports_for(case["resources"], case.get("config") or {})
                      for name, case in request["cases"].items()}}, sys.stdout)

@@ -7,7 +7,7 @@ import pytest
 from components.gke import image_digest
 from components.gke.image_digest import ImageDigestProvider, ResolveError, parse, resolve
 from tests import program as harness
-from tests.fakes.registry import FakeRegistry, manifest_bytes
+from tests.fakes.registry import BlobStore, FakeRegistry, HostileRegistry, manifest_bytes
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVING = "serving-deployment"
@@ -158,3 +158,52 @@ def test_the_real_provider_host_pins_at_create_and_keeps_it_through_diff(tmp_pat
         assert changed.changes == proto.DiffResponse.DIFF_SOME and list(changed.replaces) == ["image"]
     finally:
         host.stop()
+
+
+def test_a_redirect_to_another_host_is_followed_without_the_registrys_token():
+    # The registry answers an authorized read with a 307 to its storage (blobserver.go); the storage is another
+    # origin (localhost, another port), and the Bearer token the realm issued for the registry must not go there.
+    data = manifest_bytes("nightly")
+    with BlobStore(data) as store, FakeRegistry({"vllm/vllm-tpu": {"nightly": data}},
+                                                redirect_to=f"http://localhost:{store.port}") as registry:
+        pinned = resolve(f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly")
+        assert pinned.endswith("@" + registry.digest(data))
+        assert registry.requests[-1].headers["Authorization"].startswith("Bearer tok-")  # the registry got it
+        [moved] = store.requests
+        assert moved.path == "/v2/vllm/vllm-tpu/manifests/nightly" and "Authorization" not in moved.headers
+
+
+def test_a_redirect_that_leaves_the_registrys_rules_is_refused():
+    # A remote registry may not redirect the deploy machine to plain HTTP (the token realm's rule, for redirects).
+    reference = parse("registry.example/vllm/vllm-tpu:nightly")
+    with pytest.raises(ResolveError, match="redirect 'http://elsewhere.example/x' is not https"):
+        image_digest._check_destination("http://elsewhere.example/x", reference, "redirect")
+    with pytest.raises(ResolveError, match="points at this machine"):
+        image_digest._check_destination("https://127.0.0.1:9/x", reference, "redirect")
+
+
+@pytest.mark.parametrize("declare_length", [False, True])
+def test_a_manifest_past_distributions_cap_is_refused_after_a_bounded_read(declare_length):
+    # 256 MiB offered, streamed in 64 KiB writes; the resolver may read 4 MiB and a chunk. What the server got
+    # out before the client hung up is that plus the loopback socket buffers, far below what was offered.
+    offered = 256 << 20
+    with HostileRegistry(offered, declare_length=declare_length) as hostile:
+        with pytest.raises(ResolveError, match="4194304-byte limit"):
+            resolve(f"127.0.0.1:{hostile.port}/vllm/vllm-tpu:nightly")
+        assert hostile.done.wait(60)
+    assert hostile.sent < 48 << 20, hostile.sent
+
+
+def test_a_token_answer_past_its_cap_is_refused():
+    class HugeToken(FakeRegistry):
+        def _token(self, request):
+            return image_digest_response(b'{"token": "' + b"a" * (2 << 20) + b'"}')
+
+    from tests.fakes.http import Response
+
+    def image_digest_response(raw):
+        return Response(200, raw=raw, headers={"Content-Type": "application/json"})
+
+    with HugeToken({"vllm/vllm-tpu": {"nightly": manifest_bytes("nightly")}}) as registry:
+        with pytest.raises(ResolveError, match="token answer is 2097165 bytes, over the 1048576-byte limit"):
+            resolve(f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly")

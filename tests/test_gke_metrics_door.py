@@ -3,7 +3,9 @@ nothing else does (the API stays behind the front's key)."""
 
 from __future__ import annotations
 
+import select
 import shutil
+import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +27,8 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_
 class FakeVllm(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     seen: list[tuple[str, str]] = []
+    held = threading.Event()
+    """While clear, /metrics answers wait for it (scrapes held in flight); set: answered at once."""
 
     def log_message(self, *args):  # quiet
         pass
@@ -34,6 +38,8 @@ class FakeVllm(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         FakeVllm.seen.append((self.command, self.path))
+        if self.path == "/metrics":
+            FakeVllm.held.wait(30)
         body = METRICS_BODY if self.path == "/metrics" else b'{"ok":true}'
         self.send_response(200)
         self.send_header("Content-Type", METRICS_CONTENT_TYPE if self.path == "/metrics" else "application/json")
@@ -42,6 +48,9 @@ class FakeVllm(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+
+FakeVllm.held.set()
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +105,56 @@ def test_the_config_as_rendered_for_the_pod_parses(tmp_path):
     config.write_text(metrics_door.nginx_config(upstream_port=8001, run_dir=str(tmp_path)))
     checked = subprocess.run([nginx.NGINX, "-t", "-e", "stderr", "-c", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+
+
+# ---- held to the front's standard: a flood from one address does not stop a scrape from another ----
+ATTACKER = "127.0.0.2"  # Linux routes all of 127.0.0.0/8 to loopback: a second client address on this machine
+IDLE_CONNECTIONS = 1100  # more than the 64 worker connections that starved the door before
+SCRAPE_WAIT_SECONDS = 8  # a bound for failure only: nginx's default header timeout held idle connections 60 s
+PER_ADDRESS = metrics_door.REQUESTS_PER_CLIENT
+
+
+def _from_attacker(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(ATTACKER, 0))
+
+
+def test_a_scrape_is_served_while_another_address_holds_a_thousand_idle_connections(door):
+    held: list[socket.socket] = []
+    try:
+        for index in range(IDLE_CONNECTIONS):
+            sock = _from_attacker(door)
+            if index % 2:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # a header never finished
+            held.append(sock)
+        with socket.create_connection(("127.0.0.1", door), timeout=SCRAPE_WAIT_SECONDS) as scrape:
+            scrape.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := scrape.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and b"vllm:num_requests_waiting" in answer
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_one_address_gets_only_its_share_of_scrapes_in_flight(door):
+    FakeVllm.held.clear()
+    sockets = [_from_attacker(door) for _ in range(PER_ADDRESS + 3)]
+    try:
+        for sock in sockets:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        # Over the share: answered 429 while the share still waits on vLLM (nothing else can answer yet).
+        answered: set[socket.socket] = set()
+        while len(answered) < 3:
+            readable, _, _ = select.select([s for s in sockets if s not in answered], [], [], SCRAPE_WAIT_SECONDS)
+            assert readable, f"only {len(answered)} answered while vLLM held the rest"
+            answered.update(readable)
+        assert all(sock.recv(64).startswith(b"HTTP/1.1 429") for sock in answered)
+        # Another address is not counted against it.
+        FakeVllm.held.set()
+        status, _ = request(door, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert status == 200
+    finally:
+        FakeVllm.held.set()
+        for sock in sockets:
+            sock.close()

@@ -421,7 +421,9 @@ def through_the_entry(built):
 def test_the_pack_entry_point_under_pulumi_policy(through_the_entry):
     assert through_the_entry["name"] == "tpu-vllm" and through_the_entry["enforcement_level"] == "mandatory"
     clean = through_the_entry["cases"]["dev stack"]
-    assert set(clean) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES) | set(gke_rules.RESOURCE_RULES)
+    assert set(clean) == (set(rules.RESOURCE_RULES) | set(rules.STACK_RULES) | set(rules.ADVISORY_STACK_RULES)
+                          | set(gke_rules.RESOURCE_RULES))
+    assert {name for name, level in through_the_entry["levels"].items() if level} == set(rules.ADVISORY_STACK_RULES)
 
 
 @pytest.mark.parametrize("name", list(CASES))

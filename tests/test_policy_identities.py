@@ -143,7 +143,195 @@ VARIANTS = {
                      serviceAccountId=f"projects/my-proj/serviceAccounts/{WORKLOAD}",
                      member="serviceAccount:my-proj.svc.id.goog[custom-metrics/custom-metrics-stackdriver-adapter]"),
         "could act as the stack's identity"),
+    # --- issue 27: acting as a stack identity, by every name it has ---
+    "the VM's account named by its numeric unique id (unknown at preview: may be the stack's)": (
+        "vm", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                    serviceAccountId="projects/my-proj/serviceAccounts/104712345678901234567",
+                    member="user:mallory@example.com"), "could act as the stack's identity"),
+    "the VM's account named through projects/-/": (
+        "vm", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                    serviceAccountId=f"projects/-/serviceAccounts/{VM_ACCOUNT}",
+                    member="user:mallory@example.com"), "could act as the stack's identity"),
+    "project-wide token creator for anyone": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/iam.serviceAccountTokenCreator",
+                    member="user:mallory@example.com"), "could act as every service account there"),
+    "project-wide service account user for anyone": (
+        "vm", grant("gcp:projects/iAMBinding:IAMBinding", project="my-proj", role="roles/iam.serviceAccountUser",
+                    members=["group:devs@example.com"]), "could act as every service account there"),
+    "project-wide key admin in a whole policy": (
+        "vm", grant("gcp:projects/iAMPolicy:IAMPolicy", project="my-proj", policyData=json.dumps(
+            {"bindings": [{"role": "roles/iam.serviceAccountKeyAdmin", "members": ["user:mallory@example.com"]}]})),
+        "could act as every service account there"),
+    "folder-wide OpenID token creator": (
+        "vm", grant("gcp:folder/iAMMember:IAMMember", folder="folders/42",
+                    role="roles/iam.serviceAccountOpenIdTokenCreator", member="user:mallory@example.com"),
+        "could act as every service account there"),
+    "organization-wide Workload Identity user": (
+        "vm", grant("gcp:organizations/iAMMember:IAMMember", orgId="123", role="roles/iam.workloadIdentityUser",
+                    member="user:mallory@example.com"), "could act as every service account there"),
+    "gke: the workload's Kubernetes account as a principal:// gets a project role": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/storage.admin",
+                     member="principal://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/tpu-vllm/sa/vllm"),
+        "names the stack's Kubernetes identity"),
+    "gke: the workload's Kubernetes account in the legacy svc.id.goog form gets a bucket role": (
+        "gke", grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="team-data", role="roles/storage.admin",
+                     member="serviceAccount:my-proj.svc.id.goog[tpu-vllm/vllm]"),
+        "names the stack's Kubernetes identity"),
+    "gke: the serving namespace as a principalSet:// gets a project role": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/viewer",
+                     member="principalSet://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/namespace/tpu-vllm"),
+        "names the stack's Kubernetes identity"),
+    "gke: the whole pool as a principalSet:// reads another secret": (
+        "gke", grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="billing-db-password",
+                     role="roles/secretmanager.secretAccessor",
+                     member="principalSet://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/*"),
+        "names the stack's Kubernetes identity"),
+    "gke: the workload's Kubernetes account may act as another account": (
+        "gke", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.workloadIdentityUser",
+                     serviceAccountId="projects/my-proj/serviceAccounts/deployer@my-proj.iam.gserviceaccount.com",
+                     member="serviceAccount:my-proj.svc.id.goog[tpu-vllm/vllm]"),
+        "names the stack's Kubernetes identity"),
+    "gke: a google-native project IAM member for the workload": (
+        "gke", grant("google-native:cloudresourcemanager/v3:ProjectIamMember", name="projects/my-proj",
+                     role="roles/owner", member=f"serviceAccount:{WORKLOAD}"), "roles/owner"),
+    "gke: a google-native project IAM policy with project-wide token creator": (
+        "gke", grant("google-native:cloudresourcemanager/v1:ProjectIamPolicy", project="my-proj", bindings=[
+            {"role": "roles/iam.serviceAccountTokenCreator", "members": ["user:mallory@example.com"]}]),
+        "could act as every service account there"),
+    # The grants that must keep passing.
+    "token creator on another team's account, for a user": (
+        "vm", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                    serviceAccountId="projects/my-proj/serviceAccounts/deployer@my-proj.iam.gserviceaccount.com",
+                    member="user:alice@example.com"), None),
+    "a project role for another namespace's Kubernetes account": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/storage.objectViewer",
+                     member="principal://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/batch/sa/loader"), None),
+    "another namespace as a principalSet://": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/viewer",
+                     member="principalSet://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/namespace/batch"), None),
+    "another project's pool naming the same namespace": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="other-proj", role="roles/viewer",
+                     member="serviceAccount:other-proj.svc.id.goog[tpu-vllm/vllm]"), None),
+    "a project-wide role that acts as no one": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/logging.viewer",
+                    member="user:alice@example.com"), None),
+    "gke: the workload's own Workload Identity grant spelled as a principal://": (
+        "gke", grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.workloadIdentityUser",
+                     serviceAccountId=f"projects/my-proj/serviceAccounts/{WORKLOAD}",
+                     member="principal://iam.googleapis.com/projects/123456789012/locations/global/"
+                            "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/tpu-vllm/sa/vllm"), None),
 }
+
+
+RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
+POOL = "projects/123456789012/locations/global/workloadIdentityPools/my-proj.svc.id.goog"
+
+
+def k8s(kind: str, name: str = "extra", namespace: str | None = None, **props):
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return grant(f"{RBAC}{kind}", f"extra-{kind.lower()}", metadata=metadata, apiVersion="rbac.authorization.k8s.io/v1",
+                 kind=kind, **props)
+
+
+def role_ref(kind: str, name: str) -> dict:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
+
+
+TOKEN_RULES = [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]
+VLLM_SA = {"kind": "ServiceAccount", "name": "vllm", "namespace": "tpu-vllm"}
+MALLORY = {"kind": "User", "name": "mallory@example.com", "apiGroup": "rbac.authorization.k8s.io"}
+
+
+def with_unique_id(number: str):
+    """The stack as `up` sees it: the VM's Account with its uniqueId output known."""
+    def change(resources):
+        for type_, props, _ in resources:
+            if type_ == rules.SERVICE_ACCOUNT_TYPE:
+                props["uniqueId"] = number
+        return resources
+    return change
+
+
+def spc_naming(secret: str):
+    return grant("kubernetes:secrets-store.csi.x-k8s.io/v1:SecretProviderClass", "extra-class",
+                 metadata={"name": "extra", "namespace": "tpu-vllm"}, spec={"provider": "gke", "parameters": {
+                     "secrets": f"- resourceName: projects/my-proj/secrets/{secret}/versions/latest\n  path: x\n"}})
+
+
+# name -> (stack, what the variant adds: resources, or a change to the stack's own; text the violation must say)
+MULTI_VARIANTS = {
+    "gke: cluster-admin bound to the workload's Kubernetes account": (
+        "gke", [k8s("ClusterRoleBinding", subjects=[VLLM_SA], roleRef=role_ref("ClusterRole", "cluster-admin"))],
+        "binds ServiceAccount tpu-vllm/vllm"),
+    "gke: the serving namespace's accounts as a Group, bound to view": (
+        "gke", [k8s("ClusterRoleBinding", subjects=[{"kind": "Group", "name": "system:serviceaccounts:tpu-vllm"}],
+                    roleRef=role_ref("ClusterRole", "view"))], "binds Group system:serviceaccounts:tpu-vllm"),
+    "gke: the workload's account as a User subject": (
+        "gke", [k8s("RoleBinding", namespace="default", subjects=[
+            {"kind": "User", "name": "system:serviceaccount:tpu-vllm:vllm"}], roleRef=role_ref("ClusterRole", "view"))],
+        "binds User system:serviceaccount:tpu-vllm:vllm"),
+    "gke: a Role in the serving namespace lets another account mint its tokens": (
+        "gke", [k8s("Role", "minter", "tpu-vllm", rules=TOKEN_RULES),
+                k8s("RoleBinding", "minter", "tpu-vllm", subjects=[MALLORY], roleRef=role_ref("Role", "minter"))],
+        "mints tokens for or runs as"),
+    "gke: a ClusterRole with serviceaccounts/token create, bound cluster-wide": (
+        "gke", [k8s("ClusterRole", "minter", rules=[{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+                k8s("ClusterRoleBinding", "minter", subjects=[MALLORY], roleRef=role_ref("ClusterRole", "minter"))],
+        "mints tokens for or runs as"),
+    "gke: edit in the serving namespace (runs pods as any of its accounts)": (
+        "gke", [k8s("RoleBinding", "editors", "tpu-vllm", subjects=[MALLORY], roleRef=role_ref("ClusterRole", "edit"))],
+        "mints tokens for or runs as"),
+    "gke: impersonate serviceaccounts in the serving namespace": (
+        "gke", [k8s("Role", "imp", "tpu-vllm", rules=[
+            {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]}]),
+                k8s("RoleBinding", "imp", "tpu-vllm", subjects=[MALLORY], roleRef=role_ref("Role", "imp"))],
+        "mints tokens for or runs as"),
+    "gke: a SecretProviderClass beside the stack's widens nothing": (
+        "gke", [spc_naming("billing-db-password"),
+                grant("gcp:secretmanager/secretIamMember:SecretIamMember", secretId="billing-db-password",
+                      role="roles/secretmanager.secretAccessor", member=f"serviceAccount:{WORKLOAD}")],
+        "a secret that is not the stack's own"),
+    "a project custom role holding actAs, granted project-wide": (
+        "vm", [grant("gcp:projects/iAMCustomRole:IAMCustomRole", "extra-role", roleId="actor", title="a",
+                     permissions=["resourcemanager.projects.get", "iam.serviceAccounts.actAs"]),
+               grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="projects/my-proj/roles/actor",
+                     member="user:mallory@example.com")], "could act as every service account there"),
+    "an organization custom role holding signJwt, granted on the organization": (
+        "vm", [grant("gcp:organizations/iAMCustomRole:IAMCustomRole", "extra-role", roleId="signer", orgId="123",
+                     title="s", permissions=["iam.serviceAccounts.signJwt"]),
+               grant("gcp:organizations/iAMMember:IAMMember", orgId="123", role="organizations/123/roles/signer",
+                     member="user:mallory@example.com")], "could act as every service account there"),
+    "the VM's account by the unique id `up` knows": (
+        "vm", [with_unique_id("104712345678901234567"),
+               grant("gcp:serviceaccount/iAMBinding:IAMBinding", role="roles/iam.serviceAccountUser",
+                     serviceAccountId="projects/-/serviceAccounts/104712345678901234567",
+                     members=["user:mallory@example.com"])], "could act as the stack's identity"),
+    # Must keep passing.
+    "another account's unique id, once `up` knows the stack's": (
+        "vm", [with_unique_id("104712345678901234567"),
+               grant("gcp:serviceaccount/iAMMember:IAMMember", role="roles/iam.serviceAccountTokenCreator",
+                     serviceAccountId="projects/my-proj/serviceAccounts/109999999999999999999",
+                     member="user:alice@example.com")], None),
+    "gke: a binding to another namespace's account, and a token role there": (
+        "gke", [k8s("Role", "minter", "batch", rules=TOKEN_RULES),
+                k8s("RoleBinding", "minter", "batch", roleRef=role_ref("Role", "minter"), subjects=[
+                    {"kind": "ServiceAccount", "name": "loader", "namespace": "batch"}]),
+                k8s("ClusterRoleBinding", "viewers", subjects=[
+                    {"kind": "ServiceAccount", "name": "loader", "namespace": "batch"}],
+                    roleRef=role_ref("ClusterRole", "view"))], None),
+    "a project custom role that acts as no one": (
+        "vm", [grant("gcp:projects/iAMCustomRole:IAMCustomRole", "extra-role", roleId="reader", title="r",
+                     permissions=["storage.objects.get"]),
+               grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="projects/my-proj/roles/reader",
+                     member="user:alice@example.com")], None),
+}
+VARIANTS.update({name: (stack, added, says) for name, (stack, added, says) in MULTI_VARIANTS.items()})
+
 @pytest.fixture(scope="module")
 def stacks(gke_program):
     return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
@@ -153,7 +341,10 @@ def stacks(gke_program):
 def cases(stacks):
     built = {"vm stack": (stacks["vm"], {}), "gke stack": (stacks["gke"], {})}
     for name, (stack, added, _) in VARIANTS.items():
-        built[name] = ([*copy.deepcopy(stacks[stack]), added], {})
+        resources = copy.deepcopy(stacks[stack])
+        for item in added if isinstance(added, list) else [added]:
+            resources = item(resources) if callable(item) else [*resources, item]
+        built[name] = (resources, {})
     return built
 
 
@@ -220,3 +411,28 @@ def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():
     [message] = reports["cases"]["preview with a known foreign grant"][RULE]
     assert "roles/storage.admin" in message and "advisory" not in message
     assert unknown  # the stack's own grants are there, whatever their members look like at preview
+
+
+ADVISORY = "other-providers-iam-is-reviewed"
+ADVISORY_CASES = {
+    "a google-native project IAM policy": grant(
+        "google-native:cloudresourcemanager/v1:ProjectIamPolicy", project="my-proj",
+        bindings=[{"role": "roles/viewer", "members": ["user:alice@example.com"]}]),
+    "a local command that runs gcloud add-iam-policy-binding": grant(
+        "command:local:Command", create="gcloud iam service-accounts add-iam-policy-binding "
+        f"{VM_ACCOUNT} --member=user:mallory@example.com --role=roles/iam.serviceAccountTokenCreator"),
+    "a remote command that runs gcloud set-iam-policy": grant(
+        "command:remote:Command", create="/usr/bin/gcloud projects set-iam-policy my-proj policy.json",
+        connection={"host": "203.0.113.9"}),
+}
+
+
+def test_iam_of_other_providers_is_reported_as_advisory(stacks):
+    cases = {"vm stack": (stacks["vm"], {})}
+    cases.update({name: ([*copy.deepcopy(stacks["vm"]), added], {}) for name, added in ADVISORY_CASES.items()})
+    reports = entry_point(cases)
+    assert reports["levels"][ADVISORY] == "advisory"
+    assert reports["cases"]["vm stack"][ADVISORY] == []
+    for name in ADVISORY_CASES:
+        [note] = reports["cases"][name][ADVISORY]
+        assert "extra-grant" in note and ("google-native" in note or "gcloud" in note), (name, note)

@@ -124,11 +124,12 @@ def test_404_says_to_add_a_version(tmp_path, servers):
                                       FakeSecretManager({API_SECRET: API_CANARY}))
     run = Run(tmp_path, metadata.url, secretmanager.url)
     assert run().returncode == 1
-    assert "has no version (or does not exist)" in run.status and "gcloud secrets versions add hf-token" in run.status
+    assert run.status.startswith("failed: the HF token secret has no version (or does not exist)")
+    assert "gcloud secrets versions add SECRET_ID" in run.status and "tpu-vllm:hfTokenSecret" in run.status
 
 
 @pytest.mark.parametrize(("state", "fix"), [
-    ("DISABLED", "enable it: gcloud secrets versions enable 4 --secret=hf-token; or add a new version"),
+    ("DISABLED", "enable it: gcloud secrets versions enable 4 --secret=SECRET_ID; or add a new version"),
     ("DESTROYED", "its value is gone: add a new version"),
 ])
 def test_a_latest_version_that_is_not_enabled_names_its_state_and_the_fix_and_claims_no_retries(
@@ -140,21 +141,46 @@ def test_a_latest_version_that_is_not_enabled_names_its_state_and_the_fix_and_cl
     run = Run(tmp_path, metadata.url, secretmanager.url)
     assert run().returncode == 1
     assert len(secretmanager.requests) == 1  # a 400 is not retried, and the status must not say it was
-    assert run.status.startswith(f"failed: the latest version (4) of {HF_SECRET} is {state}")
-    assert fix in run.status and "gcloud secrets versions add hf-token --data-file=-" in run.status
+    assert run.status.startswith(f"failed: the latest version (4) of the HF token secret is {state}")
+    assert fix in run.status and "gcloud secrets versions add SECRET_ID --data-file=-" in run.status
     assert "attempts" not in run.status
     run.assert_no_canary_anywhere()
 
 
 @pytest.mark.parametrize(("faults", "expected"), [
-    ({HF_SECRET: [401]}, f"failed: Secret Manager answered 401 for {HF_SECRET} (not retried)"),
-    ({HF_SECRET: [503] * 10}, f"failed: Secret Manager answered 503 for {HF_SECRET} after 4 attempts"),
+    ({HF_SECRET: [401]}, "failed: Secret Manager answered 401 for the HF token secret (not retried)"),
+    ({HF_SECRET: [503] * 10}, "failed: Secret Manager answered 503 for the HF token secret after 4 attempts"),
 ])
 def test_any_other_answer_says_how_often_it_was_asked(tmp_path, servers, faults, expected):
     metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets(**faults))
     run = Run(tmp_path, metadata.url, secretmanager.url)
     assert run().returncode == 1
     assert run.status == expected
+    run.assert_no_canary_anywhere()
+
+
+# A hfTokenSecret set with --secret: its id is private, so no boot log line (the serial console), status or
+# error may carry it; the script says "the HF token secret".
+PRIVATE_SECRET_ID = "CANARYprivateHFsecretID7f3a"
+PRIVATE_HF_SECRET = f"projects/proj/secrets/{PRIVATE_SECRET_ID}"
+
+
+@pytest.mark.parametrize("fault", [None, [403], [401], [503] * 10, [503, 429], "missing", "DISABLED", "DESTROYED"])
+def test_a_private_hf_token_secret_id_never_reaches_a_log_line_or_the_status(tmp_path, servers, fault):
+    values = {PRIVATE_HF_SECRET: HF_CANARY, API_SECRET: API_CANARY}
+    if fault == "missing":
+        values.pop(PRIVATE_HF_SECRET)
+    states = {PRIVATE_HF_SECRET: fault} if fault in ("DISABLED", "DESTROYED") else None
+    faults = {PRIVATE_HF_SECRET: fault} if isinstance(fault, list) else None
+    private = attributes(**{contract.HF_TOKEN_SECRET_ATTRIBUTE: PRIVATE_HF_SECRET})
+    metadata, secretmanager = servers(FakeMetadata(private),
+                                      FakeSecretManager(values, faults=faults, latest_state=states, latest_version=4))
+    run = Run(tmp_path, metadata.url, secretmanager.url)
+    run()
+    assert [r.path for r in secretmanager.requests][0] == f"/v1/{PRIVATE_HF_SECRET}/versions/latest:access"
+    said = "\n".join([run.result.stdout, run.result.stderr, *run.status_lines])
+    assert "the HF token secret" in said
+    assert PRIVATE_SECRET_ID not in said
     run.assert_no_canary_anywhere()
 
 

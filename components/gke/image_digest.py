@@ -5,6 +5,11 @@ image until the tag setting changes (or `pulumi up --replace` on this resource a
 The resolver speaks the registry HTTP API v2 (distribution-spec: HEAD /v2/<name>/manifests/<reference>, the
 `Docker-Content-Digest` header; the Bearer token challenge of the Docker token spec), so it is testable
 against a fake registry on 127.0.0.1. A reference that already has a digest is used as written, no call.
+
+What it sends and reads is bounded: the registry's token goes only to the registry's own origin (a redirect
+elsewhere, e.g. to a blob store, is followed without it), a redirect is followed at most a few times and only
+where the token realm may go, and no body is read past a cap (a manifest past distribution's own 4 MiB is
+refused, not hashed).
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ MANIFEST_TYPES = (
 )
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 TIMEOUT_SECONDS = 30
+# distribution refuses a manifest over 4 MiB (registry/handlers/manifests.go, maxManifestBodySize =
+# 4 * 1024 * 1024, distribution/distribution v3.1.1-53 `0d6b721`): no registry holds a larger one to answer.
+MAX_MANIFEST_BYTES = 4 << 20
+# A token answer is a JSON object with a JWT or opaque token (docs/content/spec/auth/token.md); 1 MiB is far past
+# any real one.
+MAX_TOKEN_BYTES = 1 << 20
+MAX_REDIRECTS = 5
+READ_CHUNK = 64 << 10
 # The digest of a resolved reference, as the offline plan shows it (tools/mocks.py invents this value).
 PLAN_NOTE = "resolved to a digest at the first pulumi up, then pinned in state"
 
@@ -94,34 +107,89 @@ def parse(image: str) -> ImageReference:
                           digest or None)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's own redirect handler copies every header, Authorization included, to wherever Location points;
+    redirects are followed by hand instead (_open), so the token stays with the registry."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, f"{(parts.hostname or '').lower()}:{port}"
+
+
+def _check_destination(url: str, reference: ImageReference, what: str) -> None:
+    """Where the registry may send the deploy machine (a token realm, a redirect): https, or http only for a
+    registry on this machine; never inward for a registry elsewhere."""
+    target = urllib.parse.urlsplit(url)
+    if target.scheme != "https" and not (target.scheme == "http" and is_loopback(reference.api_host)):
+        raise ResolveError(f"the registry's {what} {url!r} is not https")
+    if target.hostname and is_loopback(target.netloc) and not is_loopback(reference.api_host):
+        raise ResolveError(f"the registry's {what} {url!r} points at this machine")
+
+
+def _read_capped(response: Any, cap: int, what: str) -> bytes:
+    """At most cap bytes of a body, read in chunks: a longer answer is refused before it fills memory."""
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > cap:
+        raise ResolveError(f"the registry's {what} is {int(declared)} bytes, over the {cap}-byte limit")
+    chunks, total = [], 0
+    while True:
+        chunk = response.read(min(READ_CHUNK, cap + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > cap:
+            raise ResolveError(f"the registry's {what} runs past the {cap}-byte limit")
+
+
+def _open(url: str, method: str, reference: ImageReference, token: str | None, timeout: float) -> Any:
+    """The response to method url, redirects followed by hand: the token only to the registry's own origin."""
+    home = _origin(reference.api_base)
+    for _ in range(MAX_REDIRECTS + 1):
+        headers = {"Accept": ", ".join(MANIFEST_TYPES)}
+        if token and _origin(url) == home:
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            return _OPENER.open(urllib.request.Request(url, method=method, headers=headers), timeout=timeout)
+        except urllib.error.HTTPError as error:
+            location = error.headers.get("Location") if error.code in (301, 302, 303, 307, 308) else None
+            if not location:
+                raise
+            error.close()
+            url = urllib.parse.urljoin(url, location)
+            _check_destination(url, reference, "redirect")
+    raise ResolveError(f"the registry redirected more than {MAX_REDIRECTS} times")
+
+
 def _bearer_token(challenge: str, reference: ImageReference, timeout: float) -> str:
     """The token the registry's `WWW-Authenticate: Bearer realm=...,service=...,scope=...` asks for (anonymous)."""
     if not challenge.lower().startswith("bearer "):
         raise ResolveError(f"the registry asks for {challenge.split(' ')[0]} authentication; pin a digest instead")
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-    realm = urllib.parse.urlsplit(params.get("realm", ""))
     # A token server over plain HTTP, or one elsewhere on this machine for a remote registry, is refused:
     # the challenge comes from the registry and must not steer the deploy machine's requests inward.
-    if realm.scheme != "https" and not (realm.scheme == "http" and is_loopback(reference.api_host)):
-        raise ResolveError(f"the registry's token realm {params.get('realm')!r} is not https")
-    if realm.hostname and is_loopback(realm.netloc) and not is_loopback(reference.api_host):
-        raise ResolveError(f"the registry's token realm {params.get('realm')!r} points at this machine")
+    _check_destination(params.get("realm", ""), reference, "token realm")
     query = {key: params[key] for key in ("service", "scope") if key in params}
     query.setdefault("scope", f"repository:{reference.repository}:pull")
     url = f"{params['realm']}?{urllib.parse.urlencode(query)}"
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
-        body = json.loads(response.read() or b"{}")
-    token = body.get("token") or body.get("access_token")
+    with _OPENER.open(url, timeout=timeout) as response:  # a redirect here is an error: no hop for the token
+        body = _read_capped(response, MAX_TOKEN_BYTES, "token answer")
+    try:
+        answer = json.loads(body or b"{}")
+    except ValueError:
+        raise ResolveError("the registry's token server answered something other than JSON") from None
+    token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
     if not token:
         raise ResolveError("the registry's token server answered without a token")
     return str(token)
-
-
-def _manifest_request(url: str, method: str, token: str | None) -> urllib.request.Request:
-    headers = {"Accept": ", ".join(MANIFEST_TYPES)}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return urllib.request.Request(url, method=method, headers=headers)
 
 
 def resolve(image: str, timeout: float = TIMEOUT_SECONDS) -> str:
@@ -133,15 +201,16 @@ def resolve(image: str, timeout: float = TIMEOUT_SECONDS) -> str:
     token = None
     for attempt in range(2):
         try:
-            with urllib.request.urlopen(_manifest_request(url, "HEAD", token), timeout=timeout) as response:  # noqa: S310
+            with _open(url, "HEAD", reference, token, timeout) as response:
                 digest = response.headers.get("Docker-Content-Digest")
             if not digest:
                 # A registry may leave the header off a HEAD: the digest is the sha256 of the manifest's bytes.
-                with urllib.request.urlopen(_manifest_request(url, "GET", token), timeout=timeout) as response:  # noqa: S310
+                with _open(url, "GET", reference, token, timeout) as response:
                     digest = response.headers.get("Docker-Content-Digest") or \
-                        "sha256:" + hashlib.sha256(response.read()).hexdigest()
+                        "sha256:" + hashlib.sha256(_read_capped(response, MAX_MANIFEST_BYTES, "manifest")).hexdigest()
             break
         except urllib.error.HTTPError as error:
+            error.close()
             if error.code == 401 and attempt == 0 and error.headers.get("WWW-Authenticate"):
                 token = _bearer_token(error.headers["WWW-Authenticate"], reference, timeout)
                 continue

@@ -13,7 +13,12 @@ Sources (distribution/distribution @0d6b721, v3.1.1-53; read, not copied):
   manifest list it does not list is rewritten to its linux/amd64 manifest; Content-Type is the manifest's own
   type, and Docker-Content-Digest and Etag go on GET and HEAD alike.
 - registry/api/errcode/register.go (codes, messages, statuses), handler.go ServeJSON (application/json).
-digest_on_head=False models a registry other than distribution that leaves the header off a HEAD.
+- registry/storage/blobserver.go ServeBlob: with a storage driver that hands out URLs, the registry answers
+  307 Temporary Redirect to the storage URL (another host: S3, GCS, a CDN) instead of the bytes.
+- registry/handlers/manifests.go: maxManifestBodySize = 4 * 1024 * 1024 (what distribution accepts).
+digest_on_head=False models a registry other than distribution that leaves the header off a HEAD; redirect_to
+sends manifest reads to a BlobStore, as a redirecting storage driver sends blob reads; HostileRegistry is a
+registry that is not distribution at all: it streams a body without end.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from tests.fakes.http import FakeServer, Request, Response
 
@@ -47,8 +55,11 @@ def errors(status: int, code: str, message: str, detail: object = None, headers:
 
 
 class FakeRegistry(FakeServer):
-    def __init__(self, tags: dict[str, dict[str, bytes]], *, digest_on_head: bool = True, realm: str | None = None):
+    def __init__(self, tags: dict[str, dict[str, bytes]], *, digest_on_head: bool = True, realm: str | None = None,
+                 redirect_to: str | None = None):
         super().__init__()
+        self.redirect_to = redirect_to
+        """A BlobStore's URL: authorized manifest reads are answered 307 to it (blobserver.go's redirect)."""
         self.tags = tags
         """repository -> tag -> manifest bytes (its mediaType field is its Content-Type)."""
         self.digest_on_head = digest_on_head
@@ -71,6 +82,8 @@ class FakeRegistry(FakeServer):
         refused = self._refusal(request, repository)
         if refused is not None:
             return refused
+        if self.redirect_to:
+            return Response(307, raw=b"", headers={"Location": f"{self.redirect_to}{request.path}"})
         return self._manifest(request, repository, tag)
 
     def _token(self, request: Request) -> Response:
@@ -132,3 +145,68 @@ class FakeRegistry(FakeServer):
             if {key: platform.get(key) for key in DEFAULT_PLATFORM} == DEFAULT_PLATFORM:
                 return by_digest.get(entry["digest"])
         return None
+
+
+class BlobStore(FakeServer):
+    """The storage a redirecting registry sends reads to: it serves whatever it holds to anyone who asks (its
+    URL is the credential), and records every request so a test sees what reached it."""
+
+    def __init__(self, data: bytes):
+        super().__init__()
+        self.data = data
+
+    def handle(self, request: Request) -> Response:
+        return Response(200, raw=self.data, headers={"Content-Type": json.loads(self.data)["mediaType"],
+                                                     "Docker-Content-Digest": FakeRegistry.digest(self.data)})
+
+
+class HostileRegistry:
+    """A registry on 127.0.0.1 whose GET answers stream `total` bytes without end in sight: with no
+    Content-Length (the body runs until the connection closes) or with an honest one. `sent` counts the bytes
+    that left before the client hung up, the bound a capped reader keeps."""
+
+    def __init__(self, total: int, *, declare_length: bool = False, path_prefix: str = "/v2/"):
+        self.total = total
+        self.sent = 0
+        self.done = threading.Event()
+        hostile = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # no length needed: the body ends when the connection does
+
+            def do_HEAD(self) -> None:  # noqa: N802 - no digest on a HEAD, so the client must GET
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.oci.image.index.v1+json")
+                self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.oci.image.index.v1+json")
+                if declare_length:
+                    self.send_header("Content-Length", str(hostile.total))
+                self.end_headers()
+                chunk = b"{" + b" " * (64 * 1024 - 1)
+                try:
+                    while hostile.sent < hostile.total:
+                        self.wfile.write(chunk)
+                        hostile.sent += len(chunk)
+                except OSError:
+                    pass  # the client hung up: what it did not read was never sent
+                finally:
+                    hostile.done.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def __enter__(self) -> HostileRegistry:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
