@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.secrets import ACCESSOR_ROLE, api_key_secret_id, hf_token_secret_id
+from components.secrets import ACCESSOR_ROLE, api_key_secret_id, hf_token_secret_id, ssh_host_key_secret_id
 
 # Each role with what the refresh or the program reads through it.
 SHARED_ROLES = {
@@ -34,6 +34,8 @@ def preview_identity_access(platform: str, prefix: str, stack_keeps_hf_token: bo
     # A refresh reads a SecretVersion's payload, so accessor only on the secrets whose version the stack
     # manages; a hand-made hf-token is only looked up (metadata, secretmanager.viewer).
     managed = [api_key_secret_id(prefix)] + ([hf_token_secret_id(prefix)] if stack_keeps_hf_token else [])
+    if platform != "gke":
+        managed.append(ssh_host_key_secret_id(prefix))  # the node's SSH host key (components/vm/host_key.py)
     return {
         "projectRoles": dict(sorted(roles.items())),
         "secretAccessor": {secret: f"{ACCESSOR_ROLE}: a refresh reads the version the stack manages"

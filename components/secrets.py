@@ -22,6 +22,11 @@ def api_key_secret_id(prefix: str) -> str:
     return f"{prefix}-api-key"
 
 
+def ssh_host_key_secret_id(prefix: str) -> str:
+    """The vm node's SSH host key (components/vm/host_key.py)."""
+    return f"{prefix}-ssh-host-key"
+
+
 @dataclass
 class StackSecretsArgs:
     project: str
@@ -111,6 +116,20 @@ class StackSecrets(pulumi.ComponentResource):
         return gcp.secretmanager.SecretIamMember(
             name, project=project, secret_id=secret_id, role=ACCESSOR_ROLE, member=member, opts=opts
         )
+
+
+def secret_for_one_reader(name: str, *, project: str, secret_id: str, value: pulumi.Output[str],
+                          reader_email: pulumi.Input[str], labels: dict[str, str],
+                          opts: pulumi.ResourceOptions) -> gcp.secretmanager.Secret:
+    """A secret the stack keeps (its one version is `value`, a Pulumi secret) that only `reader_email` may
+    read, as the two above: how a further secret reaches the node (the vm wing's SSH host key)."""
+    secret = gcp.secretmanager.Secret(name, project=project, secret_id=secret_id, replication={"auto": {}},
+                                      labels=labels, opts=opts)
+    gcp.secretmanager.SecretVersion(f"{name}-version", secret=secret.id, secret_data=pulumi.Output.secret(value),
+                                    opts=opts)
+    StackSecrets._grant(f"{name}-accessor", project, secret.secret_id,
+                        pulumi.Output.concat("serviceAccount:", reader_email), opts)
+    return secret
 
 
 def _shown_secret_id(secret_id: str, hidden: bool) -> str:

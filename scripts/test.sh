@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: makes its own virtualenvs, installs the pinned
 # requirements, lints (ruff, shellcheck, actionlint) and runs pytest.
-# Offline apart from the package registries (PyPI, npm, Debian for nginx, the docker CLI and systemd).
+# Offline apart from the package registries (PyPI, npm, Debian for nginx, the docker CLI, systemd and OpenSSH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TPU_VLLM_TEST_VENV:-.venv-test}"
@@ -58,6 +58,11 @@ export TPU_VLLM_DOCKER_CLI="$DOCKER_CLI"
 if ! command -v systemd-analyze >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+# The host-key tests run the real OpenSSH client against a real sshd on 127.0.0.1 (Debian's openssh-server).
+if [[ ! -x /usr/sbin/sshd ]] || ! command -v ssh-keygen >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null
 fi
 # The boot script's blank-disk check runs the real blkid and mkfs.ext4 on sparse image files.
 if ! { command -v mkfs.ext4 && command -v blkid && command -v e2fsck && command -v sfdisk; } >/dev/null 2>&1; then

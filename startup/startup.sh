@@ -373,6 +373,51 @@ mount_cache_disk() {
   say "cache disk mounted at $mount_point"
 }
 
+# install_host_key: the stack's SSH host key (components/vm/host_key.py), before the deploy
+# dials. Read like the other secrets (the VM's identity; base64 of the OpenSSH private key, one line), checked
+# (an ED25519 private key ssh-keygen can read), written root-only to its own directory (google-guest-agent
+# rewrites /etc/ssh/ssh_host_*_key on a new instance), made sshd's only HostKey by a drop-in that
+# Ubuntu's sshd_config includes first, then sshd reloaded: ssh.service on Ubuntu 22.04 (socket activation
+# only from 22.10; a unit not running reads the drop-in when it starts). Until then sshd offers the image's
+# keys, which every pinned client refuses.
+install_host_key() {
+  local secret key_dir="$ROOT/etc/ssh/tpu-vllm" drop_in="$ROOT/etc/ssh/sshd_config.d/00-tpu-vllm-host-key.conf"
+  local key_file="$key_dir/ssh_host_ed25519_key" public
+  secret="$(metadata_attribute tpu-vllm-ssh-host-key-secret)"
+  if [[ -z "$secret" ]]; then
+    say "metadata attribute tpu-vllm-ssh-host-key-secret is missing: sshd keeps the image's host keys, which the stack's clients refuse"
+    return 0
+  fi
+  STEP="reading the SSH host key"
+  fetch_access_token
+  fetch_secret ssh-host-key "$secret"
+  rm -f "$WORK_DIR/auth-header"
+  STEP="installing the SSH host key"
+  base64 -d <"$WORK_DIR/secrets/ssh-host-key" >"$WORK_DIR/host-key" 2>/dev/null ||
+    die "the SSH host key secret is not base64 (the stack writes base64 of an OpenSSH private key)"
+  rm -f "$WORK_DIR/secrets/ssh-host-key"
+  public="$(ssh-keygen -y -P '' -f "$WORK_DIR/host-key" 2>/dev/null)" ||
+    die "the SSH host key secret does not hold an OpenSSH private key ssh-keygen can read"
+  [[ "$public" == "ssh-ed25519 "* ]] || die "the SSH host key secret holds a ${public%% *} key, not ssh-ed25519"
+  mkdir -p "$key_dir" "${drop_in%/*}"
+  chmod 0755 "$key_dir"
+  # Replace, never rewrite in place: sshd reads the whole file or the old one.
+  install -m 0600 "$WORK_DIR/host-key" "$key_file.tmp"
+  mv -f "$key_file.tmp" "$key_file"
+  rm -f "$WORK_DIR/host-key"
+  printf '%s\n' "$public" >"$key_file.pub.tmp"
+  chmod 0644 "$key_file.pub.tmp"
+  mv -f "$key_file.pub.tmp" "$key_file.pub"
+  printf '# tpu-vllm: the stack'"'"'s host key, the only one sshd offers (written by the boot script).\nHostKey %s\n' \
+    "${key_file#"$ROOT"}" >"$drop_in.tmp"
+  chmod 0644 "$drop_in.tmp"
+  mv -f "$drop_in.tmp" "$drop_in"
+  # ssh.service's ExecReload runs `sshd -t` first: a config sshd would refuse fails here, not at the next boot.
+  systemctl try-reload-or-restart ssh.service ||
+    die "sshd did not reload with the stack's host key (sudo sshd -t says why)"
+  say "SSH host key installed: ${public%% *} $(ssh-keygen -l -f "$key_file.pub" | cut -d ' ' -f 2)"
+}
+
 main() {
   start_boot
   local hf_secret api_secret device_name mount_point image
@@ -388,6 +433,7 @@ main() {
   SERVICE_ACCOUNT="$(metadata_value instance/service-accounts/default/email)"
   SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-the node service account}"
   check_mount_point "$mount_point"
+  install_host_key
 
   if [[ -n "$device_name" ]]; then
     mount_cache_disk "$device_name" "$mount_point"

@@ -232,11 +232,12 @@ def test_the_cache_disk_cost_is_in_the_plan_per_month_and_per_run(dev_json, dev_
     assert (budget["cache_disk_usd_per_gb_month"], budget["cache_disk_usd_per_month"]) == (0.11, 5.5)
     assert budget["cache_disk_usd_per_run"] == 0.0301  # 4 of the month's 730 hours
     assert budget["max_spend_with_disk_usd"] == 2.4301 and budget["max_spend_usd"] == 2.4
-    assert budget["secret_versions"] == 1 and budget["idle_usd_per_month"] == 5.56
+    # The API key's version and the SSH host key's (the HF token's secret is the user's own).
+    assert budget["secret_versions"] == 2 and budget["idle_usd_per_month"] == 5.62
     assert budget["cache_disk_outlives_destroy"] is False
     assert "$5.50/month, billed whether or not a run is active" in dev_text
     assert "one run with the disk's share of those hours ($0.03): at most $2.43" in dev_text
-    assert "with no run, still billing: the cache disk ($5.50/month) and 1 Secret Manager secret version" in dev_text
+    assert "with no run, still billing: the cache disk ($5.50/month) and 2 Secret Manager secret version(s)" in dev_text
     assert "pulumi destroy deletes the disk" in dev_text
     outputs = dev_json["outputs"]
     assert (outputs["cacheDiskUsdPerMonth"], outputs["maxSpendPerRunUsd"], outputs["maxSpendPerRunUsdWithDisk"]) == (
@@ -420,7 +421,8 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
     assert result.returncode == 0, result.stderr
     diff = result.stdout
     assert diff.startswith("offline plan diff: base.json (stack review) -> this commit (stack review)\n")
-    assert "resources: 1 added, 2 removed, 5 changed, 12 unchanged (component wrappers not counted)" in diff
+    # The labels change reaches the SSH host key's secret too (6 changed); its key, version and grant do not.
+    assert "resources: 1 added, 2 removed, 6 changed, 15 unchanged (component wrappers not counted)" in diff
     assert "  + gcp:compute/firewall:Firewall  firewall-serving-external\n" in diff
     assert '      sourceRanges[0]: "198.51.100.0/24"' in diff
     assert "  - gcp:secretmanager/secret:Secret  secrets-hf-token\n" in diff
@@ -496,7 +498,7 @@ def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
         del old[key]
     del old["budget"]["cache_disk_usd_per_month"]
     diff = plan_diff.render_diff(old, head)
-    assert "resources: 0 added, 0 removed, 0 changed, 18 unchanged" in diff
+    assert "resources: 0 added, 0 removed, 0 changed, 22 unchanged" in diff
     assert "cache_disk_usd_per_month: (absent) -> 11.0" in diff
     assert "outputs:" not in diff  # the old plan's raw mock IPs are placeholders too
 

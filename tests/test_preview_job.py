@@ -225,8 +225,10 @@ def test_the_preview_job_builds_every_venv_the_language_host_runs(prepared):
                           env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")})
     assert plan.returncode == 0, plan.stderr
     preview_iam = json.loads(plan.stdout)["outputs"]["previewIam"]
-    # This stack keeps the token, so its own secret's version is read by a refresh; vm reads the TPU API.
-    assert set(preview_iam["secretAccessor"]) == {"tpu-vllm-dev-api-key", "tpu-vllm-dev-hf-token"}
+    # This stack keeps the token, so its own secret's version is read by a refresh, as are the API key's and
+    # the node's SSH host key's; vm reads the TPU API.
+    assert set(preview_iam["secretAccessor"]) == {"tpu-vllm-dev-api-key", "tpu-vllm-dev-hf-token",
+                                                  "tpu-vllm-dev-ssh-host-key"}
     assert "roles/tpu.viewer" in preview_iam["projectRoles"]
     program_import = subprocess.run([str(program_venv / "bin/python"), "-c",
                                      "import pulumi.dynamic, components.vm.deployment, components.gke.deployment"],

@@ -69,7 +69,8 @@ def test_node_runs_as_the_stacks_own_service_account(dev):
 def test_accessor_binding_is_on_each_secret_and_nowhere_on_the_project(dev):
     email = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["serviceAccount"]["email"]
     bindings = dev.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
-    assert sorted(b["inputs"]["secretId"] for b in bindings) == ["hf-token", "tpu-vllm-dev-api-key"]
+    assert sorted(b["inputs"]["secretId"] for b in bindings) == [
+        "hf-token", "tpu-vllm-dev-api-key", "tpu-vllm-dev-ssh-host-key"]
     for binding in bindings:
         assert binding["inputs"]["role"] == "roles/secretmanager.secretAccessor"
         assert binding["inputs"]["member"] == f"serviceAccount:{email}"
@@ -156,7 +157,10 @@ def test_the_serving_step_reruns_on_every_new_node_not_only_on_a_new_name(dev):
 
 def test_outputs_for_a_newcomer(dev):
     assert dev.output("sshTunnelCommand")["value"] == (
-        "ssh -i ~/.ssh/tpu-vllm-dev -N -L 8000:127.0.0.1:8000 tpu-vllm@203.0.113.10")
+        "ssh -i ~/.ssh/tpu-vllm-dev -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts "
+        "-o StrictHostKeyChecking=yes -o HostKeyAlias=tpu-vllm-dev -o GlobalKnownHostsFile=/dev/null "
+        "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3 "
+        "-N -L 127.0.0.1:8000:127.0.0.1:8000 tpu-vllm@203.0.113.10")
     assert dev.output("apiKey")["secret"] is True
     assert dev.output("sshPrivateKey")["secret"] is True
     assert dev.output("kvTokens")["value"] == 321_344
@@ -184,7 +188,7 @@ def test_canaries_are_not_in_metadata_the_startup_script_or_command_text(canary)
 
 def test_a_stack_managed_hf_token_lives_in_its_own_secret_version(canary):
     versions = {v["name"]: v for v in canary.of_type("gcp:secretmanager/secretVersion:SecretVersion")}
-    assert set(versions) == {"secrets-hf-token-version", "secrets-api-key-version"}
+    assert set(versions) == {"secrets-hf-token-version", "secrets-api-key-version", "ssh-host-key-secret-version"}
     assert is_wrapped_secret(versions["secrets-hf-token-version"]["inputs"]["secretData"])
     assert is_wrapped_secret(versions["secrets-api-key-version"]["inputs"]["secretData"])
     secret = canary.named("secrets-hf-token")
@@ -199,7 +203,8 @@ def test_a_user_supplied_ssh_key_replaces_the_generated_one():
                                   sshPublicKey="ssh-ed25519 AAAAuserkey me@laptop")
     config["tpu-vllm:sshPrivateKey"] = KEY_CANARY
     program = harness.run(config, secret_keys=["tpu-vllm:sshPrivateKey"])
-    assert not program.of_type("tls:index/privateKey:PrivateKey")
+    # Only the node's host key is generated (host_key.py); the client key is the user's.
+    assert [key["name"] for key in program.of_type("tls:index/privateKey:PrivateKey")] == ["ssh-host-key-key"]
     metadata = body_of(program)["tpu"]["nodeSpec"][0]["node"]["metadata"]
     assert metadata["ssh-keys"] == "tpu-vllm:ssh-ed25519 AAAAuserkey me@laptop"
     assert harness.plain_occurrences(program.one("command:remote:Command")["inputs"], "CANARYprivateKEY") == []

@@ -485,10 +485,10 @@ def test_a_system_mount_point_from_metadata_is_refused(tmp_path, servers, mount_
 
 def test_the_script_reads_every_attribute_the_stack_sets():
     metadata = contract.node_metadata(startup_script="", ssh_keys="", hf_token_secret="", api_key_secret="",
-                                      cache_device="", cache_mount="", image="")
+                                      ssh_host_key_secret="", cache_device="", cache_mount="", image="")
     script = SCRIPT.read_text()
     ours = [key for key in metadata if key.startswith("tpu-vllm-")]
-    assert len(ours) == 5
+    assert len(ours) == 6
     for key in ours:
         assert f"metadata_attribute {key})" in script, key
 

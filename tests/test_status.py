@@ -40,6 +40,7 @@ OUTPUTS = {
     "nodeName": f"{PARENT}/nodes/tpu-vllm-dev",
     # The last deploy's address: a re-queued node has another, and the tool must use the live one.
     "sshCommand": "ssh -i ~/.ssh/tpu-vllm-dev tpu-vllm@34.0.0.99",
+    "sshKnownHosts": "tpu-vllm-dev ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIstackhostkey\n",
     "sshTunnelCommand": "ssh -i ~/.ssh/tpu-vllm-dev -N -L 8000:127.0.0.1:8000 tpu-vllm@34.0.0.99",
     "localEndpoint": "http://127.0.0.1:8000/v1",
     "internalEndpoint": "http://10.164.0.7:8000/v1",
@@ -60,6 +61,7 @@ while (($#)); do
   case "$1" in
     -i) key="$2"; shift 2 ;;
     -o) options+=("$2"); shift 2 ;;
+    -p) shift 2 ;;
     *) break ;;
   esac
 done
@@ -72,6 +74,8 @@ printf '%s\n' "${options[@]}" >"$FAKE_NODE/options"
 printf '%s' "$*" >"$FAKE_NODE/remote-command"
 case "$(cat "$FAKE_NODE/ssh-mode" 2>/dev/null)" in
   refused) echo "tpu-vllm@$target: Permission denied (publickey)." >&2; exit 255 ;;
+  impostor) printf '%s\n' "@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@" \
+    "Host key verification failed." >&2; exit 255 ;;
   unreachable) echo "ssh: connect to host ${target#*@} port 22: Connection timed out" >&2; exit 255 ;;
 esac
 exec bash -c "$*"
@@ -271,6 +275,23 @@ def test_a_refused_key_says_what_overrides_it(stack, capsys):
     assert "SSH REFUSED" in text and "Permission denied (publickey)" in text and "OS Login" in text
 
 
+def test_a_node_answering_with_another_host_key_is_not_read_and_says_why(stack, capsys):
+    stack.active()
+    stack.ssh_mode("impostor")
+    assert run(stack) == status_report.EXIT_NOT_READY
+    text = shown(capsys)
+    assert "stack dev: BOOTING" in text and "another host key" in text and "not the stack's" in text
+    assert "installs the stack's key" in text
+
+
+def test_a_stack_without_the_known_hosts_output_asks_for_an_up_before_dialling(stack, capsys):
+    stack.active()
+    stack.outputs({key: value for key, value in OUTPUTS.items() if key != "sshKnownHosts"})
+    assert run(stack) == status_report.EXIT_ERROR
+    assert "no sshKnownHosts output" in shown(capsys)
+    assert not (stack.node / "target").exists()  # no ssh was run
+
+
 @pytest.mark.parametrize("boot_status", [None, "running"])
 def test_booting_while_the_boot_script_runs(stack, capsys, boot_status):
     stack.active()
@@ -368,6 +389,10 @@ def test_ssh_uses_the_live_address_a_private_key_file_and_no_prompts(stack, caps
     options = stack.fake("options").split()
     assert {"BatchMode=yes", "IdentitiesOnly=yes", f"ConnectTimeout={status.SSH_CONNECT_TIMEOUT_SECONDS}"} <= set(
         options)
+    # Only the stack's host key, from its sshKnownHosts output (the real ssh: tests/test_host_key.py).
+    assert {"StrictHostKeyChecking=yes", "HostKeyAlias=tpu-vllm-dev", "GlobalKnownHostsFile=/dev/null"} <= set(options)
+    assert not any(option.startswith("StrictHostKeyChecking=no") or option == "UserKnownHostsFile=/dev/null"
+                   for option in options)
     assert stack.fake("remote-command") == (
         f"sudo -n bash -s -- {boot_contract.STATUS_FILE} {container.CONTAINER_NAME} 8000 "
         f"'{status.PROGRESS_PATTERN}'")
@@ -506,9 +531,14 @@ def test_the_program_exports_what_the_status_tool_reads():
     assert status.QUEUED_RESOURCE_NAME.match(name).groups() == ("us-west4-a", "tpu-vllm-dev")
     assert status.serving_port(
         {"localEndpoint": deployed.output("localEndpoint")["value"]}, "stack dev") == 8000
-    ssh = status.ssh_target({"sshCommand": deployed.output("sshCommand")["value"], "sshPrivateKey": "k"},
+    ssh = status.ssh_target({"sshCommand": deployed.output("sshCommand")["value"], "sshPrivateKey": "k",
+                             "sshKnownHosts": deployed.output("sshKnownHosts")["value"]},
                             LIVE_IP, "stack dev")
-    assert (ssh.user, ssh.command_hint) == ("tpu-vllm", f"ssh -i ~/.ssh/tpu-vllm-dev tpu-vllm@{LIVE_IP}")
+    assert ssh.user == "tpu-vllm"
+    assert ssh.command_hint.startswith(
+        "ssh -i ~/.ssh/tpu-vllm-dev -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts")
+    assert ssh.command_hint.endswith(f"-o StrictHostKeyChecking=yes -o HostKeyAlias=tpu-vllm-dev "
+                                     f"-o GlobalKnownHostsFile=/dev/null tpu-vllm@{LIVE_IP}")
     assert deployed.output("sshPrivateKey")["secret"] is True and deployed.output("apiKey")["secret"] is True
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from components.vm import boot_contract, container
+from components.vm.host_key import pinned_ssh_options
 from components.vm.queued_resource import WAITING_STATES, TpuApi, TpuApiError
 from tools.status_report import EXIT_ERROR, EXIT_READY, Report, StatusError, parse_time, span
 
@@ -94,6 +95,9 @@ class SshTarget:
     private_key: str
     command_hint: str
     """The stack's sshCommand, pointed at the live node: what the user types to look closer."""
+    known_hosts: str = ""
+    """The stack's sshKnownHosts output: `<alias> ssh-ed25519 AAAA...`, the only host key accepted."""
+    port: int = 22
 
 
 # ---- the stack's outputs ----
@@ -153,7 +157,8 @@ def ssh_target(outputs: dict[str, Any], host: str, stack_label: str) -> SshTarge
     if not user:
         raise StatusError(f"{stack_label}'s sshCommand output names no user: {' '.join(command)!r}")
     key = _required(outputs, "sshPrivateKey", stack_label)
-    return SshTarget(user=user, host=host, private_key=key,
+    known_hosts = _required(outputs, "sshKnownHosts", stack_label)
+    return SshTarget(user=user, host=host, private_key=key, known_hosts=known_hosts,
                      command_hint=" ".join([*command[:-1], f"{user}@{host}"]))
 
 
@@ -173,6 +178,10 @@ class SshUnreachableError(Exception):
     """No SSH answer (yet)."""
 
 
+class SshHostKeyError(Exception):
+    """The node answered with a host key that is not the stack's."""
+
+
 def read_node(target: SshTarget, port: int) -> NodeFacts:
     """Run the read-only probe on the node with the stack's key in a 0600 file that is removed after."""
     with tempfile.TemporaryDirectory(prefix="tpu-vllm-status-") as directory:
@@ -180,12 +189,15 @@ def read_node(target: SshTarget, port: int) -> NodeFacts:
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(target.private_key.rstrip("\n") + "\n")  # OpenSSH wants the final newline
+        # Every run is a new node behind a recycled address, but the host key is the stack's (host_key.py):
+        # only it is accepted, named by its alias whatever the address.
+        known_hosts = Path(directory) / "known_hosts"
+        known_hosts.write_text(target.known_hosts.rstrip("\n") + "\n")
+        alias = target.known_hosts.split(maxsplit=1)[0]
         command = [
-            "ssh", "-i", str(key_file),
+            "ssh", "-i", str(key_file), "-p", str(target.port),
             "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_SECONDS}",
-            "-o", "IdentitiesOnly=yes",
-            # Every run is a new node behind a recycled address: no host key to pin, none to keep.
-            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "-o", "IdentitiesOnly=yes", *pinned_ssh_options(str(known_hosts), alias), "-o", "LogLevel=ERROR",
             f"{target.user}@{target.host}", remote_command(port),
         ]
         try:
@@ -195,6 +207,8 @@ def read_node(target: SshTarget, port: int) -> NodeFacts:
             raise SshUnreachableError(f"no answer in {SSH_TIMEOUT_SECONDS} s") from None
     if completed.returncode == 255:
         message = _last_line(completed.stderr) or "ssh failed"
+        if "host key verification failed" in completed.stderr.lower():
+            raise SshHostKeyError(f"{target.host} offered a host key that is not the stack's ({message})")
         if "permission denied" in message.lower():
             raise SshRefusedError(message)
         raise SshUnreachableError(message)
@@ -367,6 +381,12 @@ def _active(queued: dict[str, Any], outputs: dict[str, Any], stack_label: str, a
         return Report("ssh refused", f"the node refused the stack's SSH key ({refusal})",
                       "an organisation policy that enforces OS Login overrides the node's enable-oslogin=FALSE; "
                       "allow the stack's key, or deploy in a project without that policy", facts=facts)
+    except SshHostKeyError as mismatch:
+        return Report("booting", f"the node answers SSH with another host key ({mismatch})",
+                      "wait a minute: its boot script installs the stack's key after reading it from Secret "
+                      "Manager; if it persists, the boot script failed before that (read its log in the node's "
+                      "serial console or Cloud Logging) or another machine answers at this address; nothing "
+                      "was sent to it", facts=facts)
     except SshUnreachableError as reason:
         return Report("booting", f"the node is up but SSH does not answer yet ({reason})",
                       "wait a minute (sshd and the guest agent start after boot); if it persists, check that "

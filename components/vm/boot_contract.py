@@ -12,6 +12,7 @@ API_KEY_SECRET_ATTRIBUTE = "tpu-vllm-api-key-secret"
 CACHE_DEVICE_ATTRIBUTE = "tpu-vllm-cache-device"
 CACHE_MOUNT_ATTRIBUTE = "tpu-vllm-cache-mount"
 IMAGE_ATTRIBUTE = "tpu-vllm-image"
+SSH_HOST_KEY_SECRET_ATTRIBUTE = "tpu-vllm-ssh-host-key-secret"
 
 # Files startup.sh writes at every boot. Each secret is its own root-only file (directory 0700, file 0600),
 # mounted read-only into the containers that need it; no secret is ever in an environment or an argv.
@@ -28,12 +29,19 @@ LEGACY_STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
 BOOT_READY_CHECK = "/etc/tpu-vllm/boot-ready-check.sh"
 # Where earlier versions kept both secrets for `docker run --env-file`; startup.sh deletes it.
 LEGACY_ENV_FILE = "/etc/tpu-vllm/env"
+# The stack's SSH host key (components/vm/host_key.py), installed by startup.sh before the deploy dials: its
+# own directory, not /etc/ssh/ssh_host_ed25519_key, which google-guest-agent rewrites on a new instance
+# (google_guest_agent/instance_setup.go, generateSSHKeys); a drop-in that sshd_config includes first names
+# it the only HostKey (Ubuntu's sshd_config starts with `Include /etc/ssh/sshd_config.d/*.conf` and leaves
+# every HostKey line commented, so the image's own keys are no longer offered).
+SSH_HOST_KEY_FILE = "/etc/ssh/tpu-vllm/ssh_host_ed25519_key"
+SSHD_HOST_KEY_DROP_IN = "/etc/ssh/sshd_config.d/00-tpu-vllm-host-key.conf"
 # The systemd unit that runs the startup-script metadata on GCE/TPU VM images (google-guest-agent).
 BOOT_SCRIPT_UNIT = "google-startup-scripts.service"
 
 
 def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,
-                  cache_device: str, cache_mount: str, image: str) -> dict[str, str]:
+                  ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: str) -> dict[str, str]:
     """The node's metadata: the static boot script, the SSH key, and where the VM finds things."""
     return {
         "startup-script": startup_script,
@@ -44,6 +52,8 @@ def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, a
         "block-project-ssh-keys": "TRUE",
         HF_TOKEN_SECRET_ATTRIBUTE: hf_token_secret,
         API_KEY_SECRET_ATTRIBUTE: api_key_secret,
+        # The secret's name only: the key is read at boot with the VM's identity, like the two above.
+        SSH_HOST_KEY_SECRET_ATTRIBUTE: ssh_host_key_secret,
         CACHE_DEVICE_ATTRIBUTE: cache_device,
         CACHE_MOUNT_ATTRIBUTE: cache_mount,
         IMAGE_ATTRIBUTE: image,

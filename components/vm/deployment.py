@@ -24,6 +24,7 @@ from components.settings import Settings
 from components.vm import boot_contract, container
 from components.vm.billing_notice import still_billing
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
+from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
 from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
 from components.vm.ssh_access import SshAccess, SshAccessArgs
@@ -36,6 +37,7 @@ from components.vm.vllm_server import (
 )
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
+TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
 
 
 @dataclass
@@ -91,6 +93,13 @@ class VmDeployment(pulumi.ComponentResource):
             child,
         )
 
+        vm_account_email = account_email(cfg.project, cfg.service_account_id)
+        host_key = NodeHostKey(
+            "ssh-host-key",
+            NodeHostKeyArgs(project=cfg.project, prefix=prefix, reader_email=vm_account_email, labels=labels),
+            pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, identity.account]),
+        )
+
         startup_script = STARTUP_SCRIPT.read_text()
         # A structure whose leaves are inputs, not one apply over them: in a preview only the values that are
         # truly unknown (the generated SSH key of a new stack) are unknown, so the preview shows the rest and
@@ -106,10 +115,11 @@ class VmDeployment(pulumi.ComponentResource):
             queue_seconds=cfg.tpu.queue_seconds,
             network=cfg.tpu.network,
             subnetwork=cfg.tpu.subnetwork,
-            service_account_email=account_email(cfg.project, cfg.service_account_id),
+            service_account_email=vm_account_email,
             metadata=boot_contract.node_metadata(
                 startup_script=startup_script, ssh_keys=ssh.ssh_keys_metadata,
                 hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
+                ssh_host_key_secret=host_key.secret_name,
                 cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=cfg.vllm.image,
             ),
             data_disks=[cache.source_disk],
@@ -125,7 +135,7 @@ class VmDeployment(pulumi.ComponentResource):
                 queue_seconds=cfg.tpu.queue_seconds,
             ),
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[identity.account, secrets, cache, firewall, *services.services])),
+                depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services])),
         )
         usd_per_hour = budget.cost_per_hour_usd(cfg.tpu.provisioning_model)
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
@@ -135,6 +145,7 @@ class VmDeployment(pulumi.ComponentResource):
             VllmServerArgs(remote_command=remote_command_text(cfg), stdin=stdin, stdin_without_note=serve_stdin(cfg),
                            serve_command=serve_command.render_serve_command(cfg), host=node.external_ip,
                            node_uid=node.node_uid, ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
+                           ssh_host_key=host_key.public_key,
                            ssh_blocked_cause=ssh_blocked_cause(cfg), billing_note=billing_note),
             child,
         )
@@ -143,6 +154,9 @@ class VmDeployment(pulumi.ComponentResource):
         pricing = cfg.tpu.provisioning_model
         port = cfg.vllm.port
         key_file = f"~/.ssh/{prefix}"
+        known_hosts_file = f"{key_file}.known_hosts"
+        # Every ssh the outputs print pins the stack's host key by this alias, whatever the node's address.
+        pinned = " ".join(pinned_ssh_options(known_hosts_file, prefix))
         ssh_target = pulumi.Output.concat(cfg.access.ssh_user, "@", node.external_ip)
         outputs: dict[str, Any] = {}
         outputs["gcloudEquivalent"] = gcloud_equivalent(body, cfg.node_id)
@@ -155,11 +169,16 @@ class VmDeployment(pulumi.ComponentResource):
         if cfg.access.serving_source_ranges:
             outputs["externalEndpoint"] = pulumi.Output.concat("http://", node.external_ip, f":{port}/v1")
         outputs["sshPrivateKeySetup"] = (
-            f"pulumi stack output sshPrivateKey --show-secrets > {key_file} && chmod 600 {key_file}")
+            f"pulumi stack output sshPrivateKey --show-secrets > {key_file} && chmod 600 {key_file} && "
+            f"pulumi stack output sshKnownHosts > {known_hosts_file}")
         outputs["sshPrivateKey"] = ssh.private_key
-        outputs["sshCommand"] = pulumi.Output.concat(f"ssh -i {key_file} ", ssh_target)
+        outputs["sshHostKey"] = host_key.public_key
+        outputs["sshKnownHosts"] = host_key.public_key.apply(lambda public: known_hosts_line(prefix, public))
+        outputs["sshCommand"] = pulumi.Output.concat(f"ssh -i {key_file} {pinned} ", ssh_target)
+        # ExitOnForwardFailure: a local port already taken ends the tunnel instead of leaving it useless;
+        # the keep-alives end it within ~90 s of the node going away (ssh_config(5)).
         outputs["sshTunnelCommand"] = pulumi.Output.concat(
-            f"ssh -i {key_file} -N -L {port}:127.0.0.1:{port} ", ssh_target)
+            f"ssh -i {key_file} {pinned} {TUNNEL_KEEPALIVE} -N -L 127.0.0.1:{port}:127.0.0.1:{port} ", ssh_target)
         outputs["localEndpoint"] = f"http://127.0.0.1:{port}/v1"
         outputs["apiKey"] = secrets.api_key
         outputs["hfTokenSource"] = secrets.hf_token_source

@@ -32,6 +32,14 @@ SMOKE_TEST_FILE = "/etc/tpu-vllm/smoke-test.py"
 FILE_DELIMITER = "TPU_VLLM_FILE"
 SSH_DIALS = 14
 SSH_DIAL_TIMEOUT_SECONDS = 15
+# The serving step's own dials, once SshReachable has seen the port answer. Until the guest agent has
+# added the user and startup.sh has installed the stack's host key, each handshake fails at once (no
+# timeout): pulumi-command v1.2.1 retries every dial error, retry.Until's delay growing 1.5x from 100 ms to
+# 5 s (pulumi/pulumi sdk/go/common/util/retry/until.go), so 30 dials wait ~26 s + 16 x 5 s, about 2 min. A
+# handshake that hangs instead is bounded too: 30 x 5 s + 29 x 5 s < 5 minutes (a handshake on a live sshd
+# takes well under a second).
+SSH_HANDSHAKE_DIALS = 30
+SSH_HANDSHAKE_TIMEOUT_SECONDS = 5
 
 
 def serve_script_text() -> str:
@@ -109,6 +117,8 @@ class VllmServerArgs:
     """Changes with every new node (its own id; the name is fixed per stack): re-runs the serving step."""
     ssh_user: str
     ssh_private_key: pulumi.Output[str]
+    ssh_host_key: pulumi.Input[str]
+    """The stack's host key (`ssh-ed25519 AAAA...`, host_key.py): the only key the serving step accepts."""
     ssh_blocked_cause: str
     """ssh_blocked_cause: why SSH usually does not answer, with the setting, its value and the fix."""
     billing_note: pulumi.Input[str]
@@ -147,14 +157,19 @@ class VllmServer(pulumi.ComponentResource):
                 host=args.host,
                 user=args.ssh_user,
                 private_key=args.ssh_private_key,
-                # A fresh node's sshd and guest agent take a minute or two to accept the key; a firewall that
-                # drops the deployer's packets (access.sshSourceRanges narrowed past its address) must fail
-                # within ~5 minutes of ACTIVE, not 35 while the TPU bills. pulumi-command v1.2.1
-                # (provider/pkg/provider/remote/connection.go, Dial/dialWithRetry) makes at most
-                # dialErrorLimit dials of perDialTimeout seconds each, with retry.Until's back-off (<= 5 s)
-                # between them: 14 x 15 s + 13 x 5 s < 5 minutes.
-                dial_error_limit=SSH_DIALS,
-                per_dial_timeout=SSH_DIAL_TIMEOUT_SECONDS,
+                # pulumi-command v1.2.1 (provider/pkg/provider/remote/connection.go, SSHConfig): hostKey is
+                # parsed as an authorized_keys line and checked with x/crypto's ssh.FixedHostKey, the host key
+                # algorithms narrowed to its type; without it the provider takes any key
+                # (ssh.InsecureIgnoreHostKey). A node offering any other key fails the handshake, retried.
+                host_key=args.ssh_host_key,
+                # A fresh node's sshd and guest agent take a minute or two to accept the key, and startup.sh
+                # installs the host key after it reads its secret. A firewall that drops the deployer's
+                # packets (access.sshSourceRanges narrowed past its address) has already failed SshReachable
+                # within ~5 minutes of ACTIVE; pulumi-command v1.2.1 (provider/pkg/provider/remote/
+                # connection.go, Dial/dialWithRetry) then makes at most dialErrorLimit dials of perDialTimeout
+                # seconds each, with retry.Until's back-off (<= 5 s) between them.
+                dial_error_limit=SSH_HANDSHAKE_DIALS,
+                per_dial_timeout=SSH_HANDSHAKE_TIMEOUT_SECONDS,
             ),
             create=text,
             stdin=args.stdin,

@@ -1,0 +1,320 @@
+"""The node's SSH host key is the stack's: made by the stack, read by the node from Secret Manager at boot,
+installed for sshd by the real startup.sh, and pinned by every client: the serving step, the printed ssh
+commands and tools.status, checked with the real OpenSSH client against a real sshd on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from components.vm import boot_contract as contract
+from components.vm.host_key import known_hosts_line, pinned_ssh_options
+from tests import program as harness
+from tests.fakes.gcp_metadata import FakeMetadata, FakeSecretManager
+from tests.test_startup_script import API_CANARY, API_SECRET, HF_CANARY, HF_SECRET, Run, attributes
+from tools import status
+
+SSHD = "/usr/sbin/sshd"
+HOST_KEY_SECRET = "projects/proj/secrets/tpu-vllm-dev-ssh-host-key"
+KEY_CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYhostKEY\n-----END OPENSSH PRIVATE KEY-----\n"
+ALIAS = "tpu-vllm-dev"
+# What reloading sshd looks like to the boot script: the fake records that the key was in place by then.
+FAKE_SYSTEMCTL = ('[[ "$*" == "try-reload-or-restart ssh.service" ]] || exit 9\n'
+                  'test -s "$STARTUP_ROOT/etc/ssh/tpu-vllm/ssh_host_ed25519_key" &&\n'
+                  '  echo key-in-place >>"$STARTUP_ROOT/reloads"')
+
+
+def keygen(path: Path, kind: str = "ed25519") -> tuple[str, str]:
+    """(private key text, public key line) of a new key made by the real ssh-keygen."""
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "", "-f", str(path)], check=True)
+    return path.read_text(), path.with_suffix(".pub").read_text().strip()
+
+
+# ---- what the program declares ----
+
+@pytest.fixture(scope="module")
+def canary():
+    return harness.run(harness.dev_config(),
+                       fixed_outputs={"tls:index/privateKey:PrivateKey": {"privateKeyOpenssh": KEY_CANARY}})
+
+
+def test_the_host_key_reaches_the_node_as_a_secret_only_the_vm_identity_reads(canary):
+    secret = canary.named("ssh-host-key-secret")["inputs"]
+    assert secret["secretId"] == "tpu-vllm-dev-ssh-host-key"
+    version = canary.named("ssh-host-key-secret-version")["inputs"]
+    assert harness.plain_occurrences(version, "CANARYhostKEY") == []
+    node = canary.one("pulumi-python:dynamic/tpu-vllm:QueuedResource")["inputs"]["body"]["tpu"]["nodeSpec"][0]["node"]
+    grants = [r["inputs"] for r in canary.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+              if r["name"].startswith("ssh-host-key")]
+    assert [(g["role"], g["member"]) for g in grants] == [
+        ("roles/secretmanager.secretAccessor", f"serviceAccount:{node['serviceAccount']['email']}")]
+    metadata = node["metadata"]
+    assert metadata[contract.SSH_HOST_KEY_SECRET_ATTRIBUTE] == "projects/my-proj/secrets/tpu-vllm-dev-ssh-host-key"
+
+
+def test_the_private_host_key_is_nowhere_in_plaintext_raw_or_as_the_node_reads_it(canary):
+    encoded = base64.b64encode(KEY_CANARY.encode()).decode()
+    for needle in ("CANARYhostKEY", encoded, encoded[8:40]):
+        for registration in canary.registrations:
+            assert harness.plain_occurrences(registration["inputs"], needle) == [], registration["name"]
+        for name, output in canary.data["outputs"].items():
+            assert needle not in json.dumps(output["value"]) or output["secret"], name
+        assert needle not in canary.stderr
+
+
+def test_the_serving_step_and_every_printed_ssh_pin_the_stacks_host_key(canary):
+    public = canary.output("sshHostKey")
+    assert public["secret"] is False and public["value"].startswith("ssh-ed25519 ")
+    connection = canary.one("command:remote:Command")["inputs"]["connection"]["value"]
+    assert connection["hostKey"] == public["value"]  # pulumi-command's FixedHostKey
+    assert canary.output("sshKnownHosts")["value"] == known_hosts_line(ALIAS, public["value"])
+    pinned = " ".join(pinned_ssh_options("~/.ssh/tpu-vllm-dev.known_hosts", ALIAS))
+    for name in ("sshCommand", "sshTunnelCommand"):
+        assert pinned in canary.output(name)["value"], name
+    tunnel = canary.output("sshTunnelCommand")["value"]
+    for option in ("ExitOnForwardFailure=yes", "ServerAliveInterval=30", "ServerAliveCountMax=3"):
+        assert f"-o {option}" in tunnel
+    assert "sshKnownHosts > ~/.ssh/tpu-vllm-dev.known_hosts" in canary.output("sshPrivateKeySetup")["value"]
+
+
+# ---- startup.sh installs it, for real, under a temp root ----
+
+def host_key_run(tmp_path, servers, secret_value: str, systemctl: str = FAKE_SYSTEMCTL, **extra):
+    metadata, secretmanager = servers(
+        FakeMetadata(attributes(**{contract.SSH_HOST_KEY_SECRET_ATTRIBUTE: HOST_KEY_SECRET}, **extra)),
+        FakeSecretManager({HF_SECRET: HF_CANARY, API_SECRET: API_CANARY, HOST_KEY_SECRET: secret_value}))
+    run = Run(tmp_path, metadata.url, secretmanager.url, fakes={"systemctl": systemctl})
+    return run, run(), secretmanager
+
+
+def test_the_boot_installs_the_stacks_key_as_sshds_only_host_key_before_reloading_it(tmp_path, servers):
+    private, public = keygen(tmp_path / "stack-key")
+    run, result, secretmanager = host_key_run(tmp_path, servers, base64.b64encode(private.encode()).decode())
+    assert result.returncode == 0, result.stderr
+    key_file = run.root / contract.SSH_HOST_KEY_FILE.lstrip("/")
+    assert key_file.read_text() == private
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key_file.with_name(key_file.name + ".pub").read_text().split() == public.split()[:2]
+    drop_in = (run.root / contract.SSHD_HOST_KEY_DROP_IN.lstrip("/")).read_text()
+    assert [line for line in drop_in.splitlines() if not line.startswith("#")] == [
+        f"HostKey {contract.SSH_HOST_KEY_FILE}"]
+    assert (run.root / "reloads").read_text() == "key-in-place\n"
+    assert f"/v1/{HOST_KEY_SECRET}/versions/latest:access" in [r.path for r in secretmanager.requests]
+    assert run.status == "ready"
+    # The key is in no argv, no output, and not left in the boot's scratch files.
+    for needle in (private.splitlines()[1], base64.b64encode(private.encode()).decode()[:40]):
+        assert needle not in run.commands and needle not in result.stdout + result.stderr
+    run.assert_no_canary_anywhere()
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("not base64 at all!", "is not base64"),
+    (base64.b64encode(b"just some text\n").decode(), "does not hold an OpenSSH private key"),
+    ("rsa", "holds a ssh-rsa key, not ssh-ed25519"),
+])
+def test_a_host_key_secret_that_is_not_an_ed25519_key_stops_the_boot_before_sshd_changes(
+        tmp_path, servers, value, said):
+    if value == "rsa":
+        value = base64.b64encode(keygen(tmp_path / "rsa", "rsa")[0].encode()).decode()
+    run, result, _ = host_key_run(tmp_path, servers, value)
+    assert result.returncode == 1 and said in run.status, run.status
+    assert not (run.root / contract.SSHD_HOST_KEY_DROP_IN.lstrip("/")).exists()
+    assert not (run.root / "reloads").exists()
+
+
+def test_sshd_refusing_to_reload_fails_the_boot(tmp_path, servers):
+    private, _ = keygen(tmp_path / "stack-key")
+    run, result, _ = host_key_run(tmp_path, servers, base64.b64encode(private.encode()).decode(),
+                                  systemctl="exit 1")
+    assert result.returncode == 1 and "sshd did not reload with the stack's host key" in run.status
+
+
+# ---- the real ssh client against a real sshd ----
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Sshd:
+    """Debian's sshd as root on 127.0.0.1 with a temp config: `host_keys` are the keys it offers."""
+
+    def __init__(self, directory: Path, host_keys: list[Path], client_public: str):
+        self.port = free_port()
+        authorized = directory / "authorized_keys"
+        authorized.write_text(client_public + "\n")
+        config = directory / "sshd_config"
+        config.write_text("\n".join([
+            f"ListenAddress 127.0.0.1:{self.port}", *(f"HostKey {key}" for key in host_keys),
+            f"AuthorizedKeysFile {authorized}", "StrictModes no", "UsePAM no", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "PidFile none",
+            "AllowTcpForwarding yes", ""]))
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+        for _ in range(200):
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.process.poll() is not None:
+                raise RuntimeError(self.process.stderr.read())
+            time.sleep(0.05)
+        raise RuntimeError("sshd did not listen")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+needs_sshd = pytest.mark.skipif(os.geteuid() != 0 or not Path(SSHD).exists(),
+                                reason="sshd runs as root (scripts/test.sh installs openssh-server)")
+
+
+@pytest.fixture
+def node(tmp_path):
+    """A client key, the stack's host key, an impostor's, and the files the outputs tell the user to write."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    client_private, client_public = keygen(keys / "client")
+    _, stack_public = keygen(keys / "stack_host")
+    keygen(keys / "impostor_host")
+    keygen(keys / "impostor_ecdsa", "ecdsa")
+    home = tmp_path / "home" / ".ssh"
+    home.mkdir(parents=True)
+    (home / "tpu-vllm-dev").write_text(client_private)
+    (home / "tpu-vllm-dev").chmod(0o600)
+    (home / "tpu-vllm-dev.known_hosts").write_text(known_hosts_line(ALIAS, stack_public))
+    started: list[Sshd] = []
+
+    def serve(*host_keys: str) -> Sshd:
+        sshd = Sshd(tmp_path, [keys / name for name in host_keys], client_public)
+        started.append(sshd)
+        return sshd
+
+    yield {"home": home, "serve": serve, "client_private": client_private, "tmp": tmp_path}
+    for sshd in started:
+        sshd.stop()
+
+
+def printed_command(output: str, home: Path, port: int) -> list[str]:
+    """The deploy's printed ssh command, at the local sshd, as a user who would say yes to any new host key:
+    ssh takes the first value given for an option, so the trailing `accept-new` (into a scratch file) only
+    applies when the printed command does not pin the key itself."""
+    words = shlex.split(output.replace("~/.ssh/", f"{home}/"))
+    return [words[0], "-F", "/dev/null", "-o", "BatchMode=yes", "-p", str(port), *words[1:-1],
+            "-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={home}/scratch_known_hosts",
+            "root@127.0.0.1"]
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    deployed = harness.run(harness.dev_config())
+    return {name: deployed.output(name)["value"] for name in ("sshCommand", "sshTunnelCommand")}
+
+
+@needs_sshd
+def test_the_printed_ssh_command_reaches_the_node_that_has_the_stacks_key(node, outputs):
+    sshd = node["serve"]("stack_host")
+    result = subprocess.run([*printed_command(outputs["sshCommand"], node["home"], sshd.port), "echo", "reached"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "reached\n"
+
+
+@needs_sshd
+@pytest.mark.parametrize("offered", [("impostor_host",), ("impostor_ecdsa",), ("impostor_ecdsa", "impostor_host")])
+def test_the_printed_ssh_command_refuses_any_other_host_key(node, outputs, offered):
+    sshd = node["serve"](*offered)
+    for name in ("sshCommand", "sshTunnelCommand"):
+        command = printed_command(outputs[name], node["home"], sshd.port)
+        result = subprocess.run([*command, *(["echo", "reached"] if name == "sshCommand" else [])],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 255, (name, result.stderr)
+        assert "Host key verification failed" in result.stderr
+        assert "reached" not in result.stdout
+    # Nothing was learned on the way: the known_hosts file holds the stack's key alone.
+    assert len((node["home"] / "tpu-vllm-dev.known_hosts").read_text().splitlines()) == 1
+
+
+@needs_sshd
+def test_a_host_the_known_hosts_file_does_not_list_is_refused_not_trusted_on_first_use(node, outputs):
+    sshd = node["serve"]("stack_host")
+    (node["home"] / "tpu-vllm-dev.known_hosts").write_text("")
+    result = subprocess.run([*printed_command(outputs["sshCommand"], node["home"], sshd.port), "true"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 255 and "Host key verification failed" in result.stderr
+    assert (node["home"] / "tpu-vllm-dev.known_hosts").read_text() == ""
+
+
+@needs_sshd
+def test_the_tunnel_ends_when_its_local_port_is_taken_instead_of_running_useless(node, outputs):
+    sshd = node["serve"]("stack_host")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        tunnel = outputs["sshTunnelCommand"].replace("-L 127.0.0.1:8000:", f"-L 127.0.0.1:{port}:")
+        result = subprocess.run(printed_command(tunnel, node["home"], sshd.port), capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 255 and "forwarding" in result.stderr.lower()
+
+
+@needs_sshd
+@pytest.mark.parametrize(("offered", "reached"), [(("stack_host",), True), (("impostor_host",), False)])
+def test_status_reads_the_node_only_behind_the_stacks_host_key(node, outputs, offered, reached, monkeypatch):
+    sshd = node["serve"](*offered)
+    known_hosts = (node["home"] / "tpu-vllm-dev.known_hosts").read_text()
+    target = status.ssh_target({"sshCommand": outputs["sshCommand"], "sshPrivateKey": node["client_private"],
+                                "sshKnownHosts": known_hosts}, "127.0.0.1", "stack dev")
+    target.user, target.port = "root", sshd.port
+    monkeypatch.setattr(status, "PROBE_SCRIPT", "echo startup_status=ready\n")
+    monkeypatch.setattr(status, "remote_command", lambda port: "bash -s")
+    if reached:
+        assert status.read_node(target, 8000).startup_status == "ready"
+    else:
+        with pytest.raises(status.SshHostKeyError, match="not the stack's"):
+            status.read_node(target, 8000)
+
+
+@needs_sshd
+def test_the_tunnel_helper_forwards_the_chosen_local_port_to_the_serving_port_behind_the_pinned_key(node, outputs):
+    from tools import tunnel
+
+    sshd = node["serve"]("stack_host")
+    with socket.socket() as serving:  # the node's serving port (the front), on the node's loopback
+        serving.bind(("127.0.0.1", 0))
+        serving.listen()
+        local_port = free_port()
+        target = status.ssh_target(
+            {"sshCommand": outputs["sshCommand"], "sshPrivateKey": node["client_private"],
+             "sshKnownHosts": (node["home"] / "tpu-vllm-dev.known_hosts").read_text()}, "127.0.0.1", "stack dev")
+        target.user, target.port = "root", sshd.port
+        key_file, known_hosts = tunnel.write_credentials(target, node["tmp"])
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        command = tunnel.tunnel_command(target, local_port, serving.getsockname()[1], key_file, known_hosts)
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(200):
+                with socket.socket() as client:
+                    if client.connect_ex(("127.0.0.1", local_port)) == 0:
+                        client.sendall(b"ping")
+                        accepted, _ = serving.accept()
+                        with accepted:
+                            assert accepted.recv(4) == b"ping"
+                        break
+                assert process.poll() is None, process.stderr.read()
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the tunnel never listened")
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
