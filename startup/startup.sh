@@ -390,7 +390,7 @@ install_host_key() {
   fi
   STEP="reading the SSH host key"
   fetch_access_token
-  fetch_secret ssh-host-key "$secret"
+  fetch_secret ssh-host-key "$secret" "the SSH host key secret" "tpu-vllm-STACK-ssh-host-key, the stack's own"
   rm -f "$WORK_DIR/auth-header"
   STEP="installing the SSH host key"
   base64 -d <"$WORK_DIR/secrets/ssh-host-key" >"$WORK_DIR/host-key" 2>/dev/null ||
