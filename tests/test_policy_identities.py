@@ -144,6 +144,21 @@ VARIANTS = {
                      member="serviceAccount:my-proj.svc.id.goog[custom-metrics/custom-metrics-stackdriver-adapter]"),
         "could act as the stack's identity"),
 }
+# issue 29: the Ops Agent's two project roles, for the TPU VM's own account and no other, and nothing more.
+VARIANTS.update({
+    "vm: the VM's account administers Cloud Monitoring": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.admin",
+                    member=SA), "roles/monitoring.admin on project"),
+    "vm: the agent's metric writes on a folder instead": (
+        "vm", grant("gcp:folder/iAMMember:IAMMember", folder="folders/1", role="roles/monitoring.metricWriter",
+                    member=SA), "roles/monitoring.metricWriter"),
+    "vm: the agent's role through a whole project policy": (
+        "vm", grant("gcp:projects/iAMBinding:IAMBinding", project="my-proj", role="roles/logging.logWriter",
+                    members=[SA]), "roles/logging.logWriter"),
+    "gke: the workload gets the VM agent's metric writes": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.metricWriter",
+                     member=f"serviceAccount:{WORKLOAD}"), "roles/monitoring.metricWriter on project"),
+})
 @pytest.fixture(scope="module")
 def stacks(gke_program):
     return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
