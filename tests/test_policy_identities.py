@@ -159,6 +159,8 @@ VARIANTS.update({
         "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.metricWriter",
                      member=f"serviceAccount:{WORKLOAD}"), "roles/monitoring.metricWriter on project"),
 })
+
+
 @pytest.fixture(scope="module")
 def stacks(gke_program):
     return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
@@ -217,7 +219,8 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
             for role, member in rules._grants(type_, props) if rules._is_grant(type_) else []:
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
-    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE, rules.CACHE_BUCKET_ROLE}
+    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE, rules.CACHE_BUCKET_ROLE,
+                       *rules.OPS_AGENT_ROLES}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():
