@@ -193,6 +193,9 @@ def test_the_ops_agent_scrapes_vllm_on_loopback_under_the_job_the_dashboard_sele
     assert job["static_configs"] == [{"targets": [f"127.0.0.1:{settings.front.upstream_port}"]}]
     assert {"job": job["job_name"]} == vm_scope(settings).labels
     assert document["metrics"]["service"]["pipelines"][ops_agent.PIPELINE]["receivers"] == [name]
+    # What the agent's own validation refuses (ops-agent confgenerator/prometheus.go, validatePrometheus).
+    assert set(job) <= {"job_name", "scrape_interval", "metrics_path", "static_configs"}
+    assert int(job["scrape_interval"].removesuffix("s")) >= 10
 
 
 @pytest.fixture(scope="module")

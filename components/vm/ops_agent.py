@@ -4,7 +4,9 @@ Google's supported way to get Prometheus metrics from a Compute Engine VM into C
 (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/prometheus: a `metrics.receivers` entry of
 `type: prometheus` whose `config` is Prometheus's own scrape configuration, wired into a
 `metrics.service.pipelines` entry; the agent writes them as prometheus.googleapis.com/<name>/<kind>, read with
-PromQL). The agent needs roles/monitoring.metricWriter and roles/logging.logWriter on the VM's identity
+PromQL; GoogleCloudPlatform/ops-agent confgenerator/prometheus.go @00aa769: static_configs only, a scrape_interval
+of at least 10 s, no honor_labels, exported as Managed Prometheus samples). The agent needs
+roles/monitoring.metricWriter and roles/logging.logWriter on the VM's identity
 (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/authorization). The config is rendered here and
 delivered as node metadata (no secret: a port and a job name); startup.sh writes it to the agent's config file,
 installs the agent on the node's first boot with Google's repository script, and restarts it.
