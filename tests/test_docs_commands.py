@@ -95,3 +95,19 @@ def test_each_documented_tool_starts_in_the_test_venv(tool):
                                timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert "usage:" in completed.stdout
+
+
+def test_the_readme_names_the_build_log_by_its_title_and_where_its_facts_live():
+    """ "a measured build log" was all the README said (issue 29): the title, and the modules that keep its facts."""
+    from components.settings.facts import BUILD_LOG_TITLE
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"*{BUILD_LOG_TITLE}*" in readme
+    for module in ("components/budget.py", "components/settings/facts.py"):
+        assert f"`{module}`" in readme and (ROOT / module).is_file()
+
+
+def test_the_readme_shows_the_agent_after_the_tunnel():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tunnel, agent = readme.index("sshTunnelCommand"), readme.index("python examples/agent.py")
+    assert tunnel < agent and (ROOT / "examples/agent.py").is_file()
