@@ -80,13 +80,12 @@ def mark_placeholders(value: Any) -> Any:
 
 
 
-def replace_word(value: Any, invented: str, shown: str) -> Any:
-    """Every whole-word use of an invented id (not inside a longer id) replaced, wherever it ended up."""
-    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(invented)}(?![A-Za-z0-9_-])")
+def replace_everywhere(value: Any, invented: str, shown: str) -> Any:
+    """Every use of a distinctive invented value replaced, inside longer ids too (a bucket named after the project)."""
     if isinstance(value, str):
-        return pattern.sub(shown, value)
+        return value.replace(invented, shown)
     if isinstance(value, dict):
-        return {key: replace_word(item, invented, shown) for key, item in value.items()}
+        return {key: replace_everywhere(item, invented, shown) for key, item in value.items()}
     if isinstance(value, list):
-        return [replace_word(item, invented, shown) for item in value]
+        return [replace_everywhere(item, invented, shown) for item in value]
     return value
