@@ -111,3 +111,17 @@ def test_the_readme_shows_the_agent_after_the_tunnel():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     tunnel, agent = readme.index("sshTunnelCommand"), readme.index("python examples/agent.py")
     assert tunnel < agent and (ROOT / "examples/agent.py").is_file()
+
+
+def test_the_light_path_to_the_plan_installs_only_the_programs_requirements_into_pulumis_venv():
+    """The plan without the ~18-minute test install (issue 29): the program's requirements.txt into the virtualenv
+    Pulumi.yaml names. That this venv runs the plan is held by tests/test_preview_job.py
+    (test_the_preview_job_builds_every_venv_the_language_host_runs runs tools.plan in exactly such a venv)."""
+    import yaml
+
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    venv = runtime["options"]["virtualenv"]
+    readme = shell_lines(ROOT / "README.md")
+    assert f"python3.11 -m venv {venv} && {venv}/bin/pip install -r requirements.txt" in readme
+    plan = readme.index(f"{venv}/bin/python -m tools.plan --stack dev")
+    assert plan < readme.index("./scripts/test.sh")  # the light path comes first
