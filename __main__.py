@@ -35,7 +35,8 @@ def run() -> Loaded:
         pulumi.export(name, value)
     # What the pull-request preview job's identity must be granted (docs/review.md).
     pulumi.export("previewIam", preview_identity_access(settings.platform, settings.resource_prefix,
-                                                        settings.stack_manages_hf_token))
+                                                        settings.stack_manages_hf_token,
+                                                        monitoring=settings.monitoring.enabled))
     return loaded
 
 

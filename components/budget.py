@@ -329,3 +329,27 @@ def gke_cost(pricing: str, chips: int, system_machine_type: str, system_nodes: i
         cluster_fee_usd_per_hour=GKE_CLUSTER_FEE_USD_PER_HOUR if cluster_fee else 0.0,
         system_pool_usd_per_hour=system_machine_usd_per_hour(system_machine_type) * system_nodes,
     )
+
+
+# --- Cloud Monitoring (monitoring.enabled: the dashboard and alerts) -----------------------------------------
+# Google Cloud Observability pricing (cloud.google.com/stackdriver/pricing), Cloud Monitoring: Prometheus samples
+# ingested (the Ops Agent's Prometheus receiver and Managed Service for Prometheus alike) $0.06 per million for the
+# first 50 billion a month, with no free allotment (the free 150 MiB a month is for non-Prometheus chargeable
+# metrics); an alerting policy condition $1.50 a month, plus $0.35 per million time series its query returns;
+# dashboards and Google's own metrics cost nothing.
+USD_PER_MILLION_PROMETHEUS_SAMPLES = 0.06
+USD_PER_ALERT_CONDITION_MONTH = 1.50
+USD_PER_MILLION_ALERT_SERIES_RETURNED = 0.35
+# Series one scrape of vLLM's /metrics holds: its gauges and counters, and a histogram's buckets for each of its
+# ~15 histograms (vllm/v1/metrics/loggers.py, 0.33.0). An estimate of the order, not measured on the log's build.
+VLLM_SERIES_PER_SCRAPE = 400
+
+
+def prometheus_samples_per_month(scrape_interval_seconds: int, targets: int = 1) -> int:
+    return int(VLLM_SERIES_PER_SCRAPE * targets * HOURS_PER_MONTH * 3600 / scrape_interval_seconds)
+
+
+def alert_usd_per_month(conditions: int, series_per_evaluation: int, evaluation_seconds: int) -> float:
+    evaluations = HOURS_PER_MONTH * 3600 / evaluation_seconds
+    returned = conditions * series_per_evaluation * evaluations
+    return conditions * USD_PER_ALERT_CONDITION_MONTH + returned / 1e6 * USD_PER_MILLION_ALERT_SERIES_RETURNED

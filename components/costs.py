@@ -159,6 +159,56 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
     return summary
 
 
+def monitoring_summary(settings: Settings) -> dict[str, Any]:
+    """The dashboard's and alerts' monthly cost (monitoring.*): samples ingested and alert conditions."""
+    from components.gke.autoscaling import SCRAPE_INTERVAL
+    from components.monitoring import alerts
+    from components.vm import ops_agent
+
+    monitoring = settings.monitoring
+    if not monitoring.enabled:
+        return {"monitoring_enabled": False}
+    gke = settings.platform == "gke"
+    interval = SCRAPE_INTERVAL if gke else ops_agent.SCRAPE_INTERVAL
+    targets = settings.gke.max_replicas if gke else 1
+    samples = budget.prometheus_samples_per_month(int(interval.removesuffix("s")), targets)
+    conditions = 0
+    if monitoring.alerts:
+        conditions = 3 + (1 if not gke and settings.tpu.provisioning_model == "flex-start" else 0)
+    evaluation = int(alerts.EVALUATION_INTERVAL.removesuffix("s"))
+    return {
+        "monitoring_enabled": True,
+        # gke: the HPA's PodMonitoring already scrapes (and bills) these samples; the dashboard reads them.
+        "monitoring_samples_collected_by": "the HPA's PodMonitoring" if gke else "the Ops Agent",
+        "monitoring_scrape_interval": interval,
+        "monitoring_samples_per_month_at_most": samples,
+        "monitoring_samples_usd_per_month": round(samples / 1e6 * budget.USD_PER_MILLION_PROMETHEUS_SAMPLES, 2),
+        "monitoring_alert_conditions": conditions,
+        "monitoring_alerts_usd_per_month": round(budget.alert_usd_per_month(conditions, targets, evaluation), 2),
+    }
+
+
+def monitoring_cost_lines(summary: dict[str, Any]) -> list[str]:
+    if not summary.get("monitoring_enabled"):
+        return ["  monitoring.enabled is false: no dashboard, no alerts, nothing billed by Cloud Monitoring"]
+    already = (" (billed with or without the dashboard: the autoscaler needs them)"
+               if summary["monitoring_samples_collected_by"] != "the Ops Agent" else "")
+    lines = [f"  dashboard (free) from vLLM's metrics, scraped every {summary['monitoring_scrape_interval']} by "
+             f"{summary['monitoring_samples_collected_by']}{already}: about "
+             f"{summary['monitoring_samples_per_month_at_most'] / 1e6:,.0f} million Prometheus samples a month at "
+             f"most (~{budget.VLLM_SERIES_PER_SCRAPE} series a scrape, estimated), "
+             f"{_money(summary['monitoring_samples_usd_per_month'])}/month at "
+             f"${budget.USD_PER_MILLION_PROMETHEUS_SAMPLES}/million (no free allotment for Prometheus samples); "
+             "only while vLLM is up"]
+    if summary["monitoring_alert_conditions"]:
+        lines.append(f"  {summary['monitoring_alert_conditions']} alert policies (one condition each, "
+                     f"${budget.USD_PER_ALERT_CONDITION_MONTH:.2f}/condition-month plus "
+                     f"${budget.USD_PER_MILLION_ALERT_SERIES_RETURNED}/million series returned): about "
+                     f"{_money(summary['monitoring_alerts_usd_per_month'])}/month until pulumi destroy; "
+                     "monitoring.alerts: false removes them")
+    return lines
+
+
 def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy: bool | None) -> dict[str, Any]:
     """The offline plan's cost, memory and load figures (snake_case); None where a figure does not apply.
 
@@ -209,6 +259,7 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
         })
     summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
     summary.update(arms.plan_summary(settings))
+    summary.update(monitoring_summary(settings))
     if settings.platform == "gke":
         summary.update(gke_plan_summary(settings))  # the lines above are per chip; these are the whole cluster
     return summary
@@ -333,4 +384,5 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
 def plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     """The plan's cost lines for the budget's platform."""
     # The VM's lines say a run stops the billing; nothing on gke does.
-    return gke_plan_cost_lines(budget) if budget.get("platform") == "gke" else vm_plan_cost_lines(budget)
+    lines = gke_plan_cost_lines(budget) if budget.get("platform") == "gke" else vm_plan_cost_lines(budget)
+    return lines + monitoring_cost_lines(budget)

@@ -13,12 +13,13 @@ from components.secrets import ACCESSOR_ROLE, api_key_secret_id, hf_token_secret
 
 # Each role with what the refresh or the program reads through it.
 SHARED_ROLES = {
-    "roles/compute.viewer": "the firewall rules, the cache disk and its lookup by name (compute.disks.get)",
     "roles/iam.serviceAccountViewer": "the stack's service account",
     "roles/secretmanager.viewer": "the secrets, their IAM bindings and the hand-made hf-token's lookup",
     "roles/serviceusage.serviceUsageViewer": "the enabled APIs",
 }
+# Only the vm stack has firewall rules and a cache disk: the gke stack reads no Compute Engine resource itself.
 VM_ROLES = {
+    "roles/compute.viewer": "the firewall rules, the cache disk and its lookup by name (compute.disks.get)",
     "roles/tpu.viewer": "the queued resource and its node (the provider's read)",
 }
 GKE_ROLES = {
@@ -27,10 +28,24 @@ GKE_ROLES = {
     "roles/iam.securityReviewer": "the project- and service-account-level IAM bindings (getIamPolicy)",
 }
 
+# monitoring.enabled: the dashboard, the alert policies and their channel; on vm also the Ops Agent's two project
+# roles for the VM's account (IAMMember, read with the project's getIamPolicy).
+MONITORING_ROLES = {
+    "roles/monitoring.viewer": "the dashboard, the alert policies and their notification channel",
+}
+VM_MONITORING_ROLES = {
+    "roles/iam.securityReviewer": "the VM account's two project-level grants for the Ops Agent (getIamPolicy)",
+}
 
-def preview_identity_access(platform: str, prefix: str, stack_keeps_hf_token: bool) -> dict[str, Any]:
+
+def preview_identity_access(platform: str, prefix: str, stack_keeps_hf_token: bool,
+                            monitoring: bool = False) -> dict[str, Any]:
     """{"projectRoles": {role: why}, "secretAccessor": {secret id: why}} for the preview identity."""
     roles = {**SHARED_ROLES, **(GKE_ROLES if platform == "gke" else VM_ROLES)}
+    if monitoring:
+        roles.update(MONITORING_ROLES)
+        if platform != "gke":
+            roles.update(VM_MONITORING_ROLES)
     # A refresh reads a SecretVersion's payload, so accessor only on the secrets whose version the stack
     # manages; a hand-made hf-token is only looked up (metadata, secretmanager.viewer).
     managed = [api_key_secret_id(prefix)] + ([hf_token_secret_id(prefix)] if stack_keeps_hf_token else [])

@@ -18,6 +18,10 @@ REQUIRED_APIS = (
 GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com", "iamcredentials.googleapis.com",
             "storage.googleapis.com")
 
+# The vm platform's dashboard and alerts (monitoring.enabled): Cloud Monitoring, and Cloud Logging for the Ops Agent's
+# own logs.
+VM_MONITORING_APIS = ("monitoring.googleapis.com", "logging.googleapis.com")
+
 
 class ProjectServices(pulumi.ComponentResource):
     """Enables each API; `disable_on_destroy=False` so destroy never breaks other users of the project."""

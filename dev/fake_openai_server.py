@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -52,6 +53,9 @@ class DeltaMessage(BaseModel):
     role: str | None = None
     content: str | None = None
     reasoning: str | None = None
+    tool_calls: list[dict] | None = None
+    """vLLM's DeltaToolCall list (vllm/entrypoints/generate/base/protocol.py, 0.33.0): `id`, `type` and the
+    function's `name` in the first delta of a call, then `function.arguments` in pieces, each with its `index`."""
 
 
 class StreamChoice(BaseModel):
@@ -114,6 +118,11 @@ class FakeTiming:
     """Send each event in three HTTP chunks: cut inside the JSON and before the blank line that ends it."""
     line_ending: str = "\n"
     """The SSE line ending: "\\n", "\\r\\n" or "\\r" are all valid."""
+    tool_call_arguments: dict | None = None
+    """A streamed request with `tools` whose last message is the user's gets a call of its first tool with these
+    arguments; one whose last message is a tool result gets an answer quoting that result (an agent's round trip)."""
+    reasoning_text: str = ""
+    """Sent before a tool turn's call or answer in `delta.reasoning`, as the gemma4 reasoning parser's thinking."""
 
 
 @dataclass
@@ -137,6 +146,7 @@ class FakeOpenAIServer:
         self.chat_requests = 0
         self.connections = 0
         self.open_streams = 0
+        self.chat_bodies: list[dict] = []
         self.last_headers: dict[str, str] = {}
         self.streams: list[StreamRecord] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -261,6 +271,9 @@ class FakeOpenAIServer:
             return True
 
         messages = body.get("messages") or [{}]
+        if timing.tool_call_arguments is not None and body.get("tools"):
+            return await self._tool_turn(body, messages, _Chunker(timing, f"chatcmpl-{number}", str(
+                body.get("model") or MODEL)), writer)
         record = StreamRecord(content=_text(messages[-1].get("content", "")), received=time.perf_counter())
         self.streams.append(record)
         chunk = _Chunker(timing, f"chatcmpl-{number}", str(body.get("model") or MODEL))
@@ -294,6 +307,36 @@ class FakeOpenAIServer:
         if include_usage and timing.usage:
             record.usage_time = time.perf_counter()
             writer.write(chunk.usage(usage))
+        writer.write(chunk.done() + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def _tool_turn(self, body: dict, messages: list[dict], chunk: _Chunker,
+                         writer: asyncio.StreamWriter) -> bool:
+        """One turn of a tool-calling agent, in vLLM 0.33.0's stream shapes (chat_completion/serving.py,
+        chat_completion_stream_generator): a call's id (make_tool_call_id: `chatcmpl-tool-<uuid>`), type and name
+        first, its arguments after, finish_reason `tool_calls` (tool_calls_utils.resolve_finish_reason); an answer
+        token by token, finish_reason `stop`."""
+        self.chat_bodies.append(body)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(chunk.role())
+        if self.timing.reasoning_text:
+            writer.write(chunk.delta(DeltaMessage(reasoning=self.timing.reasoning_text)))
+        if messages[-1].get("role") == "tool":
+            words = f"The tool answered: {_text(messages[-1].get('content', ''))}".split(" ")
+            for index, word in enumerate(words):
+                writer.write(chunk.delta(DeltaMessage(content=word if index == 0 else " " + word),
+                                         "stop" if index == len(words) - 1 else None))
+        else:
+            function = body["tools"][0]["function"]
+            call_id = f"chatcmpl-tool-{uuid.uuid4().hex}"
+            arguments = json.dumps(self.timing.tool_call_arguments)
+            middle = len(arguments) // 2
+            writer.write(chunk.delta(DeltaMessage(tool_calls=[
+                {"id": call_id, "type": "function", "index": 0, "function": {"name": function["name"]}}])))
+            for piece in (arguments[:middle], arguments[middle:]):
+                writer.write(chunk.delta(DeltaMessage(tool_calls=[{"index": 0, "function": {"arguments": piece}}])))
+            writer.write(chunk.delta(DeltaMessage(content=""), "tool_calls"))
         writer.write(chunk.done() + b"0\r\n\r\n")
         await writer.drain()
         return True
@@ -346,6 +389,10 @@ class _Chunker:
         choice = StreamChoice(index=0, delta=delta, logprobs=None, finish_reason="length" if last else None,
                               token_ids=None)
         return self._event(self._response([choice]))
+
+    def delta(self, delta: DeltaMessage, finish_reason: str | None = None) -> bytes:
+        return self._event(self._response([StreamChoice(index=0, delta=delta, logprobs=None,
+                                                         finish_reason=finish_reason)]))
 
     def usage(self, usage: UsageInfo) -> bytes:
         return self._event(self._response([], usage))

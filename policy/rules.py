@@ -422,6 +422,9 @@ CACHE_BUCKET_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator
 CACHE_BUCKET_ROLE = " / ".join(CACHE_BUCKET_ROLES)
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in ("Member", "Binding")}
+# - on vm, the Ops Agent's two roles on the whole project for the TPU VM's own account, and no other account
+#   (issue 29: components/vm/ops_agent.py, the dashboard's metrics; Google's Ops Agent authorization page);
+OPS_AGENT_ROLES = frozenset({"roles/monitoring.metricWriter", "roles/logging.logWriter"})
 # - and, on the identity itself, Workload Identity user for one Kubernetes service account (gke).
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 SERVICE_ACCOUNT_TYPE = "gcp:serviceaccount/account:Account"
@@ -637,7 +640,8 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
             return role == ACCESSOR_ROLE and _is_own_secret(props, own_secrets) and reads_the_secrets(email)
         if IAM_GRANT_TYPES.get(type_) == "project" and type_.endswith(":IAMMember"):
             return ((role == GKE_NODE_ROLE and email in node_accounts)
-                    or (role == ADAPTER_ROLE and ADAPTER_KSA in kubernetes_accounts.get(email, set())))
+                    or (role == ADAPTER_ROLE and ADAPTER_KSA in kubernetes_accounts.get(email, set()))
+                    or (role in OPS_AGENT_ROLES and email in tpu_vm_accounts))
         return False
 
     def own_workload_identity(emails: set[str], role: str, member: str) -> bool:
@@ -704,7 +708,8 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                 f"{member} gets {role} on {what}: the stack's identities hold only the grants the stack makes "
                 f"({ACCESSOR_ROLE} on its own two secrets for the VM or the serving pods; on gke {GKE_NODE_ROLE} "
                 f"for the nodes, {ADAPTER_ROLE} for the metrics adapter, {CACHE_BUCKET_ROLE} on its own cache "
-                f"bucket for the pods, {WORKLOAD_IDENTITY_ROLE} for their own Kubernetes accounts); remove this "
+                f"bucket for the pods, {WORKLOAD_IDENTITY_ROLE} for their own Kubernetes accounts; on vm "
+                f"{' and '.join(sorted(OPS_AGENT_ROLES))} for the VM's Ops Agent); remove this "
                 "grant, or give what needs it an identity of its own")
     return violations
 

@@ -21,6 +21,14 @@ if [ ! -f "$stack_file" ]; then
   exit 1
 fi
 
+# Cheap checks before the ~80 s of venvs (issue 29): an unset project is said now; the full check is below.
+project="$(sed -n 's/^[[:space:]]*gcp:project:[[:space:]]*//p' "$stack_file" | head -n 1 | tr -d "\"' ")"
+if [ -z "$project" ] || [ "$project" = null ] || [ "$project" = "~" ]; then
+  echo "preview: $stack_file: gcp:project is not set: pulumi config set gcp:project YOUR_PROJECT, then commit the" \
+       "file" >&2
+  exit 1
+fi
+
 build_venv() {  # build_venv DIR REQUIREMENTS
   "$python" -m venv "$1"
   "$1/bin/python" -m pip install --disable-pip-version-check --quiet -r "$2"

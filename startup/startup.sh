@@ -39,6 +39,10 @@ BACKOFF_SECONDS="${STARTUP_BACKOFF_SECONDS:-2}"
 BLANK_START_BYTES=$((4 << 20))
 BLANK_END_BYTES=$((1 << 20))
 BLANK_BACKUP_BYTES=4096
+# Google's repository script for the Ops Agent (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/
+# installation: `add-google-cloud-ops-agent-repo.sh --also-install`).
+OPS_AGENT_REPO_SCRIPT_URL="https://dl.google.com/cloudagents/add-google-cloud-ops-agent-repo.sh"
+OPS_AGENT_CONFIG="$ROOT/etc/google-cloud-ops-agent/config.yaml"
 # What the script is doing, for the status line of an unexpected failure.
 STEP="starting"
 BOOT_ID=""
@@ -418,15 +422,33 @@ install_host_key() {
   say "SSH host key installed: ${public%% *} $(ssh-keygen -l -f "$key_file.pub" | cut -d ' ' -f 2)"
 }
 
+# start_metrics_agent CONFIG: writes the Ops Agent's config, then installs the agent (first boot only) and
+# restarts it in a process of its own, after `ready`: a failure costs the dashboard's data, never the boot.
+start_metrics_agent() {
+  mkdir -p "${OPS_AGENT_CONFIG%/*}"
+  printf '%s\n' "$1" >"$OPS_AGENT_CONFIG"
+  chmod 0644 "$OPS_AGENT_CONFIG"
+  say "metrics: the Ops Agent scrapes vLLM on loopback (log: ${STATUS_DIR#"$ROOT"}/ops-agent.log)"
+  # shellcheck disable=SC2016 # expanded by the inner bash: $1 is its first argument
+  nohup bash -c 'set -u
+    if ! systemctl cat google-cloud-ops-agent.service >/dev/null 2>&1; then
+      dir="$(mktemp -d)" && curl -fsS --max-time 60 -o "$dir/repo.sh" "$1" && bash "$dir/repo.sh" --also-install ||
+        { echo "tpu-vllm-startup: could not install the Ops Agent; the dashboard will have no data" >&2; exit 1; }
+    fi
+    systemctl restart google-cloud-ops-agent' ops-agent "$OPS_AGENT_REPO_SCRIPT_URL" \
+    >"$STATUS_DIR/ops-agent.log" 2>&1 </dev/null &
+}
+
 main() {
   start_boot
-  local hf_secret api_secret device_name mount_point image
+  local hf_secret api_secret device_name mount_point image metrics_config
   STEP="reading the metadata"
   hf_secret="$(metadata_attribute tpu-vllm-hf-token-secret)"
   api_secret="$(metadata_attribute tpu-vllm-api-key-secret)"
   device_name="$(metadata_attribute tpu-vllm-cache-device)"
   mount_point="$(metadata_attribute tpu-vllm-cache-mount)"
   image="$(metadata_attribute tpu-vllm-image)"
+  metrics_config="$(metadata_attribute tpu-vllm-ops-agent-config)"
   mount_point="${mount_point:-/mnt/tpu-vllm-cache}"
   [[ -n "$hf_secret" ]] || die "metadata attribute tpu-vllm-hf-token-secret is missing"
   [[ -n "$api_secret" ]] || die "metadata attribute tpu-vllm-api-key-secret is missing"
@@ -461,6 +483,7 @@ main() {
   install_secrets
   write_status "ready"
   say "ready: secrets in ${SECRETS_DIR#"$ROOT"} (root only, one file each)"
+  if [[ -n "$metrics_config" ]]; then start_metrics_agent "$metrics_config"; fi
 }
 
 # Only when executed (the guest agent runs the file); sourcing it defines the functions and nothing else.

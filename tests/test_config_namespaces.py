@@ -62,3 +62,20 @@ def test_the_plaintext_token_error_names_the_stack_file(tmp_path):
     assert completed.returncode == 2
     assert "tpu-vllm:hfToken: is stored in plaintext in Pulumi.mine.yaml" in completed.stderr
     assert "Pulumi.<stack>.yaml" not in completed.stderr
+
+
+@pytest.mark.parametrize(("key", "value"), [("gcp:zone", "europe-west4-a"), ("gcp:region", "us-central1")])
+def test_a_provider_wide_place_is_a_warning_naming_the_setting_that_decides(tmp_path, key, value):
+    """gcp:zone / gcp:region are read by pulumi-gcp, so no namespace check catches them, yet the stack names every
+    place itself: the plan says so and which setting does decide (issue 29)."""
+    plan = plan_of(tmp_path, "zoned", {key: value})
+    assert plan.returncode == 0, plan.stderr
+    said = next(line for line in (plan.stdout + plan.stderr).splitlines() if line.startswith(f"warning: {key} = "))
+    assert "tpu-vllm:tpu.zone" in said and f"pulumi config rm {key}" in said and value in said
+    assert "us-west4-a" in plan.stdout  # the TPU stays where tpu.zone puts it
+
+
+def test_without_a_provider_wide_place_nothing_is_said(tmp_path):
+    plan = plan_of(tmp_path, "unzoned", {"gcp:project": "my-proj"})
+    assert plan.returncode == 0, plan.stderr
+    assert "no resource of this stack takes its place" not in plan.stdout + plan.stderr

@@ -95,3 +95,54 @@ def test_each_documented_tool_starts_in_the_test_venv(tool):
                                timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert "usage:" in completed.stdout
+
+
+def test_the_readme_names_the_build_log_by_its_title_and_where_its_facts_live():
+    """ "a measured build log" was all the README said (issue 29): the title, and the modules that keep its facts."""
+    from components.settings.facts import BUILD_LOG_TITLE
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"*{BUILD_LOG_TITLE}*" in readme
+    for module in ("components/budget.py", "components/settings/facts.py"):
+        assert f"`{module}`" in readme and (ROOT / module).is_file()
+
+
+def test_the_readme_shows_the_agent_after_the_tunnel():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tunnel, agent = readme.index("sshTunnelCommand"), readme.index("python examples/agent.py")
+    assert tunnel < agent and (ROOT / "examples/agent.py").is_file()
+
+
+def test_the_light_path_to_the_plan_installs_only_the_programs_requirements_into_pulumis_venv():
+    """The plan without the ~18-minute test install (issue 29): the program's requirements.txt into the virtualenv
+    Pulumi.yaml names. That this venv runs the plan is held by tests/test_preview_job.py
+    (test_the_preview_job_builds_every_venv_the_language_host_runs runs tools.plan in exactly such a venv)."""
+    import yaml
+
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    venv = runtime["options"]["virtualenv"]
+    readme = shell_lines(ROOT / "README.md")
+    assert f"python3.11 -m venv {venv} && {venv}/bin/pip install -r requirements.txt" in readme
+    plan = readme.index(f"{venv}/bin/python -m tools.plan --stack dev")
+    assert plan < readme.index("./scripts/test.sh")  # the light path comes first
+
+
+def test_the_policy_table_in_review_md_is_one_table_naming_every_policy_once():
+    """docs/review.md had the table's last rows headerless after a paragraph, two rows twice, the "Policy config"
+    paragraph twice and servingPort's default as both "unset" and 8000 (issue 29)."""
+    from policy import gke_rules, rules
+
+    page = (ROOT / "docs" / "review.md").read_text(encoding="utf-8")
+    lines = page.splitlines()
+    header = lines.index("| policy | blocks |")
+    rows = []
+    for line in lines[header + 2:]:
+        if not line.startswith("| `"):
+            break
+        rows.append(re.match(r"\| `([\w-]+)`", line).group(1))
+    every = {*rules.RESOURCE_RULES, *rules.STACK_RULES, *gke_rules.RESOURCE_RULES, *gke_rules.STACK_RULES}
+    assert sorted(rows) == sorted(every)  # each once, all under the header
+    assert not [line for line in lines[header + 2 + len(rows):] if line.startswith("| `")]
+    assert page.count("Policy config (`--policy-pack-config`)") == 1
+    assert rules.DEFAULT_CONFIG["servingPort"] is None and "`servingPort` (unset" in page
+    assert "`servingPort` (`8000`)" not in page

@@ -146,3 +146,16 @@ def test_each_fallback_is_priced_in_the_plan():
     spot, on_demand = [line for line in lines if "fallback" in line]
     assert spot.startswith("  fallback spot (gke.fallback") and "$0.59/hour per replica, $2.56/hour at 4" in spot
     assert on_demand.startswith("  fallback on-demand") and "$1.22/hour per replica" in on_demand
+
+
+def test_no_stand_in_for_an_unset_project_is_shown_unmarked():
+    """The gke cache bucket is named after the project: with gcp:project unset, its name showed the engine's
+    stand-in as if it were real (issue 29). Every use, inside longer names too, shows the marked placeholder."""
+    from tools.plan.placeholders import PLACEHOLDER_PROJECT, UNSET_PROJECT_STAND_IN
+
+    root = Path(__file__).resolve().parent.parent
+    plan = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "gke", "--json"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    assert UNSET_PROJECT_STAND_IN not in plan.stdout
+    assert json.loads(plan.stdout)["outputs"]["compileCacheBucket"].endswith(f"-xla-{PLACEHOLDER_PROJECT}")

@@ -332,6 +332,23 @@ MULTI_VARIANTS = {
 }
 VARIANTS.update({name: (stack, added, says) for name, (stack, added, says) in MULTI_VARIANTS.items()})
 
+# issue 29: the Ops Agent's two project roles, for the TPU VM's own account and no other, and nothing more.
+VARIANTS.update({
+    "vm: the VM's account administers Cloud Monitoring": (
+        "vm", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.admin",
+                    member=SA), "roles/monitoring.admin on project"),
+    "vm: the agent's metric writes on a folder instead": (
+        "vm", grant("gcp:folder/iAMMember:IAMMember", folder="folders/1", role="roles/monitoring.metricWriter",
+                    member=SA), "roles/monitoring.metricWriter"),
+    "vm: the agent's role through a whole project policy": (
+        "vm", grant("gcp:projects/iAMBinding:IAMBinding", project="my-proj", role="roles/logging.logWriter",
+                    members=[SA]), "roles/logging.logWriter"),
+    "gke: the workload gets the VM agent's metric writes": (
+        "gke", grant("gcp:projects/iAMMember:IAMMember", project="my-proj", role="roles/monitoring.metricWriter",
+                     member=f"serviceAccount:{WORKLOAD}"), "roles/monitoring.metricWriter on project"),
+})
+
+
 @pytest.fixture(scope="module")
 def stacks(gke_program):
     return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
@@ -394,7 +411,7 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
     assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE,
-                       *rules.CACHE_BUCKET_ROLES}
+                       *rules.CACHE_BUCKET_ROLES, *rules.OPS_AGENT_ROLES}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():

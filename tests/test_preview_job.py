@@ -19,6 +19,7 @@ import operator
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -503,3 +504,29 @@ def test_the_range_reader_reads_the_examples_pulumi_documents(text, admitted, re
 def test_the_range_reader_refuses_what_would_not_parse_or_we_do_not_read(text):
     with pytest.raises(AssertionError):
         version_range(text)
+
+
+def prepare_with_a_python_that_records(tmp_path: Path, stack_file: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """preview-prepare.sh on a stack file, with a `python` that only records that it ran (no venv is built)."""
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    (tmp_path / "Pulumi.dev.yaml").write_text(stack_file)
+    marker, shim = tmp_path / "python-ran", tmp_path / "python-shim"
+    shim.write_text(f"#!/bin/sh\ntouch '{marker}'\nexit 1\n")
+    shim.chmod(0o755)
+    result = subprocess.run(["bash", "scripts/preview-prepare.sh", "dev"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PREVIEW_PYTHON": str(shim)})
+    return result, marker
+
+
+@pytest.mark.parametrize("project_line", [None, "  gcp:project: null", "  gcp:project: ''", "  gcp:project:"])
+def test_an_unset_project_is_said_before_any_venv_is_built(tmp_path, project_line):
+    """preview-prepare.sh built both venvs (~80 s) before saying `gcp:project is not set` (issue 29)."""
+    lines = ["config:", "  tpu-vllm:platform: vm"] + ([project_line] if project_line else [])
+    result, marker = prepare_with_a_python_that_records(tmp_path, "\n".join(lines) + "\n")
+    assert result.returncode == 1 and "gcp:project is not set: pulumi config set gcp:project" in result.stderr
+    assert not marker.exists() and not (tmp_path / "venv").exists()
+
+
+def test_a_set_project_passes_the_cheap_check_and_goes_on_to_the_venvs(tmp_path):
+    result, marker = prepare_with_a_python_that_records(tmp_path, "config:\n  gcp:project: my-project\n")
+    assert marker.exists() and "gcp:project is not set" not in result.stderr

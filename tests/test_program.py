@@ -74,7 +74,9 @@ def test_accessor_binding_is_on_each_secret_and_nowhere_on_the_project(dev):
     for binding in bindings:
         assert binding["inputs"]["role"] == "roles/secretmanager.secretAccessor"
         assert binding["inputs"]["member"] == f"serviceAccount:{email}"
-    assert not [r for r in dev.registrations if r["type"].startswith("gcp:projects/iAM")]
+    # On the project, only the Ops Agent's two writer roles (monitoring.enabled; tests/test_monitoring.py).
+    project_roles = {r["inputs"]["role"] for r in dev.registrations if r["type"].startswith("gcp:projects/iAM")}
+    assert project_roles == {"roles/monitoring.metricWriter", "roles/logging.logWriter"}
     metadata = body_of(dev)["tpu"]["nodeSpec"][0]["node"]["metadata"]
     assert metadata["tpu-vllm-hf-token-secret"] == "projects/my-proj/secrets/hf-token"
     assert metadata["tpu-vllm-api-key-secret"] == "projects/my-proj/secrets/tpu-vllm-dev-api-key"

@@ -164,3 +164,37 @@ def test_serve_write_vllm_runner_keeps_every_argument_as_it_was(tmp_path):
     ran = subprocess.run(["bash", str(tmp_path / "etc/tpu-vllm/run.sh")], capture_output=True, text=True,
                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert ran.stdout == "<run>" + "".join(f"<{arg}>" for arg in args)
+
+
+def agent_shims(tmp_path: Path, *, installed: bool) -> tuple[Path, Path]:
+    """`systemctl` and `curl` that record their arguments; the agent's unit exists only when `installed`."""
+    shims, calls = tmp_path / "shims", tmp_path / "calls"
+    shims.mkdir()
+    (shims / "systemctl").write_text(f'#!/bin/sh\necho "systemctl $*" >>"{calls}"\n'
+                                     f'[ "$1" = cat ] && exit {0 if installed else 1}\nexit 0\n')
+    # No network in the tests, as on a node whose egress is blocked: the download fails as curl -f does.
+    (shims / "curl").write_text(f'#!/bin/sh\necho "curl $*" >>"{calls}"\nexit 22\n')
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    return shims, calls
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["first boot, install fails", "agent already there"])
+def test_the_metrics_agent_gets_its_config_and_a_failure_costs_only_the_metrics(tmp_path, installed):
+    root = tmp_path / "root"
+    shims, calls = agent_shims(tmp_path, installed=installed)
+    config = "metrics:\n  receivers: {}"
+    result = sourced(STARTUP, f'BOOT_ID=abc; mkdir -p "$STATUS_DIR"; write_status ready\n'
+                              f'start_metrics_agent "{config}"; wait; echo "exit $?"', root,
+                     PATH=f"{shims}:{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    written = root / "etc/google-cloud-ops-agent/config.yaml"
+    assert written.read_text() == config + "\n" and written.stat().st_mode & 0o777 == 0o644
+    assert (root / boot_contract.STATUS_FILE.lstrip("/")).read_text() == "ready\nboot abc\n"  # the boot stands
+    log = (root / "run/tpu-vllm/ops-agent.log").read_text()
+    recorded = calls.read_text()
+    if installed:
+        assert "curl" not in recorded and "systemctl restart google-cloud-ops-agent" in recorded
+    else:
+        assert "curl -fsS --max-time 60 -o" in recorded and "add-google-cloud-ops-agent-repo.sh" in recorded
+        assert "could not install the Ops Agent" in log and "restart" not in recorded

@@ -774,3 +774,14 @@ def test_media_hosts_that_point_back_inside_are_refused(host):
 @pytest.mark.parametrize("host", ["images.example.com", "upload.wikimedia.org", "8.8.8.8", "cdn-1.example.co.uk"])
 def test_public_media_hosts_are_accepted(host):
     assert load(vllm={"allowedMediaDomains": [host]}).settings.vllm.allowed_media_domains == [host]
+
+
+@pytest.mark.parametrize("value", [92, 95, 1.0, 1.01, 0.95])
+def test_a_memory_cap_too_high_names_a_value_the_other_checks_accept(value):
+    """92 used to be told "1 or less", and 1.0 was then refused: the fix must work in one try (issue 29)."""
+    [problem] = problems(vllm={"gpuMemoryUtilization": value})
+    suggested = float(re.search(r"set it to (\d+\.\d+)", problem).group(1))
+    assert load(vllm={"gpuMemoryUtilization": suggested}).settings.vllm.gpu_memory_utilization == suggested
+    assert "1 or less" not in problem and "at most 1" not in problem
+    if value > 1:
+        assert "not a percentage" in problem

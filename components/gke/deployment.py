@@ -10,15 +10,24 @@ import pulumi_gcp as gcp
 
 from components import naming, serve_command
 from components.core import Core
-from components.costs import gke_costs, kv_outputs
+from components.costs import baseline, gke_costs, kv_outputs, replica_usd_per_hour
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
-from components.gke.workload import SURGE_PODS, ServingPod, ServingWorkload, ServingWorkloadArgs, selector_labels
+from components.gke.workload import (
+    APP_NAME,
+    SURGE_PODS,
+    ServingPod,
+    ServingWorkload,
+    ServingWorkloadArgs,
+    selector_labels,
+)
 from components.identity import ServiceIdentity, ServiceIdentityArgs
+from components.monitoring.promql import Scope
+from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
 from components.settings import Settings
 
 
@@ -53,6 +62,24 @@ def exposure_args(settings: Settings, provider: pulumi.ProviderResource, workloa
         serving_port=settings.vllm.port, allow_external_load_balancer=settings.gke.allow_external_load_balancer,
         internal_source_ranges=list(settings.access.internal_source_ranges),
         serving_source_ranges=list(settings.access.serving_source_ranges), provider=provider, workload=workload)
+
+
+def monitoring_scope(settings: Settings) -> Scope:
+    """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
+    as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
+    pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
+    gke, model = settings.gke, settings.tpu.provisioning_model
+    cluster_name = gke.cluster_name or settings.resource_prefix
+    notes = [f"{gke.min_replicas}..{gke.max_replicas} replicas of one v5e chip, {model} at "
+             f"${replica_usd_per_hour(settings, model):.2f}/replica-hour; the cluster's baseline "
+             f"${baseline(settings).usd_per_hour:.2f}/hour"]
+    if model == "flex-start":
+        notes.append(f"Each node runs {settings.tpu.max_run_duration}; its replacement comes up "
+                     f"{gke.recycling_lead_time} before the end (node recycling)")
+    return Scope(title=f"tpu-vllm {settings.stack} (gke)",
+                 labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
+                 kv=settings.kv_budget(), replicas=True, usd_per_hour=replica_usd_per_hour(settings, model),
+                 baseline_usd_per_hour=baseline(settings).usd_per_hour, notes=tuple(notes))
 
 
 @dataclass
@@ -129,6 +156,10 @@ class GkeDeployment(pulumi.ComponentResource):
             provider=cluster.provider, workload=workload,
             install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self))
+        if cfg.monitoring.enabled:
+            OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(
+                project=cfg.project, settings=cfg.monitoring, scope=monitoring_scope(cfg), labels=core.labels,
+                depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = cfg.vllm.port
         endpoint = pulumi.Output.concat("http://", exposure.address, f":{port}/v1")

@@ -14,7 +14,11 @@ from components.settings.checks import cross_checks
 from components.settings.errors import config_key, finding_of
 from components.settings.facts import NAMESPACE
 from components.settings.findings import NO_VALUE, Finding, SettingsError, full_key, is_under
-from components.settings.namespaces import unread_namespace_findings
+from components.settings.namespaces import (
+    PLACED_BY_THE_STACK,
+    provider_default_findings,
+    unread_namespace_findings,
+)
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS, Settings
 
 
@@ -109,8 +113,10 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     secret_keys: the top-level keys set with --secret (None when the caller cannot know, e.g. pure rule tests).
     config_problems: what is wrong with the stack's other keys (see namespaces.py), listed first.
     """
-    context: dict[str, Any] = {"warnings": []}
-    problems: list[Finding] = list(config_problems)
+    config_problems = list(config_problems)
+    # A warning about another key (gcp:zone) is shown with the settings' own; only errors stop the load.
+    context: dict[str, Any] = {"warnings": [f for f in config_problems if f.severity == "warning"]}
+    problems: list[Finding] = [f for f in config_problems if f.severity != "warning"]
     if secret_keys is not None:
         problems += _secrecy_problems(raw, secret_keys, stack)
         if any(TOP_LEVEL_KEYS.get(key) is not None for key in secret_keys & raw.keys()):
@@ -179,9 +185,11 @@ def from_pulumi_config() -> Loaded:
     stack = pulumi.get_stack()
     raw, explicit_hf_secret = raw_from_pulumi_config()
     every_key = set(runtime_config.CONFIG.get()) | set(runtime_config.get_config_env())
+    placed = {key: runtime_config.get_config(key) for key in every_key & set(PLACED_BY_THE_STACK)}
     return load(raw, project=project, stack=stack, explicit_hf_secret=explicit_hf_secret,
                 secret_keys=secret_keys_from_pulumi_config(),
-                config_problems=unread_namespace_findings(every_key, stack_file_name(stack)))
+                config_problems=[*unread_namespace_findings(every_key, stack_file_name(stack)),
+                                 *provider_default_findings(placed, stack_file_name(stack))])
 
 
 def secret_keys_from_pulumi_config() -> frozenset[str]:

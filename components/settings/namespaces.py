@@ -71,3 +71,22 @@ def unread_namespace_findings(keys: Iterable[str], stack_file: str) -> list[Find
         # The value may be a secret of another tool: name the key only.
         findings.append(Finding(key, NO_VALUE, message, fix))
     return findings
+
+
+# pulumi-gcp's provider-wide defaults that this stack never leaves to the provider: every zonal or regional resource
+# names its place from the stack's own settings, so these decide nothing here (issue 29).
+PLACED_BY_THE_STACK = {
+    "gcp:zone": "tpu-vllm:tpu.zone (the TPU, its disk; gke: tpu-vllm:gke.location and gke.tpuZones)",
+    "gcp:region": "tpu-vllm:tpu.zone's region (gke: tpu-vllm:gke.location)",
+}
+
+
+def provider_default_findings(config: dict[str, object], stack_file: str) -> list[Finding]:
+    """A warning per gcp:zone / gcp:region set on the stack: the stack places everything by its own settings."""
+    findings = []
+    for key, decides in PLACED_BY_THE_STACK.items():
+        if key in config:
+            findings.append(Finding.warning(
+                key, config[key], f"is set, but no resource of this stack takes its place from it: {decides} does",
+                f"set {decides.split(' ')[0]} instead and remove it: `pulumi config rm {key}` ({stack_file})"))
+    return findings

@@ -15,6 +15,7 @@ from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
 from components.settings.front import FrontSettings
 from components.settings.gke import GkeSettings
+from components.settings.monitoring import MonitoringSettings
 from components.settings.planned_load import LoadSettings
 from components.settings.tpu import TpuSettings
 from components.settings.tpu_inference import TpuInferenceSettings
@@ -29,6 +30,7 @@ TOP_LEVEL_KEYS = {
     "front": FrontSettings,
     "gke": GkeSettings,
     "tpuInference": TpuInferenceSettings,
+    "monitoring": MonitoringSettings,
     "platform": None,
     "hfToken": None,
     "hfTokenSecret": None,
@@ -52,6 +54,7 @@ class Settings(_Section):
     load: LoadSettings = Field(default_factory=LoadSettings)
     front: FrontSettings = Field(default_factory=FrontSettings)
     tpu_inference: TpuInferenceSettings = Field(default_factory=TpuInferenceSettings)
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     platform: Literal["vm", "gke"] = Field("vm", description=(
         "`vm`: one flex-start TPU VM; `gke`: a GKE cluster that scales 1..N chips (see docs/gke.md). "
         "`tpu.provisioningModel`, `tpu.maxRunDuration`, `tpu.queueTimeout`, `tpu.network`, `vllm.*`, `front.*`, "

@@ -102,7 +102,8 @@ class VllmSettings(_Section):
         "the buckets step by the gap"))
     tensor_parallel_size: int = Field(1, description=(
         "one chip; one KV head is replicated, not sharded (anything else is an error)"))
-    gpu_memory_utilization: float = Field(0.92, gt=0, le=1, description=(
+    # No `le=1`: a pydantic "at most 1" would send 92 to 1.0, which the check below refuses; it says the real bound.
+    gpu_memory_utilization: float = Field(0.92, gt=0, description=(
         "0.95 fails XLA program allocation after ~691 s (error); 0.93-0.94 untested (warning)"))
     enable_prefix_caching: bool = Field(True, description="as in the log")
     disable_chunked_mm_input: bool = Field(True, description=(
@@ -229,6 +230,12 @@ class VllmSettings(_Section):
     @field_validator("gpu_memory_utilization")
     @classmethod
     def _memory_cap(cls, value: float, info: ValidationInfo) -> float:
+        if value > 1:
+            raise InvalidSettingError(
+                "a fraction of the chip's HBM (0.92 is 92%), not a percentage; and 0.95 and above does not boot on "
+                "this model/chip",
+                "set it to 0.92 (the log's measured ceiling; 0.93-0.94 are accepted with a warning, untested)",
+            )
         if value >= budget.FAILING_GPU_MEMORY_UTILIZATION:
             raise InvalidSettingError(
                 "0.95 and above does not boot on this model/chip: the KV pool sizes as "

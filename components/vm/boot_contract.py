@@ -13,6 +13,8 @@ CACHE_DEVICE_ATTRIBUTE = "tpu-vllm-cache-device"
 CACHE_MOUNT_ATTRIBUTE = "tpu-vllm-cache-mount"
 IMAGE_ATTRIBUTE = "tpu-vllm-image"
 SSH_HOST_KEY_SECRET_ATTRIBUTE = "tpu-vllm-ssh-host-key-secret"
+# The Ops Agent's configuration (components/vm/ops_agent.py); absent when monitoring.enabled is false.
+OPS_AGENT_CONFIG_ATTRIBUTE = "tpu-vllm-ops-agent-config"
 
 # Files startup.sh writes at every boot. Each secret is its own root-only file (directory 0700, file 0600),
 # mounted read-only into the containers that need it; no secret is ever in an environment or an argv.
@@ -41,9 +43,10 @@ BOOT_SCRIPT_UNIT = "google-startup-scripts.service"
 
 
 def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,
-                  ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: str) -> dict[str, str]:
+                  ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: str,
+                  ops_agent_config: str = "") -> dict[str, str]:
     """The node's metadata: the static boot script, the SSH key, and where the VM finds things."""
-    return {
+    metadata = {
         "startup-script": startup_script,
         "ssh-keys": ssh_keys,
         # The stack's own key in ssh-keys must be honoured (an org policy enforcing OS Login wins).
@@ -58,6 +61,9 @@ def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, a
         CACHE_MOUNT_ATTRIBUTE: cache_mount,
         IMAGE_ATTRIBUTE: image,
     }
+    if ops_agent_config:
+        metadata[OPS_AGENT_CONFIG_ATTRIBUTE] = ops_agent_config
+    return metadata
 
 
 def boot_ready_check_script() -> str:

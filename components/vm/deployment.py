@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 
 from components import budget, serve_command
 from components.core import Core
 from components.identity import account_email
+from components.monitoring.promql import Scope
+from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
 from components.settings import Settings
-from components.vm import boot_contract, container
+from components.vm import boot_contract, container, ops_agent
 from components.vm.billing_notice import still_billing
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
@@ -121,6 +124,8 @@ class VmDeployment(pulumi.ComponentResource):
                 hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
                 ssh_host_key_secret=host_key.secret_name,
                 cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=cfg.vllm.image,
+                ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=cfg.front.upstream_port)
+                                  if cfg.monitoring.enabled else ""),
             ),
             data_disks=[cache.source_disk],
             tags=[node_tag],
@@ -152,6 +157,8 @@ class VmDeployment(pulumi.ComponentResource):
 
         kv = cfg.kv_budget()
         pricing = cfg.tpu.provisioning_model
+        if cfg.monitoring.enabled:
+            self._monitoring(cfg, core, node)
         port = cfg.vllm.port
         key_file = f"~/.ssh/{prefix}"
         known_hosts_file = f"{key_file}.known_hosts"
@@ -205,3 +212,27 @@ class VmDeployment(pulumi.ComponentResource):
                 f"e.g. 16 agents at {kv.load_limit_tokens // 16:,} tokens each")
         self.outputs = outputs
         self.register_outputs(outputs)
+
+    def _monitoring(self, cfg: Settings, core: Core, node: TpuNode) -> None:
+        """The Ops Agent's two roles for the VM's identity (nothing else), the dashboard and the alerts."""
+        opts = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
+        for role in ops_agent.AGENT_ROLES:
+            gcp.projects.IAMMember(
+                f"vm-{role.split('/')[-1]}", project=cfg.project, role=role,
+                member=pulumi.Output.concat("serviceAccount:", core.identity.email), opts=opts)
+        pricing = cfg.tpu.provisioning_model
+        flex = pricing == "flex-start"
+        usd_per_hour = budget.cost_per_hour_usd(pricing)
+        notes = [f"{cfg.tpu.accelerator_type} in {cfg.tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
+        if flex:
+            notes.append(f"Each run lasts {cfg.tpu.max_run_duration} and costs at most "
+                         f"${budget.max_spend_usd(pricing, cfg.tpu.run_seconds):.2f} of TPU time; the cache disk "
+                         f"bills ${budget.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb):.2f}/month "
+                         "run or no run")
+        scope = Scope(title=f"tpu-vllm {cfg.stack} (vm)",
+                      labels={"job": ops_agent.job_name(cfg.resource_prefix)}, kv=cfg.kv_budget(), replicas=False,
+                      usd_per_hour=usd_per_hour, run_seconds=cfg.tpu.run_seconds if flex else None,
+                      notes=tuple(notes))
+        OperatorMonitoring("vm-monitoring", OperatorMonitoringArgs(
+            project=cfg.project, settings=cfg.monitoring, scope=scope, labels=core.labels,
+            run_end=node.termination_time if flex else None, depends_on=core.apis), pulumi.ResourceOptions(parent=self))

@@ -19,7 +19,7 @@ from tools.plan.placeholders import (
     SECRET_PLACEHOLDER,
     UNSET_PROJECT_STAND_IN,
     mark_placeholders,
-    replace_word,
+    replace_everywhere,
 )
 from tools.plan.stack_file import read_stack_config
 from tools.plan.urns import candidate_aliases
@@ -162,7 +162,8 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
 
     def mark(value: Any) -> Any:
         value = mark_placeholders(value)
-        return replace_word(value, UNSET_PROJECT_STAND_IN, shown_project) if shown_project else value
+        # The stand-in is distinctive, so it is marked inside derived names too (gke's cache bucket ends with it).
+        return replace_everywhere(value, UNSET_PROJECT_STAND_IN, shown_project) if shown_project else value
 
     aliases = candidate_aliases(r.urn_record() for r in program.registrations)
     registered = [

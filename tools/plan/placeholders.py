@@ -27,7 +27,9 @@ MOCK_IMAGE_DIGEST_HEX = "d16e57" * 10 + "d16e"
 MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
 MOCK_INTERNAL_IP = "10.128.0.2"
 MOCK_STATE = "ACTIVE"
-MOCK_TERMINATION_TIME = "(set by GCP when the node becomes ACTIVE)"
+# An RFC 3339 time as the TPU API gives it, so what reads it (the dashboard's run tiles) runs as in a deploy.
+MOCK_TERMINATION_TIME = "2099-01-01T00:00:00Z"
+MOCK_TERMINATION_EPOCH = "4070908800"  # the same instant in seconds: the run tiles' and alert's PromQL
 MOCK_PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAmockmockmock tpu-vllm"
 
 # How the plan shows them: as marked placeholders, never as if they were real.
@@ -36,6 +38,7 @@ PLACEHOLDERS = {
     MOCK_INTERNAL_IP: "<internal-ip>",
     MOCK_PROJECT_NUMBER: "<project-number>",
     MOCK_TERMINATION_TIME: "<run-end-time>",
+    MOCK_TERMINATION_EPOCH: "<run-end-epoch>",
     MOCK_PUBLIC_KEY: "<generated-ssh-public-key>",
     MOCK_NODE_UID: "<node-uid>",
     MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
@@ -49,6 +52,7 @@ PLACEHOLDER_MEANINGS = {
     "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
     "<project-number>": "your project's number",
     "<run-end-time>": "when the run ends (runDuration.terminationTime), set when the node becomes ACTIVE",
+    "<run-end-epoch>": "the run's end in seconds since 1970, in the dashboard's run tiles and the run-end alert",
     "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
     "<queued-resource-state>": "the queued resource's state at deploy time",
     "<node-uid>": "the TPU node's own id, new for every node GCP creates",
@@ -76,13 +80,12 @@ def mark_placeholders(value: Any) -> Any:
 
 
 
-def replace_word(value: Any, invented: str, shown: str) -> Any:
-    """Every whole-word use of an invented id (not inside a longer id) replaced, wherever it ended up."""
-    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(invented)}(?![A-Za-z0-9_-])")
+def replace_everywhere(value: Any, invented: str, shown: str) -> Any:
+    """Every use of a distinctive invented value replaced, inside longer ids too (a bucket named after the project)."""
     if isinstance(value, str):
-        return pattern.sub(shown, value)
+        return value.replace(invented, shown)
     if isinstance(value, dict):
-        return {key: replace_word(item, invented, shown) for key, item in value.items()}
+        return {key: replace_everywhere(item, invented, shown) for key, item in value.items()}
     if isinstance(value, list):
-        return [replace_word(item, invented, shown) for item in value]
+        return [replace_everywhere(item, invented, shown) for item in value]
     return value

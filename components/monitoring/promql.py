@@ -1,0 +1,132 @@
+"""vLLM's metrics as PromQL over the series one stack's collector writes, and the scope that selects them.
+
+Metric names: vLLM 0.33.0, vllm/v1/metrics/loggers.py (PrometheusStatLogger): gauges vllm:num_requests_running,
+vllm:num_requests_waiting, vllm:kv_cache_usage_perc ("1 means 100 percent usage"); counters vllm:generation_tokens
+and vllm:num_preemptions, which prometheus_client exposes with the `_total` suffix; histograms
+vllm:time_to_first_token_seconds and vllm:request_time_per_output_token_seconds (`_bucket` series).
+Both collectors keep the names: Managed Service for Prometheus (gke, PodMonitoring) and the Ops Agent's
+Prometheus receiver (vm) write them as prometheus.googleapis.com/<name>/<kind>, which PromQL in Cloud
+Monitoring reads by the Prometheus name (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/prometheus).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from components import budget
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+PREEMPTIONS = "vllm:num_preemptions_total"
+TTFT = "vllm:time_to_first_token_seconds_bucket"
+TPOT = "vllm:request_time_per_output_token_seconds_bucket"
+QUANTILES = (0.5, 0.95, 0.99)
+RATE_WINDOW = "5m"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One stack's serving series and the figures its tiles and alerts draw."""
+
+    title: str
+    """The dashboard's name, e.g. tpu-vllm dev (vm)."""
+    labels: dict[str, str]
+    """The labels that select this stack's series and nothing else (its scrape job, namespace, cluster)."""
+    kv: budget.KvBudget | None
+    """The KV pool (settings.kv_budget()); None: an unknown model, the rule's bare fraction."""
+    replicas: bool
+    """True on gke: tiles split by replica (the scraped instance)."""
+    usd_per_hour: float
+    """One replica's (the VM's) price per hour."""
+    baseline_usd_per_hour: float = 0.0
+    """What bills with no replica (gke: the fee, the system pool, the bucket)."""
+    run_seconds: int | None = None
+    """A flex-start run's length; None when nothing ends the run."""
+    run_end_epoch: int | None = None
+    """When this run ends (vm flex-start, once the node is ACTIVE); None when not known."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    """Markdown lines for the dashboard's summary tile."""
+
+    @property
+    def kv_rule(self) -> float:
+        """The build log's rule of thumb as a fraction of the pool, from the budget's own numbers."""
+        if self.kv is None or not self.kv.kv_tokens:
+            return budget.KV_LOAD_RULE_OF_THUMB
+        return self.kv.load_limit_tokens / self.kv.kv_tokens
+
+
+def selector(scope: Scope) -> str:
+    inner = ",".join(f'{key}="{value}"' for key, value in sorted(scope.labels.items()))
+    return "{" + inner + "}"
+
+
+def _by(scope: Scope) -> str:
+    return " by (instance)" if scope.replicas else ""
+
+
+def gauge(scope: Scope, metric: str, how: str = "sum") -> str:
+    return f"{how}{_by(scope)} ({metric}{selector(scope)})"
+
+
+def output_tokens_per_second(scope: Scope) -> str:
+    return f"sum{_by(scope)} (rate({GENERATION_TOKENS}{selector(scope)}[{RATE_WINDOW}]))"
+
+
+def quantile(scope: Scope, histogram: str, q: float) -> str:
+    return f"histogram_quantile({q}, sum by (le) (rate({histogram}{selector(scope)}[{RATE_WINDOW}])))"
+
+
+def preemptions(scope: Scope) -> str:
+    return f"sum{_by(scope)} (increase({PREEMPTIONS}{selector(scope)}[{RATE_WINDOW}]))"
+
+
+def kv_usage(scope: Scope) -> str:
+    return gauge(scope, KV_USAGE, "max")
+
+
+def serving(scope: Scope) -> str:
+    """One series while any replica is scraped; its timestamp is the evaluation's."""
+    return f"max({RUNNING}{selector(scope)})"
+
+
+def minutes_left(scope: Scope) -> str | None:
+    if scope.run_end_epoch is None:
+        return None
+    return f"clamp_min({scope.run_end_epoch} - timestamp({serving(scope)}), 0) / 60"
+
+
+def spend_so_far(scope: Scope) -> str | None:
+    """USD of this run so far: its hours since it began (run end - run length), at the VM's price."""
+    if scope.run_end_epoch is None or scope.run_seconds is None:
+        return None
+    start = f"({scope.run_end_epoch} - {scope.run_seconds})"
+    return (f"clamp_max(clamp_min(timestamp({serving(scope)}) - {start}, 0), {scope.run_seconds}) / 3600 * "
+            f"{scope.usd_per_hour}")
+
+
+def burn_rate(scope: Scope) -> str:
+    """USD per hour now: the replicas scraped x one replica's price, plus the baseline."""
+    replicas = f"count(max by (instance) ({RUNNING}{selector(scope)}))"
+    return f"{replicas} * {scope.usd_per_hour} + {scope.baseline_usd_per_hour}"
+
+
+def not_scraped(scope: Scope) -> str:
+    """True when no scrape of vLLM succeeded in the lookback: the metric is absent."""
+    return f"absent({RUNNING}{selector(scope)})"
+
+
+def kv_above_rule(scope: Scope) -> str:
+    return f"{kv_usage(scope)} > {round(scope.kv_rule, 4)}"
+
+
+def requests_waiting(scope: Scope) -> str:
+    return f"{gauge(scope, WAITING)} > 0"
+
+
+def run_ending_in_flight(scope: Scope, warning_seconds: int) -> str | None:
+    if scope.run_end_epoch is None:
+        return None
+    in_flight = f"sum({RUNNING}{selector(scope)}) > 0"
+    return f"{scope.run_end_epoch} - timestamp({in_flight}) < {warning_seconds}"
