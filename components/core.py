@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 from components import naming
 from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.secrets import StackSecrets, StackSecretsArgs
-from components.services import GKE_APIS, ProjectServices
+from components.services import GKE_APIS, GKE_MIRROR_APIS, ProjectServices
 from components.settings import Settings
 
 
@@ -41,10 +41,14 @@ def serving_identity_args(settings: Settings) -> ServiceIdentityArgs:
     return ServiceIdentityArgs(project=settings.project, account_id=naming.service_account_id(settings.stack, "vm"))
 
 
+def gke_apis(settings: Settings) -> tuple[str, ...]:
+    return GKE_APIS + (GKE_MIRROR_APIS if settings.gke.docker_hub_mirror else ())
+
+
 def create_core(settings: Settings, hf_token_secret_is_secret: bool) -> Core:
     """hf_token_secret_is_secret: hfTokenSecret was set with --secret (its id then stays a Pulumi secret)."""
     services = ProjectServices("services", settings.project,
-                               extra_apis=GKE_APIS if settings.platform == "gke" else ())
+                               extra_apis=gke_apis(settings) if settings.platform == "gke" else ())
     after_services = pulumi.ResourceOptions(depends_on=services.services)
     # The names each platform's identity has had since it was first deployed (URNs; tests/golden/urns).
     identity = ServiceIdentity("workload" if settings.platform == "gke" else "vm", serving_identity_args(settings),

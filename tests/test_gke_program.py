@@ -100,7 +100,7 @@ def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     assert vllm["command"] == serve_command.key_entry_command()
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
-    assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
+    assert vllm["resources"]["requests"]["google.com/tpu"] == vllm["resources"]["limits"]["google.com/tpu"] == "1"
     spec = gke.named(SERVING)["inputs"]["spec"]
     assert "replicas" not in spec  # the HPA owns it
     assert "volumeClaimTemplates" not in spec  # no zonal claim pins a replica to a zone
