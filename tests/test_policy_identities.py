@@ -332,41 +332,33 @@ MULTI_VARIANTS = {
 }
 VARIANTS.update({name: (stack, added, says) for name, (stack, added, says) in MULTI_VARIANTS.items()})
 # gke with gke.dockerHubMirror: the nodes read the stack's own mirror, nothing more.
+MIRROR_ID = "tpu-vllm-gke-dockerhub"
+
+
+def mirror_grant(repository: str = MIRROR_ID, role: str = "roles/artifactregistry.reader", who: str = NODES,
+                 **where):
+    return grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember", repository=repository, role=role,
+                 member=f"serviceAccount:{who}", **where)
+
+
 VARIANTS.update({
     "gke mirror: the nodes read the stack's own mirror again (a second grant of the same)": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="tpu-vllm-gke-dockerhub", location="us-west4",
-                            role="roles/artifactregistry.reader", member=f"serviceAccount:{NODES}"), None),
+        "gke-mirror", mirror_grant(location="us-west4"), None),
     "gke mirror: the nodes read another repository": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="projects/my-proj/locations/us-west4/repositories/team-images",
-                            location="us-west4", role="roles/artifactregistry.reader",
-                            member=f"serviceAccount:{NODES}"), "roles/artifactregistry.reader"),
+        "gke-mirror", mirror_grant("projects/my-proj/locations/us-west4/repositories/team-images"),
+        "roles/artifactregistry.reader"),
     "gke mirror: the nodes read another project's repository of the same name": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="projects/other-proj/locations/us-west4/repositories/tpu-vllm-gke-dockerhub",
-                            role="roles/artifactregistry.reader", member=f"serviceAccount:{NODES}"),
+        "gke-mirror", mirror_grant(f"projects/other-proj/locations/us-west4/repositories/{MIRROR_ID}"),
         "roles/artifactregistry.reader"),
     "gke mirror: the nodes read a repository of the same name in another region": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="tpu-vllm-gke-dockerhub", location="europe-west4", project="my-proj",
-                            role="roles/artifactregistry.reader", member=f"serviceAccount:{NODES}"),
-        "roles/artifactregistry.reader"),
+        "gke-mirror", mirror_grant(location="europe-west4", project="my-proj"), "roles/artifactregistry.reader"),
     "gke mirror: the nodes may write the mirror": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="tpu-vllm-gke-dockerhub", location="us-west4",
-                            role="roles/artifactregistry.writer", member=f"serviceAccount:{NODES}"),
+        "gke-mirror", mirror_grant(role="roles/artifactregistry.writer", location="us-west4"),
         "roles/artifactregistry.writer"),
     "gke mirror: the workload reads the mirror": (
-        "gke-mirror", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                            repository="tpu-vllm-gke-dockerhub", location="us-west4",
-                            role="roles/artifactregistry.reader", member=f"serviceAccount:{WORKLOAD}"),
-        "roles/artifactregistry.reader"),
+        "gke-mirror", mirror_grant(who=WORKLOAD, location="us-west4"), "roles/artifactregistry.reader"),
     "gke: the nodes read a repository of the same name the stack does not declare": (
-        "gke", grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
-                     repository="tpu-vllm-gke-dockerhub", location="us-west4",
-                     role="roles/artifactregistry.reader", member=f"serviceAccount:{NODES}"),
-        "roles/artifactregistry.reader"),
+        "gke", mirror_grant(location="us-west4"), "roles/artifactregistry.reader"),
 })
 
 
