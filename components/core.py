@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 from components import naming
 from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.secrets import StackSecrets, StackSecretsArgs
-from components.services import GKE_APIS, VM_MONITORING_APIS, ProjectServices
+from components.services import GKE_APIS, GKE_MIRROR_APIS, VM_MONITORING_APIS, ProjectServices
 from components.settings import Settings
 
 
@@ -41,9 +41,13 @@ def serving_identity_args(settings: Settings) -> ServiceIdentityArgs:
     return ServiceIdentityArgs(project=settings.project, account_id=naming.service_account_id(settings.stack, "vm"))
 
 
+def gke_apis(settings: Settings) -> tuple[str, ...]:
+    return GKE_APIS + (GKE_MIRROR_APIS if settings.gke.docker_hub_mirror else ())
+
+
 def create_core(settings: Settings, hf_token_secret_is_secret: bool) -> Core:
     """hf_token_secret_is_secret: hfTokenSecret was set with --secret (its id then stays a Pulumi secret)."""
-    extra_apis = GKE_APIS if settings.platform == "gke" else (
+    extra_apis = gke_apis(settings) if settings.platform == "gke" else (
         VM_MONITORING_APIS if settings.monitoring.enabled else ())
     services = ProjectServices("services", settings.project, extra_apis=extra_apis)
     after_services = pulumi.ResourceOptions(depends_on=services.services)

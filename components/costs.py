@@ -11,6 +11,7 @@ from components.budget import GKE_BOOT_DISK_GB as BOOT_DISK_GB
 from components.budget import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
 from components.gke import compile_cache
 from components.settings import Settings
+from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
 # ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept; compute_class.CHIPS_PER_NODE).
 CHIPS_PER_NODE = 1
@@ -88,6 +89,11 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         "replicaUsdPerHour": round(replica_usd_per_hour(settings, model), 4),
         "bootDiskUsdPerMonthPerNode": round(boot_disk_usd_per_hour() * budget.HOURS_PER_MONTH, 2),
         "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
+        # A rollout (a serve flag, the image, the front's config) starts the surge replica before an old one leaves
+        # (components/gke/workload.py ROLLOUT_STRATEGY): one more chip bills while each replica is replaced.
+        "costPerHourDuringRolloutUsd": {
+            "atMinReplicas": round(total_usd_per_hour(settings, gke.min_replicas + GKE_ROLLOUT_SURGE_PODS), 4),
+            "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas + GKE_ROLLOUT_SURGE_PODS), 4)},
     }
     # Empty when gke.fallback is: a replica then waits for first-priority capacity.
     costs["fallbackCostPerHourUsd"] = {
@@ -116,7 +122,10 @@ def kv_outputs(settings: Settings) -> dict[str, Any]:
             f"per replica keep clients x context under {kv.load_limit_tokens:,} tokens (78% of "
             f"{kv.kv_tokens:,}); in total under {kv.load_limit_tokens * gke.min_replicas:,} at "
             f"{gke.min_replicas} replica(s) and {kv.load_limit_tokens * gke.max_replicas:,} at "
-            f"{gke.max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each"),
+            f"{gke.max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each; "
+            f"a rollout adds {GKE_ROLLOUT_SURGE_PODS} replica (one more chip) before an old one leaves, so these "
+            f"lines hold through it, and at {gke.max_replicas} the namespace holds "
+            f"{gke.max_replicas + GKE_ROLLOUT_SURGE_PODS} chips while it runs"),
     }
 
 
@@ -152,6 +161,9 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_cache_gb_per_configuration": compile_cache.MEASURED_CACHE_GB,
         # minReplicas chips never scale away, so they bill every hour the stack exists, like the fee.
         "gke_usd_per_month_at_min_replicas": round(least * budget.HOURS_PER_MONTH, 2),
+        "gke_rollout_surge_replicas": GKE_ROLLOUT_SURGE_PODS,
+        "gke_cost_per_hour_usd_during_rollout_at_min_replicas": costs["costPerHourDuringRolloutUsd"]["atMinReplicas"],
+        "gke_cost_per_hour_usd_during_rollout_at_max_replicas": costs["costPerHourDuringRolloutUsd"]["atMaxReplicas"],
     }
     if kv is not None:
         summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
@@ -352,6 +364,12 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     lines.append(f"  all of it at {least} replica(s) (gke.minReplicas): "
                  f"{_money(summary['gke_cost_per_hour_usd_at_min_replicas'])}/hour; at {most} (gke.maxReplicas): "
                  f"{_money(summary['gke_cost_per_hour_usd_at_max_replicas'])}/hour")
+    surge = summary["gke_rollout_surge_replicas"]
+    lines.append(f"  while a rollout runs (a serve flag, the image, the front's config): {surge} more replica "
+                 f"(its chip and node) starts before an old one leaves: "
+                 f"{_money(summary['gke_cost_per_hour_usd_during_rollout_at_min_replicas'])}/hour at {least}, "
+                 f"{_money(summary['gke_cost_per_hour_usd_during_rollout_at_max_replicas'])}/hour at {most}, for "
+                 "each replica's warm start (~8 min) or cold compile (~14 min) plus its node's queue")
     if summary["run_hours"] is not None:
         lines.append(f"  each TPU node's run ends after {summary['run_hours']:g}h (tpu.maxRunDuration), but the "
                      f"billing does not: the ComputeClass brings a new node for as long as gke.minReplicas ({least}) "

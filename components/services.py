@@ -15,6 +15,8 @@ REQUIRED_APIS = (
 # Credentials, whose generateAccessToken GKE's metadata server calls for every Workload Identity (the Secret
 # Manager add-on's reads, the metrics adapter, the cache mount; GKE's Workload Identity page, "Enable the IAM
 # Service Account Credentials API"); Cloud Storage for the shared compile-cache bucket.
+# gke.dockerHubMirror adds Artifact Registry (components/gke/registry_mirror.py).
+GKE_MIRROR_APIS = ("artifactregistry.googleapis.com",)
 GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com", "iamcredentials.googleapis.com",
             "storage.googleapis.com")
 

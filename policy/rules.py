@@ -425,6 +425,11 @@ BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in
 # - on vm, the Ops Agent's two roles on the whole project for the TPU VM's own account, and no other account
 #   (issue 29: components/vm/ops_agent.py, the dashboard's metrics; Google's Ops Agent authorization page);
 OPS_AGENT_ROLES = frozenset({"roles/monitoring.metricWriter", "roles/logging.logWriter"})
+# - on gke with gke.dockerHubMirror, image reads on the stack's own Docker Hub mirror (an Artifact Registry
+#   repository the program declares) for the identity its cluster's nodes run as (components/gke/registry_mirror.py);
+MIRROR_READER_ROLE = "roles/artifactregistry.reader"
+REPOSITORY_TYPE = "gcp:artifactregistry/repository:Repository"
+REPOSITORY_GRANT_TYPES = {"gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"}
 # - and, on the identity itself, Workload Identity user for one Kubernetes service account (gke).
 WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
 SERVICE_ACCOUNT_TYPE = "gcp:serviceaccount/account:Account"
@@ -580,6 +585,23 @@ def _kubernetes_accounts(resources: list[Seen]) -> dict[str, set[tuple[str, str]
     return accounts
 
 
+_REPOSITORY_NAME = re.compile(r"projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)")
+
+
+def _repository_key(name: Any, project: Any, location: Any) -> tuple[str | None, str | None, str]:
+    """(project, location, id) of an Artifact Registry repository, from its full name or its parts; None where
+    the program leaves a part to the provider."""
+    text = str(name or "")
+    found = _REPOSITORY_NAME.fullmatch(text)
+    if found:
+        return found.group(1).lower(), found.group(2).lower(), found.group(3)
+    return (str(project).lower() if project else None), (str(location).lower() if location else None), text
+
+
+def _same_repository(one: tuple[str | None, str | None, str], other: tuple[str | None, str | None, str]) -> bool:
+    return one[2] == other[2] and all(a is None or b is None or a == b for a, b in zip(one[:2], other[:2], strict=True))
+
+
 def _scope_of(type_: str) -> str:
     return IAM_GRANT_TYPES.get(type_) or type_.rsplit(":", 1)[-1]
 
@@ -632,7 +654,14 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
 
     own_buckets = {str(r.props.get("name")) for r in resources if r.type == BUCKET_TYPE and r.props.get("name")}
 
+    own_repositories = [_repository_key(r.props.get("repositoryId"), r.props.get("project"), r.props.get("location"))
+                        for r in resources if r.type == REPOSITORY_TYPE and r.props.get("repositoryId")]
+
     def allowed(type_: str, props: Mapping[str, Any], role: str, email: str) -> bool:
+        if type_ in REPOSITORY_GRANT_TYPES:
+            granted = _repository_key(props.get("repository"), props.get("project"), props.get("location"))
+            return (role == MIRROR_READER_ROLE and email in node_accounts
+                    and any(_same_repository(granted, own) for own in own_repositories))
         if type_ in BUCKET_GRANT_TYPES:
             bucket = str(props.get("bucket") or "").removeprefix("b/")
             return role in CACHE_BUCKET_ROLES and bucket in own_buckets and reads_the_secrets(email)

@@ -106,18 +106,26 @@ def test_a_failed_resolution_names_the_setting_and_the_fix(registry):
 
 
 def test_every_replica_runs_the_pinned_image_and_the_plan_shows_it(gke_program):
-    [digest] = gke_program.of_type(DIGEST_TYPE)
-    assert digest["inputs"]["image"] == "vllm/vllm-tpu:nightly"
+    digests = {d["name"]: d["inputs"]["image"] for d in gke_program.of_type(DIGEST_TYPE)}
+    assert digests == {"vllm-image": "vllm/vllm-tpu:nightly", "front-image": "nginx:1.28.0-alpine"}
     pod = gke_program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
     vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
     assert vllm["image"] == gke_program.output("vllmImage")["value"]
     assert vllm["image"].startswith("vllm/vllm-tpu@sha256:") and ":nightly" not in vllm["image"]
 
 
+def test_the_front_and_the_metrics_door_run_nginx_pinned_by_digest_through_the_same_resolver(gke_program):
+    pod = gke_program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
+    images = {c["name"]: c["image"] for c in pod["containers"]}
+    assert images["front"] == images["metrics"] == gke_program.output("frontImage")["value"]
+    assert images["front"].startswith("nginx@sha256:") and ":1.28.0-alpine" not in images["front"]
+
+
 def test_a_digest_in_the_settings_registers_no_resolver():
     pinned = "vllm/vllm-tpu@sha256:" + "c" * 64
     program = harness.run(harness.with_section(harness.gke_config(), "vllm", image=pinned), stack="gke")
-    assert program.problems is None and not program.of_type(DIGEST_TYPE)
+    assert program.problems is None
+    assert [d["name"] for d in program.of_type(DIGEST_TYPE)] == ["front-image"]  # only the front's tag resolves
     assert program.output("vllmImage")["value"] == pinned
 
 
@@ -207,3 +215,50 @@ def test_a_token_answer_past_its_cap_is_refused():
     with HugeToken({"vllm/vllm-tpu": {"nightly": manifest_bytes("nightly")}}) as registry:
         with pytest.raises(ResolveError, match="token answer is 2097165 bytes, over the 1048576-byte limit"):
             resolve(f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly")
+
+MIRROR = "us-west4-docker.pkg.dev/my-proj/tpu-vllm-gke-dockerhub"
+HEX = "d" * 64
+
+
+@pytest.mark.parametrize(("pinned", "pulled"), [
+    (f"vllm/vllm-tpu@sha256:{HEX}", f"{MIRROR}/vllm/vllm-tpu@sha256:{HEX}"),
+    # Docker Hub's official images live under library/: the mirror needs the full path.
+    (f"nginx@sha256:{HEX}", f"{MIRROR}/library/nginx@sha256:{HEX}"),
+    (f"docker.io/library/nginx@sha256:{HEX}", f"{MIRROR}/library/nginx@sha256:{HEX}"),
+    # Another registry's image is not Docker Hub's: pulled as written, never renamed into the mirror.
+    (f"us-docker.pkg.dev/p/r/vllm@sha256:{HEX}", f"us-docker.pkg.dev/p/r/vllm@sha256:{HEX}"),
+    (f"docker.io.example.com/vllm@sha256:{HEX}", f"docker.io.example.com/vllm@sha256:{HEX}"),
+    (f"localhost:5000/vllm@sha256:{HEX}", f"localhost:5000/vllm@sha256:{HEX}"),
+    # A tag (not pinned) is never sent through: the mirror keeps the digest the resolver pinned.
+    ("nginx:1.28.0-alpine", "nginx:1.28.0-alpine"),
+])
+def test_only_docker_hub_images_pinned_by_digest_go_through_the_mirror(pinned, pulled):
+    from components.gke.registry_mirror import through_mirror
+    assert through_mirror(pinned, MIRROR) == pulled
+
+
+def test_the_mirror_is_a_docker_hub_remote_repository_the_nodes_alone_read():
+    program = harness.run(harness.with_section(harness.gke_config(), "gke", dockerHubMirror=True), stack="gke")
+    assert program.problems is None
+    [repository] = program.of_type("gcp:artifactregistry/repository:Repository")
+    inputs = repository["inputs"]
+    assert (inputs["format"], inputs["mode"], inputs["location"]) == ("DOCKER", "REMOTE_REPOSITORY", "us-west4")
+    assert inputs["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
+    [grant] = program.of_type("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember")
+    assert grant["inputs"]["role"] == "roles/artifactregistry.reader"
+    assert grant["inputs"]["member"].startswith("serviceAccount:tpu-vllm-gke-nodes@")
+    pod = program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
+    images = {c["name"]: c["image"] for c in pod["containers"]}
+    assert images["vllm"].startswith(f"{MIRROR}/vllm/vllm-tpu@sha256:")
+    assert images["front"].startswith(f"{MIRROR}/library/nginx@sha256:") and images["metrics"] == images["front"]
+    assert "artifactregistry.googleapis.com" in {s["inputs"]["service"]
+                                                 for s in program.of_type("gcp:projects/service:Service")}
+    # The cache's prefix keys on the digest alone: the same with the mirror as without.
+    without = harness.run(harness.gke_config(), stack="gke")
+    assert program.output("compileCachePath")["value"] == without.output("compileCachePath")["value"]
+
+
+def test_no_mirror_by_default(gke_program):
+    assert not gke_program.of_type("gcp:artifactregistry/repository:Repository")
+    assert "artifactregistry.googleapis.com" not in {s["inputs"]["service"]
+                                                     for s in gke_program.of_type("gcp:projects/service:Service")}

@@ -100,7 +100,7 @@ def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     assert vllm["command"] == serve_command.key_entry_command()
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
-    assert vllm["resources"] == {"requests": {"google.com/tpu": "1"}, "limits": {"google.com/tpu": "1"}}
+    assert vllm["resources"]["requests"]["google.com/tpu"] == vllm["resources"]["limits"]["google.com/tpu"] == "1"
     spec = gke.named(SERVING)["inputs"]["spec"]
     assert "replicas" not in spec  # the HPA owns it
     assert "volumeClaimTemplates" not in spec  # no zonal claim pins a replica to a zone
@@ -538,3 +538,24 @@ def test_the_move_from_the_statefulset_creates_the_deployment_under_a_new_name_b
     brings the Deployment's replica up while the StatefulSet's still serves."""
     assert gke.of_type("kubernetes:apps/v1:StatefulSet") == []
     assert gke.named(SERVING)["type"] == DEPLOYMENT
+
+
+def test_outputs_and_the_plan_price_the_rollouts_surge_chip(gke):
+    from components import costs
+
+    cfg = gke_settings()
+    during = gke.output("costPerHourDuringRolloutUsd")["value"]
+    replica = gke.output("replicaUsdPerHour")["value"]
+    # Exactly one more replica (chip, boot disk, recycling overlap) than at rest, at either end of the HPA's range.
+    assert during["atMinReplicas"] == pytest.approx(gke.output("costPerHourAtMinReplicasUsd")["value"] + replica,
+                                                    abs=1e-3)
+    assert during["atMaxReplicas"] == pytest.approx(gke.output("costPerHourUsd")["value"] + replica, abs=1e-3)
+    guidance = gke.output("concurrencyGuidance")["value"]
+    assert "a rollout adds 1 replica" in guidance and f"holds {cfg.gke.max_replicas + 1} chips" in guidance
+    summary = costs.gke_plan_summary(cfg)
+    summary.update(pricing="flex-start", cost_per_hour_usd=0.6, run_hours=24.0, secret_versions=2,
+                   secret_versions_usd_per_month=0.0, cache_disk_outlives_destroy=False,
+                   usd_per_million_output_tokens_at_1496_5_tok_s=0.11)
+    line = next(text for text in costs.gke_plan_cost_lines(summary) if "while a rollout runs" in text)
+    assert f"${during['atMinReplicas']:.2f}/hour at {cfg.gke.min_replicas}" in line
+    assert f"${during['atMaxReplicas']:.2f}/hour at {cfg.gke.max_replicas}" in line

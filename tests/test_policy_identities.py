@@ -331,6 +331,36 @@ MULTI_VARIANTS = {
                      member="user:alice@example.com")], None),
 }
 VARIANTS.update({name: (stack, added, says) for name, (stack, added, says) in MULTI_VARIANTS.items()})
+# gke with gke.dockerHubMirror: the nodes read the stack's own mirror, nothing more.
+MIRROR_ID = "tpu-vllm-gke-dockerhub"
+
+
+def mirror_grant(repository: str = MIRROR_ID, role: str = "roles/artifactregistry.reader", who: str = NODES,
+                 **where):
+    return grant("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember", repository=repository, role=role,
+                 member=f"serviceAccount:{who}", **where)
+
+
+VARIANTS.update({
+    "gke mirror: the nodes read the stack's own mirror again (a second grant of the same)": (
+        "gke-mirror", mirror_grant(location="us-west4"), None),
+    "gke mirror: the nodes read another repository": (
+        "gke-mirror", mirror_grant("projects/my-proj/locations/us-west4/repositories/team-images"),
+        "roles/artifactregistry.reader"),
+    "gke mirror: the nodes read another project's repository of the same name": (
+        "gke-mirror", mirror_grant(f"projects/other-proj/locations/us-west4/repositories/{MIRROR_ID}"),
+        "roles/artifactregistry.reader"),
+    "gke mirror: the nodes read a repository of the same name in another region": (
+        "gke-mirror", mirror_grant(location="europe-west4", project="my-proj"), "roles/artifactregistry.reader"),
+    "gke mirror: the nodes may write the mirror": (
+        "gke-mirror", mirror_grant(role="roles/artifactregistry.writer", location="us-west4"),
+        "roles/artifactregistry.writer"),
+    "gke mirror: the workload reads the mirror": (
+        "gke-mirror", mirror_grant(who=WORKLOAD, location="us-west4"), "roles/artifactregistry.reader"),
+    "gke: the nodes read a repository of the same name the stack does not declare": (
+        "gke", mirror_grant(location="us-west4"), "roles/artifactregistry.reader"),
+})
+
 
 # issue 29: the Ops Agent's two project roles, for the TPU VM's own account and no other, and nothing more.
 VARIANTS.update({
@@ -351,12 +381,15 @@ VARIANTS.update({
 
 @pytest.fixture(scope="module")
 def stacks(gke_program):
-    return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations)}
+    mirror = harness.run(harness.with_section(harness.gke_config(), "gke", dockerHubMirror=True), stack="gke")
+    return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations),
+            "gke-mirror": gke_urns(mirror.registrations)}
 
 
 @pytest.fixture(scope="module")
 def cases(stacks):
-    built = {"vm stack": (stacks["vm"], {}), "gke stack": (stacks["gke"], {})}
+    built = {"vm stack": (stacks["vm"], {}), "gke stack": (stacks["gke"], {}),
+             "gke mirror stack": (stacks["gke-mirror"], {})}
     for name, (stack, added, _) in VARIANTS.items():
         resources = copy.deepcopy(stacks[stack])
         for item in added if isinstance(added, list) else [added]:
@@ -377,7 +410,7 @@ def check(found: list[str], name: str) -> None:
 
 
 def test_both_stacks_as_the_program_makes_them_pass(cases):
-    for name in ("vm stack", "gke stack"):
+    for name in ("vm stack", "gke stack", "gke mirror stack"):
         resources, _ = cases[name]
         assert rules.stack_identities_hold_only_their_grants(resources) == [], name
 
@@ -400,6 +433,7 @@ def test_each_grant_through_the_pack_entry(through_the_entry, name):
 
 def test_the_stacks_pass_through_the_pack_entry(through_the_entry):
     assert through_the_entry["vm stack"][RULE] == [] and through_the_entry["gke stack"][RULE] == []
+    assert through_the_entry["gke mirror stack"][RULE] == []
 
 
 def test_the_allow_list_is_what_the_stacks_grant(stacks):
@@ -411,7 +445,7 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
     assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE,
-                       *rules.CACHE_BUCKET_ROLES, *rules.OPS_AGENT_ROLES}
+                       *rules.CACHE_BUCKET_ROLES, *rules.OPS_AGENT_ROLES, rules.MIRROR_READER_ROLE}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():

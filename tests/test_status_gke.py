@@ -81,8 +81,8 @@ def node(name: str, created: datetime, *, model: str = "flex-start", zone: str =
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def pod(name: str, state: str) -> dict:
-    meta = {"name": name, "labels": {"app.kubernetes.io/name": "tpu-vllm"}}
+def pod(name: str, state: str, template_hash: str = "6d4f8b9c7") -> dict:
+    meta = {"name": name, "labels": {"app.kubernetes.io/name": "tpu-vllm", "pod-template-hash": template_hash}}
     if state == "queued":
         return {"metadata": meta, "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -153,8 +153,8 @@ def test_compiling_says_how_long_and_how_to_follow(cluster, capsys):
     assert "status, stack gke: COMPILING" in out and "for 6m 00s" in out
     assert "kubectl -n tpu-vllm logs vllm-0 -c vllm -f" in out
     # The node's run end: its creation plus the class's flex-start maxRunDurationSeconds.
-    assert "node gke-node-1" in out and "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:50 UTC (in 23h 50m)" \
-        in out
+    assert "node gke-node-1" in out and "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:50 UTC (in 23h 50m; " \
+        "creation + maxRunDurationSeconds); its replacement is asked for from ~08:50 UTC" in out
 
 
 def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
@@ -221,3 +221,43 @@ def test_no_kubectl_is_an_error_with_the_install(cluster, capsys, monkeypatch):
     monkeypatch.setattr(status_gke.shutil, "which", lambda name: None if name == "kubectl" else real_which(name))
     assert run() == status_report.EXIT_ERROR
     assert "kubectl is not on PATH: gcloud components install kubectl" in shown(capsys)
+
+
+def replica_set(template_hash: str, revision: int, replicas: int, ready: int) -> dict:
+    """A ReplicaSet as the Deployment controller writes it: its template hash label and revision annotation."""
+    return {"metadata": {"name": f"vllm-{template_hash}", "namespace": "tpu-vllm",
+                         "labels": {"app.kubernetes.io/name": "tpu-vllm", "pod-template-hash": template_hash},
+                         "annotations": {"deployment.kubernetes.io/revision": str(revision)}},
+            "spec": {"replicas": replicas}, "status": {"replicas": replicas, "readyReplicas": ready}}
+
+
+def test_a_surge_shows_the_old_replica_serving_and_the_new_one_compiling(cluster, capsys):
+    cluster.put("replicasets", {"items": [replica_set("5b7c9d", 2, 1, 0), replica_set("6d4f8b9c7", 1, 1, 1),
+                                          replica_set("1a2b3c", 0, 0, 0)]})
+    cluster.put("pods", {"items": [pod("vllm-6d4f8b9c7-abcde", "ready", "6d4f8b9c7"),
+                                   pod("vllm-5b7c9d-fghij", "compiling", "5b7c9d")]})
+    cluster.put("hpa", hpa(current=2, desired=1))
+    assert run() == status_report.EXIT_READY
+    out = shown(capsys)
+    assert ("rollout in progress (surge): new revision 2 (5b7c9d) 0 of 1 ready; old revision 1 (6d4f8b9c7) 1 of 1 "
+            "ready, serving until the new one is") in " ".join(out.split())
+    assert "replica vllm-6d4f8b9c7-abcde [old, revision 1]" in out and "READY" in out
+    assert "replica vllm-5b7c9d-fghij [new, revision 2]" in out
+    argv = cluster.log.read_text()
+    assert "get replicasets -n tpu-vllm -l app.kubernetes.io/name=tpu-vllm -o json" in argv
+
+
+def test_no_rollout_says_so_and_marks_no_replica(cluster, capsys):
+    cluster.put("replicasets", {"items": [replica_set("6d4f8b9c7", 3, 1, 1), replica_set("5b7c9d", 2, 0, 0)]})
+    cluster.put("pods", {"items": [pod("vllm-6d4f8b9c7-abcde", "ready", "6d4f8b9c7")]})
+    assert run() == status_report.EXIT_READY
+    out = " ".join(shown(capsys).split())
+    assert "rollout revision 3 (6d4f8b9c7), 1 of 1 ready; nothing rolling out" in out
+    assert "[old" not in out and "[new" not in out
+
+
+def test_no_pods_names_the_deployment(cluster, capsys):
+    assert run() == status_report.EXIT_NOT_READY
+    out = shown(capsys)
+    assert "the Deployment has no pods" in out and "describe deployment vllm" in out
+    assert "StatefulSet" not in out and "statefulset" not in out

@@ -1,6 +1,7 @@
-"""Where a gke stack stands: its ComputeClass, the TPU nodes it made (with their run ends), each replica
-(queued for capacity, compiling, ready, failing), and the HPA's replicas and queue metric, each with the next
-step. Reads the cluster with kubectl, in the context `gcloud container clusters get-credentials` makes
+"""Where a gke stack stands: its ComputeClass, the TPU nodes it made (with their run ends), the Deployment's
+rollout (the old and the new ReplicaSet while a surge runs), each replica (queued for capacity, compiling, ready,
+failing) with its revision, and the HPA's replicas and queue metric, each with the next step. Reads the cluster
+with kubectl, in the context `gcloud container clusters get-credentials` makes
 (the stack's credentialsCommand output); reads only.
 
 Called by tools/status.py for a stack whose `platform` output is gke.
@@ -28,6 +29,11 @@ VLLM_CONTAINER = "vllm"
 STUCK_REASONS = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                  "CreateContainerError", "InvalidImageName"}
 PROJECT_FLAG = re.compile(r"--project\s+(\S+)")
+# The Deployment controller labels each ReplicaSet it makes, and that ReplicaSet's pods, with the hash of the pod
+# template (apps/v1 DefaultDeploymentUniqueLabelKey), and annotates the ReplicaSet with its revision
+# (kubernetes/kubernetes pkg/controller/deployment/util/deployment_util.go RevisionAnnotation, v1.33).
+TEMPLATE_HASH_LABEL = "pod-template-hash"
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 
 
 def kube_context(outputs: dict[str, Any]) -> str:
@@ -103,6 +109,13 @@ def _run_seconds(tpu_class: dict[str, Any] | None, model: str) -> int | None:
     return None
 
 
+def _lead_seconds(tpu_class: dict[str, Any] | None) -> int | None:
+    for rule in ((tpu_class or {}).get("spec") or {}).get("priorities") or []:
+        if (rule.get("flexStart") or {}).get("enabled"):
+            return (rule["flexStart"].get("nodeRecycling") or {}).get("leadTimeSeconds")
+    return None
+
+
 def node_model(labels: dict[str, str]) -> str:
     if labels.get("cloud.google.com/gke-flex-start") == "true":
         return "flex-start"
@@ -120,11 +133,16 @@ def node_facts(nodes: list[dict[str, Any]], tpu_class: dict[str, Any] | None,
         created = parse_time(meta.get("creationTimestamp", ""))
         run = _run_seconds(tpu_class, model)
         if created and run:
+            # Computed, not read: GKE documents no node label or annotation with a flex-start node's end time, so
+            # it is the node's creation plus the class's maxRunDurationSeconds (the VM starts a little earlier).
             ends = created.timestamp() + run
             left = ends - now.timestamp()
             when = datetime.fromtimestamp(ends, now.tzinfo)
-            end = (f"run ends ~{when:%Y-%m-%d %H:%M} UTC (in {span(left)})" if left > 0
-                   else "run over: GKE is removing it")
+            lead = _lead_seconds(tpu_class) if model == "flex-start" else None
+            replacement = (f"; its replacement is asked for from ~"
+                           f"{datetime.fromtimestamp(ends - lead, now.tzinfo):%H:%M} UTC" if lead else "")
+            end = (f"run ends ~{when:%Y-%m-%d %H:%M} UTC (in {span(left)}; creation + maxRunDurationSeconds)"
+                   f"{replacement}" if left > 0 else "run over: GKE is removing it")
         else:
             end = "no run end: bills until the autoscaler removes it"
         ready = _condition(node, "Ready").get("status") == "True"
@@ -172,6 +190,42 @@ def replica(pod: dict[str, Any], now: datetime, namespace: str) -> Replica:
                    "wait: the node pulls the image and mounts the cache and secrets")
 
 
+@dataclass
+class Revision:
+    template_hash: str
+    revision: int
+    replicas: int
+    ready: int
+
+
+def revisions(replica_sets: list[dict[str, Any]]) -> list[Revision]:
+    """The Deployment's ReplicaSets that still have pods, newest first."""
+    found = []
+    for replica_set in replica_sets:
+        meta, status = replica_set.get("metadata") or {}, replica_set.get("status") or {}
+        replicas = int(status.get("replicas") or 0)
+        if not replicas and not int((replica_set.get("spec") or {}).get("replicas") or 0):
+            continue
+        revision = str((meta.get("annotations") or {}).get(REVISION_ANNOTATION, "0"))
+        found.append(Revision((meta.get("labels") or {}).get(TEMPLATE_HASH_LABEL, "?"),
+                              int(revision) if revision.isdigit() else 0, replicas,
+                              int(status.get("readyReplicas") or 0)))
+    return sorted(found, key=lambda r: r.revision, reverse=True)
+
+
+def rollout_facts(active: list[Revision]) -> list[tuple[str, str]]:
+    if not active:
+        return []
+    newest = active[0]
+    if len(active) == 1:
+        return [("rollout", f"revision {newest.revision} ({newest.template_hash}), {newest.ready} of "
+                            f"{newest.replicas} ready; nothing rolling out")]
+    old = ", ".join(f"revision {r.revision} ({r.template_hash}) {r.ready} of {r.replicas} ready, serving until the "
+                    "new one is" for r in active[1:])
+    return [("rollout", f"in progress (surge): new revision {newest.revision} ({newest.template_hash}) "
+                        f"{newest.ready} of {newest.replicas} ready; old {old}")]
+
+
 def hpa_facts(hpa: dict[str, Any] | None) -> tuple[list[tuple[str, str]], str | None]:
     if hpa is None:
         return [("autoscaler", "missing")], "the HPA is missing: `pulumi up` creates it"
@@ -203,10 +257,19 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
     facts, class_problem = class_facts(tpu_class, name)
     nodes = (kube.get("nodes", "-l", f"{compute_class.COMPUTE_CLASS_LABEL}={name}") or {}).get("items") or []
     facts += node_facts(nodes, tpu_class, now) or [("nodes", "none yet")]
+    active = revisions((kube.get("replicasets", "-n", namespace, "-l", APP_SELECTOR) or {}).get("items") or [])
+    facts += rollout_facts(active)
+    revision_of = {r.template_hash: r.revision for r in active}
+    newest = active[0].revision if active else None
     pods = (kube.get("pods", "-n", namespace, "-l", APP_SELECTOR) or {}).get("items") or []
     replicas = sorted((replica(pod, now, namespace) for pod in pods), key=lambda r: r.name)
+    hashes = {(p.get("metadata") or {}).get("name"): ((p.get("metadata") or {}).get("labels") or {}).get(
+        TEMPLATE_HASH_LABEL) for p in pods}
     for one in replicas:
-        facts.append((f"replica {one.name}", f"{one.state.upper()}: {one.detail}"
+        revision = revision_of.get(hashes.get(one.name))
+        which = ("" if revision is None or len(active) < 2
+                 else f" [{'new' if revision == newest else 'old'}, revision {revision}]")
+        facts.append((f"replica {one.name}{which}", f"{one.state.upper()}: {one.detail}"
                       + ("" if one.next_step == "nothing" else f"; next: {one.next_step}")))
     more, hpa_problem = hpa_facts(kube.get("hpa", "-n", namespace, HPA_NAME))
     facts += more
@@ -225,6 +288,6 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
         found = [r for r in replicas if r.state == state]
         if found:
             return Report(state, f"no replica serving yet; {len(found)} {state}", found[0].next_step, facts=facts)
-    return Report("no replicas", "the StatefulSet has no pods",
-                  f"kubectl -n {namespace} describe statefulset vllm; `pulumi up` recreates what is missing",
+    return Report("no replicas", "the Deployment has no pods",
+                  f"kubectl -n {namespace} describe deployment vllm; `pulumi up` recreates what is missing",
                   facts=facts)

@@ -17,6 +17,7 @@ from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, creden
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.image_digest import pinned_image
+from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (
     APP_NAME,
     SURGE_PODS,
@@ -44,11 +45,13 @@ def write_prefixes(settings: Settings, pinned_image: str) -> list[str]:
     return own + ([compile_cache.WEIGHTS_PREFIX] if settings.vllm.weights_on_disk else [])
 
 
-def serving_pod(settings: Settings) -> ServingPod:
-    """One serving pod's values, from the vllm, front and gke sections."""
+def serving_pod(settings: Settings, front_image: pulumi.Input[str] | None = None) -> ServingPod:
+    """One serving pod's values, from the vllm, front and gke sections; front_image: front.image pinned to its
+    digest (as written when not given)."""
     return ServingPod(
         selector_labels=selector_labels(settings.resource_prefix), serving_port=settings.vllm.port,
-        upstream_port=settings.front.upstream_port, front_image=settings.front.image,
+        upstream_port=settings.front.upstream_port,
+        front_image=settings.front.image if front_image is None else front_image,
         serve_args=serve_command.vllm_serve_args(settings),
         backend_environment=serve_command.backend_environment(settings),
         weights_on_disk=settings.vllm.weights_on_disk, health_timeout_seconds=settings.vllm.health_timeout_seconds,
@@ -126,6 +129,20 @@ class GkeDeployment(pulumi.ComponentResource):
             "tpu-class", compute_class.compute_class(cfg, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
         image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
+        # The front's nginx (and the metrics door's) pinned the same way: a recycled node runs the build the
+        # first `pulumi up` saw, not whatever the tag points at by then.
+        front_image = pinned_image("front-image", cfg.front.image, pulumi.ResourceOptions(parent=self))
+        # Through the mirror the digest stays the registry's (the cache's prefix keys on it); only where the node
+        # pulls from changes.
+        pulled_image, pulled_front_image = image, front_image
+        if gke.docker_hub_mirror:
+            mirror = DockerHubMirror("docker-hub-mirror", DockerHubMirrorArgs(
+                project=cfg.project, region=gke.region, repository_id=repository_id(cfg.resource_prefix),
+                node_service_account_email=nodes.email, labels=core.labels, services=core.apis),
+                pulumi.ResourceOptions(parent=self))
+            pulled_image = pulumi.Output.from_input(image).apply(lambda pinned: through_mirror(pinned, mirror.path))
+            pulled_front_image = pulumi.Output.from_input(front_image).apply(
+                lambda pinned: through_mirror(pinned, mirror.path))
         cache = CompileCache("compile-cache", CompileCacheArgs(
             project=cfg.project, bucket_name=compile_cache.bucket_name(cfg.resource_prefix, cfg.project),
             location=gke.region.upper(), keep_on_destroy=cfg.cache.keep_on_destroy,
@@ -136,14 +153,14 @@ class GkeDeployment(pulumi.ComponentResource):
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
-                project=cfg.project, namespace=gke.namespace, pod=serving_pod(cfg),
+                project=cfg.project, namespace=gke.namespace, pod=serving_pod(cfg, pulled_front_image),
                 ready_timeout_seconds=cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds,
                 chip_quota=compute_class.chip_quota(cfg, gke.namespace, SURGE_PODS),
                 configuration_key=configuration_key(cfg),
                 google_service_account_email=core.identity.email,
                 hf_token_secret_name=core.secrets.hf_token_secret_name,
                 api_key_secret_name=core.secrets.api_key_secret_name,
-                image=image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
+                image=pulled_image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
                 provider=cluster.provider, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self, depends_on=[core.secrets]))
         exposure = Exposure("exposure", exposure_args(cfg, cluster.provider, workload),
@@ -175,7 +192,8 @@ class GkeDeployment(pulumi.ComponentResource):
             "nodeRunDuration": cfg.tpu.max_run_duration if cfg.tpu.provisioning_model == "flex-start" else None,
             "nodeRecyclingLeadTime": (gke.recycling_lead_time if cfg.tpu.provisioning_model == "flex-start"
                                       else None),
-            "vllmImage": image,
+            "vllmImage": pulled_image,
+            "frontImage": pulled_front_image,
             "compileCacheBucket": cache.bucket,
             "compileCachePath": pulumi.Output.all(cache.bucket, image).apply(
                 lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], configuration_key(cfg))}"),

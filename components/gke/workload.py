@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components import front, serve_command
-from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy
+from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy, pod_resources
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
 APP_NAME = "vllm"
@@ -37,7 +37,8 @@ SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
 HF_TOKEN_DIR = "/run/secrets/tpu-vllm-hf"
 HF_TOKEN_FILE = "hf-token"
 # The 9.54 GiB checkpoint downloads to memory in ~10 s (as on the VM, --shm-size 10gb there).
-SHM_SIZE = "16Gi"
+SHM_BYTES = 16 * pod_resources.GIB
+SHM_SIZE = f"{SHM_BYTES // pod_resources.GIB}Gi"
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 TPU_RESOURCE = compute_class.TPU_RESOURCE
 PROBE_PERIOD_SECONDS = 10
@@ -57,8 +58,8 @@ class ServingPod:
     """vllm.port: the front's port, the only one clients reach."""
     upstream_port: int
     """front.upstreamPort: vLLM's own port, on the pod's loopback."""
-    front_image: str
-    """front.image: the nginx image of the front and of the metrics door."""
+    front_image: pulumi.Input[str]
+    """front.image pinned to its digest (components/gke/image_digest.py): the front's and the metrics door's."""
     serve_args: list[str]
     """The `vllm serve` arguments, as on the VM (components/serve_command.py)."""
     backend_environment: dict[str, str]
@@ -130,6 +131,13 @@ def vllm_drain_command(front_port: int) -> list[str]:
     return ["bash", "-c", f"while (exec 3<>/dev/tcp/127.0.0.1/{front_port}) 2>/dev/null; do sleep 2; done"]
 
 
+def tpu_container_resources(size: pod_resources.ContainerSize) -> dict[str, dict[str, str]]:
+    """The chip (an extended resource: its request and limit must be equal) with the container's CPU and memory."""
+    resources = size.resources()
+    return {"requests": {TPU_RESOURCE: "1", **resources["requests"]},
+            "limits": {TPU_RESOURCE: "1", **resources.get("limits", {})}}
+
+
 def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[str], cache_bucket: pulumi.Input[str],
                  cache_prefix: pulumi.Input[str], hash_of_config: str) -> dict[str, Any]:
     """image: the pinned repository@sha256 reference; cache_prefix: this configuration's own prefix of the
@@ -169,7 +177,7 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "command": serve_command.key_entry_command(),
             "args": list(pod.serve_args),
             "env": env,
-            "resources": {"requests": {TPU_RESOURCE: "1"}, "limits": {TPU_RESOURCE: "1"}},
+            "resources": tpu_container_resources(pod_resources.vllm_size(SHM_BYTES)),
             "volumeMounts": mounts,
             # A cold start compiles for ~14 min; the probe gives it vllm.healthTimeout.
             "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,
@@ -185,7 +193,7 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
                                "failureThreshold": 2},
             "lifecycle": {"preStop": {"exec": {"command": front_drain_command(layout)}}},
-            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
+            "resources": pod_resources.FRONT.resources(),
             "volumeMounts": [
                 {"name": "front-config", "mountPath": config_dir, "readOnly": True},
                 {"name": "api-key", "mountPath": posixpath.dirname(layout.key_file), "readOnly": True},
@@ -197,7 +205,7 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "image": pod.front_image,
             "command": metrics_door.command(f"{config_dir}/{metrics_door.CONFIG_KEY}"),
             "ports": [{"name": metrics_door.METRICS_PORT_NAME, "containerPort": metrics_door.METRICS_PORT}],
-            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+            "resources": pod_resources.METRICS_DOOR.resources(),
             "volumeMounts": [{"name": "front-config", "mountPath": config_dir, "readOnly": True}],
         },
     ]
@@ -359,7 +367,7 @@ class ServingWorkloadArgs:
     api_key_secret_name: pulumi.Input[str]
     """projects/<project>/secrets/<id> of the API key."""
     image: pulumi.Input[str]
-    """vllm.image pinned to its digest (components/gke/image_digest.py)."""
+    """vllm.image pinned to its digest (components/gke/image_digest.py), through the Docker Hub mirror when on."""
     cache_bucket: pulumi.Input[str]
     """The shared compile-cache bucket (components/gke/compile_cache.py)."""
     compute_class: pulumi.Resource

@@ -85,6 +85,10 @@ class GkeSettings(_Section):
         "how long the compile cache keeps an entry after it was written (a bucket lifecycle rule on `xla/`; JAX "
         "records no last use, so a configuration still running past it recompiles once at its next cold start, "
         "~14 min); 1d to 3650d, whole days"))
+    docker_hub_mirror: bool = Field(False, description=(
+        "pull the Docker Hub images (`vllm.image`, `front.image`) through an Artifact Registry remote repository "
+        "in the cluster's region, which the nodes' service account may read: recycled nodes pull from the region, "
+        "not from Docker Hub's rate-limited anonymous pulls; images of other registries are pulled as written"))
     recycling_lead_time: Duration = Field("1h", description=(
         "how long before a flex-start node's run ends GKE brings up its replacement "
         "(`nodeRecycling.leadTimeSeconds`; Google's v5e class uses 1h); at least a node (~600 s allowance) plus "
