@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TPU_VLLM_TEST_VENV:-.venv-test}"
-POLICY_VENV="${TPU_VLLM_POLICY_VENV:-.venv-policy}"
+# The policy pack's venv where Pulumi looks for it (policy/PulumiPolicy.yaml: virtualenv venv), as the preview job
+# and `pulumi preview --policy-pack policy` use it: one path for all.
+POLICY_VENV="${TPU_VLLM_POLICY_VENV:-policy/venv}"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 pip_install() { "$1/bin/python" -m pip install --quiet --disable-pip-version-check "${@:2}"; }

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -146,3 +147,16 @@ def test_the_policy_table_in_review_md_is_one_table_naming_every_policy_once():
     assert page.count("Policy config (`--policy-pack-config`)") == 1
     assert rules.DEFAULT_CONFIG["servingPort"] is None and "`servingPort` (unset" in page
     assert "`servingPort` (`8000`)" not in page
+
+
+def test_one_policy_venv_path_for_the_test_command_the_packs_readme_the_preview_job_and_pulumi():
+    """scripts/test.sh built .venv-policy while everything else used policy/venv: the pack's README example
+    exited 127 after the test command (issue 29)."""
+    virtualenv = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())["runtime"]["options"]["virtualenv"]
+    where = f"policy/{virtualenv}"
+    test_command = (ROOT / "scripts" / "test.sh").read_text()
+    assert re.search(r'^POLICY_VENV="\$\{TPU_VLLM_POLICY_VENV:-' + re.escape(where) + r'\}"$', test_command, re.M)
+    assert f"build_venv {where} policy/requirements.txt" in (ROOT / "scripts" / "preview-prepare.sh").read_text()
+    assert f"-m venv {where}" in (ROOT / "policy" / "README.md").read_text()
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "policy" / "README.md"]:
+        assert ".venv-policy" not in page.read_text(encoding="utf-8"), page.name

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULE_READMES = ["components/vm/README.md", "components/gke/README.md", "policy/README.md", "startup/README.md"]
 RUNNABLE = re.compile(r"^<!-- runnable -->\n```bash\n(.*?)^```$", re.S | re.M)
 TEST_VENV = Path(os.environ.get("TPU_VLLM_TEST_VENV", ROOT / ".venv-test"))
-POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / ".venv-policy"))
+POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / "policy" / "venv"))
 
 
 def runnable_blocks(readme: str) -> list[str]:
