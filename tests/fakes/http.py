@@ -36,7 +36,26 @@ class Response:
             self.headers.setdefault("Content-Type", "application/json")
 
 
-class FakeServer:
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1, started by `with` and stopped at its end."""
+
+    def listen(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeServer(LoopbackServer):
     """Subclass and implement handle(request) -> Response."""
 
     def __init__(self, port: int = 0) -> None:
@@ -87,19 +106,7 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.listen(Handler, port)
 
     def handle(self, request: Request) -> Response | None:
         raise NotImplementedError
-
-    def __enter__(self) -> FakeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

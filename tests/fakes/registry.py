@@ -27,10 +27,10 @@ import hashlib
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fakes.http import FakeServer, Request, Response
+from tests.fakes.http import FakeServer, LoopbackServer, Request, Response
 
 INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -160,7 +160,7 @@ class BlobStore(FakeServer):
                                                      "Docker-Content-Digest": FakeRegistry.digest(self.data)})
 
 
-class HostileRegistry:
+class HostileRegistry(LoopbackServer):
     """A registry on 127.0.0.1 whose GET answers stream `total` bytes without end in sight: with no
     Content-Length (the body runs until the connection closes) or with an honest one. `sent` counts the bytes
     that left before the client hung up, the bound a capped reader keeps."""
@@ -198,15 +198,4 @@ class HostileRegistry:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def __enter__(self) -> HostileRegistry:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.listen(Handler)
