@@ -6,8 +6,8 @@ outputs exported. Nothing else.
 
 import pulumi
 
-from components.core import create_core
-from components.preview_access import preview_identity_access
+from components.core.preview_access import preview_identity_access
+from components.core.shared_resources import create_core
 from components.settings import Loaded, SettingsError, from_pulumi_config
 
 

@@ -104,8 +104,8 @@ def test_the_readme_names_the_build_log_by_its_title_and_where_its_facts_live():
 
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"*{BUILD_LOG_TITLE}*" in readme
-    for module in ("components/budget.py", "components/settings/facts.py"):
-        assert f"`{module}`" in readme and (ROOT / module).is_file()
+    for module in ("components/basis/", "components/settings/facts.py"):
+        assert f"`{module}`" in readme and (ROOT / module).exists()
 
 
 def test_the_readme_shows_the_agent_after_the_tunnel():

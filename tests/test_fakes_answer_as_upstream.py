@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from components import front
+from components.serving import front
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, PROJECT_NUMBER, FakeMetadata, FakeSecretManager, crc32c
 from tests.fakes.registry import DOCKER_LIST, DOCKER_MANIFEST, INDEX, FakeRegistry, manifest_bytes

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components import front
+from components.serving import front
 from tests.fakes import nginx
 
 CANARY_KEY = "canaryKEY0123456789abcdefghijklmnopqrstuvwxyzAB"  # the stack's shape: 48 alphanumerics

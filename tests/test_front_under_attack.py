@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components import front
 from components.gke import metrics_door
+from components.serving import front
 from tests.fakes import nginx
 
 KEY = "canaryKEY0123456789abcdefghijklmnopqrstuvwxyzAB"

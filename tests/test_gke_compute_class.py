@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from components import budget, serve_command, settings
+from components import settings
+from components.basis import boot
 from components.gke import compile_cache, compute_class
 from components.gke.deployment import configuration_key
+from components.serving import serve_command
 from policy import gke_rules
 from tests import program as harness
 from tests.k8s_schema import kubernetes_objects, validation_errors
@@ -53,7 +55,7 @@ def test_flex_start_first_with_the_run_duration_and_a_recycling_lead_time(gke_pr
     assert spec["nodePoolConfig"]["serviceAccount"] == f"{nodes_account}@my-proj.iam.gserviceaccount.com"
     # The lead time covers a new node and the log's warm start, and leaves most of each run to one node.
     lead = flex["flexStart"]["nodeRecycling"]["leadTimeSeconds"]
-    assert budget.WARM_BOOT_SECONDS + settings.facts.GKE_NODE_UP_ALLOWANCE_SECONDS <= lead <= 86400 / 2
+    assert boot.WARM_BOOT_SECONDS + settings.facts.GKE_NODE_UP_ALLOWANCE_SECONDS <= lead <= 86400 / 2
     assert gke_program.output("nodeRecyclingLeadTime")["value"] == "1h"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components import budget
+from components.basis import spending
 from tools.plan.render import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def gke_json():
 # Every node's boot disk (100 GB pd-balanced, $0.11/GB-month), the bucket's 197 MB, the 1h recycling overlap.
 DISK = 100 * 0.11 / 730
 REPLICA = (0.60 + DISK) * 24 / 23
-BASELINE = 0.10 + budget.system_machine_usd_per_hour("e2-standard-2") + DISK + 0.197 * 0.023 / 730
+BASELINE = 0.10 + spending.system_machine_usd_per_hour("e2-standard-2") + DISK + 0.197 * 0.023 / 730
 
 
 def test_the_gke_plan_shows_the_platform_and_its_costs(gke_json):
@@ -103,8 +103,8 @@ def test_the_gke_plan_does_not_say_billing_stops_by_itself(gke_json):
 
 def gke_budget(**gke_values) -> dict:
     """The plan's budget for a variant of the gke stack (the costs module's own functions, no program run)."""
-    from components import costs
     from components import settings as settings_module
+    from components.economics import costs
     from tests.test_gke_settings import gke_raw
 
     raw = gke_raw()
@@ -115,7 +115,7 @@ def gke_budget(**gke_values) -> dict:
 
 
 def test_a_reused_cluster_and_an_unbounded_pool_say_so():
-    from components.costs import plan_cost_lines
+    from components.economics.cost_lines import plan_cost_lines
 
     reused = plan_cost_lines({**gke_budget(useExistingCluster=True, clusterName="shared"), "secret_versions": 0,
                               "secret_versions_usd_per_month": 0})
@@ -134,7 +134,7 @@ def test_a_reused_cluster_and_an_unbounded_pool_say_so():
 
 
 def test_each_fallback_is_priced_in_the_plan():
-    from components.costs import plan_cost_lines
+    from components.economics.cost_lines import plan_cost_lines
 
     summary = gke_budget(fallback=["spot", "on-demand"])
     assert summary["gke_fallbacks"] == {

@@ -10,10 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from components import budget, front, serve_command, settings
+from components import settings
+from components.basis import boot, price_list
 from components.gke import cluster as cluster_module
 from components.gke import workload
 from components.gke.deployment import serving_pod
+from components.serving import front, serve_command
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
@@ -109,7 +111,7 @@ def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
 def test_probes_cover_a_cold_compile_and_the_grace_period_lets_streams_finish(gke):
     vllm, front_container = container(gke, "vllm"), container(gke, "front")
     startup = vllm["startupProbe"]
-    assert startup["periodSeconds"] * startup["failureThreshold"] >= 30 * 60 > budget.COLD_BOOT_SECONDS
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 30 * 60 > boot.COLD_BOOT_SECONDS
     assert "127.0.0.1:8001/health" in " ".join(startup["exec"]["command"])
     assert front_container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert pod_spec(gke)["terminationGracePeriodSeconds"] == 300
@@ -342,7 +344,7 @@ def test_canaries_appear_in_no_kubernetes_object_and_only_as_pulumi_secrets(gke)
 def test_outputs_cost_the_chips_the_cluster_fee_and_the_system_pool(gke):
     outputs = {name: output["value"] for name, output in gke.data["outputs"].items()}
     disk = 100 * 0.11 / 730  # every node's 100 GB pd-balanced boot disk, per hour
-    system = 2 * budget.E2_USD_PER_VCPU_HOUR + 8 * budget.E2_USD_PER_GIB_HOUR + disk
+    system = 2 * price_list.E2_USD_PER_VCPU_HOUR + 8 * price_list.E2_USD_PER_GIB_HOUR + disk
     bucket = 0.197 * 0.023 / 730
     replica = (0.60 + disk) * 24 / 23  # a 1h recycling overlap in every 24h run
     assert outputs["costPerHourUsd"] == pytest.approx(4 * replica + 0.10 + system + bucket, abs=1e-4)
@@ -503,7 +505,7 @@ def test_a_change_is_rolled_out_surge_first_and_the_deadline_covers_a_queue_and_
     cfg = gke_settings()
     waited = cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds
     # The controller's default (600 s) would call a cold compile (857 s) a failed rollout.
-    assert spec["progressDeadlineSeconds"] == waited > budget.COLD_BOOT_SECONDS
+    assert spec["progressDeadlineSeconds"] == waited > boot.COLD_BOOT_SECONDS
     assert gke.named(SERVING)["inputs"]["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == str(waited)
 
 
@@ -541,7 +543,7 @@ def test_the_move_from_the_statefulset_creates_the_deployment_under_a_new_name_b
 
 
 def test_outputs_and_the_plan_price_the_rollouts_surge_chip(gke):
-    from components import costs
+    from components.economics import cost_lines, costs
 
     cfg = gke_settings()
     during = gke.output("costPerHourDuringRolloutUsd")["value"]
@@ -556,6 +558,6 @@ def test_outputs_and_the_plan_price_the_rollouts_surge_chip(gke):
     summary.update(pricing="flex-start", cost_per_hour_usd=0.6, run_hours=24.0, secret_versions=2,
                    secret_versions_usd_per_month=0.0, cache_disk_outlives_destroy=False,
                    usd_per_million_output_tokens_at_1496_5_tok_s=0.11)
-    line = next(text for text in costs.gke_plan_cost_lines(summary) if "while a rollout runs" in text)
+    line = next(text for text in cost_lines.gke_plan_cost_lines(summary) if "while a rollout runs" in text)
     assert f"${during['atMinReplicas']:.2f}/hour at {cfg.gke.min_replicas}" in line
     assert f"${during['atMaxReplicas']:.2f}/hour at {cfg.gke.max_replicas}" in line

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from components import budget, settings
+from components import settings
+from components.basis import boot, spending
 from components.gke import autoscaling, metrics_door
 from tools.plan.stack_file import read_stack_config
 
@@ -137,16 +138,16 @@ def test_load_beyond_every_replica_warns():
 
 
 def test_gke_costs_chips_fee_and_system_pool():
-    cost = budget.gke_cost("flex-start", chips=4, system_machine_type="e2-standard-2", system_nodes=1)
+    cost = spending.gke_cost("flex-start", chips=4, system_machine_type="e2-standard-2", system_nodes=1)
     assert cost.chips_usd_per_hour == pytest.approx(2.40)
     assert cost.cluster_fee_usd_per_hour == 0.10
     assert cost.system_pool_usd_per_hour == pytest.approx(2 * 0.024553 + 8 * 0.003291)
     assert cost.total_usd_per_hour == pytest.approx(2.40 + 0.10 + 0.075434)
     assert cost.max_spend_usd(24 * 3600) == pytest.approx(24 * (2.40 + 0.10 + 0.075434))
-    reused = budget.gke_cost("flex-start", chips=1, system_machine_type="e2-standard-2", system_nodes=0,
+    reused = spending.gke_cost("flex-start", chips=1, system_machine_type="e2-standard-2", system_nodes=0,
                              cluster_fee=False)
     assert reused.total_usd_per_hour == pytest.approx(0.60)
-    assert budget.gke_cost("on-demand", 2, "e2-standard-4", 2).total_usd_per_hour == pytest.approx(
+    assert spending.gke_cost("on-demand", 2, "e2-standard-4", 2).total_usd_per_hour == pytest.approx(
         2.40 + 0.10 + 2 * (4 * 0.024553 + 16 * 0.003291))
 
 
@@ -217,7 +218,7 @@ def test_one_replica_on_flex_start_is_warned_of_the_gap_at_every_run_end(values,
     gap = [w for w in warnings if w.startswith("tpu-vllm:gke.minReplicas")]
     assert bool(gap) is warned
     if warned:
-        assert f"{budget.WARM_BOOT_SECONDS} s" in gap[0] and "set gke.minReplicas to 2" in gap[0]
+        assert f"{boot.WARM_BOOT_SECONDS} s" in gap[0] and "set gke.minReplicas to 2" in gap[0]
 
 
 @pytest.mark.parametrize(("max_replicas", "cap", "refused"), [(7, 8, False), (8, 8, True), (4, 5, False),

@@ -11,9 +11,12 @@ import json
 
 import pytest
 
-from components import arms, budget, serve_command, settings
+from components import settings
+from components.basis import chip_memory
 from components.gke import workload
 from components.gke.deployment import serving_pod
+from components.serving import serve_command
+from components.settings import untested_arms
 from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES, V5E_ONE_CHIP_HOST_VCPUS
 from components.vm import container
 from tests.golden import GOLDEN_DIR
@@ -67,7 +70,7 @@ def test_the_logs_configuration_renders_no_variable_and_no_new_flag():
     args = container.docker_run_args(cfg)
     assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "HF_HOME"}
     assert "--speculative-config" not in args
-    assert arms.untested_arms(cfg) == []
+    assert untested_arms.untested_arms(cfg) == []
 
 
 def test_each_variable_reaches_vllms_container_on_the_vm_before_the_image():
@@ -214,7 +217,7 @@ def test_each_arm_warns_once_that_the_log_did_not_measure_it(name):
     extra, setting = ARM_CASES[name]
     warnings = untested_warnings(load(extra))
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith(f"tpu-vllm:{setting}") and "docs/arms.md" in warnings[0]
+    assert warnings[0].startswith(f"tpu-vllm:{setting}") and "docs/untested_arms.md" in warnings[0]
 
 
 def test_every_arm_at_once_warns_once_each():
@@ -260,7 +263,7 @@ def test_65536_keeps_512_blocks_per_request_so_the_pool_does_not_shrink():
 
 
 def test_the_arms_plan_shows_flags_environment_and_kv_budget():
-    plan = json.loads((GOLDEN_DIR / "arms.json").read_text())
+    plan = json.loads((GOLDEN_DIR / "untested_arms.json").read_text())
     assert plan["budget"]["block_size"] == 128 and plan["budget"]["blocks_per_request"] == 512
     assert plan["budget"]["kv_tokens"] == 321_280
     assert plan["budget"]["tpu_inference_environment"] == ALL_ENV
@@ -279,8 +282,8 @@ def test_the_arms_plan_shows_flags_environment_and_kv_budget():
 # --- the ladder ------------------------------------------------------------------------------------------
 
 def test_the_token_ladder():
-    assert budget.token_buckets(4096) == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-    gapped = budget.token_buckets(4096, 128)
+    assert chip_memory.token_buckets(4096) == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+    gapped = chip_memory.token_buckets(4096, 128)
     assert gapped[:5] == (16, 32, 64, 128, 256) and gapped[-1] == 4096 and len(gapped) == 35
-    assert budget.compiled_bucket(2496, gapped) == 2560
-    assert budget.compiled_bucket(2496, budget.token_buckets(4096)) == 4096
+    assert chip_memory.compiled_bucket(2496, gapped) == 2560
+    assert chip_memory.compiled_bucket(2496, chip_memory.token_buckets(4096)) == 4096

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE_READMES = ["components/vm/README.md", "components/gke/README.md", "policy/README.md", "startup/README.md"]
+MODULE_READMES = ["components/README.md", "components/vm/README.md", "components/gke/README.md", "policy/README.md",
+                  "startup/README.md"]
 RUNNABLE = re.compile(r"^<!-- runnable -->\n```bash\n(.*?)^```$", re.S | re.M)
 TEST_VENV = Path(os.environ.get("TPU_VLLM_TEST_VENV", ROOT / ".venv-test"))
 POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / "policy" / "venv"))

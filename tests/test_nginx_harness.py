@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from components import front
+from components.serving import front
 from tests.fakes import nginx
 
 pytestmark = pytest.mark.skipif(nginx.NGINX is None, reason=nginx.SKIP_REASON)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "development.md"
 TEST_REFERENCE = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 # A version read: a release (v7.45.0, 0.33.0, 3.272.0), a commit (`001a80e`), a discovery revision, an RFC or AIP.
-VERSION = re.compile(r"\d+\.\d+(\.\d+)?|`[0-9a-f]{7,40}`|rev \d{8}|RFC \d+|AIP-\d+|`components/front\.py`")
+VERSION = re.compile(r"\d+\.\d+(\.\d+)?|`[0-9a-f]{7,40}`|rev \d{8}|RFC \d+|AIP-\d+|`components/serving/front\.py`")
 # http.py is only the loopback server the fakes are built on; it answers nothing of its own.
 FAKES = sorted(
     [f"tests/fakes/{path.name}" for path in (ROOT / "tests" / "fakes").glob("*.py")

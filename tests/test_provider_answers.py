@@ -2,12 +2,12 @@
 
 The expected texts below are written out by hand from each layer's format string (cited in
 tools/plan/provider_answers.py), so the fake cannot drift from them unnoticed; the reader
-(components/lookup_answers.py) is then tried on them and on the variants that must not pass for "absent".
+(components/core/lookup_answers.py) is then tried on them and on the variants that must not pass for "absent".
 """
 
 from __future__ import annotations
 
-from components import lookup_answers
+from components.core import lookup_answers
 from tools.plan import provider_answers as answers
 
 DISK = "projects/p/zones/us-west4-a/disks/d"

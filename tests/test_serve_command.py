@@ -4,7 +4,8 @@ import json
 import shlex
 import subprocess
 
-from components import serve_command, settings
+from components import settings
+from components.serving import serve_command
 from components.vm import container
 from tests.program import dev_config
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from components import front, settings
+from components import settings
+from components.serving import front
+from components.settings.front import DEFAULT_IMAGE as FRONT_DEFAULT_IMAGE
 from components.vm import boot_contract, container, systemd_units
 from components.vm.vllm_server import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
@@ -183,7 +185,7 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
         "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"])
     # Sorted: the CLI does not keep the order of -e flags.
     assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
-    assert front_create["Image"] == front.DEFAULT_IMAGE
+    assert front_create["Image"] == FRONT_DEFAULT_IMAGE
     assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
     assert front_create["HostConfig"]["NetworkMode"] == "host"
     assert sorted(front_create["HostConfig"]["Binds"]) == [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components import naming
+from components.basis import naming
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -235,7 +235,7 @@ def test_the_front_and_vllm_cannot_share_a_port(upstream):
 
 
 # --- Ids derived from the stack name (issue 12 §3) -------------------------------------------
-# The APIs' documented patterns, written out here independently of components/naming.py.
+# The APIs' documented patterns, written out here independently of components/basis/naming.py.
 COMPUTE_NAME = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # compute.v1 Disk/Firewall name, network tags: 1-63
 ACCOUNT_ID = r"[a-z]([-a-z0-9]*[a-z0-9])"  # iam.v1 CreateServiceAccountRequest.accountId: 6-30
 SECRET_ID = r"[A-Za-z0-9_-]+"  # secretmanager.v1 secretId: at most 255

@@ -1,9 +1,9 @@
 """vLLM's own `vllm serve` parser accepts the serve command of the default and of every arm.
 
-The commands are rendered by the stack (components/serve_command.py) and judged in the vLLM venv
+The commands are rendered by the stack (components/serving/serve_command.py) and judged in the vLLM venv
 (requirements-vllm.txt, built by scripts/test.sh) by tests/vllm_cli_check.py: vLLM's serve subcommand
 parser, its validate step, EngineArgs.from_cli_args and SpeculativeConfig; tpu-inference's envs.py reads
-the rendered environment back; its get_token_paddings is the ladder budget.token_buckets must match.
+the rendered environment back; its get_token_paddings is the ladder chip_memory.token_buckets must match.
 One run of that script serves every test here (importing vLLM takes ~10 s).
 """
 
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from components import budget, serve_command, settings
+from components import settings
+from components.basis import chip_memory
+from components.serving import serve_command
 from components.settings import facts
 from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES
 
@@ -188,4 +190,4 @@ def test_the_backends_read_the_rendered_environment_as_set(verdict):
 
 def test_the_budget_ladder_is_tpu_inferences(verdict):
     for (tokens, gap), real in zip(PADDINGS, verdict["paddings"], strict=True):
-        assert list(budget.token_buckets(tokens, gap)) == real, (tokens, gap)
+        assert list(chip_memory.token_buckets(tokens, gap)) == real, (tokens, gap)

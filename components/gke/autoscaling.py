@@ -17,16 +17,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import budget
+from components.basis import boot
+from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.gke import manifests, metrics_door
 from components.gke.workload import APP_NAME, bind_workload_identity
-from components.identity import ServiceIdentity, ServiceIdentityArgs
+from components.monitoring.scrape import GKE_SCRAPE_INTERVAL
 from components.settings import GKE_METRICS_ADAPTER_NAMESPACE
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
 # The adapter's name for a Managed Prometheus gauge: prometheus.googleapis.com|<metric>|gauge.
 HPA_METRIC = f"prometheus.googleapis.com|{QUEUE_METRIC}|gauge"
-SCRAPE_INTERVAL = "15s"
 # The HPA keeps a replica that took minutes to warm through a dip shorter than a cold start.
 SCALE_DOWN_WINDOW_SECONDS = 900
 
@@ -46,7 +46,7 @@ def pod_monitoring(labels: dict[str, str], namespace: str) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": dict(labels)},
             "endpoints": [{"port": metrics_door.METRICS_PORT_NAME, "path": metrics_door.METRICS_PATH,
-                           "interval": SCRAPE_INTERVAL}],
+                           "interval": GKE_SCRAPE_INTERVAL}],
         },
     }
 
@@ -142,9 +142,9 @@ def metrics_adapter(google_service_account: pulumi.Input[str]) -> list[dict[str,
 
 
 def scale_up_latency(tpu_zones: list[str]) -> str:
-    warm, cold = budget.WARM_BOOT_SECONDS, budget.COLD_BOOT_SECONDS
+    warm, cold = boot.WARM_BOOT_SECONDS, boot.COLD_BOOT_SECONDS
     zones = ", ".join(tpu_zones)
-    return (f"queue -> HPA: ~1-2 min ({SCRAPE_INTERVAL} scrape, Cloud Monitoring, 15 s HPA sync); then a new "
+    return (f"queue -> HPA: ~1-2 min ({GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, 15 s HPA sync); then a new "
             f"flex-start TPU node (minutes with capacity, queued until there is some in {zones}); "
             f"then vLLM starts warm in ~{warm // 60} min ({warm} s) on a replica that has run before, "
             f"~{cold // 60} min ({cold} s) cold on a new one")

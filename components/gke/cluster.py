@@ -10,16 +10,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import budget
+from components.basis import price_list
 from components.settings import GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, NAMESPACE, gke_version_at_least
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # What GKE's nodes need to write logs and metrics, and nothing else (a project-level role by design).
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 SYSTEM_POOL_NAME = "system"
-# Every node's boot disk (priced in budget.py).
-BOOT_DISK_GB = budget.GKE_BOOT_DISK_GB
-BOOT_DISK_TYPE = budget.GKE_BOOT_DISK_TYPE
+# Every node's boot disk (priced in components/basis/price_list.py).
+BOOT_DISK_GB = price_list.GKE_BOOT_DISK_GB
+BOOT_DISK_TYPE = price_list.GKE_BOOT_DISK_TYPE
 # GKE Dataplane V2 enforces Kubernetes NetworkPolicy (components/gke/network_policy.py) with no add-on.
 DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
 AUTH_PLUGIN_HINT = ("Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin "
@@ -114,7 +114,7 @@ class GkeClusterArgs:
     subnetwork: str | None
     """Optional subnetwork of that VPC."""
     system_machine_type: str
-    """The CPU system pool's machine (priced in budget.py)."""
+    """The CPU system pool's machine (priced in components/basis/price_list.py)."""
     system_node_count: int
     """Nodes in the system pool (per zone it lists, which is one)."""
     system_node_zone: str

@@ -52,8 +52,6 @@ VOLUME = "xla-cache"
 WEIGHTS_VOLUME = "hf-weights"
 PREFIX = "xla"
 WEIGHTS_PREFIX = "huggingface"
-# The measured cache of one configuration (build log: "The JAX compile cache lives there (197 MB measured)").
-MEASURED_CACHE_GB = 0.197
 # The CSI driver injects its sidecar into pods that ask; "0" lifts its default limits, as Google's reference does
 # (a compile writes hundreds of MB at once).
 POD_ANNOTATIONS = {"gke-gcsfuse/volumes": "true", "gke-gcsfuse/cpu-limit": "0",

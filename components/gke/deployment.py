@@ -8,9 +8,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import naming, serve_command
-from components.core import Core
-from components.costs import baseline, gke_costs, kv_outputs, replica_usd_per_hour
+from components.basis import naming
+from components.core.identity import ServiceIdentity, ServiceIdentityArgs
+from components.core.shared_resources import Core
+from components.economics.costs import baseline, gke_costs, kv_outputs, replica_usd_per_hour
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
@@ -26,9 +27,9 @@ from components.gke.workload import (
     ServingWorkloadArgs,
     selector_labels,
 )
-from components.identity import ServiceIdentity, ServiceIdentityArgs
 from components.monitoring.promql import Scope
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
+from components.serving import serve_command
 from components.settings import Settings
 
 

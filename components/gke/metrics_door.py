@@ -8,7 +8,7 @@ on no Service; only the collector (PodMonitoring) reads it.
 
 from __future__ import annotations
 
-from components import front
+from components.serving import front
 from components.settings.facts import GKE_METRICS_PORT as METRICS_PORT
 
 METRICS_PORT_NAME = "metrics"

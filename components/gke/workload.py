@@ -21,8 +21,8 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import front, serve_command
 from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy, pod_resources
+from components.serving import front, serve_command
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
 APP_NAME = "vllm"
@@ -61,7 +61,7 @@ class ServingPod:
     front_image: pulumi.Input[str]
     """front.image pinned to its digest (components/gke/image_digest.py): the front's and the metrics door's."""
     serve_args: list[str]
-    """The `vllm serve` arguments, as on the VM (components/serve_command.py)."""
+    """The `vllm serve` arguments, as on the VM (components/serving/serve_command.py)."""
     backend_environment: dict[str, str]
     """tpu-inference's variables that are set (serve_command.backend_environment)."""
     weights_on_disk: bool

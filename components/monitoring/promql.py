@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from components import budget
+from components.basis import chip_memory
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -34,7 +34,7 @@ class Scope:
     """The dashboard's name, e.g. tpu-vllm dev (vm)."""
     labels: dict[str, str]
     """The labels that select this stack's series and nothing else (its scrape job, namespace, cluster)."""
-    kv: budget.KvBudget | None
+    kv: chip_memory.KvBudget | None
     """The KV pool (settings.kv_budget()); None: an unknown model, the rule's bare fraction."""
     replicas: bool
     """True on gke: tiles split by replica (the scraped instance)."""
@@ -53,7 +53,7 @@ class Scope:
     def kv_rule(self) -> float:
         """The build log's rule of thumb as a fraction of the pool, from the budget's own numbers."""
         if self.kv is None or not self.kv.kv_tokens:
-            return budget.KV_LOAD_RULE_OF_THUMB
+            return chip_memory.KV_LOAD_RULE_OF_THUMB
         return self.kv.load_limit_tokens / self.kv.kv_tokens
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 NAMESPACE = "tpu-vllm"
 
 # Where every measured default comes from: the build log, by its title (the copy the project read names no place of
-# publication). Its facts live here and in components/budget.py, each beside its number; its text is not kept.
+# publication). Its facts live here and in components/basis/, each beside its number; its text is not kept.
 BUILD_LOG_TITLE = "Self-hosting a lite agent backend on one TPU: Gemma 4 E2B + vLLM on a v5e-1"
 
 # The log: flex-start v5litepod-1 is accepted here and was run to ACTIVE.

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from components import budget
+from components.basis import price_list
 from components.settings.facts import (
     GKE_FALLBACK_MODELS,
     GKE_FOREIGN_NAMESPACE_PREFIXES,
@@ -187,9 +187,9 @@ class GkeSettings(_Section):
     @field_validator("system_machine_type")
     @classmethod
     def _priced_machine(cls, value: str) -> str:
-        if value not in budget.SYSTEM_MACHINE_SHAPES:
+        if value not in price_list.SYSTEM_MACHINE_SHAPES:
             raise InvalidSettingError(
-                f"the plan prices {', '.join(budget.SYSTEM_MACHINE_SHAPES)} only",
+                f"the plan prices {', '.join(price_list.SYSTEM_MACHINE_SHAPES)} only",
                 "use one of them (e2-standard-2 is enough for the system pods)",
             )
         return value

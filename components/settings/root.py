@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from components import budget, naming
+from components.basis import chip_memory, naming
 from components.settings.access import AccessSettings
 from components.settings.cache import CacheSettings
 from components.settings.facts import NAMESPACE, ModelFamily, family_of
@@ -121,7 +121,7 @@ class Settings(_Section):
             )
         return value
 
-    # Every id derived from the stack name, valid for its API (components/naming.py).
+    # Every id derived from the stack name, valid for its API (components/basis/naming.py).
     @property
     def node_id(self) -> str:
         """The queued resource and its node (TPU API; also the VM's host name)."""
@@ -159,16 +159,16 @@ class Settings(_Section):
         return family_of(self.vllm.model)
 
     @property
-    def geometry(self) -> budget.ModelGeometry | None:
+    def geometry(self) -> chip_memory.ModelGeometry | None:
         """The geometry given in vllm.modelGeometry, else the log's measured one, else None."""
         if self.vllm.model_geometry is not None:
             return self.vllm.model_geometry.to_geometry()
-        return budget.geometry_for(self.vllm.model)
+        return chip_memory.geometry_for(self.vllm.model)
 
-    def kv_budget(self) -> budget.KvBudget | None:
+    def kv_budget(self) -> chip_memory.KvBudget | None:
         if self.geometry is None:
             return None
-        return budget.kv_budget(
+        return chip_memory.kv_budget(
             self.geometry,
             self.vllm.gpu_memory_utilization,
             self.vllm.max_model_len,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from components import naming
+from components.basis import naming
 from components.settings.facts import MAX_USER_LABELS, V5E_ZONES
 from components.settings.fields import Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError

@@ -1,7 +1,7 @@
 """`tpu-vllm:tpuInference`: tpu-inference's environment variables (the build log's table), typed.
 
 They come from tpu-inference (tpu_inference/envs.py), not vLLM's CLI, so they reach the server as its
-container's environment on both platforms (components/serve_command.py, backend_environment). A key is
+container's environment on both platforms (components/serving/serve_command.py, backend_environment). A key is
 rendered only when it is set, even to its default: unset keys leave the backend's own default.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from components import budget
+from components.basis import chip_memory
 from components.settings.fields import _Section, warn
 from components.settings.findings import InvalidSettingError
 
@@ -109,12 +109,12 @@ class TpuInferenceSettings(_Section):
     @field_validator("bucket_padding_gap")
     @classmethod
     def _gap_on_the_token_grid(cls, value: int) -> int:
-        if value < 0 or value % budget.MIN_TOKEN_BUCKET:
+        if value < 0 or value % chip_memory.MIN_TOKEN_BUCKET:
             raise InvalidSettingError(
                 "0 (the default: token buckets double, 16, 32 ... 4096) or a positive multiple of "
-                f"{budget.MIN_TOKEN_BUCKET}: tpu-inference's buckets start at its smallest, "
-                f"{budget.MIN_TOKEN_BUCKET} tokens, double up to the gap, then grow by the gap, so any other "
-                f"gap puts every bucket after it off the {budget.MIN_TOKEN_BUCKET}-token grid the others keep",
+                f"{chip_memory.MIN_TOKEN_BUCKET}: tpu-inference's buckets start at its smallest, "
+                f"{chip_memory.MIN_TOKEN_BUCKET} tokens, double up to the gap, then grow by the gap, so any other "
+                f"gap puts every bucket after it off the {chip_memory.MIN_TOKEN_BUCKET}-token grid the others keep",
                 "use the log's suggestion, 128 (2496 tokens then run as 2560, not 4096), or 0")
         return value
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components import budget
+from components.basis import boot, chip_memory
 from components.settings.facts import (
     DEFAULT_MODEL,
     KV_DTYPES_ACCEPTED,
@@ -56,7 +56,7 @@ class ModelGeometrySetting(_Section):
     @field_validator("weights_gib")
     @classmethod
     def _fits_the_chip(cls, value: float) -> float:
-        cap = budget.gib(budget.hbm_cap_bytes(budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
+        cap = chip_memory.gib(chip_memory.hbm_cap_bytes(chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
         if value >= cap:
             raise InvalidSettingError(
                 f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV (15.75 GiB x 0.92)",
@@ -64,10 +64,10 @@ class ModelGeometrySetting(_Section):
             )
         return value
 
-    def to_geometry(self) -> budget.ModelGeometry:
-        return budget.ModelGeometry(
-            weights_bytes=int(self.weights_gib * budget.GIB),
-            kv_layer_groups=tuple(budget.KvLayerGroup(layers=group.layers, kv_heads=group.kv_heads,
+    def to_geometry(self) -> chip_memory.ModelGeometry:
+        return chip_memory.ModelGeometry(
+            weights_bytes=int(self.weights_gib * chip_memory.GIB),
+            kv_layer_groups=tuple(chip_memory.KvLayerGroup(layers=group.layers, kv_heads=group.kv_heads,
                                                       head_dim=group.head_dim) for group in self.kv_layers),
             kv_element_bytes=self.kv_element_bytes,
             max_tokens_per_mm_item=self.max_tokens_per_mm_item,
@@ -220,9 +220,9 @@ class VllmSettings(_Section):
                 "the KV pool is a positive number of bytes",
                 "the log's measured-good value is 5923602432, or remove the key to let gpuMemoryUtilization size it",
             )
-        if value >= budget.V5E_HBM_BYTES:
+        if value >= chip_memory.V5E_HBM_BYTES:
             raise InvalidSettingError(
-                f"more than the chip's whole HBM ({budget.V5E_HBM_BYTES} bytes, 15.75 GiB) before any weights",
+                f"more than the chip's whole HBM ({chip_memory.V5E_HBM_BYTES} bytes, 15.75 GiB) before any weights",
                 "the log's measured-good value is 5923602432",
             )
         return value
@@ -236,7 +236,7 @@ class VllmSettings(_Section):
                 "this model/chip",
                 "set it to 0.92 (the log's measured ceiling; 0.93-0.94 are accepted with a warning, untested)",
             )
-        if value >= budget.FAILING_GPU_MEMORY_UTILIZATION:
+        if value >= chip_memory.FAILING_GPU_MEMORY_UTILIZATION:
             raise InvalidSettingError(
                 "0.95 and above does not boot on this model/chip: the KV pool sizes as "
                 "predicted, then XLA program allocation fails ~691 s in "
@@ -244,7 +244,7 @@ class VllmSettings(_Section):
                 "programs live outside the cap",
                 "set it to 0.92",
             )
-        if value > budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION:
+        if value > chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION:
             margin_mb = {0.93: 291, 0.94: 127}.get(round(value, 2))
             warn(cls, info, value,
                  f"untested: the estimated margin ({margin_mb or 'under 291'} MB) is thin against a failure that "
@@ -316,9 +316,9 @@ class VllmSettings(_Section):
     @classmethod
     def _timeout_readable(cls, value: str) -> str:
         seconds = parse_duration(value)
-        if seconds < budget.COLD_BOOT_SECONDS:
+        if seconds < boot.COLD_BOOT_SECONDS:
             raise InvalidSettingError(
-                f"a cold start takes ~{budget.COLD_BOOT_SECONDS} s (80% XLA compile)",
+                f"a cold start takes ~{boot.COLD_BOOT_SECONDS} s (80% XLA compile)",
                 "give it at least 15m, 30m is the default",
             )
         return value

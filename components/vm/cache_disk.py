@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import lookup_answers
+from components.core import lookup_answers
 from components.settings.findings import Finding
 
 
@@ -45,7 +45,7 @@ def disk_id(project: str, zone: str, name: str) -> str:
 def existing_disk(args: CacheDiskArgs) -> Any | None:
     """The disk of this name as GCP has it, or None when there is none. A read only; runs in previews too.
 
-    Absence is pulumi-gcp's own "{id} not found" (components/lookup_answers.py). A project whose Compute API
+    Absence is pulumi-gcp's own "{id} not found" (components/core/lookup_answers.py). A project whose Compute API
     is not enabled yet (a new one: this lookup runs before the stack enables it, as an invoke waits for
     nothing) cannot hold a kept disk either. Any other failure stops the deploy before anything is made.
     """

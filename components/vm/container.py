@@ -4,15 +4,15 @@ systemd runs both in the foreground (components/vm/systemd_units.py). No secret 
 environment value: the HF token and the API key are root-only files that startup.sh writes at boot,
 mounted read-only. vLLM gets `HF_TOKEN_PATH` (huggingface_hub reads the token from that file) and its
 entry command reads the key from its file into `VLLM_API_KEY` inside the container; the front's entry
-command (components/front.py) reads the same file. `docker inspect` therefore shows paths, never values.
+command (components/serving/front.py) reads the same file. `docker inspect` therefore shows paths, never values.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from components import front
-from components.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
+from components.serving import front
+from components.serving.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
 from components.settings import Settings
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 

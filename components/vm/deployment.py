@@ -18,11 +18,13 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components import budget, serve_command
-from components.core import Core
-from components.identity import account_email
+from components.basis import chip_memory, spending
+from components.core.identity import account_email
+from components.core.shared_resources import Core
+from components.economics import cost_lines
 from components.monitoring.promql import Scope
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
+from components.serving import serve_command
 from components.settings import Settings
 from components.vm import boot_contract, container, ops_agent
 from components.vm.billing_notice import still_billing
@@ -142,7 +144,7 @@ class VmDeployment(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services])),
         )
-        usd_per_hour = budget.cost_per_hour_usd(cfg.tpu.provisioning_model)
+        usd_per_hour = spending.cost_per_hour_usd(cfg.tpu.provisioning_model)
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
         stdin = billing_note.apply(lambda note: serve_stdin(cfg, note))
         server = VllmServer(
@@ -191,22 +193,22 @@ class VmDeployment(pulumi.ComponentResource):
         outputs["hfTokenSource"] = secrets.hf_token_source
         outputs["vllmServeCommand"] = server.serve_command
         outputs["dockerRunCommand"] = container.render_docker_command(cfg)
-        outputs["costPerHourUsd"] = budget.cost_per_hour_usd(pricing)
+        outputs["costPerHourUsd"] = spending.cost_per_hour_usd(pricing)
         if pricing == "flex-start":
-            outputs["maxSpendPerRunUsd"] = round(budget.max_spend_usd(pricing, cfg.tpu.run_seconds), 2)
+            outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds), 2)
             # The TPU's part stops with the run; this adds the cache disk's share of the run's hours.
-            outputs["maxSpendPerRunUsdWithDisk"] = round(budget.max_spend_with_disk_usd(
+            outputs["maxSpendPerRunUsdWithDisk"] = round(spending.max_spend_with_disk_usd(
                 pricing, cfg.tpu.run_seconds, cfg.cache.disk_type, cfg.cache.size_gb), 2)
         # The disk bills by the GB-month from creation to deletion, run or no run.
-        outputs["cacheDiskUsdPerMonth"] = round(budget.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb), 2)
-        outputs["cacheDiskBilling"] = cache.disk.name.apply(lambda disk_name: budget.cache_disk_billing(
+        outputs["cacheDiskUsdPerMonth"] = round(spending.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb), 2)
+        outputs["cacheDiskBilling"] = cache.disk.name.apply(lambda disk_name: cost_lines.cache_disk_billing(
             cfg.cache.disk_type, cfg.cache.size_gb, cfg.cache.keep_on_destroy, disk_name=disk_name,
             zone=cfg.tpu.zone, project=cfg.project))
         if kv is not None:
             outputs["kvBytesPerToken"] = kv.kv_bytes_per_token
             outputs["kvTokens"] = kv.kv_tokens
-            outputs["kvPoolGib"] = round(budget.gib(kv.kv_pool_bytes), 2)
-            outputs["hbmCapGib"] = round(budget.gib(kv.hbm_cap_bytes), 2)
+            outputs["kvPoolGib"] = round(chip_memory.gib(kv.kv_pool_bytes), 2)
+            outputs["hbmCapGib"] = round(chip_memory.gib(kv.hbm_cap_bytes), 2)
             outputs["concurrencyGuidance"] = (
                 f"keep clients x context under {kv.load_limit_tokens:,} tokens (78% of {kv.kv_tokens:,}); "
                 f"e.g. 16 agents at {kv.load_limit_tokens // 16:,} tokens each")
@@ -222,12 +224,12 @@ class VmDeployment(pulumi.ComponentResource):
                 member=pulumi.Output.concat("serviceAccount:", core.identity.email), opts=opts)
         pricing = cfg.tpu.provisioning_model
         flex = pricing == "flex-start"
-        usd_per_hour = budget.cost_per_hour_usd(pricing)
+        usd_per_hour = spending.cost_per_hour_usd(pricing)
         notes = [f"{cfg.tpu.accelerator_type} in {cfg.tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
         if flex:
             notes.append(f"Each run lasts {cfg.tpu.max_run_duration} and costs at most "
-                         f"${budget.max_spend_usd(pricing, cfg.tpu.run_seconds):.2f} of TPU time; the cache disk "
-                         f"bills ${budget.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb):.2f}/month "
+                         f"${spending.max_spend_usd(pricing, cfg.tpu.run_seconds):.2f} of TPU time; the cache disk "
+                         f"bills ${spending.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb):.2f}/month "
                          "run or no run")
         scope = Scope(title=f"tpu-vllm {cfg.stack} (vm)",
                       labels={"job": ops_agent.job_name(cfg.resource_prefix)}, kv=cfg.kv_budget(), replicas=False,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_tls as tls
 
-from components import secrets
+from components.core import secrets
 
 # Every client names the node by this alias in its known_hosts (OpenSSH's HostKeyAlias), not by address:
 # the address changes with every node, the stack's key does not.

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import yaml
 
+from components.monitoring.scrape import VM_SCRAPE_INTERVAL
+
 # The agent's user configuration file (merged with its built-in defaults).
 CONFIG_FILE = "/etc/google-cloud-ops-agent/config.yaml"
 RECEIVER = "tpu_vllm_prometheus"
 PIPELINE = "tpu_vllm_pipeline"
-SCRAPE_INTERVAL = "30s"
 # Google's roles for the agent's identity: metric writes, and log writes for the agent's own logs.
 AGENT_ROLES = ("roles/monitoring.metricWriter", "roles/logging.logWriter")
 
@@ -34,7 +35,7 @@ def config(*, resource_prefix: str, upstream_port: int) -> str:
     """vLLM's /metrics on 127.0.0.1 (behind the front, which wants the key on every path but /health)."""
     document = {"metrics": {
         "receivers": {RECEIVER: {"type": "prometheus", "config": {"scrape_configs": [{
-            "job_name": job_name(resource_prefix), "scrape_interval": SCRAPE_INTERVAL, "metrics_path": "/metrics",
+            "job_name": job_name(resource_prefix), "scrape_interval": VM_SCRAPE_INTERVAL, "metrics_path": "/metrics",
             "static_configs": [{"targets": [f"127.0.0.1:{upstream_port}"]}]}]}}},
         "service": {"pipelines": {PIPELINE: {"receivers": [RECEIVER]}}},
     }}

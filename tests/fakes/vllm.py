@@ -12,7 +12,7 @@ FakeVllm answers as vLLM 0.33.0 does (the wheel in .venv-vllm, the version requi
   HTTPException handler, serve/exception_handling/register.py, is not reached by the router's 404, as running
   vLLM 0.33.0's init_exception_handler on a bare app shows).
 
-FakeFront answers as components/front.py's nginx does: /health passes through, every other path needs
+FakeFront answers as components/serving/front.py's nginx does: /health passes through, every other path needs
 `Authorization: Bearer <key>` and is refused with the front's own 401 body.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from components import front
+from components.serving import front
 from tests.fakes.http import FakeServer, Request, Response
 
 # authenticate.py GUARDED_PREFIX (a plain startswith, so /v1x is guarded too).

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components import budget
+from components.basis import spending
 from tools.bench import reference
 from tools.bench.request import RequestResult
 
@@ -169,7 +169,7 @@ class CellResult:
 
     def cost_per_million(self) -> dict[str, float | None]:
         rate = self.aggregate_tok_s
-        return {p: (budget.usd_per_million_output_tokens(p, rate) if rate else None) for p in PRICINGS}
+        return {p: (spending.usd_per_million_output_tokens(p, rate) if rate else None) for p in PRICINGS}
 
     def summary(self) -> dict[str, Any]:
         prompt_tokens = self._pooled("prompt_tokens")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from components import budget
+from components.basis import chip_memory
 from tools.bench.request import Endpoint, RequestResult
 from tools.bench.results import CellResult, RepStats, rep_stats
 
@@ -21,7 +21,7 @@ DEFAULT_OUTPUT_TOKENS = 128
 
 
 def default_kv_tokens() -> int:
-    return budget.kv_budget(budget.GEMMA_4_E2B_IT, 0.92, 32768).kv_tokens
+    return chip_memory.kv_budget(chip_memory.GEMMA_4_E2B_IT, 0.92, 32768).kv_tokens
 
 
 @dataclass

@@ -215,7 +215,7 @@ def _delta(before: float, after: float) -> str:
 
 
 def _budget_section(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
-    from components.costs import budget_fields_shown
+    from components.economics.cost_lines import budget_fields_shown
 
     old, new = base.get("budget", {}), head.get("budget", {})
     # Each plan's own platform's fields: a gke budget also holds the VM's, which its plan does not show.

@@ -31,7 +31,7 @@ VM_FILES_DIR = ROOT / "startup"
 
 def budget_summary(settings: Any, resources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The plan's budget: the costs module's, told what the program registered."""
-    from components import costs
+    from components.economics import costs
 
     disk = next((r for r in resources if r["type"] == DISK_TYPE), None)
     return costs.plan_budget(settings, secret_versions=sum(1 for r in resources if r["type"] == SECRET_VERSION_TYPE),

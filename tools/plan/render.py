@@ -85,10 +85,10 @@ def _shown_inputs(resource: dict[str, Any]) -> list[str]:
 
 
 def render_budget(plan: dict[str, Any]) -> list[str]:
-    from components.costs import plan_cost_lines
+    from components.economics.cost_lines import plan_cost_lines
 
     budget = plan["budget"]
-    lines = ["cost (USD, us-west4 list prices; sources in components/budget.py):", *plan_cost_lines(budget)]
+    lines = ["cost (USD, us-west4 list prices; sources in components/basis/price_list.py):", *plan_cost_lines(budget)]
     if budget.get("platform") == "gke":
         lines += ["", "gke (the cluster as a whole, between gke.minReplicas and gke.maxReplicas):"]
         lines += [f"  {key}: {budget[key]}" for key in (

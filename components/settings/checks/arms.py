@@ -1,9 +1,10 @@
 """Cross-key rules of the token buckets (the batch budget against tpu-inference's ladder), and one warning
-per untested arm (components/arms.py)."""
+per untested arm (components/settings/untested_arms.py)."""
 
 from __future__ import annotations
 
-from components import arms, budget
+from components.basis import chip_memory
+from components.settings import untested_arms
 from components.settings.findings import Finding
 from components.settings.root import Settings
 
@@ -21,7 +22,7 @@ def arm_checks(settings: Settings) -> list[Finding]:
             also_keys=("vllm.maxNumBatchedTokens",),
         ))
         return findings
-    largest = budget.token_buckets(tokens, gap)[-1]
+    largest = chip_memory.token_buckets(tokens, gap)[-1]
     if largest != tokens:
         ladder = f"buckets step by {gap} past {gap}" if gap else "TPU precompiles powers of two"
         findings.append(Finding.warning(
@@ -30,5 +31,5 @@ def arm_checks(settings: Settings) -> list[Finding]:
             "them: the log measured -24.7% throughput at 2496",
             f"use {largest}", also_keys=("tpuInference.bucketPaddingGap",) if gap else (),
         ))
-    findings += [arm.finding for arm in arms.untested_arms(settings)]
+    findings += [arm.finding for arm in untested_arms.untested_arms(settings)]
     return findings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from components import budget
+from components.basis import boot, spending
 from components.settings.facts import (
     FLEX_START_VERIFIED_ZONES,
     GKE_FALLBACK_MODELS,
@@ -46,9 +46,9 @@ def gke_checks(settings: Settings) -> list[Finding]:
             "one replica serves alone: at every node run end (each tpu.maxRunDuration, "
             f"{settings.tpu.max_run_duration}) and every eviction it stops before its successor is ready, a gap "
             "of a warm start (~"
-            f"{budget.WARM_BOOT_SECONDS // 60} min, {budget.WARM_BOOT_SECONDS} s) with nothing serving; a change "
+            f"{boot.WARM_BOOT_SECONDS // 60} min, {boot.WARM_BOOT_SECONDS} s) with nothing serving; a change "
             "of flags or image does not gap (the rollout starts the new replica first)",
-            f"set gke.minReplicas to 2 (one more chip, ${budget.cost_per_hour_usd('flex-start', 1):.2f}/h): the "
+            f"set gke.minReplicas to 2 (one more chip, ${spending.cost_per_hour_usd('flex-start', 1):.2f}/h): the "
             "PodDisruptionBudget then moves one replica at a time and the other keeps serving",
             also_keys=("tpu.maxRunDuration",),
         ))
@@ -71,7 +71,7 @@ def gke_checks(settings: Settings) -> list[Finding]:
         findings.append(Finding(
             "tpu.provisioningModel", model,
             f"on gke the pool can hold {gke.max_replicas} chips with nothing to stop their billing "
-            f"(${budget.cost_per_hour_usd(model, gke.max_replicas):.2f}/h)",
+            f"(${spending.cost_per_hour_usd(model, gke.max_replicas):.2f}/h)",
             "use flex-start, or set gke.allowUnboundedBilling true if you mean it",
             also_keys=("gke.maxReplicas",),
         ))
@@ -136,12 +136,12 @@ def class_checks(settings: Settings) -> list[Finding]:
                 "end, so nothing is recycled", "remove it"))
         return findings
     lead, run = gke.recycling_lead_seconds, settings.tpu.run_seconds
-    least = budget.WARM_BOOT_SECONDS + GKE_NODE_UP_ALLOWANCE_SECONDS
+    least = boot.WARM_BOOT_SECONDS + GKE_NODE_UP_ALLOWANCE_SECONDS
     if lead < least:
         findings.append(Finding(
             "gke.recyclingLeadTime", gke.recycling_lead_time,
             f"{lead} s is too short for the replacement to be up and warm before the run ends (a node, "
-            f"~{GKE_NODE_UP_ALLOWANCE_SECONDS} s, plus the log's warm start, {budget.WARM_BOOT_SECONDS} s: {least} s)",
+            f"~{GKE_NODE_UP_ALLOWANCE_SECONDS} s, plus the log's warm start, {boot.WARM_BOOT_SECONDS} s: {least} s)",
             f"use at least {math.ceil(least / 60)}m, e.g. 1h (Google's v5e class)"))
     if lead * 2 > run:
         findings.append(Finding(

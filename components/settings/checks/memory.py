@@ -3,7 +3,7 @@ cache disk's room for the weights."""
 
 from __future__ import annotations
 
-from components import budget
+from components.basis import chip_memory
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 
@@ -18,7 +18,7 @@ def memory_checks(settings: Settings) -> list[Finding]:
             "weightsOnDisk needs room for the 9.54 GiB checkpoint and the compile cache", "use at least 20",
             also_keys=("vllm.weightsOnDisk",),
         ))
-    if vllm.model_geometry is not None and budget.geometry_for(vllm.model) is not None:
+    if vllm.model_geometry is not None and chip_memory.geometry_for(vllm.model) is not None:
         findings.append(Finding.warning(
             "vllm.modelGeometry", NO_VALUE, f"replaces the log's measured geometry of {vllm.model}",
             "remove it to use the measured one",
@@ -42,7 +42,7 @@ def memory_checks(settings: Settings) -> list[Finding]:
             "the server refuses to start: 'ValueError: Chunked MM input disabled but "
             f"max_tokens_per_mm_item ({floor}) is larger than max_num_batched_tokens "
             f"({vllm.max_num_batched_tokens}). Please increase max_num_batched_tokens.'",
-            f"use {budget.next_power_of_two(floor)}, or set limitMmPerPrompt to zeros for text only",
+            f"use {chip_memory.next_power_of_two(floor)}, or set limitMmPerPrompt to zeros for text only",
             also_keys=("vllm.limitMmPerPrompt", "vllm.disableChunkedMmInput", "vllm.modelGeometry"),
         ))
     context = geometry.max_context_tokens
@@ -57,13 +57,13 @@ def memory_checks(settings: Settings) -> list[Finding]:
 
     pinned = vllm.kv_cache_memory_bytes
     if pinned is not None:
-        measured = budget.kv_pool_bytes(geometry, budget.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
-        failing = budget.kv_pool_bytes(geometry, budget.FAILING_GPU_MEMORY_UTILIZATION)
+        measured = chip_memory.kv_pool_bytes(geometry, chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
+        failing = chip_memory.kv_pool_bytes(geometry, chip_memory.FAILING_GPU_MEMORY_UTILIZATION)
         if pinned >= failing:
             findings.append(Finding(
                 "vllm.kvCacheMemoryBytes", pinned,
-                f"with {budget.gib(geometry.weights_bytes):.2f} GiB of weights that leaves less HBM for compiled XLA "
-                f"programs than the 0.95 run, whose {budget.gib(failing):.2f} GiB pool died at XLA program "
+                f"with {chip_memory.gib(geometry.weights_bytes):.2f} GiB of weights that leaves less HBM for compiled "
+                f"XLA programs than the 0.95 run, whose {chip_memory.gib(failing):.2f} GiB pool died at XLA program "
                 "allocation ~691 s in (RuntimeProgramAllocationFailure)",
                 f"use {max(measured, 0)} or less (the pool gpuMemoryUtilization 0.92 leaves)",
                 also_keys=("vllm.modelGeometry",),
@@ -80,8 +80,8 @@ def memory_checks(settings: Settings) -> list[Finding]:
     if pinned is None and kv.kv_tokens <= 0:
         findings.append(Finding(
             "vllm.gpuMemoryUtilization", vllm.gpu_memory_utilization,
-            f"the cap ({budget.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "
-            f"{budget.gib(geometry.weights_bytes):.2f} GiB of weights",
+            f"the cap ({chip_memory.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "
+            f"{chip_memory.gib(geometry.weights_bytes):.2f} GiB of weights",
             "use 0.92", also_keys=("vllm.modelGeometry",),
         ))
     planned = load.clients * load.context_tokens

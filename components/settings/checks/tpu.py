@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from components import budget
+from components.basis import boot, spending
 from components.settings.facts import (
     FLEX_START_REJECTING_ZONES,
     FLEX_START_VERIFIED_ZONES,
@@ -21,7 +21,7 @@ def tpu_checks(settings: Settings) -> list[Finding]:
     tpu, vllm = settings.tpu, settings.vllm
     if tpu.provisioning_model == "flex-start":
         seconds = tpu.run_seconds
-        deploy_seconds = budget.COLD_BOOT_SECONDS + vllm.health_timeout_seconds
+        deploy_seconds = boot.COLD_BOOT_SECONDS + vllm.health_timeout_seconds
         if not MIN_RUN_SECONDS <= seconds <= MAX_RUN_SECONDS:
             findings.append(Finding("tpu.maxRunDuration", tpu.max_run_duration,
                                     "flex-start runs between 1 minute and 7 days", "set something like 4h"))
@@ -29,7 +29,7 @@ def tpu_checks(settings: Settings) -> list[Finding]:
             findings.append(Finding(
                 "tpu.maxRunDuration", tpu.max_run_duration,
                 f"GCP deletes the node {seconds} s after it starts, before the deploy can be sure to finish: a cold "
-                f"start takes ~{budget.COLD_BOOT_SECONDS} s (the log) and the deploy waits up to vllm.healthTimeout "
+                f"start takes ~{boot.COLD_BOOT_SECONDS} s (the log) and the deploy waits up to vllm.healthTimeout "
                 f"({vllm.health_timeout_seconds} s) for /health",
                 f"set it to at least {math.ceil(deploy_seconds / 60)}m (the default is 4h), or lower "
                 "vllm.healthTimeout",
@@ -56,11 +56,11 @@ def tpu_checks(settings: Settings) -> list[Finding]:
                 f"only flex-start accepts a run duration, not {tpu.provisioning_model}",
                 "remove the key or use flex-start", also_keys=("tpu.provisioningModel",),
             ))
-        weekend = budget.forgotten_weekend_usd(tpu.provisioning_model)
+        weekend = spending.forgotten_weekend_usd(tpu.provisioning_model)
         findings.append(Finding.warning(
             "tpu.provisioningModel", tpu.provisioning_model,
             f"nothing stops its billing until you run pulumi destroy; a forgotten weekend "
-            f"({budget.FORGOTTEN_WEEKEND_HOURS} h) costs ${weekend:.0f}",
+            f"({spending.FORGOTTEN_WEEKEND_HOURS} h) costs ${weekend:.0f}",
             "flex-start costs 3.8% more than spot and stops by itself",
         ))
     if tpu.subnetwork and (region := re.search(r"regions/([^/]+)/", tpu.subnetwork)) \

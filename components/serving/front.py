@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The official image (a well-kept, small proxy); pin a tag or digest for repeatable boots.
-DEFAULT_IMAGE = "nginx:1.28.0-alpine"
 # Where the front container finds its pieces (same paths on a VM and in a pod).
 CONFIG_PATH = "/etc/tpu-vllm-front/nginx.conf"
 KEY_FILE = "/run/secrets/tpu-vllm/api-key"

@@ -65,7 +65,7 @@ def resource_prefix(stack: str) -> str:
 # Each service account of the stack and the suffix its id ends with. An account id cannot change in place
 # (a new id is a new account: its grants and Workload Identity bindings go with the old one), so each keeps
 # the rule it was first named by: the serving identities a stack id of their own, the gke-only ones the
-# resource prefix cut to fit (as components/identity.py named them before this function).
+# resource prefix cut to fit (as components/core/identity.py named them before this function).
 SERVICE_ACCOUNTS = {
     "vm": ("vm", "stack"),
     "workload": ("wl", "stack"),

@@ -16,7 +16,7 @@ FORMER_TYPE = "tpu-vllm:identity:VmIdentity"
 class ServiceIdentityArgs:
     project: str
     account_id: str
-    """6-30 characters, from components/naming.py service_account_id."""
+    """6-30 characters, from components/basis/naming.py service_account_id."""
     display_name: str = "tpu-vllm TPU VM"
     """What the console shows for the account."""
     description: str = "Runs the TPU VM; reads only its own secrets."

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from components import budget
+from components.basis import chip_memory
 from components.settings.findings import Finding
 
 if TYPE_CHECKING:
@@ -115,24 +115,24 @@ def _long_context_arm(settings: Settings) -> Arm:
         sums = "with no measured geometry for this model the KV pool cannot be shown"
     else:
         sums = (f"block size {kv.block_size} x {kv.blocks_per_request} blocks per request = {length}, and the KV "
-                f"pool stays {budget.gib(kv.kv_pool_bytes):.2f} GiB: {kv.kv_blocks:,} blocks x {kv.block_size} "
+                f"pool stays {chip_memory.gib(kv.kv_pool_bytes):.2f} GiB: {kv.kv_blocks:,} blocks x {kv.block_size} "
                 f"= {kv.kv_tokens:,} tokens (at 32768: 5,021 x 64 = 321,344)")
     return Arm(
         "vllm.maxModelLen", length, f"--max-model-len {length}",
         f"{named}The backend scales the block size with the context to keep "
-        f"{budget.BLOCKS_PER_REQUEST} blocks per request, which is why 16384 and 32768 cost no KV (321,376 and "
+        f"{chip_memory.BLOCKS_PER_REQUEST} blocks per request, which is why 16384 and 32768 cost no KV (321,376 and "
         f"321,344 tokens, TPOT 8.05 and 8.02 ms); so {sums}, and it may be free too")
 
 
 def _padding_gap_arm(settings: Settings) -> Arm:
     gap, tokens = settings.tpu_inference.bucket_padding_gap, settings.vllm.max_num_batched_tokens
-    ladder, doubling = budget.token_buckets(tokens, gap), budget.token_buckets(tokens)
+    ladder, doubling = chip_memory.token_buckets(tokens, gap), chip_memory.token_buckets(tokens)
     named = "The log's suggestion. " if gap == 128 else ""
     floor = ""
     if tokens >= MULTIMODAL_FLOOR_TOKENS:
         floor = (f"; a {MULTIMODAL_FLOOR_TOKENS}-token step runs as "
-                 f"{budget.compiled_bucket(MULTIMODAL_FLOOR_TOKENS, ladder)}, not "
-                 f"{budget.compiled_bucket(MULTIMODAL_FLOOR_TOKENS, doubling)}")
+                 f"{chip_memory.compiled_bucket(MULTIMODAL_FLOOR_TOKENS, ladder)}, not "
+                 f"{chip_memory.compiled_bucket(MULTIMODAL_FLOOR_TOKENS, doubling)}")
     return Arm(
         "tpuInference.bucketPaddingGap", gap, f"VLLM_TPU_BUCKET_PADDING_GAP={gap} in vLLM's environment",
         f"{named}Token buckets double to {max(size for size in ladder if size <= gap)}, then step by {gap}: "
@@ -170,6 +170,6 @@ def plan_summary(settings: Settings) -> dict[str, Any]:
     if kv is not None:
         summary["blocks_per_request"] = kv.blocks_per_request
     gap = settings.tpu_inference.bucket_padding_gap
-    ladder = budget.token_buckets(settings.vllm.max_num_batched_tokens, gap)
+    ladder = chip_memory.token_buckets(settings.vllm.max_num_batched_tokens, gap)
     summary["token_buckets"] = {"count": len(ladder), "largest": ladder[-1], "padding_gap": gap}
     return summary

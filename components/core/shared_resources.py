@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components import naming
-from components.identity import ServiceIdentity, ServiceIdentityArgs
-from components.secrets import StackSecrets, StackSecretsArgs
-from components.services import GKE_APIS, GKE_MIRROR_APIS, VM_MONITORING_APIS, ProjectServices
+from components.basis import naming
+from components.core.identity import ServiceIdentity, ServiceIdentityArgs
+from components.core.secrets import StackSecrets, StackSecretsArgs
+from components.core.services import GKE_APIS, GKE_MIRROR_APIS, VM_MONITORING_APIS, ProjectServices
 from components.settings import Settings
 
 

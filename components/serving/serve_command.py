@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import shlex
 
-from components import front
+from components.serving import front
 from components.settings import NO_MEDIA_DOMAIN, Settings
 
-# vLLM answers only on loopback; the front (components/front.py) owns the serving port.
+# vLLM answers only on loopback; the front (components/serving/front.py) owns the serving port.
 LISTEN_HOST = "127.0.0.1"
 
 # vLLM's entry command on both platforms (defence in depth behind the front): the key goes from its file

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.secrets import ACCESSOR_ROLE, api_key_secret_id, hf_token_secret_id, ssh_host_key_secret_id
+from components.core.secrets import ACCESSOR_ROLE, api_key_secret_id, hf_token_secret_id, ssh_host_key_secret_id
 
 # Each role with what the refresh or the program reads through it.
 SHARED_ROLES = {

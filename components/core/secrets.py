@@ -8,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random as random
 
-from components import lookup_answers
+from components.core import lookup_answers
 
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 

@@ -1,0 +1,72 @@
+"""Google's prices the stack's costs use, each with its source: TPU chips, disks, secrets, GKE, Cloud Storage,
+Cloud Monitoring. Numbers only; the arithmetic on them is components/basis/spending.py."""
+
+from __future__ import annotations
+
+# USD per chip-hour, Cloud Billing Catalog, us-west4 (the log's cost table).
+USD_PER_CHIP_HOUR = {
+    "spot": 0.5779,
+    "flex-start": 0.6000,
+    "on-demand": 1.2000,
+    "1-year": 0.8400,
+    "3-year": 0.5400,
+}
+
+# USD per provisioned GB-month of zonal disk in us-west4, from the Cloud Billing Catalog as
+# compiled in github.com/Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml
+# (compute.storage.*.cost.us-west4.month; generated 2025-03-06, commit 0166a59e).
+# A disk bills for its provisioned size, per second, from creation until it is deleted:
+# whether or not a node is attached, whether or not a run is active.
+USD_PER_GB_MONTH = {
+    "pd-balanced": 0.11,
+}
+
+# USD per active secret version per month (cloud.google.com/secret-manager/pricing: $0.06 per
+# version and location, automatic replication billed as one location; the first 6 active
+# versions a month are free per billing account). Versions bill until destroyed, run or no run.
+USD_PER_SECRET_VERSION_MONTH = 0.06
+FREE_SECRET_VERSIONS_PER_MONTH = 6
+
+# The billing month the per-month prices assume (Google prorates them by the second;
+# the same catalog's monthly instance prices are its hourly ones x 730).
+HOURS_PER_MONTH = 730
+
+
+# --- GKE (the scale-out platform) -------------------------------------------------------------
+# TPU chips in a GKE node pool bill at the same per-chip-hour rates as above (USD_PER_CHIP_HOUR):
+# ct5lp-hightpu-1t is one v5e chip and its host; GKE adds no charge per TPU node.
+
+# GKE Standard cluster management fee, USD per cluster-hour, whatever the size or topology
+# (cloud.google.com/kubernetes-engine/pricing). The free tier ($74.40 a month per billing account)
+# covers one zonal cluster; the plan counts the fee anyway, since that credit may already be in use.
+GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10
+
+# Every GKE node's boot disk (the system pool's and the ComputeClass's TPU nodes'): GKE's default, written out in
+# the stack so the costs price exactly what runs (pd-balanced at USD_PER_GB_MONTH: $11 a month per node).
+GKE_BOOT_DISK_GB = 100
+GKE_BOOT_DISK_TYPE = "pd-balanced"
+
+# The CPU system pool (kube-system, the metrics adapter, Managed Prometheus collectors), on-demand
+# USD per node-hour in us-west4: E2 predefined, $0.024553/vCPU-h + $0.003291/GiB-h
+# (cloud.google.com/compute/vm-instance-pricing, us-west4). Only machine types priced here are accepted.
+E2_USD_PER_VCPU_HOUR = 0.024553
+E2_USD_PER_GIB_HOUR = 0.003291
+SYSTEM_MACHINE_SHAPES = {"e2-standard-2": (2, 8), "e2-standard-4": (4, 16)}  # vCPUs, GiB
+
+# Cloud Storage, Standard class, regional us-west4: USD per GB-month (cloud.google.com/storage/pricing, "Regional"
+# table). Operations are left out: a compile writes a few hundred objects once per configuration, a warm start
+# reads them, cents per month at most.
+STORAGE_USD_PER_GB_MONTH = 0.023
+
+# --- Cloud Monitoring (monitoring.enabled: the dashboard and alerts) -----------------------------------------
+# Google Cloud Observability pricing (cloud.google.com/stackdriver/pricing), Cloud Monitoring: Prometheus samples
+# ingested (the Ops Agent's Prometheus receiver and Managed Service for Prometheus alike) $0.06 per million for the
+# first 50 billion a month, with no free allotment (the free 150 MiB a month is for non-Prometheus chargeable
+# metrics); an alerting policy condition $1.50 a month, plus $0.35 per million time series its query returns;
+# dashboards and Google's own metrics cost nothing.
+USD_PER_MILLION_PROMETHEUS_SAMPLES = 0.06
+USD_PER_ALERT_CONDITION_MONTH = 1.50
+USD_PER_MILLION_ALERT_SERIES_RETURNED = 0.35
+# Series one scrape of vLLM's /metrics holds: its gauges and counters, and a histogram's buckets for each of its
+# ~15 histograms (vllm/v1/metrics/loggers.py, 0.33.0). An estimate of the order, not measured on the log's build.
+VLLM_SERIES_PER_SCRAPE = 400

@@ -1,0 +1,248 @@
+"""What each platform costs and holds: plain numbers for the stack's outputs and the offline plan's budget, the
+VM's and the gke's side by side (components/economics/cost_lines.py writes them as the plan's lines)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.basis import boot, chip_memory, price_list, spending
+from components.basis.price_list import GKE_BOOT_DISK_GB as BOOT_DISK_GB
+from components.basis.price_list import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
+from components.monitoring import alerts, scrape
+from components.settings import Settings, untested_arms
+from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
+
+# ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept; compute_class.CHIPS_PER_NODE).
+CHIPS_PER_NODE = 1
+GKE_MACHINE = "ct5lp-hightpu-1t"
+
+
+def boot_disk_usd_per_hour() -> float:
+    """One node's boot disk (every node has one: GKE's 100 GB pd-balanced default, written out in the stack)."""
+    return spending.disk_usd_per_month(BOOT_DISK_TYPE, BOOT_DISK_GB) / price_list.HOURS_PER_MONTH
+
+
+def recycling_factor(settings: Settings, model: str) -> float:
+    """Node recycling brings the replacement up to gke.recyclingLeadTime before the old node ends: at most
+    run / (run - lead) node-hours per replica-hour (the replacement's queue time shortens the overlap)."""
+    if model != "flex-start":
+        return 1.0
+    run, lead = settings.tpu.run_seconds, settings.gke.recycling_lead_seconds
+    return run / (run - lead)
+
+
+def replica_usd_per_hour(settings: Settings, model: str) -> float:
+    """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap."""
+    node = spending.cost_per_hour_usd(model, CHIPS_PER_NODE) + boot_disk_usd_per_hour()
+    return node * recycling_factor(settings, model)
+
+
+def cache_usd_per_month(settings: Settings) -> float:
+    """The shared bucket holds one cache per configuration served (image digest x serve flags): the log's 197 MB."""
+    return boot.MEASURED_CACHE_GB * price_list.STORAGE_USD_PER_GB_MONTH
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What bills with no TPU node: the fee, the system nodes with their boot disks, the cache bucket."""
+
+    cluster_fee_usd_per_hour: float
+    system_nodes_usd_per_hour: float
+    system_boot_disks_usd_per_hour: float
+    cache_usd_per_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        return (self.cluster_fee_usd_per_hour + self.system_nodes_usd_per_hour + self.system_boot_disks_usd_per_hour
+                + self.cache_usd_per_hour)
+
+
+def baseline(settings: Settings) -> Baseline:
+    gke = settings.gke
+    reused = gke.use_existing_cluster
+    system_nodes = 0 if reused else gke.system_node_count
+    return Baseline(
+        cluster_fee_usd_per_hour=0.0 if reused else price_list.GKE_CLUSTER_FEE_USD_PER_HOUR,
+        system_nodes_usd_per_hour=spending.system_machine_usd_per_hour(gke.system_machine_type) * system_nodes,
+        system_boot_disks_usd_per_hour=boot_disk_usd_per_hour() * system_nodes,
+        cache_usd_per_hour=cache_usd_per_month(settings) / price_list.HOURS_PER_MONTH,
+    )
+
+
+def total_usd_per_hour(settings: Settings, replicas: int, model: str | None = None) -> float:
+    return replicas * replica_usd_per_hour(settings, model or settings.tpu.provisioning_model) + \
+        baseline(settings).usd_per_hour
+
+
+def gke_costs(settings: Settings) -> dict[str, Any]:
+    """$/hour at the least and the most replicas (first priority), each fallback's, the baseline, one run."""
+    gke, model = settings.gke, settings.tpu.provisioning_model
+    costs: dict[str, Any] = {
+        "costPerHourUsd": round(total_usd_per_hour(settings, gke.max_replicas), 4),
+        "costPerHourAtMinReplicasUsd": round(total_usd_per_hour(settings, gke.min_replicas), 4),
+        "clusterBaselineUsdPerHour": round(baseline(settings).usd_per_hour, 4),
+        "replicaUsdPerHour": round(replica_usd_per_hour(settings, model), 4),
+        "bootDiskUsdPerMonthPerNode": round(boot_disk_usd_per_hour() * price_list.HOURS_PER_MONTH, 2),
+        "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
+        # A rollout (a serve flag, the image, the front's config) starts the surge replica before an old one leaves
+        # (components/gke/workload.py ROLLOUT_STRATEGY): one more chip bills while each replica is replaced.
+        "costPerHourDuringRolloutUsd": {
+            "atMinReplicas": round(total_usd_per_hour(settings, gke.min_replicas + GKE_ROLLOUT_SURGE_PODS), 4),
+            "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas + GKE_ROLLOUT_SURGE_PODS), 4)},
+    }
+    # Empty when gke.fallback is: a replica then waits for first-priority capacity.
+    costs["fallbackCostPerHourUsd"] = {
+        fallback: {"perReplica": round(replica_usd_per_hour(settings, fallback), 4),
+                   "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas, fallback), 4)}
+        for fallback in gke.fallback}
+    if model == "flex-start":
+        # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
+        costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
+                                           settings.tpu.run_seconds / 3600, 2)
+    return costs
+
+
+def kv_outputs(settings: Settings) -> dict[str, Any]:
+    kv = settings.kv_budget()
+    if kv is None:
+        return {}
+    gke = settings.gke
+    return {
+        "kvBytesPerToken": kv.kv_bytes_per_token,
+        "kvTokens": kv.kv_tokens,
+        "kvTokensAtMaxReplicas": kv.kv_tokens * gke.max_replicas,
+        "kvPoolGib": round(chip_memory.gib(kv.kv_pool_bytes), 2),
+        "hbmCapGib": round(chip_memory.gib(kv.hbm_cap_bytes), 2),
+        "concurrencyGuidance": (
+            f"per replica keep clients x context under {kv.load_limit_tokens:,} tokens (78% of "
+            f"{kv.kv_tokens:,}); in total under {kv.load_limit_tokens * gke.min_replicas:,} at "
+            f"{gke.min_replicas} replica(s) and {kv.load_limit_tokens * gke.max_replicas:,} at "
+            f"{gke.max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each; "
+            f"a rollout adds {GKE_ROLLOUT_SURGE_PODS} replica (one more chip) before an old one leaves, so these "
+            f"lines hold through it, and at {gke.max_replicas} the namespace holds "
+            f"{gke.max_replicas + GKE_ROLLOUT_SURGE_PODS} chips while it runs"),
+    }
+
+
+def gke_plan_summary(settings: Settings) -> dict[str, Any]:
+    """The plan's budget lines for gke (snake_case, like the rest of the plan's budget)."""
+    costs, kv, gke = gke_costs(settings), settings.kv_budget(), settings.gke
+    base = baseline(settings)
+    model = settings.tpu.provisioning_model
+    least = total_usd_per_hour(settings, gke.min_replicas)
+    summary: dict[str, Any] = {
+        "platform": "gke",
+        "gke_replicas": f"{gke.min_replicas}..{gke.max_replicas}",
+        "gke_cost_per_hour_usd_at_max_replicas": costs["costPerHourUsd"],
+        "gke_cost_per_hour_usd_at_min_replicas": costs["costPerHourAtMinReplicasUsd"],
+        "gke_baseline_usd_per_hour": costs["clusterBaselineUsdPerHour"],
+        "gke_max_spend_per_run_usd": costs.get("maxSpendPerRunUsd"),
+        "gke_min_replicas": gke.min_replicas,
+        "gke_max_replicas": gke.max_replicas,
+        "gke_reused_cluster": gke.use_existing_cluster,
+        "gke_cluster_fee_usd_per_hour": round(base.cluster_fee_usd_per_hour, 4),
+        "gke_system_pool": f"{0 if gke.use_existing_cluster else gke.system_node_count} x {gke.system_machine_type}",
+        "gke_system_pool_usd_per_hour": round(base.system_nodes_usd_per_hour, 4),
+        "gke_system_boot_disks_usd_per_hour": round(base.system_boot_disks_usd_per_hour, 4),
+        "gke_boot_disk": f"{BOOT_DISK_GB} GB {BOOT_DISK_TYPE}",
+        "gke_boot_disk_usd_per_month_per_node": costs["bootDiskUsdPerMonthPerNode"],
+        "gke_replica_usd_per_hour": costs["replicaUsdPerHour"],
+        "gke_recycling_lead_hours": (gke.recycling_lead_seconds / 3600 if model == "flex-start" else None),
+        "gke_recycling_factor": round(recycling_factor(settings, model), 4),
+        "gke_fallbacks": {fallback: {"per_replica_usd_per_hour": prices["perReplica"],
+                                     "at_max_replicas_usd_per_hour": prices["atMaxReplicas"]}
+                          for fallback, prices in costs["fallbackCostPerHourUsd"].items()},
+        "gke_cache_usd_per_month": costs["compileCacheUsdPerMonth"],
+        "gke_cache_gb_per_configuration": boot.MEASURED_CACHE_GB,
+        # minReplicas chips never scale away, so they bill every hour the stack exists, like the fee.
+        "gke_usd_per_month_at_min_replicas": round(least * price_list.HOURS_PER_MONTH, 2),
+        "gke_rollout_surge_replicas": GKE_ROLLOUT_SURGE_PODS,
+        "gke_cost_per_hour_usd_during_rollout_at_min_replicas": costs["costPerHourDuringRolloutUsd"]["atMinReplicas"],
+        "gke_cost_per_hour_usd_during_rollout_at_max_replicas": costs["costPerHourDuringRolloutUsd"]["atMaxReplicas"],
+    }
+    if kv is not None:
+        summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
+        summary["load_limit_tokens_at_max_replicas"] = kv.load_limit_tokens * gke.max_replicas
+    return summary
+
+
+def monitoring_summary(settings: Settings) -> dict[str, Any]:
+    """The dashboard's and alerts' monthly cost (monitoring.*): samples ingested and alert conditions."""
+    monitoring = settings.monitoring
+    if not monitoring.enabled:
+        return {"monitoring_enabled": False}
+    gke = settings.platform == "gke"
+    interval = scrape.GKE_SCRAPE_INTERVAL if gke else scrape.VM_SCRAPE_INTERVAL
+    targets = settings.gke.max_replicas if gke else 1
+    samples = spending.prometheus_samples_per_month(int(interval.removesuffix("s")), targets)
+    conditions = 0
+    if monitoring.alerts:
+        conditions = 3 + (1 if not gke and settings.tpu.provisioning_model == "flex-start" else 0)
+    evaluation = int(alerts.EVALUATION_INTERVAL.removesuffix("s"))
+    return {
+        "monitoring_enabled": True,
+        # gke: the HPA's PodMonitoring already scrapes (and bills) these samples; the dashboard reads them.
+        "monitoring_samples_collected_by": "the HPA's PodMonitoring" if gke else "the Ops Agent",
+        "monitoring_scrape_interval": interval,
+        "monitoring_samples_per_month_at_most": samples,
+        "monitoring_samples_usd_per_month": round(samples / 1e6 * price_list.USD_PER_MILLION_PROMETHEUS_SAMPLES, 2),
+        "monitoring_alert_conditions": conditions,
+        "monitoring_alerts_usd_per_month": round(spending.alert_usd_per_month(conditions, targets, evaluation), 2),
+    }
+
+
+def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy: bool | None) -> dict[str, Any]:
+    """The offline plan's cost, memory and load figures (snake_case); None where a figure does not apply.
+
+    secret_versions and disk_outlives_destroy are what the program registered (None: no disk registered).
+    """
+    pricing = settings.tpu.provisioning_model
+    run_seconds = settings.tpu.run_seconds if pricing == "flex-start" else None
+    cache = settings.cache
+    disk_per_month = spending.disk_usd_per_month(cache.disk_type, cache.size_gb)
+    summary: dict[str, Any] = {
+        "pricing": pricing,
+        "cost_per_hour_usd": spending.cost_per_hour_usd(pricing),
+        "run_hours": run_seconds / 3600 if run_seconds else None,
+        "max_spend_usd": round(spending.max_spend_usd(pricing, run_seconds), 4) if run_seconds else None,
+        "forgotten_weekend_usd": None if run_seconds else round(spending.forgotten_weekend_usd(pricing), 2),
+        "usd_per_million_output_tokens_at_1496_5_tok_s": round(
+            spending.usd_per_million_output_tokens(pricing, 1496.5), 4),
+        "cache_disk_type": cache.disk_type,
+        "cache_disk_gb": cache.size_gb,
+        "cache_disk_usd_per_gb_month": price_list.USD_PER_GB_MONTH[cache.disk_type],
+        "cache_disk_usd_per_month": round(disk_per_month, 4),
+        "cache_disk_usd_per_run": (round(spending.disk_usd_for_seconds(cache.disk_type, cache.size_gb, run_seconds), 4)
+                                   if run_seconds else None),
+        "max_spend_with_disk_usd": (round(spending.max_spend_with_disk_usd(pricing, run_seconds, cache.disk_type,
+                                                                         cache.size_gb), 4)
+                                    if run_seconds else None),
+        "cache_disk_outlives_destroy": (cache.keep_on_destroy if disk_outlives_destroy is None
+                                        else disk_outlives_destroy),
+        "secret_versions": secret_versions,
+        "secret_versions_usd_per_month": round(secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH, 4),
+        "idle_usd_per_month": round(disk_per_month + secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH, 4),
+    }
+    kv = settings.kv_budget()
+    if kv is None:
+        summary.update(dict.fromkeys(
+            ["kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib",
+             "kv_pool_gib", "outside_cap_gib", "load_limit_tokens"], "unknown"))
+    else:
+        summary.update({
+            "kv_bytes_per_token": kv.kv_bytes_per_token,
+            "kv_tokens": kv.kv_tokens,
+            "kv_blocks": kv.kv_blocks,
+            "block_size": kv.block_size,
+            "hbm_cap_gib": round(chip_memory.gib(kv.hbm_cap_bytes), 2),
+            "kv_pool_gib": round(chip_memory.gib(kv.kv_pool_bytes), 2),
+            "outside_cap_gib": round(chip_memory.gib(kv.outside_cap_bytes), 2),
+            "load_limit_tokens": kv.load_limit_tokens,
+        })
+    summary["planned_load_tokens"] = settings.load.clients * settings.load.context_tokens
+    summary.update(untested_arms.plan_summary(settings))
+    summary.update(monitoring_summary(settings))
+    if settings.platform == "gke":
+        summary.update(gke_plan_summary(settings))  # the lines above are per chip; these are the whole cluster
+    return summary
