@@ -14,11 +14,11 @@ from components import settings
 from components.basis import boot, price_list
 from components.gke import cluster as cluster_module
 from components.gke import workload
-from components.gke.deployment import serving_pod
 from components.serving import front, serve_command
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
+from tests.wing_values import gke_pod, vm_serving
 from tools.plan.engine import StackMocks, is_wrapped_secret, unwrap
 from tools.plan.placeholders import MOCK_LOAD_BALANCER_IP
 
@@ -161,8 +161,8 @@ def test_vllm_reads_the_api_key_from_its_file_as_on_the_vm(gke):
     assert f"{posixpath.basename(front.KEY_FILE)}" == "api-key"  # the SecretProviderClass's file name
     assert not [e for e in vllm["env"] if "KEY" in e["name"]]  # the key is never an env value in the spec
     # The same entry command as the VM's docker run, byte for byte.
-    vm_args = container_vm.docker_run_args(settings.load(
-        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings)
+    vm_args = container_vm.docker_run_args(vm_serving(settings.load(
+        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings))
     script_at = vm_args.index("-c") + 1
     assert [vm_args[vm_args.index("--entrypoint") + 1], "-c", *vm_args[script_at:script_at + 2]] == command
 
@@ -189,7 +189,7 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
         assert port == 9090 and f"{section}.{key} = 9090" in refused.render()
         return
     assert port != 9090, "a port the metrics door binds was accepted"
-    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
+    pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
                                 cache_prefix="xla/k", hash_of_config="x")
     ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
     ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
@@ -462,7 +462,7 @@ def test_bad_gke_settings_register_nothing_and_say_every_problem():
 
 def test_pod_template_variants():
     cfg = gke_settings(gke_with("vllm", weightsOnDisk=True))
-    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i@sha256:" + "a" * 64,
+    pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i@sha256:" + "a" * 64,
                                 cache_bucket="b", cache_prefix="xla/k", hash_of_config="x")["spec"]
     vllm = pod["containers"][0]
     assert {"name": "HF_HOME", "value": "/var/cache/tpu-vllm/huggingface"} in vllm["env"]
@@ -472,7 +472,7 @@ def test_pod_template_variants():
     assert weights["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs,only-dir=huggingface"
     spot = gke_settings({**gke_with("gke", allowUnboundedBilling=True),
                          "tpu-vllm:tpu": json.dumps({"provisioningModel": "spot"})})
-    tolerations = workload.pod_template(serving_pod(spot), service_account="vllm", image="i", cache_bucket="b",
+    tolerations = workload.pod_template(gke_pod(spot), service_account="vllm", image="i", cache_bucket="b",
                                         cache_prefix="xla/k", hash_of_config="x")["spec"]["tolerations"]
     assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/compute-class",
                                                "cloud.google.com/gke-spot"]

@@ -53,8 +53,14 @@ def vm_scope(settings: Settings | None = None, run_end: int | None = RUN_END) ->
 
 
 def gke_scope() -> promql.Scope:
+    from components.economics.costs import baseline, replica_usd_per_hour
     from components.gke.deployment import monitoring_scope
-    return monitoring_scope(gke_settings())
+    cfg = gke_settings()
+    model = cfg.tpu.provisioning_model
+    return monitoring_scope(cfg.gke, stack=cfg.stack, cluster_name=cfg.gke.cluster_name or cfg.resource_prefix,
+                            provisioning_model=model, max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
+                            replica_usd_per_hour=replica_usd_per_hour(cfg, model),
+                            baseline_usd_per_hour=baseline(cfg).usd_per_hour)
 
 
 THRESHOLDS = {"kv_for_seconds": 300, "waiting_for_seconds": 300, "run_end_warning_seconds": 1800}

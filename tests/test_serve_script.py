@@ -25,6 +25,7 @@ from components.vm.vllm_server import installed_files, remote_command_text, serv
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.vllm import FakeFront, FakeVllm
 from tests.shims import make_shims
+from tests.wing_values import vm_serving
 
 HERE = Path(__file__).resolve().parent
 DOCKER_CLI = os.environ.get("TPU_VLLM_DOCKER_CLI") or shutil.which("docker")
@@ -106,8 +107,8 @@ class Node:
         self.env.update({"STARTUP_ROOT": str(self.root), **self.engine.client_env(docker_config),
                          "HF_TOKEN": HF_CANARY, "VLLM_API_KEY": API_CANARY})
         # Exactly what pulumi-command sends, minus sudo (the tests run unprivileged).
-        self.argv = shlex.split(remote_command_text(self.cfg))[4:]
-        self.stdin = serve_stdin(self.cfg)
+        self.argv = shlex.split(remote_command_text(vm_serving(self.cfg)))[4:]
+        self.stdin = serve_stdin(vm_serving(self.cfg))
 
     def close(self) -> None:
         self.engine.__exit__(None, None, None)
@@ -135,7 +136,7 @@ class Node:
             for request in self.engine.requests:
                 assert canary not in request.path + json.dumps(request.query), "a secret reached the engine"
                 assert canary.encode() not in request.body, f"a secret reached the engine: {request.path}"
-            for path, _ in installed_files(self.cfg):
+            for path, _ in installed_files(vm_serving(self.cfg)):
                 assert canary not in self.file(path)
             assert canary not in self.file(container.VLLM_RUNNER)
             assert canary not in self.stdin and all(canary not in arg for arg in self.argv)
@@ -159,7 +160,7 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     result = vm()
     assert result.returncode == 0, result.stderr
     # Every rendered file is on the VM as rendered, and the vLLM runner exists.
-    for path, text in installed_files(vm.cfg):
+    for path, text in installed_files(vm_serving(vm.cfg)):
         assert vm.file(path) == text
     assert vm.file(container.VLLM_RUNNER).startswith("#!/bin/bash\n")
     assert f"ExecStart=bash {container.VLLM_RUNNER}" in vm.file(systemd_units.unit_path(systemd_units.VLLM_UNIT))
@@ -175,9 +176,9 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     # The engine got one create per container, with exactly the rendered arguments.
     [vllm_create] = vm.engine.creates(container.CONTAINER_NAME)
     [front_create] = vm.engine.creates(container.FRONT_CONTAINER_NAME)
-    image = container.docker_run_args(vm.cfg).index(vm.cfg.vllm.image)
+    image = container.docker_run_args(vm_serving(vm.cfg)).index(vm.cfg.vllm.image)
     assert vllm_create["Entrypoint"] == ["/bin/sh"]
-    assert vllm_create["Cmd"] == container.docker_run_args(vm.cfg)[image + 1:]
+    assert vllm_create["Cmd"] == container.docker_run_args(vm_serving(vm.cfg))[image + 1:]
     assert vllm_create["HostConfig"]["Privileged"] is True
     assert sorted(vllm_create["HostConfig"]["Binds"]) == sorted([
         "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
@@ -419,7 +420,7 @@ BILLING_NOTE = "The TPU node is running and billing ($0.60/hour) until its run e
 @pytest.mark.parametrize("status", ["failed: permission denied reading projects/p/secrets/hf", None])
 def test_every_failure_ends_with_the_billing_note(node, status):
     vm = node(status=status)  # None: the boot script never finishes (an unexpected way to fail)
-    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
     result = vm("--status-timeout", "1") if status is None else vm()
     assert result.returncode == 1
     # Last, so the end of pulumi-command's error (it appends the command's output) is what to do.
@@ -428,6 +429,6 @@ def test_every_failure_ends_with_the_billing_note(node, status):
 
 def test_a_deploy_that_succeeds_does_not_print_the_billing_note(node):
     vm = node()
-    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
     assert vm().returncode == 0
     assert BILLING_NOTE not in vm.result.stderr + vm.result.stdout

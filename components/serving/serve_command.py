@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 
 from components.serving import front
 from components.settings import NO_MEDIA_DOMAIN, Settings
@@ -70,5 +71,10 @@ def backend_environment(settings: Settings) -> dict[str, str]:
     return settings.tpu_inference.environment()
 
 
+def render_serve_args(serve_args: Iterable[str]) -> str:
+    """The `vllm serve ...` line as a shell would read it (the outputs' vllmServeCommand)."""
+    return shlex.join(serve_args)
+
+
 def render_serve_command(settings: Settings) -> str:
-    return shlex.join(vllm_serve_args(settings))
+    return render_serve_args(vllm_serve_args(settings))

@@ -10,10 +10,13 @@ command (components/serving/front.py) reads the same file. `docker inspect` ther
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
+from typing import Literal
 
 from components.serving import front
-from components.serving.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
-from components.settings import Settings
+from components.serving.spec import ServingSpec
+from components.settings.cache import CacheSettings
+from components.settings.vllm import VllmSettings
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
 CONTAINER_NAME = "tpu-vllm"
@@ -34,56 +37,70 @@ FRONT_RUNNER = "/etc/tpu-vllm/run-front.sh"
 MEMLOCK_UNLIMITED = "memlock=-1:-1"
 TPU_DEVICE_GLOBS = ("/dev/vfio/*", "/dev/accel*")
 # The front's private tmpfs: the key's map line, the pid file and nginx's temp files.
-FRONT_TMPFS = f"{front.RUN_DIR}:rw,noexec,nosuid,nodev,size=128m,mode=0755"
 
 
-def tpu_access_args(settings: Settings) -> list[str]:
+def front_tmpfs(run_dir: str) -> str:
+    return f"{run_dir}:rw,noexec,nosuid,nodev,size=128m,mode=0755"
+
+
+@dataclass(frozen=True)
+class VmServing:
+    """What the VM's renderers read: the serving spec, and the two facts of the host it does not hold."""
+
+    spec: ServingSpec
+    cache_mount: str
+    """cache.mountPoint: where the compile-cache disk is mounted on the node."""
+    tpu_access: Literal["privileged", "devices"]
+    """vllm.containerAccess: how vLLM's container reaches the chip."""
+
+    @staticmethod
+    def of(spec: ServingSpec, *, vllm: VllmSettings, cache: CacheSettings) -> VmServing:
+        return VmServing(spec=spec, cache_mount=cache.mount_point, tpu_access=vllm.container_access)
+
+
+def tpu_access_args(tpu_access: str) -> list[str]:
     """privileged: what the build log ran. devices: serve.sh's runner adds each TPU device node found at start."""
-    if settings.vllm.container_access == "privileged":
+    if tpu_access == "privileged":
         return ["--privileged"]
     return ["--ulimit", MEMLOCK_UNLIMITED]
 
 
-def docker_run_args(settings: Settings) -> list[str]:
+def docker_run_args(vm: VmServing) -> list[str]:
     """vLLM's `docker run` options, image and command, for a foreground run under systemd."""
-    mount = settings.cache.mount_point
+    spec, mount = vm.spec, vm.cache_mount
     args = [
-        "--name", CONTAINER_NAME, "--net=host", *tpu_access_args(settings),
+        "--name", CONTAINER_NAME, "--net=host", *tpu_access_args(vm.tpu_access),
         "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
         "-v", f"{mount}/vllm:{CONTAINER_CACHE_DIR}",
         "-v", f"{HF_TOKEN_FILE}:{CONTAINER_HF_TOKEN_FILE}:ro",
-        "-v", f"{API_KEY_FILE}:{CONTAINER_API_KEY_FILE}:ro",
+        "-v", f"{API_KEY_FILE}:{spec.api_key_file}:ro",
         "-e", f"HF_TOKEN_PATH={CONTAINER_HF_TOKEN_FILE}",
     ]
-    for name, value in backend_environment(settings).items():
+    for name, value in spec.backend_environment:
         args += ["-e", f"{name}={value}"]
-    if settings.vllm.weights_on_disk:
+    if spec.weights_on_disk:
         args += ["-v", f"{mount}/huggingface:{CONTAINER_HF_DIR}", "-e", f"HF_HOME={CONTAINER_HF_DIR}"]
     else:
         # The 9.54 GiB checkpoint downloads in ~10 s: faster than reading it back from PD.
         args += ["-e", "HF_HOME=/dev/shm"]
-    return args + ["--entrypoint", "/bin/sh", settings.vllm.image,
-                   "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME, *vllm_serve_args(settings)]
+    entrypoint, *entry_args = spec.vllm_entry
+    return args + ["--entrypoint", entrypoint, spec.vllm_image, *entry_args, *spec.serve_args]
 
 
-def front_docker_run_args(settings: Settings) -> list[str]:
-    """The front's `docker run` options and image; its command is front.entry_command()."""
+def front_docker_run_args(spec: ServingSpec) -> list[str]:
+    """The front's `docker run` options and image; its command is spec.front_entry."""
     return [
         "--name", FRONT_CONTAINER_NAME, "--net=host",
-        "-v", f"{FRONT_CONFIG_FILE}:{front.CONFIG_PATH}:ro",
-        "-v", f"{API_KEY_FILE}:{front.KEY_FILE}:ro",
-        "--tmpfs", FRONT_TMPFS,
-        settings.front.image,
+        "-v", f"{FRONT_CONFIG_FILE}:{spec.front_config_path}:ro",
+        "-v", f"{API_KEY_FILE}:{spec.api_key_file}:ro",
+        "--tmpfs", front_tmpfs(spec.front_run_dir),
+        spec.front_image,
     ]
 
 
-def front_config(settings: Settings) -> str:
-    return front.nginx_config(listen_port=settings.vllm.port, upstream_port=settings.front.upstream_port)
-
-
-def front_runner_script(settings: Settings) -> str:
+def front_runner_script(spec: ServingSpec) -> str:
     """What tpu-vllm-front.service runs. The entry script is a quoted here-document, so it reads as written."""
-    command, flag, entry = front.entry_command()
+    command, flag, entry = spec.front_entry
     delimiter = "TPU_VLLM_FRONT_ENTRY"
     if delimiter in entry.splitlines():
         raise ValueError(f"the front's entry script contains the line {delimiter}")
@@ -93,10 +110,10 @@ def front_runner_script(settings: Settings) -> str:
 set -euo pipefail
 IFS= read -r -d '' entry <<'{delimiter}' || true
 {entry}{'' if entry.endswith(chr(10)) else chr(10)}{delimiter}
-exec docker run {shlex.join(front_docker_run_args(settings))} {command} {flag} "$entry"
+exec docker run {shlex.join(front_docker_run_args(spec))} {command} {flag} "$entry"
 """
 
 
-def render_docker_command(settings: Settings) -> str:
+def render_docker_command(vm: VmServing) -> str:
     """vLLM's run as one line, for the outputs (`devices` adds the device nodes found at start)."""
-    return shlex.join(["sudo", "docker", "run", *docker_run_args(settings)])
+    return shlex.join(["sudo", "docker", "run", *docker_run_args(vm)])

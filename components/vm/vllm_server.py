@@ -17,10 +17,11 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components.settings import Settings
+from components.settings.access import AccessSettings
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.settings.facts import NAMESPACE
 from components.vm import boot_contract, container, systemd_units
+from components.vm.container import VmServing
 from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
@@ -46,41 +47,42 @@ def serve_script_text() -> str:
     return SERVE_SCRIPT.read_text()
 
 
-def installed_files(settings: Settings) -> list[tuple[str, str]]:
+def installed_files(vm: VmServing) -> list[tuple[str, str]]:
     """(path on the VM, content) of every file serve.sh installs besides vLLM's runner."""
     return [
-        (container.FRONT_CONFIG_FILE, container.front_config(settings)),
-        (container.FRONT_RUNNER, container.front_runner_script(settings)),
+        (container.FRONT_CONFIG_FILE, vm.spec.front_config),
+        (container.FRONT_RUNNER, container.front_runner_script(vm.spec)),
         (boot_contract.BOOT_READY_CHECK, boot_contract.boot_ready_check_script()),
         (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
-        (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
-        (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
+        (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(vm.spec)),
+        (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(vm)),
         (SMOKE_TEST_FILE, SMOKE_TEST_SCRIPT.read_text()),
     ]
 
 
-def remote_command_text(settings: Settings) -> str:
+def remote_command_text(vm: VmServing) -> str:
     """`sudo bash -s -- ...`: flags and vLLM's docker run arguments; no secret, the rest arrives on stdin."""
+    spec = vm.spec
     args = [
         "--status", boot_contract.STATUS_FILE,
         "--api-key-file", boot_contract.API_KEY_FILE,
-        "--model", settings.vllm.model,
-        "--port", str(settings.vllm.port),
-        "--upstream-port", str(settings.front.upstream_port),
+        "--model", spec.model,
+        "--port", str(spec.listen_port),
+        "--upstream-port", str(spec.upstream_port),
         "--container", container.CONTAINER_NAME,
         "--front-container", container.FRONT_CONTAINER_NAME,
         "--runner", container.VLLM_RUNNER,
         "--vllm-unit", systemd_units.VLLM_UNIT,
         "--front-unit", systemd_units.FRONT_UNIT,
         "--smoke-test", SMOKE_TEST_FILE,
-        *(["--tpu-devices"] if settings.vllm.container_access == "devices" else []),
-        "--health-timeout", str(settings.vllm.health_timeout_seconds),
-        "--", *container.docker_run_args(settings),
+        *(["--tpu-devices"] if vm.tpu_access == "devices" else []),
+        "--health-timeout", str(spec.health_timeout_seconds),
+        "--", *container.docker_run_args(vm),
     ]
     return "sudo bash -s -- " + shlex.join(args)
 
 
-def serve_stdin(settings: Settings, failure_note: str = "") -> str:
+def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`.
     `failure_note` is what serve.sh prints last when it fails: pulumi-command ends its error with the
     command's output (v1.2.1 provider/pkg/provider/remote/commandOutputs.go, run), so the user reads it."""
@@ -88,7 +90,7 @@ def serve_stdin(settings: Settings, failure_note: str = "") -> str:
              "# ---- Rendered by the stack from its settings (no secret): the files this step installs ----"]
     if failure_note:
         parts.append(f"FAILURE_NOTE={shlex.quote(failure_note)}")
-    for path, text in installed_files(settings):
+    for path, text in installed_files(vm):
         if FILE_DELIMITER in text.splitlines():
             raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
         body = text if text.endswith("\n") else text + "\n"
@@ -125,10 +127,10 @@ class VllmServerArgs:
     """still_billing: that the TPU bills, until when, and the two ways out."""
 
 
-def ssh_blocked_cause(settings: Settings) -> str:
+def ssh_blocked_cause(access: AccessSettings) -> str:
     """Why SSH usually does not answer here, with the setting, its value and the fix."""
     return (f"The firewall lets SSH in only from {NAMESPACE}:access.sshSourceRanges = "
-            f"{settings.access.ssh_source_ranges}; if this machine's address is not in it (a /32 from another "
+            f"{access.ssh_source_ranges}; if this machine's address is not in it (a /32 from another "
             f"network), narrow it to this machine: {NARROW_SSH_COMMAND}")
 
 
