@@ -60,11 +60,12 @@ def test_docker_run_adds_the_cache_mount_and_the_secret_files_never_their_values
     image = args.index("vllm/vllm-tpu:nightly")
     options = args[:image]
     assert options == ["--name", "tpu-vllm", "--net=host", "--privileged",
-                       "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
-                       "-v", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
-                       "-v", "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
+                       "-v", "/dev/shm:/dev/shm", "--shm-size", "16g",
+                       "-v", "/mnt/tpu-vllm-cache/vllm/xla_cache:/var/cache/tpu-vllm/xla",
+                       "-v", "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm-hf/hf-token:ro",
                        "-v", "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro",
-                       "-e", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token", "-e", "HF_HOME=/dev/shm",
+                       "-e", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+                       "-e", "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "-e", "HF_HOME=/dev/shm",
                        "--entrypoint", "/bin/sh"]
     # The entry command reads the key inside the container, then vllm serve replaces the shell.
     assert args[image + 1:image + 4] == ["-c", serve_command.KEY_ENTRY_SCRIPT, serve_command.KEY_ENTRY_NAME]
@@ -97,8 +98,8 @@ def test_the_key_entry_command_exports_the_key_and_runs_the_command(tmp_path):
 def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
     cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "my-proj", "dev").settings
     args = container.docker_run_args(vm_serving(cfg))
-    assert "HF_HOME=/root/.cache/huggingface" in args
-    assert "/mnt/tpu-vllm-cache/huggingface:/root/.cache/huggingface" in args
+    assert "HF_HOME=/var/cache/tpu-vllm/huggingface" in args
+    assert "/mnt/tpu-vllm-cache/huggingface:/var/cache/tpu-vllm/huggingface" in args
 
 
 def test_optional_flags_render_only_when_set():

@@ -181,11 +181,14 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     assert vllm_create["Cmd"] == container.docker_run_args(vm_serving(vm.cfg))[image + 1:]
     assert vllm_create["HostConfig"]["Privileged"] is True
     assert sorted(vllm_create["HostConfig"]["Binds"]) == sorted([
-        "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
-        "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
+        "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm/xla_cache:/var/cache/tpu-vllm/xla",
+        "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm-hf/hf-token:ro",
         "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"])
+    # The docker CLI parsed the spec's size in binary units: 16 GiB, GKE's emptyDir sizeLimit.
+    assert vllm_create["HostConfig"]["ShmSize"] == 16 * 1024**3
     # Sorted: the CLI does not keep the order of -e flags.
-    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+                                          "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
     assert front_create["Image"] == FRONT_DEFAULT_IMAGE
     assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
     assert front_create["HostConfig"]["NetworkMode"] == "host"
@@ -214,8 +217,9 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     inspected = subprocess.run([DOCKER_CLI, "inspect", container.CONTAINER_NAME, container.FRONT_CONTAINER_NAME],
                                env=vm.env, capture_output=True, text=True, check=True).stdout
     assert all(canary not in inspected for canary in CANARIES)
-    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == ["HF_HOME=/dev/shm",
-                                                                 "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == [
+        "HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+        "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
 
 
 def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_rendered(node):
@@ -226,9 +230,9 @@ def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_ren
     result = vm()
     assert result.returncode == 0, result.stderr
     [create] = vm.engine.creates(container.CONTAINER_NAME)
-    assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token",
+    assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
                                      "NUM_PRECOMPILE_WORKERS=8", "VLLM_TPU_BUCKET_PADDING_GAP=128",
-                                     "VLLM_XLA_CHECK_RECOMPILATION=1"]
+                                     "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "VLLM_XLA_CHECK_RECOMPILATION=1"]
     spec = create["Cmd"][create["Cmd"].index("--speculative-config") + 1]
     assert json.loads(spec) == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5,
                                 "prompt_lookup_min": 3}

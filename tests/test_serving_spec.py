@@ -96,3 +96,102 @@ def test_the_spec_is_the_same_for_both_platforms():
     vm = serving_spec(load())
     gke = serving_spec(settings.load({"platform": "gke"}, "my-proj", "gke").settings)
     assert gke == vm
+
+
+# ---- Both wings render one spec into the same server ----
+
+DOCKER_VALUED = {"--name", "-v", "-e", "--shm-size", "--entrypoint", "--ulimit", "--tmpfs"}
+BINARY_UNITS = {"g": 1024**3, "m": 1024**2, "k": 1024, "": 1}
+QUANTITY_UNITS = {"Gi": 1024**3, "Mi": 1024**2, "Ki": 1024, "": 1}
+
+
+def parsed_docker_run(args: list[str]) -> dict:
+    """`docker run` options as the CLI reads them: mounts by their target, env by name, then image and command."""
+    run: dict = {"mounts": {}, "env": {}, "flags": []}
+    index = 0
+    while args[index].startswith("-"):
+        option = args[index]
+        if option not in DOCKER_VALUED:
+            run["flags"].append(option)
+            index += 1
+            continue
+        value = args[index + 1]
+        if option == "-v":
+            source, target, *_ = value.split(":")
+            run["mounts"][target] = source
+        elif option == "-e":
+            name, _, setting = value.partition("=")
+            run["env"][name] = setting
+        else:
+            run[option] = value
+        index += 2
+    run["image"], run["command"] = args[index], [run.get("--entrypoint"), *args[index + 1:]]
+    return run
+
+
+def docker_bytes(size: str) -> int:
+    number = size.rstrip("bgmk")
+    return int(number) * BINARY_UNITS[size[len(number):].rstrip("b")]
+
+
+def quantity_bytes(quantity: str) -> int:
+    number = quantity.rstrip("GMKi")
+    return int(number) * QUANTITY_UNITS[quantity[len(number):]]
+
+
+def both_wings(raw: dict):
+    from components.gke import compute_class, workload
+    from components.gke.deployment import serving_pod
+    from components.vm import container
+    from components.vm import vllm_server as serving_step
+    from components.vm.container import VmServing
+
+    cfg = settings.load({"platform": "gke", **raw}, "my-proj", "gke").settings
+    built = serving_spec(cfg)
+    vm = VmServing.of(built, vllm=cfg.vllm, cache=cfg.cache)
+    pod = serving_pod(built, resource_prefix=cfg.resource_prefix, gke=cfg.gke,
+                      models=compute_class.models(cfg.tpu.provisioning_model, cfg.gke))
+    template = workload.pod_template(pod, service_account="vllm", image=built.vllm_image, cache_bucket="b",
+                                     cache_prefix="xla/k", hash_of_config="x")
+    containers = {c["name"]: c for c in template["spec"]["containers"]}
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    return built, vm, containers, volumes, workload, container, serving_step
+
+
+@pytest.mark.parametrize("raw", [{}, {"vllm": {"weightsOnDisk": True, "port": 8080},
+                                      "front": {"upstreamPort": 8009},
+                                      "tpuInference": {"numPrecompileWorkers": 8}}], ids=["default", "changed"])
+def test_both_wings_run_the_same_server(raw):
+    built, vm, containers, volumes, workload, container, serving_step = both_wings(raw)
+    docker = parsed_docker_run(container.docker_run_args(vm))
+    vllm = containers["vllm"]
+    mounted = {m["mountPath"]: m["name"] for m in vllm["volumeMounts"]}
+
+    # The same image and command: the key entry, then `vllm serve` with the same flags and port.
+    assert docker["image"] == vllm["image"] == built.vllm_image
+    assert docker["command"] == vllm["command"] + vllm["args"] == list(built.vllm_command)
+    # The same environment, name for name.
+    assert docker["env"] == {e["name"]: e["value"] for e in vllm["env"]} == dict(built.environment)
+    # The same secret files at the same paths: the VM binds each file, GKE mounts each one's directory.
+    assert docker["mounts"][built.hf_token_file] == container.HF_TOKEN_FILE
+    assert docker["mounts"][built.api_key_file] == container.API_KEY_FILE
+    assert mounted[built.hf_token_file.rsplit("/", 1)[0]] == "hf-token"
+    assert mounted[built.api_key_file.rsplit("/", 1)[0]] == "api-key"
+    # The same compile cache path, kept on each wing's storage.
+    assert built.compile_cache_path in docker["mounts"] and mounted[built.compile_cache_path] == "xla-cache"
+    assert docker["env"]["VLLM_XLA_CACHE_PATH"] == built.compile_cache_path
+    # The same /dev/shm size.
+    assert docker_bytes(docker["--shm-size"]) == quantity_bytes(volumes["dshm"]["emptyDir"]["sizeLimit"]) \
+        == built.shm_bytes
+    # The checkpoint where HF_HOME says, on each wing's storage when kept on disk.
+    if built.weights_on_disk:
+        assert built.hf_home in docker["mounts"] and mounted[built.hf_home] == "hf-weights"
+
+    # The same front: its config, its command, its port.
+    files = dict(serving_step.installed_files(vm))
+    assert files[container.FRONT_CONFIG_FILE] == workload.config_map_data(built)["nginx.conf"] == built.front_config
+    front_docker = parsed_docker_run(container.front_docker_run_args(built) + list(built.front_entry))
+    assert front_docker["command"][1:] == containers["front"]["command"] == list(built.front_entry)
+    assert front_docker["image"] == containers["front"]["image"] == built.front_image
+    assert containers["front"]["ports"][0]["containerPort"] == built.listen_port
+    assert f"--port {built.listen_port} --upstream-port {built.upstream_port} " in serving_step.remote_command_text(vm)

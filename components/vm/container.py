@@ -21,12 +21,13 @@ from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
 CONTAINER_NAME = "tpu-vllm"
 FRONT_CONTAINER_NAME = "tpu-vllm-front"
-# Inside the container: the XLA compile cache (~197 MB in the log) lives here.
-CONTAINER_CACHE_DIR = "/root/.cache/vllm"
-CONTAINER_HF_DIR = "/root/.cache/huggingface"
-# Inside both containers the key is at the front's path; the token only in vLLM's.
+# On the cache disk: where the compile cache and (vllm.weightsOnDisk) the checkpoint live. The cache's directory is
+# where earlier versions' mount of <disk>/vllm at /root/.cache/vllm put vLLM's default VLLM_XLA_CACHE_PATH
+# (~/.cache/vllm/xla_cache, vllm/envs.py in vLLM 0.33.0), so a disk compiled by them stays warm.
+CACHE_DISK_XLA_DIR = "vllm/xla_cache"
+CACHE_DISK_WEIGHTS_DIR = "huggingface"
+# Inside both containers the key is at the spec's path (the front's); the token only in vLLM's.
 CONTAINER_API_KEY_FILE = front.KEY_FILE
-CONTAINER_HF_TOKEN_FILE = front.KEY_FILE.rsplit("/", 1)[0] + "/hf-token"
 
 # Files serve.sh installs on the VM (none holds a secret).
 FRONT_CONFIG_FILE = "/etc/tpu-vllm/front/nginx.conf"
@@ -70,21 +71,29 @@ def docker_run_args(vm: VmServing) -> list[str]:
     spec, mount = vm.spec, vm.cache_mount
     args = [
         "--name", CONTAINER_NAME, "--net=host", *tpu_access_args(vm.tpu_access),
-        "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
-        "-v", f"{mount}/vllm:{CONTAINER_CACHE_DIR}",
-        "-v", f"{HF_TOKEN_FILE}:{CONTAINER_HF_TOKEN_FILE}:ro",
+        # The host's /dev/shm, as the build log ran it, and the spec's size (GKE's emptyDir has the same). With the
+        # host's mounted, docker makes no shm tmpfs of its own (moby daemon setupIpcDirs: only when no mount covers
+        # /dev/shm), so the size states the spec; the host's tmpfs is what bounds it on the node.
+        "-v", "/dev/shm:/dev/shm", "--shm-size", docker_size(spec.shm_bytes),
+        "-v", f"{mount}/{CACHE_DISK_XLA_DIR}:{spec.compile_cache_path}",
+        "-v", f"{HF_TOKEN_FILE}:{spec.hf_token_file}:ro",
         "-v", f"{API_KEY_FILE}:{spec.api_key_file}:ro",
-        "-e", f"HF_TOKEN_PATH={CONTAINER_HF_TOKEN_FILE}",
     ]
-    for name, value in spec.backend_environment:
-        args += ["-e", f"{name}={value}"]
     if spec.weights_on_disk:
-        args += ["-v", f"{mount}/huggingface:{CONTAINER_HF_DIR}", "-e", f"HF_HOME={CONTAINER_HF_DIR}"]
-    else:
-        # The 9.54 GiB checkpoint downloads in ~10 s: faster than reading it back from PD.
-        args += ["-e", "HF_HOME=/dev/shm"]
+        # Otherwise HF_HOME is /dev/shm: the 9.54 GiB checkpoint downloads in ~10 s, faster than reading it from PD.
+        args += ["-v", f"{mount}/{CACHE_DISK_WEIGHTS_DIR}:{spec.hf_home}"]
+    for name, value in spec.environment:
+        args += ["-e", f"{name}={value}"]
     entrypoint, *entry_args = spec.vllm_entry
     return args + ["--entrypoint", entrypoint, spec.vllm_image, *entry_args, *spec.serve_args]
+
+
+def docker_size(size_bytes: int) -> str:
+    """A size as `docker run` reads it: `g` and `m` are binary units, GiB and MiB (docker/go-units v0.5.0 size.go,
+    RAMInBytes parses with binaryMap)."""
+    if size_bytes % 1024**3 == 0:
+        return f"{size_bytes // 1024**3}g"
+    return f"{size_bytes // 1024**2}m"
 
 
 def front_docker_run_args(spec: ServingSpec) -> list[str]:
