@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from components import front, settings
+from components import settings
 from components.gke import workload
+from components.serving import front
 from components.settings import gke as gke_settings
 from tests.test_gke_program import SERVING, container, pod_spec
 from tests.test_gke_settings import problems_of, with_gke
