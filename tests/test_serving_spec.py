@@ -56,8 +56,7 @@ def test_each_field_holds_what_the_settings_say():
     assert built.vllm_command == built.vllm_entry + built.serve_args
     assert built.front_entry == tuple(front.entry_command())
     assert "http://127.0.0.1:8005/health" in built.health_command[-1]
-    assert "/dev/tcp/127.0.0.1/8080" in built.vllm_drain_command[-1]
-    assert f"nginx -c '{front.CONFIG_PATH}' -s quit" in built.front_drain_command[-1]
+    assert built.front_layout == front.FrontLayout()
     assert built.health_timeout_seconds == cfg.vllm.health_timeout_seconds
 
 

@@ -63,7 +63,10 @@ STORAGE_USD_PER_GB_MONTH = 0.023
 # ingested (the Ops Agent's Prometheus receiver and Managed Service for Prometheus alike) $0.06 per million for the
 # first 50 billion a month, with no free allotment (the free 150 MiB a month is for non-Prometheus chargeable
 # metrics); an alerting policy condition $1.50 a month, plus $0.35 per million time series its query returns;
-# dashboards and Google's own metrics cost nothing.
+# dashboards and Google's own metrics cost nothing. What could be read here (2026-12, the search tool's stored pages):
+# the page as archived 2023-06-05 lists Managed Service for Prometheus at $0.15/million for the first 50 billion
+# samples (effective 2022-05-16) and $0.06 only past 500 billion; the newer copies stored are cut before that table.
+# The $0.06 here is the later list as the team knew it, unverified: at $0.15 the samples line is 2.5x.
 USD_PER_MILLION_PROMETHEUS_SAMPLES = 0.06
 USD_PER_ALERT_CONDITION_MONTH = 1.50
 USD_PER_MILLION_ALERT_SERIES_RETURNED = 0.35

@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy, pod_resources
+from components.serving import front
 from components.serving.spec import ServingSpec
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
@@ -104,6 +105,59 @@ def config_hash(data: dict[str, str]) -> str:
     return hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(data.items())).encode()).hexdigest()[:16]
 
 
+# The pod's stop, inside terminationGracePeriodSeconds (gke.terminationGracePeriod, at most what GKE's cluster
+# autoscaler grants a drained pod: components/settings/gke.py GKE_RECYCLE_DRAIN_MAX_SECONDS). The kubelet runs each
+# container's preStop, sends SIGTERM when it returns, and SIGKILL when the grace period is over (kubernetes/website
+# content/en/docs/concepts/workloads/pods/pod-lifecycle.md, "Termination of Pods"). So each hook returns by a
+# deadline of its own, and the pod stops by itself before the kubelet, or the autoscaler, kills what is left.
+ENDPOINT_LEAVE_SECONDS = 5
+"""How long the front keeps accepting after the stop begins: the endpoint leaves the Services meanwhile."""
+STOP_MARGIN_SECONDS = 10
+"""The end of the grace period kept for stopping: nginx's fast stop on SIGTERM, then vLLM's."""
+
+
+# Recycling drains a node through the cluster autoscaler, which by default never removes a node whose pods have a
+# disk-backed emptyDir ("local storage"), unless the pod names those volumes as safe to lose (kubernetes/autoscaler
+# cluster-autoscaler/utils/drain/drain.go HasBlockingLocalStorage, SafeToEvictLocalVolumesKey; config/flags/flags.go
+# --skip-nodes-with-local-storage, default true; cluster-autoscaler-1.36.1). Our own emptyDirs are in memory, but
+# the Cloud Storage FUSE webhook adds three on disk for its sidecar's scratch (GoogleCloudPlatform/gcs-fuse-csi-driver
+# pkg/webhook/sidecar_spec.go GetSidecarContainerVolumeSpec, pkg/util/util.go, @5fcdc04a). GKE's own value of the
+# flag is not published: naming them keeps the node drainable either way, and nothing else is waived.
+FUSE_SIDECAR_SCRATCH_VOLUMES = ("gke-gcsfuse-buffer", "gke-gcsfuse-cache", "gke-gcsfuse-tmp")
+DRAINABLE_ANNOTATIONS = {"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes":
+                         ",".join(FUSE_SIDECAR_SCRATCH_VOLUMES)}
+
+
+def front_drain_deadline(grace_seconds: int) -> int:
+    """Seconds after the stop begins at which the front stops waiting for its streams."""
+    return grace_seconds - STOP_MARGIN_SECONDS
+
+
+def vllm_drain_deadline(grace_seconds: int) -> int:
+    """Seconds after the stop begins at which vLLM stops waiting for the front: after the front's deadline, and
+    with half the margin left for vLLM's own exit."""
+    return grace_seconds - STOP_MARGIN_SECONDS // 2
+
+
+def front_drain_command(layout: front.FrontLayout, grace_seconds: int) -> list[str]:
+    """preStop: a moment for the endpoint to leave the load balancers, then nginx's graceful quit, which waits for
+    every in-flight request and stream, until the deadline; the kubelet's SIGTERM then stops nginx at once
+    (streams still open are cut)."""
+    pid = f"{layout.run_dir}/nginx.pid"
+    deadline = front_drain_deadline(grace_seconds)
+    return ["sh", "-c", f"end=$(($(date +%s) + {deadline})); sleep {ENDPOINT_LEAVE_SECONDS}; "
+                        f"nginx -c '{layout.config_path}' -s quit; "
+                        f"while [ -e '{pid}' ] && [ \"$(date +%s)\" -lt \"$end\" ]; do sleep 1; done"]
+
+
+def vllm_drain_command(front_port: int, grace_seconds: int) -> list[str]:
+    """preStop: vLLM keeps serving until the front has finished its streams and closed its port, or its deadline."""
+    deadline = vllm_drain_deadline(grace_seconds)
+    return ["bash", "-c", f"end=$(($(date +%s) + {deadline})); "
+                          f"while (exec 3<>/dev/tcp/127.0.0.1/{front_port}) 2>/dev/null "
+                          f"&& [ \"$(date +%s)\" -lt \"$end\" ]; do sleep 2; done"]
+
+
 def tpu_container_resources(size: pod_resources.ContainerSize) -> dict[str, dict[str, str]]:
     """The chip (an extended resource: its request and limit must be equal) with the container's CPU and memory."""
     resources = size.resources()
@@ -150,7 +204,8 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,
                              "failureThreshold": math.ceil(spec.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 3},
-            "lifecycle": {"preStop": {"exec": {"command": list(spec.vllm_drain_command)}}},
+            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(spec.listen_port,
+                                                                              pod.termination_grace_seconds)}}},
         },
         {
             "name": "front",
@@ -159,7 +214,8 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "ports": [{"name": "http", "containerPort": spec.listen_port}],
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
                                "failureThreshold": 2},
-            "lifecycle": {"preStop": {"exec": {"command": list(spec.front_drain_command)}}},
+            "lifecycle": {"preStop": {"exec": {"command": front_drain_command(spec.front_layout,
+                                                                               pod.termination_grace_seconds)}}},
             "resources": pod_resources.FRONT.resources(),
             "volumeMounts": [
                 {"name": "front-config", "mountPath": config_dir, "readOnly": True},
@@ -188,7 +244,8 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
     ]
     return {
         "metadata": {"labels": dict(pod.selector_labels),
-                     "annotations": {"tpu-vllm/front-config-sha256": hash_of_config, **compile_cache.POD_ANNOTATIONS}},
+                     "annotations": {"tpu-vllm/front-config-sha256": hash_of_config, **compile_cache.POD_ANNOTATIONS,
+                                     **DRAINABLE_ANNOTATIONS}},
         "spec": {
             "serviceAccountName": service_account,
             # No Service "links": by default the kubelet writes <NAME>_PORT=tcp://<ip>:<port> and more for every

@@ -88,10 +88,6 @@ class ServingSpec:
     """vllm.healthTimeout: how long a cold compile may take before /health must answer."""
     health_command: tuple[str, ...]
     """vLLM's /health on loopback, from inside its container or pod."""
-    vllm_drain_command: tuple[str, ...]
-    """vLLM keeps serving until the front has finished its streams and closed its port."""
-    front_drain_command: tuple[str, ...]
-    """nginx's graceful quit, which waits for every in-flight request and stream."""
 
     @property
     def environment(self) -> tuple[tuple[str, str], ...]:
@@ -99,6 +95,12 @@ class ServingSpec:
         No value is secret."""
         return ((HF_TOKEN_PATH_VARIABLE, self.hf_token_file), (COMPILE_CACHE_VARIABLE, self.compile_cache_path),
                 (HF_HOME_VARIABLE, self.hf_home), *self.backend_environment)
+
+    @property
+    def front_layout(self) -> front.FrontLayout:
+        """The front's paths inside its container, as components/serving/front.py takes them."""
+        return front.FrontLayout(config_path=self.front_config_path, key_file=self.api_key_file,
+                                 run_dir=self.front_run_dir)
 
     @property
     def vllm_command(self) -> tuple[str, ...]:
@@ -109,17 +111,6 @@ class ServingSpec:
 def health_command(host: str, port: int) -> tuple[str, ...]:
     return ("python3", "-c",
             f"import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=4)")
-
-
-def vllm_drain_command(host: str, front_port: int) -> tuple[str, ...]:
-    return ("bash", "-c", f"while (exec 3<>/dev/tcp/{host}/{front_port}) 2>/dev/null; do sleep 2; done")
-
-
-def front_drain_command(layout: front.FrontLayout) -> tuple[str, ...]:
-    """A moment for the endpoint to leave the load balancers, then nginx's graceful quit."""
-    pid = f"{layout.run_dir}/nginx.pid"
-    return ("sh", "-c", f"sleep 5; nginx -c '{layout.config_path}' -s quit; "
-                        f"while [ -e '{pid}' ]; do sleep 1; done")
 
 
 def serving_spec(settings: Settings) -> ServingSpec:
@@ -149,6 +140,4 @@ def serving_spec(settings: Settings) -> ServingSpec:
         hf_home=WEIGHTS_PATH if vllm.weights_on_disk else SHM_PATH,
         health_timeout_seconds=vllm.health_timeout_seconds,
         health_command=health_command(LISTEN_HOST, upstream_port),
-        vllm_drain_command=vllm_drain_command(LISTEN_HOST, listen_port),
-        front_drain_command=front_drain_command(layout),
     )

@@ -23,6 +23,19 @@ from components.settings.facts import (
 from components.settings.fields import Duration, Zone, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
+# A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
+# once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
+# (GoogleCloudPlatform/cluster-autoscaler pkg/defrag/plugins/recycling/recycling.go and pkg/defrag/processor/
+# actuation.go ScaleDownActuator.StartDeletion, @7d25050). That drain evicts each pod with a grace of at most
+# --max-graceful-termination-sec, 600 s by default, then removes the node anyway (kubernetes/autoscaler
+# cluster-autoscaler/core/scaledown/actuation/drain.go evictPod and config/flags/flags.go, cluster-autoscaler-1.36.1;
+# FAQ.md "Does CA respect GracefulTermination in scale-down?"); GKE: "For scale-down events, the grace period can be
+# up to 10 minutes" (kubernetes-engine/docs/how-to/extended-duration-pods). A longer pod grace would be cut to it.
+GKE_RECYCLE_DRAIN_MAX_SECONDS = 600
+# The front's drain: 5 s for the endpoint to leave the load balancers, 10 s for nginx and vLLM to stop after the
+# streams (components/gke/workload.py ENDPOINT_LEAVE_SECONDS, STOP_MARGIN_SECONDS), and some time for the streams.
+GKE_GRACE_MIN_SECONDS = 30
+
 
 class GkeSettings(_Section):
     """The scale-out platform (config key `tpu-vllm:gke`), used when `tpu-vllm:platform` is gke."""
@@ -66,8 +79,9 @@ class GkeSettings(_Section):
         "`gke-*`, `gmp-*` are refused. On gke, `vllm.port` and `front.upstreamPort` may not be 9090 (the metrics "
         "door's), and `vllm.containerAccess` is ignored (warned): the chip comes through the pod's "
         "`google.com/tpu` request"))
-    termination_grace_period: Duration = Field("5m", description=(
-        "how long a stopping pod may keep serving in-flight streams (10s to 1h)"))
+    termination_grace_period: Duration = Field("10m", description=(
+        "how long a stopping pod may keep serving in-flight streams: 30s to 10m, the most GKE's cluster "
+        "autoscaler grants a pod when it drains a recycled flex-start node (docs/gke.md, run ends)"))
     allow_external_load_balancer: bool = Field(False, description=(
         "explicit opt-in: an external load balancer (needs `access.servingSourceRanges`, which limit it) instead "
         "of an internal one"))
@@ -207,8 +221,15 @@ class GkeSettings(_Section):
     @classmethod
     def _grace(cls, value: str) -> str:
         seconds = parse_duration(value)
-        if not 10 <= seconds <= 3600:
-            raise InvalidSettingError("not between 10s and 1h (in-flight streams get this long to finish)", "e.g. 5m")
+        if seconds > GKE_RECYCLE_DRAIN_MAX_SECONDS:
+            raise InvalidSettingError(
+                f"longer than the {GKE_RECYCLE_DRAIN_MAX_SECONDS // 60}m GKE's cluster autoscaler grants a pod when "
+                "it drains a recycled node (it cuts the eviction's grace to that, then removes the node)",
+                f"use at most {GKE_RECYCLE_DRAIN_MAX_SECONDS // 60}m, e.g. 10m")
+        if seconds < GKE_GRACE_MIN_SECONDS:
+            raise InvalidSettingError(
+                f"shorter than {GKE_GRACE_MIN_SECONDS}s: the front's drain needs 5 s for the endpoint to leave the "
+                "load balancers and 10 s to stop after its streams", f"use at least {GKE_GRACE_MIN_SECONDS}s, e.g. 10m")
         return value
 
     @property
