@@ -11,7 +11,7 @@ import pytest
 from components import settings
 from components.vm import container
 from components.vm.billing_notice import still_billing
-from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
+from components.vm.serving_step import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
 from tests.wing_values import vm_serving

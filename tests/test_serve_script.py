@@ -21,7 +21,7 @@ from components import settings
 from components.serving import front
 from components.settings.front import DEFAULT_IMAGE as FRONT_DEFAULT_IMAGE
 from components.vm import boot_contract, container, systemd_units
-from components.vm.vllm_server import installed_files, remote_command_text, serve_stdin
+from components.vm.serving_step import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.vllm import FakeFront, FakeVllm
 from tests.shims import make_shims

@@ -141,8 +141,7 @@ def quantity_bytes(quantity: str) -> int:
 def both_wings(raw: dict):
     from components.gke import compute_class, workload
     from components.gke.deployment import serving_pod
-    from components.vm import container
-    from components.vm import vllm_server as serving_step
+    from components.vm import container, serving_step
     from components.vm.container import VmServing
 
     cfg = settings.load({"platform": "gke", **raw}, "my-proj", "gke").settings

@@ -121,7 +121,7 @@ def test_only_the_wings_args_hold_the_settings():
     """Components take Args of exactly the values they use; the wings map the settings to them."""
     classes = component_dataclasses()
     names = {cls.__name__ for cls in classes}
-    assert {"ServingWorkloadArgs", "ExposureArgs", "AutoscalingArgs", "CompileCacheArgs", "VllmServerArgs"} <= names
+    assert {"ServingWorkloadArgs", "ExposureArgs", "AutoscalingArgs", "CompileCacheArgs", "ServingStepArgs"} <= names
     assert WING_ARGS <= set(classes)
     holding = {f"{cls.__module__}.{cls.__name__}": fields_holding_settings(cls)
                for cls in classes if cls not in WING_ARGS}

@@ -38,14 +38,14 @@ from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
 from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
-from components.vm.ssh_access import SshAccess, SshAccessArgs
-from components.vm.vllm_server import (
-    VllmServer,
-    VllmServerArgs,
+from components.vm.serving_step import (
+    ServingStep,
+    ServingStepArgs,
     remote_command_text,
     serve_stdin,
     ssh_blocked_cause,
 )
+from components.vm.ssh_access import SshAccess, SshAccessArgs
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
@@ -156,9 +156,9 @@ class VmDeployment(pulumi.ComponentResource):
         usd_per_hour = spending.cost_per_hour_usd(cfg.tpu.provisioning_model)
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
         stdin = billing_note.apply(lambda note: serve_stdin(serving, note))
-        server = VllmServer(
+        server = ServingStep(
             "vllm",
-            VllmServerArgs(remote_command=remote_command_text(serving), stdin=stdin,
+            ServingStepArgs(remote_command=remote_command_text(serving), stdin=stdin,
                            stdin_without_note=serve_stdin(serving),
                            serve_command=render_serve_args(spec.serve_args), host=node.external_ip,
                            node_uid=node.node_uid, ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,

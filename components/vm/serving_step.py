@@ -104,7 +104,7 @@ def content_hash(*parts: str) -> str:
 
 
 @dataclass
-class VllmServerArgs:
+class ServingStepArgs:
     remote_command: str
     """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments)."""
     stdin: pulumi.Input[str]
@@ -134,15 +134,22 @@ def ssh_blocked_cause(access: AccessSettings) -> str:
             f"network), narrow it to this machine: {NARROW_SSH_COMMAND}")
 
 
-class VllmServer(pulumi.ComponentResource):
-    """Nothing here runs on destroy, so destroy works after GCP has deleted the node."""
+# The type token of the days this class was called VllmServer: kept, so a live stack's URN (and its children's)
+# stays the same and nothing is replaced; only the Python name says what it is now.
+TYPE_TOKEN = "tpu-vllm:serving:VllmServer"
+
+
+class ServingStep(pulumi.ComponentResource):
+    """The SSH serving step (not the server: that is components/serving/spec.py): installs and starts the units
+    on the node, waits for health, smoke-tests. Nothing here runs on destroy, so destroy works after GCP has
+    deleted the node."""
 
     command: command.remote.Command
     serve_command: str
     stdout: pulumi.Output[str]
 
-    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
+    def __init__(self, name: str, args: ServingStepArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(TYPE_TOKEN, name, None, opts)
         text = args.remote_command
         self.serve_command = args.serve_command
         # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks.
