@@ -202,7 +202,7 @@ def harness_settings(config: dict | None = None) -> settings.Settings:
 
 @pytest.mark.parametrize(("section", "values", "same_prefix"), [
     # Outside the compile list: where vLLM listens and how the API server reads the model's text.
-    ("front", {"upstreamPort": 8002}, True),
+    ("vllm", {"serverPort": 8002}, True),
     ("vllm", {"allowedMediaDomains": ["upload.wikimedia.org"]}, True),
     ("vllm", {"reasoningParser": None}, True),
     ("tpuInference", {"numPrecompileWorkers": 8}, True),

@@ -163,7 +163,7 @@ def opted_in_balancer() -> dict:
     cfg = settings.load(raw, "my-proj", "gke").settings
     # The wing's own mapping from the settings; the Service's manifest uses neither provider nor workload.
     return copy.deepcopy(exposure.load_balancer_service(exposure_args(
-        cfg.gke, cfg.access, resource_prefix=cfg.resource_prefix, serving_port=cfg.vllm.port, provider=None,
+        cfg.gke, cfg.access, resource_prefix=cfg.resource_prefix, serving_port=cfg.front.listen_port, provider=None,
         workload=None)))
 
 

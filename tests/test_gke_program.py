@@ -130,7 +130,7 @@ def test_the_front_is_the_vms_front_and_the_only_door_to_the_api(gke):
     assert config_map["nginx.conf"] == front.nginx_config(listen_port=8000, upstream_port=8001)
     assert {"name": "api-key", "mountPath": "/run/secrets/tpu-vllm", "readOnly": True} in front_container[
         "volumeMounts"]
-    assert cfg.front.upstream_port not in [p["containerPort"] for c in pod_spec(gke)["containers"]
+    assert cfg.vllm.server_port not in [p["containerPort"] for c in pod_spec(gke)["containers"]
                                            for p in c.get("ports", [])]
 
 
@@ -180,8 +180,8 @@ def test_the_pods_entry_command_runs_vllm_with_the_key_from_the_mounted_file(gke
     assert empty.returncode == 1 and "API key file is empty" in empty.stderr
 
 
-@pytest.mark.parametrize(("section", "key", "port"), [("vllm", "port", 9090), ("front", "upstreamPort", 9090),
-                                                     ("vllm", "port", 8080), ("front", "upstreamPort", 9091)])
+@pytest.mark.parametrize(("section", "key", "port"), [("front", "listenPort", 9090), ("vllm", "serverPort", 9090),
+                                                     ("front", "listenPort", 8080), ("vllm", "serverPort", 9091)])
 def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
     try:
         cfg = gke_settings(gke_with(section, **{key: port}))
@@ -192,7 +192,7 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
     pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
                                 cache_prefix="xla/k", hash_of_config="x")
     ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
-    ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
+    ports.append(cfg.vllm.server_port)  # vLLM's loopback port, in the same network namespace
     assert len(ports) == len(set(ports)) == 3, ports
 
 
@@ -223,7 +223,7 @@ def test_the_network_policy_follows_the_serving_port():
     cfg = gke_settings(gke_with("vllm", port=8443))
     from components.gke import network_policy
     labels = workload.selector_labels(cfg.resource_prefix)
-    rules_ = network_policy.pod_network_policy("ns", labels, cfg.vllm.port)["spec"]["ingress"]
+    rules_ = network_policy.pod_network_policy("ns", labels, cfg.front.listen_port)["spec"]["ingress"]
     assert rules_[0]["ports"] == [{"protocol": "TCP", "port": 8443}]
 
 

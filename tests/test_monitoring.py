@@ -191,12 +191,12 @@ def test_the_alert_policies_are_policies_the_monitoring_api_takes(scope):
 def test_the_ops_agent_scrapes_vllm_on_loopback_under_the_job_the_dashboard_selects():
     settings = load({})
     document = yaml.safe_load(ops_agent.config(resource_prefix=settings.resource_prefix,
-                                               upstream_port=settings.front.upstream_port))
+                                               upstream_port=settings.vllm.server_port))
     receivers = document["metrics"]["receivers"]
     [(name, receiver)] = receivers.items()
     assert receiver["type"] == "prometheus"
     [job] = receiver["config"]["scrape_configs"]
-    assert job["static_configs"] == [{"targets": [f"127.0.0.1:{settings.front.upstream_port}"]}]
+    assert job["static_configs"] == [{"targets": [f"127.0.0.1:{settings.vllm.server_port}"]}]
     assert {"job": job["job_name"]} == vm_scope(settings).labels
     assert document["metrics"]["service"]["pipelines"][ops_agent.PIPELINE]["receivers"] == [name]
     # What the agent's own validation refuses (ops-agent confgenerator/prometheus.go, validatePrometheus).

@@ -103,9 +103,9 @@ def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
 
 
 def test_optional_flags_render_only_when_set():
-    cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "port": 8080,
-                                  "enablePrefixCaching": False}, **SSH}, "my-proj", "dev").settings
+    cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "enablePrefixCaching": False},
+                         "front": {"listenPort": 8080}, **SSH}, "my-proj", "dev").settings
     rendered = serve_command.render_serve_command(cfg)
     assert "--kv-cache-memory 5923602432" in rendered and "--no-enable-prefix-caching" in rendered
-    assert rendered.endswith("--host 127.0.0.1 --port 8001")  # vllm.port is the front's, not vLLM's
+    assert rendered.endswith("--host 127.0.0.1 --port 8001")  # front.listenPort is the front's, not vLLM's
     assert "--no-enable-prefix-caching" in rendered and "--block-size" not in rendered

@@ -76,8 +76,8 @@ class Node:
         self.engine.logs[container.FRONT_CONTAINER_NAME] = "nginx: ready\n"
         port, upstream = free_port(), free_port()
         raw = raw or {}
-        self.cfg = settings.load({**SSH, **raw, "vllm": {"port": port, **raw.get("vllm", {})},
-                                  "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
+        self.cfg = settings.load({**SSH, **raw, "front": {"listenPort": port},
+                                  "vllm": {"serverPort": upstream, **raw.get("vllm", {})}}, "my-proj", "dev").settings
         self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
         # no_front: vLLM itself on the serving port, as if the front were missing.
         self.front = (FakeVllm if no_front else FakeFront)(API_CANARY, MODEL, port=port,

@@ -30,19 +30,19 @@ def test_the_spec_is_frozen_and_every_field_hashable():
 def test_equal_settings_give_equal_specs_and_a_changed_flag_a_different_one():
     assert serving_spec(load()) == serving_spec(load())
     assert serving_spec(load()) != serving_spec(load({"vllm": {"maxModelLen": 16384}}))
-    assert serving_spec(load()) != serving_spec(load({"front": {"upstreamPort": 8002}}))
+    assert serving_spec(load()) != serving_spec(load({"vllm": {"serverPort": 8002}}))
 
 
 def test_building_it_twice_from_the_same_settings_reads_nothing_else():
     """Pure: the same settings object gives the same value, whatever happened in between."""
     cfg = load()
     first = serving_spec(cfg)
-    serving_spec(load({"vllm": {"port": 8080}}))
+    serving_spec(load({"front": {"listenPort": 8080}}))
     assert serving_spec(cfg) == first
 
 
 def test_each_field_holds_what_the_settings_say():
-    cfg = load({"vllm": {"port": 8080}, "front": {"upstreamPort": 8005}})
+    cfg = load({"front": {"listenPort": 8080}, "vllm": {"serverPort": 8005}})
     built = serving_spec(cfg)
     assert built.model == cfg.vllm.model and built.vllm_image == cfg.vllm.image
     assert built.front_image == cfg.front.image
@@ -156,8 +156,8 @@ def both_wings(raw: dict):
     return built, vm, containers, volumes, workload, container, serving_step
 
 
-@pytest.mark.parametrize("raw", [{}, {"vllm": {"weightsOnDisk": True, "port": 8080},
-                                      "front": {"upstreamPort": 8009},
+@pytest.mark.parametrize("raw", [{}, {"vllm": {"weightsOnDisk": True, "serverPort": 8009},
+                                      "front": {"listenPort": 8080},
                                       "tpuInference": {"numPrecompileWorkers": 8}}], ids=["default", "changed"])
 def test_both_wings_run_the_same_server(raw):
     built, vm, containers, volumes, workload, container, serving_step = both_wings(raw)

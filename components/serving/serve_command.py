@@ -62,7 +62,7 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         args += ["--speculative-config", vllm.speculative_config.flag_value()]
     # Media URLs in prompts make vLLM fetch them (server-side requests); an empty list would allow any host.
     args += ["--allowed-media-domains", *(vllm.allowed_media_domains or [NO_MEDIA_DOMAIN])]
-    return args + ["--host", LISTEN_HOST, "--port", str(settings.front.upstream_port)]
+    return args + ["--host", LISTEN_HOST, "--port", str(settings.vllm.server_port)]
 
 
 def backend_environment(settings: Settings) -> dict[str, str]:

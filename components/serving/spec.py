@@ -117,7 +117,7 @@ def serving_spec(settings: Settings) -> ServingSpec:
     """The one place the server is derived from the settings; pure (no cloud call, no file read)."""
     vllm = settings.vllm
     layout = front.FrontLayout()
-    listen_port, upstream_port = settings.vllm.port, settings.front.upstream_port
+    listen_port, upstream_port = settings.front.listen_port, settings.vllm.server_port
     return ServingSpec(
         model=vllm.model,
         vllm_image=vllm.image,
