@@ -99,7 +99,7 @@ def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed
 def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     cfg = gke_settings()
     vllm = container(gke, "vllm")
-    assert vllm["command"] == serve_command.key_entry_command()
+    assert vllm["command"] == ["/bin/sh", "-c", serve_command.KEY_ENTRY_SCRIPT, serve_command.KEY_ENTRY_NAME]
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"]["requests"]["google.com/tpu"] == vllm["resources"]["limits"]["google.com/tpu"] == "1"

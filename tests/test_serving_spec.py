@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +197,29 @@ def test_both_wings_run_the_same_server(raw):
     assert front_docker["image"] == containers["front"]["image"] == built.front_image
     assert containers["front"]["ports"][0]["containerPort"] == built.listen_port
     assert f"--port {built.listen_port} --upstream-port {built.upstream_port} " in serving_step.remote_command_text(vm)
+
+
+def installed_source(package_file: str) -> str:
+    """A file of the vLLM venv's packages (requirements-vllm.txt: vLLM 0.33.0, tpu-inference 0.32.0), read, not
+    imported (importing tpu-inference needs JAX)."""
+    from tests.test_vllm_parser import vllm_python
+
+    package = package_file.split("/", 1)[0]
+    where = subprocess.run([vllm_python(), "-c", "import importlib.util, sys; "
+                            f"print(importlib.util.find_spec({package!r}).submodule_search_locations[0])"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    return (Path(where).parent / package_file).read_text()
+
+
+def test_vllm_reads_the_specs_cache_variable_and_tpu_inference_gives_it_to_jax():
+    """The compile cache is where the spec says only if vLLM reads VLLM_XLA_CACHE_PATH from the environment and
+    tpu-inference hands that to JAX's persistent cache."""
+    envs = ast.parse(installed_source("vllm/envs.py"))
+    [reader] = [value for node in ast.walk(envs) if isinstance(node, ast.Dict)
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value == spec.COMPILE_CACHE_VARIABLE]
+    assert any(isinstance(call, ast.Call) and ast.unparse(call.func) == "os.getenv"
+               and ast.literal_eval(call.args[0]) == spec.COMPILE_CACHE_VARIABLE for call in ast.walk(reader))
+    manager = installed_source("tpu_inference/runner/compilation_manager.py")
+    assert re.search(r'jax\.config\.update\(\s*"jax_compilation_cache_dir",\s*vllm_envs\.VLLM_XLA_CACHE_PATH\)',
+                     manager)

@@ -27,11 +27,6 @@ KEY_ENTRY_SCRIPT = (
 KEY_ENTRY_NAME = "tpu-vllm-entry"
 
 
-def key_entry_command() -> list[str]:
-    """The container's command; `vllm serve ...` (vllm_serve_args) follows as its arguments."""
-    return ["/bin/sh", "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME]
-
-
 def vllm_serve_args(settings: Settings) -> list[str]:
     """`vllm serve` and its flags, in the build log's order, then where it listens (behind the front)."""
     vllm = settings.vllm
