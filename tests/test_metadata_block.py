@@ -158,11 +158,11 @@ def test_applying_the_block_twice_adds_no_second_rule(namespace, tmp_path):
     for _ in range(2):
         applied = namespace.apply_block(tmp_path)
         assert applied.returncode == 0, applied.stderr
-    for command, address in (("iptables", "169.254.169.254/32"), ("ip6tables", "fd20:ce::254/128")):
+    for command, address, reply in (("iptables", "169.254.169.254/32", "icmp-port-unreachable"),
+                                    ("ip6tables", "fd20:ce::254/128", "icmp6-port-unreachable")):
         rules = namespace.run(command, "-w", "-S", "OUTPUT", check=True).stdout.splitlines()
         mine = [rule for rule in rules if f"--uid-owner {UID}" in rule]
-        assert mine == [f"-A OUTPUT -d {address} -m owner --uid-owner {UID} -j REJECT "
-                        f"--reject-with {'icmp-port-unreachable' if command == 'iptables' else 'icmp6-port-unreachable'}"]
+        assert mine == [f"-A OUTPUT -d {address} -m owner --uid-owner {UID} -j REJECT --reject-with {reply}"]
         # First in the chain: no earlier ACCEPT can let the front through.
         assert rules[1] == mine[0]
     assert not namespace.fetch_token(SPELLINGS["address"], UID, GID)
