@@ -329,9 +329,21 @@ def test_the_ssh_port_is_refused_for_vllm(port):
     assert "tpu-vllm:vllm.port = 22" in message and "sshd" in message and "use 8000" in message
 
 
-@pytest.mark.parametrize("port", [8000, 8080, 2222])
+@pytest.mark.parametrize("port", [8000, 8080, 2222, 1024])
 def test_other_ports_are_accepted(port):
     assert load(vllm={"port": port}).settings.vllm.port == port
+
+
+@pytest.mark.parametrize("port", [80, 443, 1023])
+def test_a_privileged_serving_port_is_refused_on_vm(port):
+    """The front runs as its own unprivileged user there (components/vm/metadata_block.py): nginx could not bind."""
+    message = one_problem(vllm={"port": port})
+    assert f"tpu-vllm:vllm.port = {port}" in message and "below 1024" in message and "e.g. 8000" in message
+
+
+def test_a_privileged_serving_port_is_left_to_gke():
+    """On gke the front's container is not the VM's; the rule is the VM's alone."""
+    assert load(platform="gke", vllm={"port": 80}).settings.vllm.port == 80
 
 
 @pytest.mark.parametrize("image", ["", "   "])

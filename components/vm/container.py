@@ -14,6 +14,7 @@ import shlex
 from components.serving import front
 from components.serving.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
 from components.settings import Settings
+from components.vm import metadata_block
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
 CONTAINER_NAME = "tpu-vllm"
@@ -34,7 +35,7 @@ FRONT_RUNNER = "/etc/tpu-vllm/run-front.sh"
 MEMLOCK_UNLIMITED = "memlock=-1:-1"
 TPU_DEVICE_GLOBS = ("/dev/vfio/*", "/dev/accel*")
 # The front's private tmpfs: the key's map line, the pid file and nginx's temp files.
-FRONT_TMPFS = f"{front.RUN_DIR}:rw,noexec,nosuid,nodev,size=128m,mode=0755"
+FRONT_TMPFS = f"{front.RUN_DIR}:rw,noexec,nosuid,nodev,size=128m,mode=0755,{metadata_block.front_tmpfs_owner()}"
 
 
 def tpu_access_args(settings: Settings) -> list[str]:
@@ -70,8 +71,10 @@ def front_docker_run_args(settings: Settings) -> list[str]:
     """The front's `docker run` options and image; its command is front.entry_command()."""
     return [
         "--name", FRONT_CONTAINER_NAME, "--net=host",
+        # Its own user, kept from the metadata server (components/vm/metadata_block.py), with its copy of the key.
+        *metadata_block.front_user_args(),
         "-v", f"{FRONT_CONFIG_FILE}:{front.CONFIG_PATH}:ro",
-        "-v", f"{API_KEY_FILE}:{front.KEY_FILE}:ro",
+        "-v", f"{metadata_block.FRONT_KEY_FILE}:{front.KEY_FILE}:ro",
         "--tmpfs", FRONT_TMPFS,
         settings.front.image,
     ]

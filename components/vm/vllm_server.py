@@ -20,7 +20,7 @@ import pulumi_command as command
 from components.settings import Settings
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.settings.facts import NAMESPACE
-from components.vm import boot_contract, container, systemd_units
+from components.vm import boot_contract, container, metadata_block, systemd_units
 from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
@@ -52,6 +52,9 @@ def installed_files(settings: Settings) -> list[tuple[str, str]]:
         (container.FRONT_CONFIG_FILE, container.front_config(settings)),
         (container.FRONT_RUNNER, container.front_runner_script(settings)),
         (boot_contract.BOOT_READY_CHECK, boot_contract.boot_ready_check_script()),
+        (metadata_block.BLOCK_SCRIPT, metadata_block.block_script()),
+        (metadata_block.FRONT_KEY_SCRIPT, metadata_block.front_key_script()),
+        (systemd_units.unit_path(metadata_block.BLOCK_UNIT), metadata_block.block_unit()),
         (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
         (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
         (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
