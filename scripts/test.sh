@@ -66,6 +66,12 @@ if [[ ! -x /usr/sbin/sshd ]] || ! command -v ssh-keygen >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null
 fi
+# The front's metadata block is applied by the real iptables in a network namespace of the test's own (Debian's
+# iptables; unshare, nsenter and setpriv come with util-linux, ip with iproute2).
+if ! { command -v iptables && command -v ip6tables && command -v ip; } >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null
+fi
 # The boot script's blank-disk check runs the real blkid and mkfs.ext4 on sparse image files.
 if ! { command -v mkfs.ext4 && command -v blkid && command -v e2fsck && command -v sfdisk; } >/dev/null 2>&1; then
   $SUDO apt-get update -qq

@@ -20,7 +20,7 @@ import pytest
 from components import settings
 from components.serving import front
 from components.settings.front import DEFAULT_IMAGE as FRONT_DEFAULT_IMAGE
-from components.vm import boot_contract, container, systemd_units
+from components.vm import boot_contract, container, metadata_block, systemd_units
 from components.vm.serving_step import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.vllm import FakeFront, FakeVllm
@@ -194,7 +194,9 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     assert front_create["HostConfig"]["NetworkMode"] == "host"
     assert sorted(front_create["HostConfig"]["Binds"]) == [
         "/etc/tpu-vllm/front/nginx.conf:/etc/tpu-vllm-front/nginx.conf:ro",
-        "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"]
+        f"{metadata_block.FRONT_KEY_FILE}:/run/secrets/tpu-vllm/api-key:ro"]
+    # The front runs as its own user, which the boot's rule keeps from the metadata server.
+    assert front_create["User"] == f"{metadata_block.FRONT_UID}:{metadata_block.FRONT_GID}"
     assert list(front_create["HostConfig"]["Tmpfs"]) == [front.RUN_DIR]
     assert not front_create.get("Env") and not front_create["HostConfig"].get("Privileged")
     # Health on vLLM's loopback port; the smoke test through the front; vLLM's own key checked keyless.

@@ -331,9 +331,21 @@ def test_the_ssh_port_is_refused_for_the_front(port):
     assert "tpu-vllm:front.listenPort = 22" in message and "sshd" in message and "use 8000" in message
 
 
-@pytest.mark.parametrize("port", [8000, 8080, 2222])
+@pytest.mark.parametrize("port", [8000, 8080, 2222, 1024])
 def test_other_ports_are_accepted(port):
-    assert load(vllm={"port": port}).settings.front.listen_port == port
+    assert load(front={"listenPort": port}).settings.front.listen_port == port
+
+
+@pytest.mark.parametrize("port", [80, 443, 1023])
+def test_a_privileged_serving_port_is_refused_on_vm(port):
+    """The front runs as its own unprivileged user there (components/vm/metadata_block.py): nginx could not bind."""
+    message = one_problem(front={"listenPort": port})
+    assert f"tpu-vllm:front.listenPort = {port}" in message and "below 1024" in message and "e.g. 8000" in message
+
+
+def test_a_privileged_serving_port_is_left_to_gke():
+    """On gke the front's container is not the VM's; the rule is the VM's alone."""
+    assert load(platform="gke", front={"listenPort": 80}).settings.front.listen_port == 80
 
 
 @pytest.mark.parametrize("image", ["", "   "])

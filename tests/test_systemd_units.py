@@ -13,7 +13,7 @@ import pytest
 
 from components import settings
 from components.serving.spec import serving_spec
-from components.vm import boot_contract, container, systemd_units
+from components.vm import boot_contract, container, metadata_block, systemd_units
 from tests.wing_values import vm_serving
 
 SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
@@ -82,7 +82,8 @@ def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_wi
 
 def test_the_front_needs_the_boot_script_for_its_key_file_but_not_the_cache_disk():
     unit = parse(systemd_units.front_unit(serving_spec(cfg())))
-    assert unit.get("Unit", "Requires").split() == ["docker.service", systemd_units.BOOT_READY_UNIT]
+    assert unit.get("Unit", "Requires").split() == ["docker.service", systemd_units.BOOT_READY_UNIT,
+                                                    metadata_block.BLOCK_UNIT]
     assert values(unit, "Service", "ExecStartPre")[0] == f"-docker rm -f {container.FRONT_CONTAINER_NAME}"
     assert unit.get("Service", "ExecStart") == f"bash {container.FRONT_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
@@ -114,10 +115,12 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path, access):
     mount = systemd_units.mount_unit(settings_.cache.mount_point)
     (stubs / mount).write_text(f"[Mount]\nWhat=/dev/disk/by-id/google-persistent-disk-1\n"
                                f"Where={settings_.cache.mount_point}\n")
-    names = [systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT, systemd_units.BOOT_READY_UNIT]
+    names = [systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT, systemd_units.BOOT_READY_UNIT,
+             metadata_block.BLOCK_UNIT]
     (stubs / names[0]).write_text(systemd_units.vllm_unit(vm_serving(settings_)))
     (stubs / names[1]).write_text(systemd_units.front_unit(serving_spec(settings_)))
     (stubs / names[2]).write_text(systemd_units.boot_ready_unit())
+    (stubs / names[3]).write_text(metadata_block.block_unit())
     checked = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", *(str(stubs / name) for name in names)],
                              capture_output=True, text=True, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{stubs}:"})
     # Any complaint (an unknown key, a bad value, a command it cannot find) is printed, even when the exit is 0.
@@ -131,6 +134,7 @@ def test_verify_catches_a_broken_unit(tmp_path):
     path = tmp_path / systemd_units.FRONT_UNIT
     path.write_text(broken)
     (tmp_path / systemd_units.BOOT_READY_UNIT).write_text(systemd_units.boot_ready_unit())
+    (tmp_path / metadata_block.BLOCK_UNIT).write_text(metadata_block.block_unit())
     (tmp_path / "docker.service").write_text("[Service]\nExecStart=/bin/true\n")
     (tmp_path / boot_contract.BOOT_SCRIPT_UNIT).write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")
     checked = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", str(path)], capture_output=True, text=True,
@@ -154,7 +158,9 @@ def test_the_front_runner_is_valid_bash(tmp_path):
 
 def test_unit_files_reference_paths_the_stack_installs():
     vm = vm_serving(cfg())
-    text = systemd_units.vllm_unit(vm) + systemd_units.front_unit(vm.spec) + systemd_units.boot_ready_unit()
-    for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.BOOT_READY_CHECK):
+    text = (systemd_units.vllm_unit(vm) + systemd_units.front_unit(vm.spec) + systemd_units.boot_ready_unit()
+            + metadata_block.block_unit())
+    for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.BOOT_READY_CHECK,
+                 metadata_block.BLOCK_SCRIPT, metadata_block.FRONT_KEY_SCRIPT):
         assert path in text
     assert Path(container.VLLM_RUNNER).parent == Path(container.FRONT_RUNNER).parent == Path("/etc/tpu-vllm")

@@ -37,6 +37,9 @@ MAX_RUN_SECONDS = 7 * 24 * 3600
 
 # sshd on the node; the container runs with --net=host, so vLLM shares the host's ports.
 SSH_PORT = 22
+# Linux lets only a privileged process bind a port below this (net.ipv4.ip_unprivileged_port_start, default 1024:
+# linux Documentation/networking/ip-sysctl.rst). On vm the front runs as a user of its own, without capabilities.
+UNPRIVILEGED_PORT_START = 1024
 
 # What vLLM registers on the log's build, vLLM 0.26.1rc1.dev125+ga7a204cc6 (main at
 # a7a204cc6ec99b375985e564f4f271e68ee8f5b8, 2026-07-30): the names in _TOOL_PARSERS_TO_REGISTER

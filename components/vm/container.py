@@ -17,6 +17,7 @@ from components.serving import front
 from components.serving.spec import ServingSpec
 from components.settings.cache import CacheSettings
 from components.settings.vllm import VllmSettings
+from components.vm import metadata_block
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
 CONTAINER_NAME = "tpu-vllm"
@@ -41,7 +42,7 @@ TPU_DEVICE_GLOBS = ("/dev/vfio/*", "/dev/accel*")
 
 
 def front_tmpfs(run_dir: str) -> str:
-    return f"{run_dir}:rw,noexec,nosuid,nodev,size=128m,mode=0755"
+    return f"{run_dir}:rw,noexec,nosuid,nodev,size=128m,mode=0755,{metadata_block.front_tmpfs_owner()}"
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,10 @@ def front_docker_run_args(spec: ServingSpec) -> list[str]:
     """The front's `docker run` options and image; its command is spec.front_entry."""
     return [
         "--name", FRONT_CONTAINER_NAME, "--net=host",
+        # Its own user, kept from the metadata server (components/vm/metadata_block.py), with its copy of the key.
+        *metadata_block.front_user_args(),
         "-v", f"{FRONT_CONFIG_FILE}:{spec.front_config_path}:ro",
-        "-v", f"{API_KEY_FILE}:{spec.api_key_file}:ro",
+        "-v", f"{metadata_block.FRONT_KEY_FILE}:{spec.api_key_file}:ro",
         "--tmpfs", front_tmpfs(spec.front_run_dir),
         spec.front_image,
     ]

@@ -20,7 +20,7 @@ import pulumi_command as command
 from components.settings.access import AccessSettings
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.settings.facts import NAMESPACE
-from components.vm import boot_contract, container, systemd_units
+from components.vm import boot_contract, container, metadata_block, systemd_units
 from components.vm.container import VmServing
 from components.vm.ssh_reachable import SshReachable
 
@@ -53,6 +53,9 @@ def installed_files(vm: VmServing) -> list[tuple[str, str]]:
         (container.FRONT_CONFIG_FILE, vm.spec.front_config),
         (container.FRONT_RUNNER, container.front_runner_script(vm.spec)),
         (boot_contract.BOOT_READY_CHECK, boot_contract.boot_ready_check_script()),
+        (metadata_block.BLOCK_SCRIPT, metadata_block.block_script()),
+        (metadata_block.FRONT_KEY_SCRIPT, metadata_block.front_key_script()),
+        (systemd_units.unit_path(metadata_block.BLOCK_UNIT), metadata_block.block_unit()),
         (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
         (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(vm.spec)),
         (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(vm)),

@@ -15,7 +15,7 @@ the container units require that one. The check passes only on a `ready` stamped
 from __future__ import annotations
 
 from components.serving.spec import ServingSpec
-from components.vm import boot_contract, container
+from components.vm import boot_contract, container, metadata_block
 from components.vm.container import VmServing
 
 UNIT_DIR = "/etc/systemd/system"
@@ -118,10 +118,13 @@ def front_unit(spec: ServingSpec) -> str:
     return _unit(
         description=(f"tpu-vllm front: nginx on :{spec.listen_port}, the key on all but /health, "
                      f"before vLLM on {upstream}"),
-        why="The API key file comes from the boot script.",
-        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT}",
+        why=("The API key file comes from the boot script; the front's user is kept from the metadata server "
+             "before it runs."),
+        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {metadata_block.BLOCK_UNIT}",
         start_limit=FRONT_START_LIMIT,
         service=f"""ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
+# The front runs as uid {metadata_block.FRONT_UID}: its own copy of this boot's key.
+ExecStartPre=/bin/sh {metadata_block.FRONT_KEY_SCRIPT}
 ExecStart=bash {container.FRONT_RUNNER}
 ExecStop=docker stop --time 10 {container.FRONT_CONTAINER_NAME}
 Restart=on-failure

@@ -40,8 +40,9 @@ UNAUTHENTICATED_INVALID = ("Request had invalid authentication credentials. Expe
 
 class FakeMetadata(FakeServer):
     def __init__(self, attributes: dict[str, str], email: str = "vm@proj.iam.gserviceaccount.com",
-                 unavailable_first: int = 0, port: int = 0, token_reply: bytes | None = None):
-        super().__init__(port)
+                 unavailable_first: int = 0, port: int = 0, token_reply: bytes | None = None,
+                 host: str = "127.0.0.1"):
+        super().__init__(port, host)
         self.attributes = attributes
         self.email = email
         self.unavailable_first = unavailable_first

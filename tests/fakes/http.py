@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,14 +37,20 @@ class Response:
             self.headers.setdefault("Content-Type", "application/json")
 
 
-class LoopbackServer:
-    """A threaded HTTP server on 127.0.0.1, started by `with` and stopped at its end."""
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
-    def listen(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (or `host`, in a test's own network namespace), started by `with`
+    and stopped at its end."""
+
+    def listen(self, handler: type[BaseHTTPRequestHandler], port: int = 0, host: str = "127.0.0.1") -> None:
+        server = _ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer
+        self.httpd = server((host, port), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def __enter__(self):
@@ -58,7 +65,7 @@ class LoopbackServer:
 class FakeServer(LoopbackServer):
     """Subclass and implement handle(request) -> Response."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         fake = self
         self.requests: list[Request] = []
         self.lock = threading.Lock()
@@ -106,7 +113,7 @@ class FakeServer(LoopbackServer):
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.listen(Handler, port)
+        self.listen(Handler, port, host)
 
     def handle(self, request: Request) -> Response | None:
         raise NotImplementedError

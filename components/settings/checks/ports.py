@@ -3,7 +3,7 @@ metrics door, which share one network namespace."""
 
 from __future__ import annotations
 
-from components.settings.facts import GKE_METRICS_PORT, SSH_PORT
+from components.settings.facts import GKE_METRICS_PORT, SSH_PORT, UNPRIVILEGED_PORT_START
 from components.settings.findings import Finding
 from components.settings.root import Settings
 
@@ -17,6 +17,13 @@ def port_checks(settings: Settings) -> list[Finding]:
             f"vLLM's loopback port must differ from the front's serving port (front.listenPort = {serving}) and "
             f"from SSH ({SSH_PORT})",
             f"use another free port, e.g. {8002 if serving == 8001 else 8001}", also_keys=("front.listenPort",),
+        ))
+    if settings.platform == "vm" and serving < UNPRIVILEGED_PORT_START and serving != SSH_PORT:
+        findings.append(Finding(
+            "front.listenPort", serving,
+            f"on vm the front (nginx) runs as an unprivileged user of its own, kept from the metadata server, and "
+            f"Linux lets only a privileged process bind a port below {UNPRIVILEGED_PORT_START}",
+            "use a port from 1024 up, e.g. 8000 (the default)",
         ))
     if settings.platform == "gke":
         ports = {"front.listenPort": serving, "vllm.serverPort": upstream}

@@ -1,0 +1,325 @@
+"""The VM's front cannot fetch the VM identity's token; vLLM and every other user still reach the metadata server
+(issue 27 item 2).
+
+Run for real where it runs here: as root, in a network namespace of the test's own that carries the metadata
+server's addresses on its loopback, with the fake metadata server bound to them, the rendered metadata-block script
+applied by the real iptables, and each caller started with `setpriv` as its uid. The front's key copy and the
+real nginx running the front's entry command as the front's user complete the picture.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from components import settings
+from components.serving import front
+from components.vm import boot_contract, container, metadata_block, serving_step, systemd_units
+from tests.fakes import nginx
+from tests.fakes.gcp_metadata import ACCESS_TOKEN
+from tests.fakes.http import FakeServer, Response
+from tests.wing_values import vm_serving
+
+REPO = Path(__file__).resolve().parents[1]
+UID, GID = metadata_block.FRONT_UID, metadata_block.FRONT_GID
+# Another host user (the SSH user's range); vLLM's container runs as root.
+OTHER_UID = 1000
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+# Every way the front's user might spell the metadata server. On the VM, metadata.google.internal resolves to
+# 169.254.169.254 (Google's images list it in /etc/hosts, and the metadata server's DNS answers it): here the
+# namespace's own /etc/hosts says the same.
+SPELLINGS = {
+    "address": f"http://169.254.169.254{TOKEN_PATH}",
+    "name": f"http://metadata.google.internal{TOKEN_PATH}",
+    "short name": f"http://metadata{TOKEN_PATH}",
+    "another port": f"http://169.254.169.254:8080{TOKEN_PATH}",
+    "decimal": f"http://2852039166{TOKEN_PATH}",
+    "hex": f"http://0xa9fea9fe{TOKEN_PATH}",
+    "IPv4-mapped IPv6": f"http://[::ffff:169.254.169.254]{TOKEN_PATH}",
+    "IPv6": f"http://[fd20:ce::254]{TOKEN_PATH}",
+}
+SERVERS = """
+import sys, threading
+from tests.fakes.gcp_metadata import FakeMetadata
+servers = [FakeMetadata({}, port=80, host="169.254.169.254"), FakeMetadata({}, port=8080, host="169.254.169.254"),
+           FakeMetadata({}, port=80, host="fd20:ce::254")]
+for server in servers:
+    server.__enter__()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+needs_root_and_iptables = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("iptables") is None or shutil.which("unshare") is None,
+    reason="runs as root with iptables and util-linux (scripts/test.sh installs iptables)")
+
+
+def cfg(**sections):
+    return settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}, **sections}, "my-proj", "dev").settings
+
+
+class Namespace:
+    """A network and mount namespace held open by `sleep`; commands enter it with nsenter."""
+
+    def __init__(self, tmp_path: Path):
+        self.holder = subprocess.Popen(["unshare", "--net", "--mount", "--propagation", "private",
+                                        "sleep", "infinity"])
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{self.holder.pid}/comm").read_text().strip() != "sleep":
+            assert time.monotonic() < deadline, "unshare did not start"
+            time.sleep(0.02)
+        hosts = tmp_path / "hosts"
+        hosts.write_text("127.0.0.1 localhost\n169.254.169.254 metadata.google.internal metadata\n")
+        for command in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", "169.254.169.254/32", "dev", "lo"],
+                        ["ip", "-6", "addr", "add", "fd20:ce::254/128", "dev", "lo", "nodad"],
+                        ["mount", "--bind", str(hosts), "/etc/hosts"]):
+            self.run(*command, check=True)
+        # Entering a mount namespace moves the working directory to its root: the fakes come by PYTHONPATH.
+        self.servers = subprocess.Popen(self.enter() + [sys.executable, "-c", SERVERS], text=True,
+                                        env={**os.environ, "PYTHONPATH": str(REPO)},
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.servers.stdout.readline().strip() == "ready"
+
+    def enter(self, uid: int | None = None, gid: int | None = None) -> list[str]:
+        argv = ["nsenter", f"--target={self.holder.pid}", "--net", "--mount", "--"]
+        if uid is not None:
+            argv += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+        return argv
+
+    def run(self, *argv: str, uid: int | None = None, gid: int | None = None,
+            check: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run(self.enter(uid, gid) + list(argv), capture_output=True, text=True, timeout=60,
+                              check=check, env={"PATH": os.environ["PATH"]})
+
+    def fetch_token(self, url: str, uid: int | None = None, gid: int | None = None) -> bool:
+        """True if this caller got the VM identity's token."""
+        done = self.run("curl", "-sS", "--noproxy", "*", "--max-time", "10", "-H", "Metadata-Flavor: Google", url,
+                        uid=uid, gid=gid)
+        return ACCESS_TOKEN in done.stdout
+
+    def apply_block(self, tmp_path: Path) -> subprocess.CompletedProcess:
+        script = tmp_path / "metadata-block.sh"
+        script.write_text(metadata_block.block_script())
+        return self.run("sh", str(script))
+
+    def close(self) -> None:
+        self.servers.stdin.close()
+        self.servers.wait(timeout=10)
+        self.holder.kill()
+        self.holder.wait(timeout=10)
+
+
+@pytest.fixture
+def namespace(tmp_path):
+    ns = Namespace(tmp_path)
+    yield ns
+    ns.close()
+
+
+@needs_root_and_iptables
+def test_without_the_rule_the_fronts_user_gets_the_token(namespace):
+    """The namespace is sound: before the block, every caller, the front's user included, reaches the fake."""
+    for url in SPELLINGS.values():
+        assert namespace.fetch_token(url, UID, GID), url
+
+
+@needs_root_and_iptables
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_the_fronts_user_cannot_reach_the_metadata_server_however_it_is_spelled(namespace, tmp_path, spelling):
+    applied = namespace.apply_block(tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    url = SPELLINGS[spelling]
+    assert not namespace.fetch_token(url, UID, GID)
+    # Its group alone, with another uid, is not the front: only the front's processes are held.
+    assert namespace.fetch_token(url)  # root: vLLM's container
+    assert namespace.fetch_token(url, OTHER_UID, OTHER_UID)
+
+
+@needs_root_and_iptables
+def test_the_fronts_user_keeps_loopback_and_other_addresses(namespace, tmp_path):
+    """The rule names the metadata server only: the front still reaches vLLM on 127.0.0.1."""
+    assert namespace.apply_block(tmp_path).returncode == 0
+    with_loopback = namespace.run(sys.executable, "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0));"
+                                  "s.listen(); c = socket.create_connection(s.getsockname(), timeout=5); print('ok')",
+                                  uid=UID, gid=GID)
+    assert with_loopback.stdout.strip() == "ok", with_loopback.stderr
+
+
+@needs_root_and_iptables
+def test_applying_the_block_twice_adds_no_second_rule(namespace, tmp_path):
+    for _ in range(2):
+        applied = namespace.apply_block(tmp_path)
+        assert applied.returncode == 0, applied.stderr
+    for command, address, reply in (("iptables", "169.254.169.254/32", "icmp-port-unreachable"),
+                                    ("ip6tables", "fd20:ce::254/128", "icmp6-port-unreachable")):
+        rules = namespace.run(command, "-w", "-S", "OUTPUT", check=True).stdout.splitlines()
+        mine = [rule for rule in rules if f"--uid-owner {UID}" in rule]
+        assert mine == [f"-A OUTPUT -d {address} -m owner --uid-owner {UID} -j REJECT --reject-with {reply}"]
+        # First in the chain: no earlier ACCEPT can let the front through.
+        assert rules[1] == mine[0]
+    assert not namespace.fetch_token(SPELLINGS["address"], UID, GID)
+
+
+@needs_root_and_iptables
+def test_the_block_fails_loudly_when_a_rule_cannot_be_installed(namespace, tmp_path):
+    """A missing ip6tables (or a kernel without owner matching) must stop the unit, and so the front."""
+    script = tmp_path / "metadata-block.sh"
+    script.write_text(metadata_block.block_script())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ip6tables").write_text("#!/bin/sh\nexit 3\n")
+    (bin_dir / "ip6tables").chmod(0o755)
+    failed = subprocess.run(namespace.enter() + ["sh", str(script)], capture_output=True, text=True, timeout=60,
+                            env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert failed.returncode != 0
+
+
+# --- The front's key copy and the real nginx as the front's user --------------------------------------------
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown and setpriv need root")
+
+
+def run_key_script(root: Path) -> subprocess.CompletedProcess:
+    script = root / "front-key.sh"
+    script.write_text(metadata_block.front_key_script())
+    return subprocess.run(["sh", str(script)], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "STARTUP_ROOT": str(root)})
+
+
+def write_root_only_key(root: Path, key: str) -> None:
+    original = root / boot_contract.API_KEY_FILE.lstrip("/")
+    original.parent.mkdir(parents=True, exist_ok=True)
+    original.parent.chmod(0o700)
+    original.write_text(key + "\n")
+    original.chmod(0o600)
+
+
+def read_as(path: Path, uid: int) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "cat", str(path)],
+                          capture_output=True, text=True)
+
+
+@needs_root
+def test_the_front_gets_its_own_copy_of_this_boots_key(tmp_path):
+    root = nginx.workdir("front-key-")
+    write_root_only_key(root, "k1")
+    assert run_key_script(root).returncode == 0
+    copy = root / metadata_block.FRONT_KEY_FILE.lstrip("/")
+    info = copy.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (UID, GID, 0o400)
+    assert read_as(copy, UID).stdout == "k1\n"
+    assert read_as(copy, OTHER_UID).returncode != 0
+    # The front's user reads its copy, never the original (nor the HF token beside it).
+    assert read_as(root / boot_contract.API_KEY_FILE.lstrip("/"), UID).returncode != 0
+    # A key rotated at the next boot reaches the next start.
+    write_root_only_key(root, "k2")
+    assert run_key_script(root).returncode == 0
+    assert read_as(copy, UID).stdout == "k2\n"
+    shutil.rmtree(root)
+
+
+class Upstream(FakeServer):
+    def handle(self, request):
+        return Response(200, {"path": request.path})
+
+
+RUNC_LIKE = ('chown {uid} /proc/self/fd/1 /proc/self/fd/2 && '
+             'exec setpriv --reuid={uid} --regid={gid} --clear-groups -- "$@"')
+
+
+@needs_root
+@pytest.mark.skipif(nginx.NGINX is None, reason=nginx.SKIP_REASON)
+def test_the_real_nginx_serves_as_the_fronts_user():
+    """The front's entry command and config, as the container runs them with `--user`: no root anywhere. runc
+    hands the container's stdout/stderr to its user before the exec (opencontainers/runc libcontainer/
+    init_linux.go, fixStdioPermissions); the wrapper does the same, so the access log to /dev/stdout is tested."""
+    base = nginx.workdir("front-user-")
+    write_root_only_key(base, "front-user-key")
+    assert run_key_script(base).returncode == 0
+    run_dir = base / "run-front"
+    run_dir.mkdir()
+    os.chown(run_dir, UID, GID)  # the container's tmpfs, mounted with uid= and gid= (container.FRONT_TMPFS)
+    layout = front.FrontLayout(config_path=str(base / "nginx.conf"),
+                               key_file=str(base / metadata_block.FRONT_KEY_FILE.lstrip("/")), run_dir=str(run_dir))
+    argv = ["sh", "-c", RUNC_LIKE.format(uid=UID, gid=GID), "runc-like", *front.entry_command(layout)]
+    with Upstream() as upstream:
+        running = nginx.start_on_a_free_port(argv, base, lambda port: Path(layout.config_path).write_text(
+            front.nginx_config(listen_port=port, upstream_port=upstream.port, layout=layout)))
+        try:
+            url = f"http://127.0.0.1:{running.port}/v1/models"
+            assert httpx.get(url).status_code == 401
+            assert httpx.get(url, headers={"Authorization": "Bearer front-user-key"}).status_code == 200
+            running.wait_for_access_line("/v1/models")
+            master = running.process.pid
+            workers = [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+            for pid in [master, *workers]:
+                ids = {line.split(":")[0]: line.split()[1:] for line in Path(f"/proc/{pid}/status").read_text()
+                       .splitlines() if line.startswith(("Uid:", "Gid:"))}
+                assert ids == {"Uid": [str(UID)] * 4, "Gid": [str(GID)] * 4}, pid
+        finally:
+            running.stop()
+    shutil.rmtree(base)
+
+
+# --- What the stack renders ------------------------------------------------------------------------------------
+
+
+def test_the_front_runs_as_its_own_user_without_capabilities():
+    args = container.front_docker_run_args(vm_serving(cfg()).spec)
+    assert args[args.index("--user") + 1] == f"{UID}:{GID}"
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert args[args.index("--security-opt") + 1] == "no-new-privileges"
+    # Its key is its own copy; the root-only original and the HF token are not mounted.
+    mounts = [args[i + 1] for i, arg in enumerate(args) if arg == "-v"]
+    assert f"{metadata_block.FRONT_KEY_FILE}:{front.KEY_FILE}:ro" in mounts
+    assert not any(boot_contract.SECRETS_DIR in mount for mount in mounts)
+    assert not any("docker.sock" in mount for mount in mounts)
+    tmpfs = args[args.index("--tmpfs") + 1]
+    assert f"uid={UID}" in tmpfs.split(",") and f"gid={GID}" in tmpfs.split(",")
+
+
+def test_vllm_keeps_the_metadata_server():
+    """tpu-inference reads the TPU's type and worker id from it: vLLM stays root on the host network."""
+    args = container.docker_run_args(vm_serving(cfg()))
+    assert "--net=host" in args and "--user" not in args
+
+
+def test_the_block_is_installed_by_the_serving_step_and_ordered_before_the_front():
+    installed = dict(serving_step.installed_files(vm_serving(cfg())))
+    assert installed[metadata_block.BLOCK_SCRIPT] == metadata_block.block_script()
+    assert installed[metadata_block.FRONT_KEY_SCRIPT] == metadata_block.front_key_script()
+    assert installed[systemd_units.unit_path(metadata_block.BLOCK_UNIT)] == metadata_block.block_unit()
+    unit = systemd_units.front_unit(vm_serving(cfg()).spec)
+    requires = next(line for line in unit.splitlines() if line.startswith("Requires="))
+    after = next(line for line in unit.splitlines() if line.startswith("After="))
+    assert metadata_block.BLOCK_UNIT in requires.split("=", 1)[1].split()
+    assert metadata_block.BLOCK_UNIT in after.split("=", 1)[1].split()
+    # Not the boot script: a change there replaces a live node.
+    assert "iptables" not in (REPO / "startup" / "startup.sh").read_text()
+
+
+def test_the_fronts_uid_belongs_to_no_account_here():
+    """Debian's reserved range above systemd's DynamicUser= range, not nobody/nogroup: no passwd entry on this
+    machine (nor, by policy, on the TPU VM image)."""
+    assert 65520 <= UID <= 65532 and 65520 <= GID <= 65532
+    import pwd
+    with pytest.raises(KeyError):
+        pwd.getpwuid(UID)
+
+
+def test_loopback_helper_binds_the_host_it_is_given():
+    """The fake's host parameter, used above inside the namespace, defaults to loopback."""
+    with Upstream() as upstream:
+        assert upstream.url.startswith("http://127.0.0.1:")
+        with socket.create_connection(("127.0.0.1", upstream.port), timeout=5):
+            pass
