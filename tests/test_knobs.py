@@ -69,7 +69,7 @@ def test_the_logs_configuration_renders_no_variable_and_no_new_flag():
     cfg = load().settings
     assert serve_command.backend_environment(cfg) == {}
     args = container.docker_run_args(vm_serving(cfg))
-    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "HF_HOME"}
+    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "VLLM_XLA_CACHE_PATH", "HF_HOME"}
     assert "--speculative-config" not in args
     assert untested_arms.untested_arms(cfg) == []
 

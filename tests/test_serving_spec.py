@@ -103,7 +103,8 @@ def test_the_spec_is_the_same_for_both_platforms():
 
 # ---- Both wings render one spec into the same server ----
 
-DOCKER_VALUED = {"--name", "-v", "-e", "--shm-size", "--entrypoint", "--ulimit", "--tmpfs"}
+DOCKER_VALUED = {"--name", "-v", "-e", "--shm-size", "--entrypoint", "--ulimit", "--tmpfs", "--user", "--cap-drop",
+                 "--security-opt"}
 BINARY_UNITS = {"g": 1024**3, "m": 1024**2, "k": 1024, "": 1}
 QUANTITY_UNITS = {"Gi": 1024**3, "Mi": 1024**2, "Ki": 1024, "": 1}
 
