@@ -31,8 +31,9 @@ from components.vm.billing_notice import still_billing
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
-from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
 from components.vm.ssh_access import SshAccess, SshAccessArgs
+from components.vm.tpu_node import TpuNode, TpuNodeArgs
+from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 from components.vm.vllm_server import (
     VllmServer,
     VllmServerArgs,
