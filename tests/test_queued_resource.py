@@ -320,8 +320,12 @@ def test_provider_survives_pickling_and_holds_no_credentials(api):
 # queued_resource.py was split into tpu_request, tpu_api, host_stopping and tpu_node: under the wing's module,
 # and under the top-level path of stacks made before components/vm/ existed.
 STATE_BLOBS_BEFORE_THE_SPLIT = {
-    "components.vm.queued_resource": "gASVPwAAAAAAAACMHWNvbXBvbmVudHMudm0ucXVldWVkX3Jlc291cmNllIwWUXVldWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4=",
-    "components.queued_resource": "gASVPAAAAAAAAACMGmNvbXBvbmVudHMucXVldWVkX3Jlc291cmNllIwWUXVldWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4=",
+    "components.vm.queued_resource": (
+        "gASVPwAAAAAAAACMHWNvbXBvbmVudHMudm0ucXVldWVkX3Jlc291cmNllIwW"
+        "UXVldWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4="),
+    "components.queued_resource": (
+        "gASVPAAAAAAAAACMGmNvbXBvbmVudHMucXVldWVkX3Jlc291cmNllIwWUXVl"
+        "dWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4="),
 }
 
 
