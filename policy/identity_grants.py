@@ -74,6 +74,8 @@ SERVICE_ACCOUNT_TYPE = "gcp:serviceaccount/account:Account"
 SERVICE_ACCOUNT_GRANT_TYPES = {f"gcp:serviceaccount/iAM{kind}:IAM{kind}" for kind in ("Member", "Binding", "Policy")}
 _WORKLOAD_IDENTITY_MEMBER = re.compile(r"serviceaccount:[a-z0-9.-]+\.svc\.id\.goog\[([^/\]]+)/([^\]]+)\]")
 _EMAIL = re.compile(r"[a-z0-9][a-z0-9._-]*@[a-z0-9.-]+\.iam\.gserviceaccount\.com")
+# The metadata attributes that name the secrets the TPU VM reads at boot (components/vm/boot_contract.py).
+SECRET_METADATA_KEYS = ("tpu-vllm-hf-token-secret", "tpu-vllm-api-key-secret")
 _SECRET_NAME = re.compile(r"projects/([^/\s\"']+)/secrets/([A-Za-z0-9_-]+)")
 
 
@@ -188,7 +190,7 @@ def _own_secrets(resources: list[Seen]) -> set[tuple[str | None, str]]:
             for spec in ((resource.props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
                 metadata = (spec.get("node") or {}).get("metadata") or {}
                 own.update(_secret_key(value) for key, value in metadata.items()
-                           if key in ("tpu-vllm-hf-token-secret", "tpu-vllm-api-key-secret") and value)
+                           if key in SECRET_METADATA_KEYS and value)
         elif resource.type.endswith(":SecretProviderClass") and _made_by_a_stack_component(resource.urn):
             # Only the stack's own class (written from its settings); one added beside it widens nothing.
             for text in _strings(resource.props.get("spec")):
