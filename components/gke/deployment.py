@@ -87,7 +87,7 @@ def monitoring_scope(settings: Settings) -> Scope:
 
 
 @dataclass
-class GkeDeploymentArgs:
+class GkeWingArgs:
     settings: Settings
     """The validated stack settings (platform gke)."""
     core: Core
@@ -95,13 +95,15 @@ class GkeDeploymentArgs:
     the secrets, the labels."""
 
 
-class GkeDeployment(pulumi.ComponentResource):
+class GkeWing(pulumi.ComponentResource):
     """Node identity, cluster (or a reused one), the ComputeClass that makes every TPU node, the shared compile
     cache, the pinned image, serving workload, exposure and autoscaling."""
 
     outputs: dict[str, Any]
 
-    def __init__(self, name: str, args: GkeDeploymentArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GkeWingArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token keeps the name it had before the wing was called a wing: every child's URN is built
+        # from it, so renaming it would replace the stack (or need an alias on every child).
         super().__init__("tpu-vllm:gke:Deployment", name, None, opts)
         cfg, gke, core = args.settings, args.settings.gke, args.core
         after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
