@@ -11,9 +11,10 @@ import pulumi_gcp as gcp
 from components.basis import naming
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.shared_resources import Core
-from components.economics.costs import baseline, gke_costs, kv_outputs, replica_usd_per_hour
+from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
+from components.gke.capacity import kv_outputs
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
@@ -211,7 +212,7 @@ class GkeWing(pulumi.ComponentResource):
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
             **gke_costs(cfg),
-            **kv_outputs(cfg),
+            **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas),
         }
         self.outputs = {key: value for key, value in outputs.items() if value is not None}
         self.register_outputs(self.outputs)
