@@ -24,13 +24,13 @@ def run() -> Loaded:
     core = create_core(settings, hf_token_secret_is_secret="hfTokenSecret" in loaded.secret_keys)
     if settings.platform == "gke":
         # Imported only here: the vm platform never loads pulumi-kubernetes.
-        from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
+        from components.gke.deployment import GkeWing, GkeWingArgs
 
-        wing = GkeDeployment("gke", GkeDeploymentArgs(settings=settings, core=core))
+        wing = GkeWing("gke", GkeWingArgs(settings=settings, core=core))
     else:
-        from components.vm.deployment import VmDeployment, VmDeploymentArgs
+        from components.vm.deployment import VmWing, VmWingArgs
 
-        wing = VmDeployment("tpu-vm", VmDeploymentArgs(settings=settings, core=core))
+        wing = VmWing("tpu-vm", VmWingArgs(settings=settings, core=core))
     for name, value in wing.outputs.items():
         pulumi.export(name, value)
     # What the pull-request preview job's identity must be granted (docs/review.md).

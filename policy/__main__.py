@@ -1,4 +1,5 @@
-"""CrossGuard entry point: `pulumi preview --policy-pack policy`. The rules live in rules.py."""
+"""CrossGuard entry point: `pulumi preview --policy-pack policy`. The rules are named in rules.py (each in the
+module of its subject) and gke_rules.py."""
 
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from pulumi_policy import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gke_rules  # noqa: E402 - the GKE platform's rules, same shape as rules.py
-import rules  # noqa: E402 - the pack's own directory (rules, address_ranges, opt_in), wherever Pulumi starts it
+import rules  # noqa: E402 - the pack's own directory (its modules), wherever Pulumi starts it
+from resource_view import Seen  # noqa: E402
 
 CONFIG_SCHEMA = PolicyConfigSchema(properties={
     "allowUnboundedBilling": {"type": "boolean", "default": False},
@@ -47,7 +49,7 @@ def urn_resource_policy(name, check, description):
 
 def stack_policy(name, check, description, enforcement_level=None):
     def validate(args, report_violation):
-        resources = [rules.Seen(resource.resource_type, resource.props, resource.urn) for resource in args.resources]
+        resources = [Seen(resource.resource_type, resource.props, resource.urn) for resource in args.resources]
         for message in check(resources, args.get_config()):
             report_violation(message)
 

@@ -1,6 +1,7 @@
 """Who can act as the stack's identities: every way to name them, and every grant that lets someone use them.
 
-Used by rules.stack_identities_hold_only_their_grants. Plain functions over resource properties, like rules.py.
+Used by identity_grants.stack_identities_hold_only_their_grants. Plain functions over resource properties, like
+the rules.
 
 Sources (read through the search tool; cited in docs/development.md's outside-contracts table):
 - cloud.google.com/iam/docs/service-account-permissions: roles/iam.serviceAccountUser holds

@@ -131,7 +131,7 @@ def test_the_light_path_to_the_plan_installs_only_the_programs_requirements_into
 def test_the_policy_table_in_review_md_is_one_table_naming_every_policy_once():
     """docs/review.md had the table's last rows headerless after a paragraph, two rows twice, the "Policy config"
     paragraph twice and servingPort's default as both "unset" and 8000 (issue 29)."""
-    from policy import gke_rules, rules
+    from policy import gke_rules, resource_view, rules
 
     page = (ROOT / "docs" / "review.md").read_text(encoding="utf-8")
     lines = page.splitlines()
@@ -145,7 +145,7 @@ def test_the_policy_table_in_review_md_is_one_table_naming_every_policy_once():
     assert sorted(rows) == sorted(every)  # each once, all under the header
     assert not [line for line in lines[header + 2 + len(rows):] if line.startswith("| `")]
     assert page.count("Policy config (`--policy-pack-config`)") == 1
-    assert rules.DEFAULT_CONFIG["servingPort"] is None and "`servingPort` (unset" in page
+    assert resource_view.DEFAULT_CONFIG["servingPort"] is None and "`servingPort` (unset" in page
     assert "`servingPort` (`8000`)" not in page
 
 

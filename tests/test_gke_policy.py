@@ -14,7 +14,7 @@ import pytest
 from components import settings
 from components.gke import exposure
 from components.gke.deployment import exposure_args
-from policy import gke_rules, rules
+from policy import gke_rules, memory_cap, rules
 from tests.test_gke_settings import gke_raw
 from tools.plan.engine import unwrap
 
@@ -361,7 +361,7 @@ def test_a_regional_clusters_pools_count_every_zone():
 def test_the_memory_cap_is_read_from_the_pods_args_too(gke_resources, spelling):
     workload = serving_workload(gke_resources)
     vllm = next(c for c in workload["spec"]["template"]["spec"]["containers"] if "serve" in (c.get("args") or []))
-    assert rules.gpu_memory_utilization_capped(DEPLOYMENT, workload) == []  # the stack's own 0.92
+    assert memory_cap.gpu_memory_utilization_capped(DEPLOYMENT, workload) == []  # the stack's own 0.92
     vllm["args"] = [*vllm["args"], *spelling]  # argparse takes the last one
-    [message] = rules.gpu_memory_utilization_capped(DEPLOYMENT, workload)
+    [message] = memory_cap.gpu_memory_utilization_capped(DEPLOYMENT, workload)
     assert "0.92" in message and "691 s" in message

@@ -219,7 +219,7 @@ def test_each_arm_warns_once_that_the_log_did_not_measure_it(name):
     extra, setting = ARM_CASES[name]
     warnings = untested_warnings(load(extra))
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith(f"tpu-vllm:{setting}") and "docs/untested_arms.md" in warnings[0]
+    assert warnings[0].startswith(f"tpu-vllm:{setting}") and "docs/arms.md" in warnings[0]
 
 
 def test_every_arm_at_once_warns_once_each():
@@ -265,7 +265,7 @@ def test_65536_keeps_512_blocks_per_request_so_the_pool_does_not_shrink():
 
 
 def test_the_arms_plan_shows_flags_environment_and_kv_budget():
-    plan = json.loads((GOLDEN_DIR / "untested_arms.json").read_text())
+    plan = json.loads((GOLDEN_DIR / "arms.json").read_text())
     assert plan["budget"]["block_size"] == 128 and plan["budget"]["blocks_per_request"] == 512
     assert plan["budget"]["kv_tokens"] == 321_280
     assert plan["budget"]["tpu_inference_environment"] == ALL_ENV

@@ -548,11 +548,12 @@ def test_the_files_rendered_after_serve_sh_are_shown_in_full(dev_text):
     assert "#!/usr/bin/env bash\n# tpu-vllm serving step" not in dev_text
 
 
-def test_the_readme_lists_every_vm_output_and_no_other(dev_json):
-    from tests.readme_tables import documented_outputs
+def test_the_plan_shows_every_vm_output_the_registry_lists(dev_json):
+    from components.core.stack_outputs import names_for
 
-    # externalEndpoint exists only with servingSourceRanges, which the dev stack leaves empty.
-    assert documented_outputs("vm") == set(dev_json["outputs"]) | {"externalEndpoint"}
+    # The docs' table is written from the registry (tests/test_stack_outputs.py). externalEndpoint exists only with
+    # servingSourceRanges, which the dev stack leaves empty.
+    assert names_for("vm") == set(dev_json["outputs"]) | {"externalEndpoint"}
 
 
 def golden_plan(name: str) -> dict:

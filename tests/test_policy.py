@@ -1,6 +1,6 @@
 """The CrossGuard rules on the dev stack's resources (must pass) and on violating variants (must report).
 
-Every variant runs twice: through the pure functions in policy/rules.py, and through the real pack entry
+Every variant runs twice: through the pure functions (policy/rules.py names them), and through the real pack entry
 (policy/__main__.py under pulumi-policy, in the pack's own venv, all variants in one subprocess).
 """
 
@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from policy import gke_rules, rules
+from policy import (
+    firewall_exposure,
+    gke_rules,
+    memory_cap,
+    resource_view,
+    rules,
+    secret_leaks,
+    shell_commands,
+    tpu_billing,
+)
 from tests import program as harness
 from tools.plan.engine import unwrap
 
@@ -69,7 +78,7 @@ def reports(resources, config=None):
     """What each policy reports, computed with the pure functions."""
     found = {name: [m for type_, props, _ in resources for m in check(type_, props, config)]
              for name, (check, _) in rules.RESOURCE_RULES.items()}
-    seen = [rules.Seen(*resource) for resource in resources]
+    seen = [resource_view.Seen(*resource) for resource in resources]
     found.update({name: check(seen, config) for name, (check, _) in rules.STACK_RULES.items()})
     return found
 
@@ -77,7 +86,7 @@ def reports(resources, config=None):
 def hand_rule(name, **props):
     """A firewall rule written by hand elsewhere in a program (not by the stack's NodeFirewall)."""
     props = {"name": name, "direction": "INGRESS", "description": "", **props}
-    return (rules.FIREWALL_TYPE, props, f"{STACK_URN}{rules.FIREWALL_TYPE}::{name}")
+    return (resource_view.FIREWALL_TYPE, props, f"{STACK_URN}{resource_view.FIREWALL_TYPE}::{name}")
 
 
 def tcp(*ports):
@@ -444,14 +453,14 @@ def test_the_pack_directory_works_alone(tmp_path, built):
 def test_run_duration_over_seven_days_is_reported(dev_resources):
     props = copy.deepcopy(of_type(dev_resources, QR))
     props["body"]["runDuration"]["maxRunDuration"] = "864000s"
-    [message] = rules.tpu_billing_stops(QR, props)
+    [message] = tpu_billing.tpu_billing_stops(QR, props)
     assert "over 7 days" in message and "maxRunDuration" in message
 
 
 def test_flex_start_without_run_duration_is_reported(dev_resources):
     props = copy.deepcopy(of_type(dev_resources, QR))
     del props["body"]["runDuration"]
-    assert "nothing stops its billing" in rules.tpu_billing_stops(QR, props)[0]
+    assert "nothing stops its billing" in tpu_billing.tpu_billing_stops(QR, props)[0]
 
 
 @pytest.mark.parametrize("model", ["SPOT", "STANDARD"])
@@ -459,9 +468,9 @@ def test_tpu_without_a_stop_is_reported_unless_allowed(dev_resources, model):
     props = copy.deepcopy(of_type(dev_resources, QR))
     props["body"]["provisioningModel"] = model
     del props["body"]["runDuration"]
-    assert "flex-start" in rules.tpu_billing_stops(QR, props)[0]
-    assert rules.tpu_billing_stops(QR, props, {"allowUnboundedBilling": True}) == []
-    assert rules.tpu_billing_stops("gcp:tpu/v2Vm:V2Vm", {"name": "x"})
+    assert "flex-start" in tpu_billing.tpu_billing_stops(QR, props)[0]
+    assert tpu_billing.tpu_billing_stops(QR, props, {"allowUnboundedBilling": True}) == []
+    assert tpu_billing.tpu_billing_stops("gcp:tpu/v2Vm:V2Vm", {"name": "x"})
 
 
 @pytest.mark.parametrize(("value", "what"), [
@@ -472,7 +481,7 @@ def test_tpu_without_a_stop_is_reported_unless_allowed(dev_resources, model):
 def test_secret_looking_metadata_is_reported(dev_resources, value, what):
     props = copy.deepcopy(of_type(dev_resources, QR))
     props["body"]["tpu"]["nodeSpec"][0]["node"]["metadata"]["extra"] = value
-    messages = rules.metadata_has_no_secrets(QR, props)
+    messages = secret_leaks.metadata_has_no_secrets(QR, props)
     assert any(what in m and "Secret Manager" in m for m in messages)
 
 
@@ -480,20 +489,20 @@ def test_the_real_startup_script_and_public_key_do_not_look_like_secrets(dev_res
     metadata = of_type(dev_resources, QR)["body"]["tpu"]["nodeSpec"][0]["node"]["metadata"]
     assert metadata["startup-script"] == (ROOT / "startup/startup.sh").read_text()
     assert metadata["ssh-keys"].startswith("tpu-vllm:ssh-ed25519 AAAA")
-    assert rules.metadata_has_no_secrets(QR, of_type(dev_resources, QR)) == []
+    assert secret_leaks.metadata_has_no_secrets(QR, of_type(dev_resources, QR)) == []
 
 
 def test_unlabelled_secret_is_reported(dev_resources):
-    props = copy.deepcopy(of_type(dev_resources, rules.SECRET_TYPE))
+    props = copy.deepcopy(of_type(dev_resources, resource_view.SECRET_TYPE))
     props["labels"] = {}
-    assert "has no labels" in rules.secrets_are_labelled(rules.SECRET_TYPE, props)[0]
+    assert "has no labels" in secret_leaks.secrets_are_labelled(resource_view.SECRET_TYPE, props)[0]
 
 
 @pytest.mark.parametrize(("value", "violates"), [("0.92", False), ("0.93", True), ("0.95", True)])
 def test_gpu_memory_utilization_above_0_92_is_flagged(dev_resources, value, violates):
     props = copy.deepcopy(of_type(dev_resources, COMMAND))
     props["create"] = props["create"].replace("--gpu-memory-utilization 0.92", f"--gpu-memory-utilization {value}")
-    messages = rules.gpu_memory_utilization_capped(COMMAND, props)
+    messages = memory_cap.gpu_memory_utilization_capped(COMMAND, props)
     assert bool(messages) is violates
     if violates:
         assert "0.92" in messages[0] and "691 s" in messages[0]
@@ -501,10 +510,10 @@ def test_gpu_memory_utilization_above_0_92_is_flagged(dev_resources, value, viol
 
 def test_the_serving_ports_come_from_the_stack(dev_resources, port_8080_resources):
     # The front's port from the firewall, and vLLM's loopback --port too (counted, to be safe).
-    assert rules.serving_ports(dev_resources) == [8000, 8001]
-    assert rules.serving_ports(port_8080_resources) == [8001, 8080]
-    assert rules.serving_ports(port_8080_resources, {"servingPort": 9000.0}) == [8001, 8080, 9000]
-    assert rules.serving_ports([]) == [rules.VLLM_DEFAULT_PORT]
+    assert firewall_exposure.serving_ports(dev_resources) == [8000, 8001]
+    assert firewall_exposure.serving_ports(port_8080_resources) == [8001, 8080]
+    assert firewall_exposure.serving_ports(port_8080_resources, {"servingPort": 9000.0}) == [8001, 8080, 9000]
+    assert firewall_exposure.serving_ports([]) == [shell_commands.VLLM_DEFAULT_PORT]
 
 
 def test_the_stacks_opt_in_names_the_setting_port_and_ranges(dev_resources):

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from policy import rules
+from policy import identity_grants
 from tests import program as harness
 from tests.test_gke_policy import with_urns as gke_urns
 from tests.test_policy import STACK_URN, entry_point, program_resources
@@ -251,7 +251,7 @@ def with_unique_id(number: str):
     """The stack as `up` sees it: the VM's Account with its uniqueId output known."""
     def change(resources):
         for type_, props, _ in resources:
-            if type_ == rules.SERVICE_ACCOUNT_TYPE:
+            if type_ == identity_grants.SERVICE_ACCOUNT_TYPE:
                 props["uniqueId"] = number
         return resources
     return change
@@ -412,13 +412,13 @@ def check(found: list[str], name: str) -> None:
 def test_both_stacks_as_the_program_makes_them_pass(cases):
     for name in ("vm stack", "gke stack", "gke mirror stack"):
         resources, _ = cases[name]
-        assert rules.stack_identities_hold_only_their_grants(resources) == [], name
+        assert identity_grants.stack_identities_hold_only_their_grants(resources) == [], name
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_each_grant_directly(cases, name):
     resources, _ = cases[name]
-    check(rules.stack_identities_hold_only_their_grants(resources), name)
+    check(identity_grants.stack_identities_hold_only_their_grants(resources), name)
 
 
 @pytest.fixture(scope="module")
@@ -441,11 +441,12 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
     granted = set()
     for resources in stacks.values():
         for type_, props, _ in resources:
-            for role, member in rules._grants(type_, props) if rules._is_grant(type_) else []:
+            for role, member in identity_grants._grants(type_, props) if identity_grants._is_grant(type_) else []:
                 if member.startswith("serviceAccount:tpu-vllm-"):
                     granted.add(role)
-    assert granted == {rules.ACCESSOR_ROLE, rules.GKE_NODE_ROLE, rules.ADAPTER_ROLE,
-                       *rules.CACHE_BUCKET_ROLES, *rules.OPS_AGENT_ROLES, rules.MIRROR_READER_ROLE}
+    assert granted == {identity_grants.ACCESSOR_ROLE, identity_grants.GKE_NODE_ROLE, identity_grants.ADAPTER_ROLE,
+                       *identity_grants.CACHE_BUCKET_ROLES, *identity_grants.OPS_AGENT_ROLES,
+                       identity_grants.MIRROR_READER_ROLE}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():

@@ -36,6 +36,7 @@ from pulumi.runtime.proto import provider_pb2_grpc
 
 import components.queued_resource as old_path_module
 from components.vm import queued_resource as qr
+from components.vm import tpu_api, tpu_request
 from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
 from tests.program import plain_occurrences
 
@@ -216,7 +217,7 @@ def world(tmp_path):
     env = {
         "PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
         "PULUMI_PROJECT": "tpu-vllm",  # the engine sets it for every plugin
-        qr.ENDPOINT_ENV: server.url + "/",
+        tpu_api.ENDPOINT_ENV: server.url + "/",
         "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
         "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
     }
@@ -237,7 +238,7 @@ def world(tmp_path):
 def inputs(provider_blob: str, **overrides: Any) -> dict[str, Any]:
     """The resource's inputs as the engine holds them: `__provider` is always a secret (pulumi.dynamic
     makes it one), and the node's ssh-keys are one here too, as when they come from secret config."""
-    body = qr.queued_resource_body(
+    body = tpu_request.queued_resource_body(
         project="proj", zone="us-west4-a", node_id="tpu-vllm-dev", accelerator_type="v5litepod-1",
         runtime_version="v2-alpha-tpuv5-lite", provisioning_model="flex-start", run_seconds=14400,
         queue_seconds=3600, network="default", subnetwork=None,
@@ -587,7 +588,7 @@ def test_the_watchdog_gets_only_what_the_tpu_client_needs_and_still_deletes(worl
                    if item)
     for name_, value in ENVIRONMENT_CANARIES.items():
         assert name_.encode() not in environ and value.encode() not in b"".join(environ.values())
-    assert environ[b"GOOGLE_APPLICATION_CREDENTIALS"] and environ[qr.ENDPOINT_ENV.encode()]
+    assert environ[b"GOOGLE_APPLICATION_CREDENTIALS"] and environ[tpu_api.ENDPOINT_ENV.encode()]
     # What it kept is enough: killed with no Python run in the host, the watchdog's DELETE goes through.
     os.killpg(os.getpgid(host.process.pid), signal.SIGKILL)
     wait_for(lambda: server.deleted == [name], "the watchdog's DELETE")

@@ -19,6 +19,7 @@ from google.oauth2.credentials import Credentials as UserCredentials
 from pulumi.dynamic.dynamic import serialize_provider
 
 from components.vm import queued_resource as qr
+from components.vm import tpu_api, tpu_request
 from tests.discovery_schema import load_document, validate, validate_queued_resource
 from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
 
@@ -40,7 +41,7 @@ def body(**overrides):
         tags=["tpu-vllm-dev"], labels={"app": "tpu-vllm"},
     )
     arguments.update(overrides)
-    return qr.queued_resource_body(**arguments)
+    return tpu_request.queued_resource_body(**arguments)
 
 
 def props(**overrides):
@@ -53,7 +54,7 @@ def props(**overrides):
 @pytest.fixture
 def sleeps(monkeypatch):
     recorded: list[float] = []
-    monkeypatch.setattr(qr.time, "sleep", lambda seconds: recorded.append(seconds))
+    monkeypatch.setattr(tpu_api.time, "sleep", lambda seconds: recorded.append(seconds))
     return recorded
 
 
@@ -62,7 +63,7 @@ def api(monkeypatch, sleeps):
     def make(**kwargs):
         server = FakeTpuApi(**kwargs).__enter__()
         made.append(server)
-        monkeypatch.setenv(qr.ENDPOINT_ENV, server.url + "/")
+        monkeypatch.setenv(tpu_api.ENDPOINT_ENV, server.url + "/")
         return server
 
     made: list[FakeTpuApi] = []
@@ -87,7 +88,7 @@ def test_flex_start_body_matches_the_discovery_schema_and_the_logs_command():
     node = sent["tpu"]["nodeSpec"][0]["node"]
     assert node["dataDisks"] == [{"sourceDisk": "projects/proj/zones/us-west4-a/disks/tpu-vllm-dev-cache",
                                   "mode": "READ_WRITE"}]
-    assert qr.gcloud_equivalent(sent, "tpu-vllm-dev") == (
+    assert tpu_request.gcloud_equivalent(sent, "tpu-vllm-dev") == (
         "gcloud alpha compute tpus queued-resources create tpu-vllm-dev --node-id=tpu-vllm-dev "
         "--zone=us-west4-a --accelerator-type=v5litepod-1 --runtime-version=v2-alpha-tpuv5-lite "
         "--provisioning-model=flex-start --max-run-duration=14400s")
@@ -173,7 +174,7 @@ def test_403_fails_at_once_naming_the_permission(api):
              "metadata": {"permission": "tpu.queuedResources.create"}}])
 
     server.handle = refuse
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "missing permission: tpu.queuedResources.create" in str(caught.value)
     assert "Permission denied" in str(caught.value)
@@ -187,7 +188,7 @@ def test_400_names_the_field(api):
     server.handle = lambda request: error(400, "INVALID_ARGUMENT", "Invalid run duration", [
         {"@type": "type.googleapis.com/google.rpc.BadRequest",
          "fieldViolations": [{"field": "run_duration.max_run_duration", "description": "must be <= 7d"}]}])
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "field run_duration.max_run_duration: must be <= 7d" in str(caught.value)
     assert len(server.requests) == 1
@@ -196,7 +197,7 @@ def test_400_names_the_field(api):
 def test_failed_raises_the_apis_message_and_deletes_the_request(api):
     message = 'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"'
     server = api(states=["WAITING_FOR_RESOURCES", "FAILED"], failed_message=message)
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert message in str(caught.value) and "deleted" in str(caught.value)
     assert server.deleted == [f"{PARENT}/queuedResources/tpu-vllm-dev"]
@@ -205,8 +206,8 @@ def test_failed_raises_the_apis_message_and_deletes_the_request(api):
 def test_a_request_that_never_leaves_the_queue_is_bounded_and_deleted(api, monkeypatch):
     server = api(states=["WAITING_FOR_RESOURCES"] * 10_000)
     clock = iter(range(0, 10**6, 1))
-    monkeypatch.setattr(qr.time, "monotonic", lambda: float(next(clock)))
-    with pytest.raises(qr.TpuApiError) as caught:
+    monkeypatch.setattr(tpu_api.time, "monotonic", lambda: float(next(clock)))
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props(waitSeconds=20))
     assert "gave up" in str(caught.value) and "queueTimeout" in str(caught.value)
     assert server.deleted
@@ -240,7 +241,7 @@ def test_an_active_request_whose_node_is_gone_is_replaced_not_dialled(api, capsy
 def test_a_create_that_finds_the_request_active_without_a_node_fails_and_deletes_it(api):
     server = api()
     server._make_node = lambda name: None  # GCP reports ACTIVE, but nodes.get finds nothing
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "is ACTIVE but its node" in str(caught.value) and "does not exist" in str(caught.value)
     assert server.deleted == [f"{PARENT}/queuedResources/tpu-vllm-dev"]
@@ -296,8 +297,8 @@ def test_delete_refused_past_the_bound_names_the_gcloud_command(api, monkeypatch
     provider = qr.QueuedResourceProvider()
     created = provider.create(props())
     clock = iter(range(0, 10**6, 1))
-    monkeypatch.setattr(qr.time, "monotonic", lambda: float(next(clock)))
-    with pytest.raises(qr.TpuApiError) as caught:
+    monkeypatch.setattr(tpu_api.time, "monotonic", lambda: float(next(clock)))
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         provider.delete(created.id, {**created.outs, "deleteWaitSeconds": 10})
     assert HAND_DELETE in str(caught.value)
     assert not server.deleted
@@ -311,6 +312,37 @@ def test_provider_survives_pickling_and_holds_no_credentials(api):
     assert isinstance(restored, qr.QueuedResourceProvider)
     assert vars(restored) == {}
     assert restored.diff("id", {**props(), "state": "ACTIVE"}, props()).changes is False
+
+# The provider as stacks' state holds it: pulumi's serialize_provider (pulumi/pulumi
+# sdk/python/lib/pulumi/dynamic/dynamic.py, pkg/v3.259.0-14) pickles it with dill, its class by reference
+# (module path and name), and the host loads it back with dill.loads (sdk/python/lib/pulumi/dynamic/__main__.py,
+# get_provider) on refresh, update and destroy. These blobs were made on main at 2dd964c, before
+# queued_resource.py was split into tpu_request, tpu_api, host_stopping and tpu_node: under the wing's module,
+# and under the top-level path of stacks made before components/vm/ existed.
+STATE_BLOBS_BEFORE_THE_SPLIT = {
+    "components.vm.queued_resource": (
+        "gASVPwAAAAAAAACMHWNvbXBvbmVudHMudm0ucXVldWVkX3Jlc291cmNllIwW"
+        "UXVldWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4="),
+    "components.queued_resource": (
+        "gASVPAAAAAAAAACMGmNvbXBvbmVudHMucXVldWVkX3Jlc291cmNllIwWUXVl"
+        "dWVkUmVzb3VyY2VQcm92aWRlcpSTlCmBlC4="),
+}
+
+
+@pytest.mark.parametrize("module_path", sorted(STATE_BLOBS_BEFORE_THE_SPLIT))
+def test_a_provider_pickled_into_state_before_the_split_still_loads_and_reads(api, module_path):
+    api()
+    created = qr.QueuedResourceProvider().create(props())
+    restored = dill.loads(base64.b64decode(STATE_BLOBS_BEFORE_THE_SPLIT[module_path]))
+    assert type(restored) is qr.QueuedResourceProvider
+    assert restored.read(created.id, created.outs).id == created.id
+
+
+def test_the_provider_pickles_today_exactly_as_stacks_state_holds_it():
+    # A different blob would be a change of every stack's `__provider` input: the class stays at its path.
+    assert qr.QueuedResourceProvider.__module__ == "components.vm.queued_resource"
+    assert (serialize_provider(qr.QueuedResourceProvider())
+            == STATE_BLOBS_BEFORE_THE_SPLIT["components.vm.queued_resource"])
 
 
 def test_no_spurious_update_when_inputs_carry_output_placeholders(api):
@@ -363,7 +395,7 @@ def test_a_create_whose_operation_fails_because_the_name_is_taken_never_deletes_
     than answer 409, the request of that name is not this create's: it must not be deleted."""
     server = api(conflict_in_operation=True)
     server.seed(NAME, body(labels={"owner": "someone-else"}), "ACTIVE")
-    with pytest.raises(qr.TpuApiError, match=r"queuedResources.create failed: .* already exists \(code 6\)"):
+    with pytest.raises(tpu_api.TpuApiError, match=r"queuedResources.create failed: .* already exists \(code 6\)"):
         qr.QueuedResourceProvider().create(props())
     assert server.deleted == [] and list(server.queued) == [NAME]
 
@@ -383,7 +415,7 @@ def test_an_existing_request_with_this_stacks_body_is_adopted_and_waited_for(api
 def test_an_existing_request_with_another_body_is_refused_with_the_exact_delete_command(api):
     server = api()
     server.seed(NAME, body(accelerator_type="v5litepod-4"), "WAITING_FOR_RESOURCES")
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     message = str(caught.value)
     assert "already exists (WAITING_FOR_RESOURCES)" in message
@@ -406,8 +438,8 @@ def test_a_stale_request_that_never_finishes_deleting_is_bounded(api, monkeypatc
     server = api()
     server.seed(NAME, body(), "DELETING", deleting_reads=10**6)
     clock = iter(range(0, 10**6, 1))
-    monkeypatch.setattr(qr.time, "monotonic", lambda: float(next(clock)))
-    with pytest.raises(qr.TpuApiError) as caught:
+    monkeypatch.setattr(tpu_api.time, "monotonic", lambda: float(next(clock)))
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props(deleteWaitSeconds=10))
     assert "still being deleted" in str(caught.value) and HAND_DELETE in str(caught.value)
     assert server.created_bodies == []
@@ -431,20 +463,20 @@ def test_request_comparison_ignores_what_the_server_adds_and_empty_values_it_lea
     observed.update({"name": NAME, "createTime": "2026-11-29T09:00:00Z", "state": {"state": "ACTIVE"}})
     observed["runDuration"]["terminationTime"] = "2026-11-29T13:00:00Z"
     observed["queueingPolicy"] = {"validUntilTime": "2026-11-29T10:00:00Z"}
-    assert qr.request_differences(sent, observed) == []
+    assert tpu_request.request_differences(sent, observed) == []
 
     other_script = copy.deepcopy(observed)
     other_script["tpu"]["nodeSpec"][0]["node"]["metadata"]["startup-script"] = "#!/bin/bash\nfalse\n"
-    assert qr.request_differences(sent, other_script) == ["tpu.nodeSpec[0].node.metadata.startup-script"]
+    assert tpu_request.request_differences(sent, other_script) == ["tpu.nodeSpec[0].node.metadata.startup-script"]
     no_run_duration = copy.deepcopy(observed)
     del no_run_duration["runDuration"]
-    assert qr.request_differences(sent, no_run_duration) == ["runDuration"]
+    assert tpu_request.request_differences(sent, no_run_duration) == ["runDuration"]
     two_disks = copy.deepcopy(observed)
     two_disks["tpu"]["nodeSpec"][0]["node"]["dataDisks"].append({"sourceDisk": "other", "mode": "READ_WRITE"})
-    assert qr.request_differences(sent, two_disks) == ["tpu.nodeSpec[0].node.dataDisks"]
+    assert tpu_request.request_differences(sent, two_disks) == ["tpu.nodeSpec[0].node.dataDisks"]
     other_deadline = copy.deepcopy(observed)
     other_deadline["queueingPolicy"] = {"validUntilDuration": "60s"}
-    assert qr.request_differences(sent, other_deadline) == ["queueingPolicy.validUntilDuration"]
+    assert tpu_request.request_differences(sent, other_deadline) == ["queueingPolicy.validUntilDuration"]
 
 
 def test_operations_are_waited_for_until_done(api):
@@ -486,8 +518,8 @@ class FakeClock:
 def test_the_wait_logs_state_and_elapsed_time_at_least_every_minute(api, monkeypatch, capsys):
     api(states=["WAITING_FOR_RESOURCES"] * 40 + ["PROVISIONING"] * 12 + ["ACTIVE"], operation_polls=0)
     clock = FakeClock()
-    monkeypatch.setattr(qr.time, "monotonic", clock.monotonic)
-    monkeypatch.setattr(qr.time, "sleep", clock.sleep)
+    monkeypatch.setattr(tpu_api.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(tpu_api.time, "sleep", clock.sleep)
     qr.QueuedResourceProvider().create(props(pollSeconds=15, waitSeconds=5400))
     err = capsys.readouterr().err
     progress = re.findall(r"tpu-vllm-dev: (\w+), (\d+m\d\ds) since the request \(gives up after 1h30m\)", err)
@@ -502,9 +534,9 @@ def test_the_wait_logs_state_and_elapsed_time_at_least_every_minute(api, monkeyp
 
 
 def test_elapsed_time_reads_in_hours_past_the_first_hour():
-    assert qr._duration(0) == "0m00s"
-    assert qr._duration(61) == "1m01s"
-    assert qr._duration(3725) == "1h02m"
+    assert tpu_api.duration(0) == "0m00s"
+    assert tpu_api.duration(61) == "1m01s"
+    assert tpu_api.duration(3725) == "1h02m"
 
 
 # Network and credential faults: a transient one is retried within a bound, a permanent one is a clear error.
@@ -536,7 +568,7 @@ TRANSIENT_FAULTS = {
 def test_a_transient_transport_error_is_retried(fault):
     request, calls = flaky_request(fault)
     waits: list[float] = []
-    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    api = tpu_api.TpuApi(retry_base_seconds=1, sleep=waits.append)
     assert api.call("queuedResources.get", request) == {"ok": True}
     assert len(calls) == 2 and waits == [1]
 
@@ -545,8 +577,8 @@ def test_a_transient_transport_error_is_retried(fault):
 def test_a_transport_error_that_lasts_is_a_bounded_clear_error(fault):
     request, calls = flaky_request(fault, failures=10**6)
     waits: list[float] = []
-    api = qr.TpuApi(retry_base_seconds=1, sleep=waits.append)
-    with pytest.raises(qr.TpuApiError) as caught:
+    api = tpu_api.TpuApi(retry_base_seconds=1, sleep=waits.append)
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         api.call("queuedResources.delete", request)
     assert len(calls) == 6 and waits == [1, 2, 4, 8, 16]
     message = str(caught.value)
@@ -569,8 +601,8 @@ PERMANENT_FAULTS = {
 def test_a_credential_failure_is_not_retried_and_says_how_to_sign_in(fault, said):
     request, calls = flaky_request(fault, failures=10**6)
     waits: list[float] = []
-    with pytest.raises(qr.TpuApiError) as caught:
-        qr.TpuApi(retry_base_seconds=1, sleep=waits.append).call("queuedResources.create", request)
+    with pytest.raises(tpu_api.TpuApiError) as caught:
+        tpu_api.TpuApi(retry_base_seconds=1, sleep=waits.append).call("queuedResources.create", request)
     assert len(calls) == 1 and waits == []
     message = str(caught.value)
     assert not caught.value.transient
@@ -580,8 +612,8 @@ def test_a_credential_failure_is_not_retried_and_says_how_to_sign_in(fault, said
 
 def test_a_permanent_httplib2_error_is_a_clear_error_not_a_retry():
     request, calls = flaky_request(httplib2.ProxiesUnavailableError("Proxy support missing"), failures=10**6)
-    with pytest.raises(qr.TpuApiError) as caught:
-        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+    with pytest.raises(tpu_api.TpuApiError) as caught:
+        tpu_api.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
     assert len(calls) == 1
     assert "queuedResources.get" in str(caught.value) and "HTTPS_PROXY" in str(caught.value)
 
@@ -589,7 +621,7 @@ def test_a_permanent_httplib2_error_is_a_clear_error_not_a_retry():
 def test_a_bug_is_not_dressed_up_as_an_outage():
     request, calls = flaky_request(KeyError("body"), failures=10**6)
     with pytest.raises(KeyError):
-        qr.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
+        tpu_api.TpuApi(retry_base_seconds=1, sleep=lambda seconds: None).call("queuedResources.get", request)
     assert len(calls) == 1
 
 
@@ -625,13 +657,13 @@ def signed_in_user(monkeypatch, token_uri: str) -> None:
     """Application Default Credentials of a user (`gcloud auth application-default login`)."""
     credentials = UserCredentials(token=None, refresh_token=REFRESH_TOKEN_CANARY, token_uri=token_uri,
                                   client_id="client.apps.googleusercontent.com",
-                                  client_secret=CLIENT_SECRET_CANARY, scopes=[qr.CLOUD_PLATFORM_SCOPE])
+                                  client_secret=CLIENT_SECRET_CANARY, scopes=[tpu_request.CLOUD_PLATFORM_SCOPE])
     monkeypatch.setattr(google.auth, "default", lambda scopes=None: (credentials, "proj"))
 
 
 def test_a_dns_blip_on_the_api_is_retried(api, dns, monkeypatch, capsys):
     server = api()
-    monkeypatch.setenv(qr.ENDPOINT_ENV, f"http://localhost:{server.port}/")
+    monkeypatch.setenv(tpu_api.ENDPOINT_ENV, f"http://localhost:{server.port}/")
     dns["localhost"] = 2
     result = qr.QueuedResourceProvider().create(props())
     assert result.outs["state"] == "ACTIVE" and dns["localhost"] == 0
@@ -662,7 +694,7 @@ def test_refused_credentials_end_the_create_at_once_with_how_to_sign_in(api, mon
     server = api(access_token="ya29.fake-token")
     signed_in_user(monkeypatch, f"{server.url}/token")
     server.refuse_tokens(400, "invalid_grant", "Token has been expired or revoked.", times=10)
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     message = str(caught.value)
     assert "invalid_grant: Token has been expired or revoked." in message
@@ -676,7 +708,7 @@ def test_missing_credentials_end_the_create_with_how_to_sign_in(api, monkeypatch
     server = api()
     monkeypatch.setattr(google.auth, "default", ORIGINAL_DEFAULT_CREDENTIALS)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-adc.json"))
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "missing-adc.json" in str(caught.value)
     assert "gcloud auth application-default login" in str(caught.value)
@@ -688,7 +720,7 @@ def test_an_api_401_says_how_to_sign_in(api, monkeypatch):
     server = api(access_token="ya29.fake-token")
     signed_in_user(monkeypatch, f"{server.url}/token")
     server.inject(Fault("POST", "/queuedResources", 401, times=3))
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "401" in str(caught.value) and "gcloud auth application-default login" in str(caught.value)
 
@@ -696,7 +728,7 @@ def test_an_api_401_says_how_to_sign_in(api, monkeypatch):
 def test_a_page_that_is_not_the_api_is_a_clear_error(api):
     server = api()
     server.inject(Fault("POST", "/queuedResources", 200, raw_body=b"<html>Sign in to the proxy</html>"))
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(props())
     assert "something other than JSON" in str(caught.value) and "Sign in to the proxy" in str(caught.value)
     assert server.created_bodies == []
@@ -709,8 +741,8 @@ def test_a_page_that_is_not_the_api_is_a_clear_error(api):
 @pytest.fixture
 def clock(monkeypatch, sleeps):
     fake = FakeClock()
-    monkeypatch.setattr(qr.time, "monotonic", fake.monotonic)
-    monkeypatch.setattr(qr.time, "sleep", fake.sleep)
+    monkeypatch.setattr(tpu_api.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(tpu_api.time, "sleep", fake.sleep)
     return fake
 
 
@@ -747,7 +779,7 @@ def test_an_outage_during_the_queue_wait_never_leaves_an_unmentioned_request(api
         waited_for = "the queuedResources.create operation" if outage_starts == 0 else "tpu-vllm-dev"
         assert f"waiting for {waited_for}: TPU API refused" in capsys.readouterr().err
         return
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         provider.create(real_props())
     message = str(caught.value)
     assert "503" in message and "ran out" in message
@@ -782,7 +814,7 @@ def test_an_outage_while_queued_is_logged_and_ridden_out(api, clock, capsys):
                          ids=["failed", "queue-deadline"])
 def test_a_request_that_could_not_be_deleted_is_not_reported_as_deleted(api, clock, states):
     server = api(states=states, refuse_delete=10**6, failed_message="no capacity for FLEX_START")
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(real_props())
     message = str(caught.value)
     assert "was deleted" not in message and "Deleting it failed as well" in message
@@ -792,7 +824,7 @@ def test_a_request_that_could_not_be_deleted_is_not_reported_as_deleted(api, clo
 def test_a_refusal_while_queued_ends_the_wait_and_deletes_the_request(api, clock):
     server = api(states=["WAITING_FOR_RESOURCES"] * 10 + ["ACTIVE"])
     server.inject(Fault("GET", "/queuedResources/", 403))
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(real_props())
     assert "403" in str(caught.value) and "roles/tpu.admin" in str(caught.value)
     assert "The request was deleted" in str(caught.value) and server.deleted == [NAME]
@@ -809,7 +841,7 @@ def test_an_unexpected_failure_while_queued_deletes_the_request(api, clock, monk
             raise RuntimeError("a bug in reading the node")
         monkeypatch.setattr(qr, "_observed", broken)
         said = "unexpected RuntimeError: a bug in reading the node while waiting for tpu-vllm-dev"
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         qr.QueuedResourceProvider().create(real_props())
     assert said in str(caught.value) and "The request was deleted" in str(caught.value)
     assert server.deleted == [NAME]
@@ -820,7 +852,7 @@ def test_a_create_lost_in_an_outage_says_it_may_exist_and_the_next_up_adopts_it(
     server.inject(Fault("POST", "/queuedResources", 503, after_handling=True))
     server.inject(Fault("POST", "/queuedResources", 503, times=5))
     provider = qr.QueuedResourceProvider()
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         provider.create(real_props())
     message = str(caught.value)
     assert "may have reached the API" in message and "next pulumi up adopts it" in message and HAND_DELETE in message
@@ -845,6 +877,6 @@ def test_destroy_that_cannot_finish_names_the_command(api, clock):
     provider = qr.QueuedResourceProvider()
     created = provider.create(real_props())
     server.outage = lambda request: request.method == "GET"
-    with pytest.raises(qr.TpuApiError) as caught:
+    with pytest.raises(tpu_api.TpuApiError) as caught:
         provider.delete(created.id, created.outs)
     assert str(caught.value).count(HAND_DELETE) == 1 and "ran out" in str(caught.value)

@@ -253,7 +253,7 @@ def derived_ids(stack):
     prefix = cfg.resource_prefix
     return {
         "node": cfg.node_id,
-        "account": cfg.service_account_id,
+        "account": cfg.vm_service_account_id,
         "disk": cfg.cache_disk_name,
         "tag": cfg.network_tag,
         "hf-secret": f"{prefix}-hf-token",

@@ -19,8 +19,7 @@ import pytest
 from google.auth import exceptions as auth_exceptions
 from google.auth.credentials import AnonymousCredentials
 
-from components.vm import boot_contract, container
-from components.vm import queued_resource as qr
+from components.vm import boot_contract, container, tpu_api, tpu_request
 from tests.fakes.tpu_api import FakeTpuApi, Fault
 from tests.shims import make_shims
 from tools import status, status_report
@@ -152,7 +151,7 @@ class Stack:
 
 
 def request_body() -> dict:
-    return qr.queued_resource_body(
+    return tpu_request.queued_resource_body(
         project="proj", zone="us-west4-a", node_id="tpu-vllm-dev", accelerator_type="v5litepod-1",
         runtime_version="v2-alpha-tpuv5-lite", provisioning_model="flex-start", run_seconds=14400,
         queue_seconds=3600, network="default", subnetwork=None,
@@ -165,7 +164,7 @@ def stack(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(google.auth, "default", lambda scopes=None: (AnonymousCredentials(), None))
     with FakeTpuApi() as api:
         made = Stack(tmp_path, api)
-        monkeypatch.setenv(qr.ENDPOINT_ENV, api.url + "/")
+        monkeypatch.setenv(tpu_api.ENDPOINT_ENV, api.url + "/")
         monkeypatch.setenv("PATH", made.env["PATH"])
         monkeypatch.setenv("FAKE_NODE", str(made.node))
         monkeypatch.setenv("STARTUP_ROOT", str(made.node))
@@ -179,7 +178,7 @@ def stack(tmp_path, monkeypatch, capsys):
 
 
 def run(stack: Stack, *argv: str) -> int:
-    api = qr.TpuApi(retry_base_seconds=0, max_attempts=2, sleep=lambda seconds: None)
+    api = tpu_api.TpuApi(retry_base_seconds=0, max_attempts=2, sleep=lambda seconds: None)
     return status.main(["--stack", "dev", *argv], api=api, clock=lambda: NOW)
 
 

@@ -16,14 +16,14 @@ import pytest
 
 import components.settings
 from components.core.shared_resources import Core
-from components.gke.deployment import GkeDeployment, GkeDeploymentArgs
+from components.gke.deployment import GkeWing, GkeWingArgs
 from components.settings import Settings
-from components.vm.deployment import VmDeployment, VmDeploymentArgs
+from components.vm.deployment import VmWing, VmWingArgs
 from tests import program as harness
 from tests.test_plan_layout import import_graph
 
 ROOT = Path(__file__).resolve().parent.parent
-WINGS = [(VmDeployment, VmDeploymentArgs), (GkeDeployment, GkeDeploymentArgs)]
+WINGS = [(VmWing, VmWingArgs), (GkeWing, GkeWingArgs)]
 
 
 @pytest.mark.parametrize(("wing", "args"), WINGS, ids=["vm", "gke"])
@@ -41,7 +41,7 @@ def test_the_program_is_settings_then_core_then_a_wing_then_exports():
     run = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "run")
     calls = [ast.unparse(node.func) for node in ast.walk(run) if isinstance(node, ast.Call)]
     made = [call for call in calls if call[:1].isupper()]
-    assert sorted(made) == ["GkeDeployment", "GkeDeploymentArgs", "VmDeployment", "VmDeploymentArgs"], made
+    assert sorted(made) == ["GkeWing", "GkeWingArgs", "VmWing", "VmWingArgs"], made
     assert "create_core" in calls and "pulumi.export" in calls
 
 
@@ -70,7 +70,7 @@ def test_each_wing_is_a_component_holding_the_platforms_resources(platform):
     assert at_root == core | {"tpu-vllm:identity:ServiceIdentity", wing["type"]}, at_root
 
 
-WING_ARGS = {VmDeploymentArgs, GkeDeploymentArgs}
+WING_ARGS = {VmWingArgs, GkeWingArgs}
 AliasOfSettings = Settings
 
 
@@ -128,8 +128,8 @@ def test_only_the_wings_args_hold_the_settings():
     assert {name: fields for name, fields in holding.items() if fields} == {}
 
 
-WING_CONSTRUCTORS = {("components/vm/deployment.py", "VmDeployment.__init__"),
-                     ("components/gke/deployment.py", "GkeDeployment.__init__")}
+WING_CONSTRUCTORS = {("components/vm/deployment.py", "VmWing.__init__"),
+                     ("components/gke/deployment.py", "GkeWing.__init__")}
 SETTINGS_PARAMETER_NAMES = {"settings", "cfg"}
 
 

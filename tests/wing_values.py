@@ -11,11 +11,11 @@ from components.vm.container import VmServing
 
 
 def vm_serving(settings: Settings) -> VmServing:
-    """As VmDeployment.__init__ builds it."""
+    """As VmWing.__init__ builds it."""
     return VmServing.of(serving_spec(settings), vllm=settings.vllm, cache=settings.cache)
 
 
 def gke_pod(settings: Settings) -> ServingPod:
-    """As GkeDeployment.__init__ builds it, with the front image as written."""
+    """As GkeWing.__init__ builds it, with the front image as written."""
     return serving_pod(serving_spec(settings), resource_prefix=settings.resource_prefix,
                        models=compute_class.models(settings.tpu.provisioning_model, settings.gke), gke=settings.gke)

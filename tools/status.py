@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 
 from components.vm import boot_contract, container
 from components.vm.host_key import pinned_ssh_options
-from components.vm.queued_resource import WAITING_STATES, TpuApi, TpuApiError
+from components.vm.queued_resource import WAITING_STATES
+from components.vm.tpu_api import TpuApi, TpuApiError
 from tools.status_report import EXIT_ERROR, EXIT_READY, Report, StatusError, parse_time, span
 
 # Outputs whose values must never be printed (the tool reads them with --show-secrets).

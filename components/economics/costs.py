@@ -1,4 +1,4 @@
-"""What each platform costs and holds: plain numbers for the stack's outputs and the offline plan's budget, the
+"""What each platform costs: plain numbers for the stack's outputs and the offline plan's budget, the
 VM's and the gke's side by side (components/economics/cost_lines.py writes them as the plan's lines)."""
 
 from __future__ import annotations
@@ -101,28 +101,6 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
                                            settings.tpu.run_seconds / 3600, 2)
     return costs
-
-
-def kv_outputs(settings: Settings) -> dict[str, Any]:
-    kv = settings.kv_budget()
-    if kv is None:
-        return {}
-    gke = settings.gke
-    return {
-        "kvBytesPerToken": kv.kv_bytes_per_token,
-        "kvTokens": kv.kv_tokens,
-        "kvTokensAtMaxReplicas": kv.kv_tokens * gke.max_replicas,
-        "kvPoolGib": round(chip_memory.gib(kv.kv_pool_bytes), 2),
-        "hbmCapGib": round(chip_memory.gib(kv.hbm_cap_bytes), 2),
-        "concurrencyGuidance": (
-            f"per replica keep clients x context under {kv.load_limit_tokens:,} tokens (78% of "
-            f"{kv.kv_tokens:,}); in total under {kv.load_limit_tokens * gke.min_replicas:,} at "
-            f"{gke.min_replicas} replica(s) and {kv.load_limit_tokens * gke.max_replicas:,} at "
-            f"{gke.max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each; "
-            f"a rollout adds {GKE_ROLLOUT_SURGE_PODS} replica (one more chip) before an old one leaves, so these "
-            f"lines hold through it, and at {gke.max_replicas} the namespace holds "
-            f"{gke.max_replicas + GKE_ROLLOUT_SURGE_PODS} chips while it runs"),
-    }
 
 
 def gke_plan_summary(settings: Settings) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from components.basis import naming
 from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.shared_resources import Core
-from components.economics.costs import baseline, gke_costs, kv_outputs, replica_usd_per_hour
+from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
 from components.gke import compile_cache, compute_class, manifests
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
+from components.gke.capacity import kv_outputs
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
@@ -91,7 +92,7 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
 
 
 @dataclass
-class GkeDeploymentArgs:
+class GkeWingArgs:
     settings: Settings
     """The validated stack settings (platform gke)."""
     core: Core
@@ -99,13 +100,15 @@ class GkeDeploymentArgs:
     the secrets, the labels."""
 
 
-class GkeDeployment(pulumi.ComponentResource):
+class GkeWing(pulumi.ComponentResource):
     """Node identity, cluster (or a reused one), the ComputeClass that makes every TPU node, the shared compile
     cache, the pinned image, serving workload, exposure and autoscaling."""
 
     outputs: dict[str, Any]
 
-    def __init__(self, name: str, args: GkeDeploymentArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GkeWingArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token keeps the name it had before the wing was called a wing: every child's URN is built
+        # from it, so renaming it would replace the stack (or need an alias on every child).
         super().__init__("tpu-vllm:gke:Deployment", name, None, opts)
         cfg, gke, core = args.settings, args.settings.gke, args.core
         # The server, derived once; the pods render it (components/serving/spec.py).
@@ -226,7 +229,7 @@ class GkeDeployment(pulumi.ComponentResource):
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
             **gke_costs(cfg),
-            **kv_outputs(cfg),
+            **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas),
         }
         self.outputs = {key: value for key, value in outputs.items() if value is not None}
         self.register_outputs(self.outputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,22 +55,28 @@ def rows() -> list[str]:
     return lines
 
 
+def replaced_between(document: str, start: str, end: str, lines: list[str]) -> str:
+    """The document with `lines` written again between the two marker lines."""
+    head, found_start, rest = document.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not found_start or not found_end:
+        raise ValueError(f"{DOC} lacks the markers {start!r} and {end!r} around a generated table")
+    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
 def rendered(document: str) -> str:
-    """The document with the table between the markers written again."""
-    head, start, rest = document.partition(START)
-    _, end, tail = rest.partition(END)
-    if not start or not end:
-        raise ValueError(f"{DOC} lacks the markers {START!r} and {END!r} around the settings table")
-    return head + START + "\n" + "\n".join(rows()) + "\n" + END + tail
+    """The document with the settings table between its markers written again."""
+    return replaced_between(document, START, END, rows())
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], render: Callable[[str], str] = rendered,
+         source: str = "the fields' descriptions", command: str = "python -m components.settings.docs") -> int:
+    """Rewrite docs/settings.md's table from its source; with --check, exit 1 when the page differs instead."""
     current = DOC.read_text()
-    wanted = rendered(current)
+    wanted = render(current)
     if "--check" in argv:
         if current != wanted:
-            print(f"{DOC} differs from the fields' descriptions; run python -m components.settings.docs",
-                  file=sys.stderr)
+            print(f"{DOC} differs from {source}; run {command}", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(wanted)

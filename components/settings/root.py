@@ -134,7 +134,8 @@ class Settings(_Section):
         return naming.resource_prefix(self.stack)
 
     @property
-    def service_account_id(self) -> str:
+    def vm_service_account_id(self) -> str:
+        """The TPU VM's service account (the vm platform's only); the gke wing's are named in core/ and gke/."""
         return naming.service_account_id(self.stack, "vm")
 
     @property

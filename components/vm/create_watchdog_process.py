@@ -59,17 +59,17 @@ class Reporter:
 def delete_until_accepted(request: dict[str, Any], until: float) -> tuple[bool, str]:
     """Send the DELETE, again while the API refuses it (400/409: still provisioning) or fails on an outage,
     until `until`. (True, what happened) once it was accepted or the request is gone."""
-    from components.vm import queued_resource as qr
+    from components.vm import tpu_api
 
-    api = qr.TpuApi(max_attempts=2, retry_base_seconds=0.5)
+    api = tpu_api.TpuApi(max_attempts=2, retry_base_seconds=0.5)
     poll = float(request.get("pollSeconds", 15))
     while True:
         try:
             operation = api.delete(request["name"])
             return True, ("sent the DELETE of" if operation is not None else "found nothing left of")
         except Exception as error:  # noqa: BLE001 - any failure is retried until the deadline, then reported
-            reason = str(error) if isinstance(error, qr.TpuApiError) else f"{error.__class__.__name__}: {error}"
-            retryable = not isinstance(error, qr.TpuApiError) or error.transient or error.status in (400, 409)
+            reason = str(error) if isinstance(error, tpu_api.TpuApiError) else f"{error.__class__.__name__}: {error}"
+            retryable = not isinstance(error, tpu_api.TpuApiError) or error.transient or error.status in (400, 409)
             if not retryable or time.monotonic() + poll > until:
                 return False, reason
         time.sleep(poll)
@@ -117,7 +117,7 @@ def main() -> None:
     # Its own session already keeps the host's group signals away; a terminal's Ctrl-C must not stop it either.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     socket.setdefaulttimeout(HTTP_TIMEOUT_SECONDS)  # a DELETE that hangs must not hold this process for ever
-    from components.vm import queued_resource  # noqa: F401 - imported now, so the DELETE goes out at once
+    from components.vm import tpu_api  # noqa: F401 - imported now, so the DELETE goes out at once
 
     ended_early = watch(sys.stdin)
     if ended_early:

@@ -37,7 +37,6 @@ from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
-from components.vm.queued_resource import TpuNode, TpuNodeArgs, gcloud_equivalent, queued_resource_body
 from components.vm.serving_step import (
     ServingStep,
     ServingStepArgs,
@@ -46,25 +45,29 @@ from components.vm.serving_step import (
     ssh_blocked_cause,
 )
 from components.vm.ssh_access import SshAccess, SshAccessArgs
+from components.vm.tpu_node import TpuNode, TpuNodeArgs
+from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
 
 
 @dataclass
-class VmDeploymentArgs:
+class VmWingArgs:
     settings: Settings
     """The validated stack settings (platform vm)."""
     core: Core
     """The shared core: APIs, the VM's identity, the secrets, the labels."""
 
 
-class VmDeployment(pulumi.ComponentResource):
+class VmWing(pulumi.ComponentResource):
     """Everything the vm platform adds to the shared core; `outputs` is what the stack exports."""
 
     outputs: dict[str, Any]
 
-    def __init__(self, name: str, args: VmDeploymentArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: VmWingArgs, opts: pulumi.ResourceOptions | None = None):
+        # The type token keeps the name it had before the wing was called a wing: every child's URN is built
+        # from it, so renaming it would replace the stack (or need an alias on every child).
         super().__init__("tpu-vllm:vm:Deployment", name, None, opts)
         cfg, core = args.settings, args.core
         # The server, derived once; everything below renders it (components/serving/spec.py).
@@ -107,7 +110,7 @@ class VmDeployment(pulumi.ComponentResource):
             child,
         )
 
-        vm_account_email = account_email(cfg.project, cfg.service_account_id)
+        vm_account_email = account_email(cfg.project, cfg.vm_service_account_id)
         host_key = NodeHostKey(
             "ssh-host-key",
             NodeHostKeyArgs(project=cfg.project, prefix=prefix, reader_email=vm_account_email, labels=labels),
