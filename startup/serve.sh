@@ -40,7 +40,7 @@ BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
 PROGRESS_LINES='Precompile|[Cc]ompil|[Ww]arm-?up|Loading weights|Memory statistics|Init kv-cache|startup complete'
 MILESTONES='Memory statistics|Init kv-cache|startup complete'
 WORK_DIR=""
-# Set by the stack after the staged files (components/vm/vllm_server.py): printed last on any failure, so
+# Set by the stack after the staged files (components/vm/serving_step.py): printed last on any failure, so
 # pulumi-command's error, which ends with this script's output, says the TPU bills and how to stop it.
 FAILURE_NOTE=""
 STAGED_PATHS=()

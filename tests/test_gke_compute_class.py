@@ -12,6 +12,7 @@ from components.basis import boot
 from components.gke import compile_cache, compute_class
 from components.gke.deployment import configuration_key
 from components.serving import serve_command
+from components.serving.spec import serving_spec
 from policy import gke_rules
 from tests import program as harness
 from tests.k8s_schema import kubernetes_objects, validation_errors
@@ -145,7 +146,8 @@ def test_a_lead_time_on_spot_is_a_warning_not_an_error():
     raw = {**with_gke(allowUnboundedBilling=True, recyclingLeadTime="1h"), "tpu": {"provisioningModel": "spot"}}
     loaded = settings.load(raw, "my-proj", "gke")
     assert any("gke.recyclingLeadTime" in w and "nothing is recycled" in w for w in loaded.warnings)
-    assert "flexStart" not in json.dumps(compute_class.compute_class(loaded.settings, "n@p"))
+    assert "flexStart" not in json.dumps(compute_class.compute_class(
+        "c", compute_class.models("spot", loaded.settings.gke), loaded.settings.gke, 3600, "n@p"))
 
 
 # The shared compile cache.
@@ -161,7 +163,7 @@ def test_every_replica_caches_on_the_shared_bucket_under_its_configurations_pref
     attributes = volume["csi"]["volumeAttributes"]
     assert volume["csi"]["driver"] == "gcsfuse.csi.storage.gke.io" and attributes["bucketName"] == bucket["name"]
     image = gke_program.output("vllmImage")["value"]
-    prefix = compile_cache.cache_prefix(image, configuration_key(harness_settings()))
+    prefix = compile_cache.cache_prefix(image, configuration_key(serving_spec(harness_settings())))
     assert attributes["mountOptions"] == f"implicit-dirs,only-dir={prefix}"
     assert gke_program.output("compileCachePath")["value"] == f"gs://{bucket['name']}/{prefix}"
     assert gke_program.named(SERVING)["inputs"]["spec"]["template"]["metadata"]["annotations"][
@@ -200,7 +202,7 @@ def harness_settings(config: dict | None = None) -> settings.Settings:
 
 @pytest.mark.parametrize(("section", "values", "same_prefix"), [
     # Outside the compile list: where vLLM listens and how the API server reads the model's text.
-    ("front", {"upstreamPort": 8002}, True),
+    ("vllm", {"serverPort": 8002}, True),
     ("vllm", {"allowedMediaDomains": ["upload.wikimedia.org"]}, True),
     ("vllm", {"reasoningParser": None}, True),
     ("tpuInference", {"numPrecompileWorkers": 8}, True),
@@ -215,7 +217,7 @@ def test_only_a_flag_that_changes_compiled_programs_moves_the_prefix(section, va
     changed = harness_settings(harness.with_section(harness.gke_config(), section, **values))
     assert serve_command.vllm_serve_args(base) != serve_command.vllm_serve_args(changed) or \
         serve_command.backend_environment(base) != serve_command.backend_environment(changed)
-    assert (configuration_key(base) == configuration_key(changed)) is same_prefix
+    assert (configuration_key(serving_spec(base)) == configuration_key(serving_spec(changed))) is same_prefix
 
 
 def test_every_flag_and_variable_the_stack_renders_is_placed_in_or_out_of_the_compile_key():
@@ -237,7 +239,7 @@ def test_a_changed_serve_flag_or_image_never_reads_another_configurations_entrie
     base = harness_settings()
     image = "vllm/vllm-tpu@sha256:" + "1" * 64
     flag = harness_settings(harness.with_section(harness.gke_config(), "vllm", maxModelLen=16384))
-    base_key, flag_key = configuration_key(base), configuration_key(flag)
+    base_key, flag_key = configuration_key(serving_spec(base)), configuration_key(serving_spec(flag))
     prefixes = {compile_cache.cache_prefix(image, base_key), compile_cache.cache_prefix(image, flag_key),
                 compile_cache.cache_prefix("vllm/vllm-tpu@sha256:" + "2" * 64, base_key)}
     assert len(prefixes) == 3

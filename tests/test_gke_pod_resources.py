@@ -10,8 +10,8 @@ import pytest
 
 from components import settings
 from components.gke import pod_resources, workload
-from components.gke.deployment import serving_pod
 from tests import program as harness
+from tests.wing_values import gke_pod
 
 GIB, MIB = pod_resources.GIB, pod_resources.MIB
 
@@ -28,7 +28,7 @@ def rendered_pod() -> dict:
     """The example stack's pod template."""
     raw = {key.split(":", 1)[1]: value for key, value in harness.gke_config().items() if key.startswith("tpu-vllm:")}
     parsed = {key: (json.loads(value) if settings.TOP_LEVEL_KEYS.get(key) else value) for key, value in raw.items()}
-    pod = serving_pod(settings.load(parsed, "my-proj", "gke").settings)
+    pod = gke_pod(settings.load(parsed, "my-proj", "gke").settings)
     return workload.pod_template(pod, service_account="vllm", image="i@sha256:" + "a" * 64, cache_bucket="b",
                                  cache_prefix="xla/k", hash_of_config="x")["spec"]
 

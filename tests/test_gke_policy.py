@@ -162,7 +162,9 @@ def opted_in_balancer() -> dict:
     raw["gke"] = {**raw["gke"], "allowExternalLoadBalancer": True}
     cfg = settings.load(raw, "my-proj", "gke").settings
     # The wing's own mapping from the settings; the Service's manifest uses neither provider nor workload.
-    return copy.deepcopy(exposure.load_balancer_service(exposure_args(cfg, provider=None, workload=None)))
+    return copy.deepcopy(exposure.load_balancer_service(exposure_args(
+        cfg.gke, cfg.access, resource_prefix=cfg.resource_prefix, serving_port=cfg.front.listen_port, provider=None,
+        workload=None)))
 
 
 def test_the_stacks_own_opt_in_clears_only_the_service_its_exposure_made(gke_triples):

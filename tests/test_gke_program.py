@@ -14,11 +14,11 @@ from components import settings
 from components.basis import boot, price_list
 from components.gke import cluster as cluster_module
 from components.gke import workload
-from components.gke.deployment import serving_pod
 from components.serving import front, serve_command
 from components.vm import container as container_vm
 from tests import program as harness
 from tests.k8s_schema import KUBERNETES_VERSION, kubernetes_objects, validation_errors
+from tests.wing_values import gke_pod, vm_serving
 from tools.plan.engine import StackMocks, is_wrapped_secret, unwrap
 from tools.plan.placeholders import MOCK_LOAD_BALANCER_IP
 
@@ -99,7 +99,7 @@ def test_the_cluster_has_workload_identity_the_secret_manager_add_on_and_managed
 def test_the_pod_runs_the_exact_serve_command_on_one_chip(gke):
     cfg = gke_settings()
     vllm = container(gke, "vllm")
-    assert vllm["command"] == serve_command.key_entry_command()
+    assert vllm["command"] == ["/bin/sh", "-c", serve_command.KEY_ENTRY_SCRIPT, serve_command.KEY_ENTRY_NAME]
     assert vllm["args"] == serve_command.vllm_serve_args(cfg)
     assert vllm["args"][-4:] == ["--host", "127.0.0.1", "--port", "8001"]
     assert vllm["resources"]["requests"]["google.com/tpu"] == vllm["resources"]["limits"]["google.com/tpu"] == "1"
@@ -130,7 +130,7 @@ def test_the_front_is_the_vms_front_and_the_only_door_to_the_api(gke):
     assert config_map["nginx.conf"] == front.nginx_config(listen_port=8000, upstream_port=8001)
     assert {"name": "api-key", "mountPath": "/run/secrets/tpu-vllm", "readOnly": True} in front_container[
         "volumeMounts"]
-    assert cfg.front.upstream_port not in [p["containerPort"] for c in pod_spec(gke)["containers"]
+    assert cfg.vllm.server_port not in [p["containerPort"] for c in pod_spec(gke)["containers"]
                                            for p in c.get("ports", [])]
 
 
@@ -161,8 +161,8 @@ def test_vllm_reads_the_api_key_from_its_file_as_on_the_vm(gke):
     assert f"{posixpath.basename(front.KEY_FILE)}" == "api-key"  # the SecretProviderClass's file name
     assert not [e for e in vllm["env"] if "KEY" in e["name"]]  # the key is never an env value in the spec
     # The same entry command as the VM's docker run, byte for byte.
-    vm_args = container_vm.docker_run_args(settings.load(
-        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings)
+    vm_args = container_vm.docker_run_args(vm_serving(settings.load(
+        {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings))
     script_at = vm_args.index("-c") + 1
     assert [vm_args[vm_args.index("--entrypoint") + 1], "-c", *vm_args[script_at:script_at + 2]] == command
 
@@ -180,8 +180,8 @@ def test_the_pods_entry_command_runs_vllm_with_the_key_from_the_mounted_file(gke
     assert empty.returncode == 1 and "API key file is empty" in empty.stderr
 
 
-@pytest.mark.parametrize(("section", "key", "port"), [("vllm", "port", 9090), ("front", "upstreamPort", 9090),
-                                                     ("vllm", "port", 8080), ("front", "upstreamPort", 9091)])
+@pytest.mark.parametrize(("section", "key", "port"), [("front", "listenPort", 9090), ("vllm", "serverPort", 9090),
+                                                     ("front", "listenPort", 8080), ("vllm", "serverPort", 9091)])
 def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
     try:
         cfg = gke_settings(gke_with(section, **{key: port}))
@@ -189,10 +189,10 @@ def test_the_rendered_pod_never_binds_one_port_twice(section, key, port):
         assert port == 9090 and f"{section}.{key} = 9090" in refused.render()
         return
     assert port != 9090, "a port the metrics door binds was accepted"
-    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
+    pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
                                 cache_prefix="xla/k", hash_of_config="x")
     ports = [p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
-    ports.append(cfg.front.upstream_port)  # vLLM's loopback port, in the same network namespace
+    ports.append(cfg.vllm.server_port)  # vLLM's loopback port, in the same network namespace
     assert len(ports) == len(set(ports)) == 3, ports
 
 
@@ -223,7 +223,7 @@ def test_the_network_policy_follows_the_serving_port():
     cfg = gke_settings(gke_with("vllm", port=8443))
     from components.gke import network_policy
     labels = workload.selector_labels(cfg.resource_prefix)
-    rules_ = network_policy.pod_network_policy("ns", labels, cfg.vllm.port)["spec"]["ingress"]
+    rules_ = network_policy.pod_network_policy("ns", labels, cfg.front.listen_port)["spec"]["ingress"]
     assert rules_[0]["ports"] == [{"protocol": "TCP", "port": 8443}]
 
 
@@ -462,7 +462,7 @@ def test_bad_gke_settings_register_nothing_and_say_every_problem():
 
 def test_pod_template_variants():
     cfg = gke_settings(gke_with("vllm", weightsOnDisk=True))
-    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i@sha256:" + "a" * 64,
+    pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i@sha256:" + "a" * 64,
                                 cache_bucket="b", cache_prefix="xla/k", hash_of_config="x")["spec"]
     vllm = pod["containers"][0]
     assert {"name": "HF_HOME", "value": "/var/cache/tpu-vllm/huggingface"} in vllm["env"]
@@ -472,7 +472,7 @@ def test_pod_template_variants():
     assert weights["csi"]["volumeAttributes"]["mountOptions"] == "implicit-dirs,only-dir=huggingface"
     spot = gke_settings({**gke_with("gke", allowUnboundedBilling=True),
                          "tpu-vllm:tpu": json.dumps({"provisioningModel": "spot"})})
-    tolerations = workload.pod_template(serving_pod(spot), service_account="vllm", image="i", cache_bucket="b",
+    tolerations = workload.pod_template(gke_pod(spot), service_account="vllm", image="i", cache_bucket="b",
                                         cache_prefix="xla/k", hash_of_config="x")["spec"]["tolerations"]
     assert [t["key"] for t in tolerations] == ["google.com/tpu", "cloud.google.com/compute-class",
                                                "cloud.google.com/gke-spot"]

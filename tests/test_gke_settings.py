@@ -153,7 +153,7 @@ def test_gke_costs_chips_fee_and_system_pool():
 
 # The pod's containers share one network namespace; the metrics door always binds metrics_door.METRICS_PORT.
 
-@pytest.mark.parametrize("section, key", [("vllm", "port"), ("front", "upstreamPort")])
+@pytest.mark.parametrize("section, key", [("front", "listenPort"), ("vllm", "serverPort")])
 def test_gke_refuses_a_port_that_collides_with_the_metrics_door(section, key):
     raw = gke_raw()
     raw[section] = {**raw.get(section, {}), key: metrics_door.METRICS_PORT}
@@ -161,8 +161,8 @@ def test_gke_refuses_a_port_that_collides_with_the_metrics_door(section, key):
     assert "metrics door" in problem and "use another port, e.g. 80" in problem
 
 
-@pytest.mark.parametrize("section, key, port", [("vllm", "port", 9091), ("front", "upstreamPort", 9089),
-                                                ("vllm", "port", 8080)])
+@pytest.mark.parametrize("section, key, port", [("front", "listenPort", 9091), ("vllm", "serverPort", 9089),
+                                                ("front", "listenPort", 8080)])
 def test_ports_next_to_the_metrics_door_pass(section, key, port):
     raw = gke_raw()
     raw[section] = {**raw.get(section, {}), key: port}
@@ -170,8 +170,8 @@ def test_ports_next_to_the_metrics_door_pass(section, key, port):
 
 
 def test_the_metrics_port_stays_free_on_the_vm():
-    raw = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "vllm": {"port": metrics_door.METRICS_PORT}}
-    assert settings.load(raw, "my-proj", "dev").settings.vllm.port == metrics_door.METRICS_PORT
+    raw = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}, "front": {"listenPort": metrics_door.METRICS_PORT}}
+    assert settings.load(raw, "my-proj", "dev").settings.front.listen_port == metrics_door.METRICS_PORT
 
 
 # The stack declares gke.namespace as its own Namespace: creating an existing one fails and destroy deletes it.

@@ -14,12 +14,13 @@ import pytest
 from components import settings
 from components.basis import chip_memory
 from components.gke import workload
-from components.gke.deployment import serving_pod
 from components.serving import serve_command
+from components.serving.spec import serving_spec
 from components.settings import untested_arms
 from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES, V5E_ONE_CHIP_HOST_VCPUS
 from components.vm import container
 from tests.golden import GOLDEN_DIR
+from tests.wing_values import gke_pod, vm_serving
 
 SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
 ALL_TPU_INFERENCE = {"attnBucketizedNumReqs": True, "sliceRopeCache": True, "numPrecompileWorkers": 8,
@@ -67,24 +68,24 @@ def test_every_variable_of_the_logs_table_is_a_setting_with_its_default_and_desc
 def test_the_logs_configuration_renders_no_variable_and_no_new_flag():
     cfg = load().settings
     assert serve_command.backend_environment(cfg) == {}
-    args = container.docker_run_args(cfg)
-    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "HF_HOME"}
+    args = container.docker_run_args(vm_serving(cfg))
+    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "VLLM_XLA_CACHE_PATH", "HF_HOME"}
     assert "--speculative-config" not in args
     assert untested_arms.untested_arms(cfg) == []
 
 
 def test_each_variable_reaches_vllms_container_on_the_vm_before_the_image():
     cfg = load({"tpuInference": ALL_TPU_INFERENCE}).settings
-    args = container.docker_run_args(cfg)
+    args = container.docker_run_args(vm_serving(cfg))
     assert {name: value for name, value in env_pairs(args).items() if name in ALL_ENV} == ALL_ENV
     last_env = max(i for i, arg in enumerate(args) if arg == "-e")
     assert last_env < args.index(cfg.vllm.image)  # docker options, not vLLM arguments
-    assert container.render_docker_command(cfg).count("NUM_PRECOMPILE_WORKERS=8") == 1
+    assert container.render_docker_command(vm_serving(cfg)).count("NUM_PRECOMPILE_WORKERS=8") == 1
 
 
 def test_each_variable_reaches_the_gke_pods_vllm_container():
     cfg = load({"platform": "gke", "tpuInference": ALL_TPU_INFERENCE}).settings
-    pod = workload.pod_template(serving_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
+    pod = workload.pod_template(gke_pod(cfg), service_account="vllm", image="i", cache_bucket="b",
                                 cache_prefix="xla/k", hash_of_config="x")
     [vllm] = [c for c in pod["spec"]["containers"] if c["name"] == "vllm"]
     env = {entry["name"]: entry["value"] for entry in vllm["env"]}
@@ -100,9 +101,10 @@ def test_the_gke_compile_cache_gives_each_variable_setting_its_own_prefix():
     default = load({"platform": "gke"}).settings
     gapped = load({"platform": "gke", "tpuInference": {"bucketPaddingGap": 128}}).settings
     assert serve_command.vllm_serve_args(default) == serve_command.vllm_serve_args(gapped)
-    assert configuration_key(default) != configuration_key(gapped)
+    assert configuration_key(serving_spec(default)) != configuration_key(serving_spec(gapped))
     # Unset variables add nothing to the key.
-    assert configuration_key(default) == compile_cache.flags_key(serve_command.vllm_serve_args(default), {})
+    assert configuration_key(serving_spec(default)) == compile_cache.flags_key(
+        serve_command.vllm_serve_args(default), {})
 
 
 def test_a_key_set_to_its_default_is_rendered_and_unset_keys_are_not():

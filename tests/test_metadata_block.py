@@ -23,10 +23,11 @@ import pytest
 
 from components import settings
 from components.serving import front
-from components.vm import boot_contract, container, metadata_block, systemd_units, vllm_server
+from components.vm import boot_contract, container, metadata_block, serving_step, systemd_units
 from tests.fakes import nginx
 from tests.fakes.gcp_metadata import ACCESS_TOKEN
 from tests.fakes.http import FakeServer, Response
+from tests.wing_values import vm_serving
 
 REPO = Path(__file__).resolve().parents[1]
 UID, GID = metadata_block.FRONT_UID, metadata_block.FRONT_GID
@@ -274,7 +275,7 @@ def test_the_real_nginx_serves_as_the_fronts_user():
 
 
 def test_the_front_runs_as_its_own_user_without_capabilities():
-    args = container.front_docker_run_args(cfg())
+    args = container.front_docker_run_args(vm_serving(cfg()).spec)
     assert args[args.index("--user") + 1] == f"{UID}:{GID}"
     assert args[args.index("--cap-drop") + 1] == "ALL"
     assert args[args.index("--security-opt") + 1] == "no-new-privileges"
@@ -289,16 +290,16 @@ def test_the_front_runs_as_its_own_user_without_capabilities():
 
 def test_vllm_keeps_the_metadata_server():
     """tpu-inference reads the TPU's type and worker id from it: vLLM stays root on the host network."""
-    args = container.docker_run_args(cfg())
+    args = container.docker_run_args(vm_serving(cfg()))
     assert "--net=host" in args and "--user" not in args
 
 
 def test_the_block_is_installed_by_the_serving_step_and_ordered_before_the_front():
-    installed = dict(vllm_server.installed_files(cfg()))
+    installed = dict(serving_step.installed_files(vm_serving(cfg())))
     assert installed[metadata_block.BLOCK_SCRIPT] == metadata_block.block_script()
     assert installed[metadata_block.FRONT_KEY_SCRIPT] == metadata_block.front_key_script()
     assert installed[systemd_units.unit_path(metadata_block.BLOCK_UNIT)] == metadata_block.block_unit()
-    unit = systemd_units.front_unit(cfg())
+    unit = systemd_units.front_unit(vm_serving(cfg()).spec)
     requires = next(line for line in unit.splitlines() if line.startswith("Requires="))
     after = next(line for line in unit.splitlines() if line.startswith("After="))
     assert metadata_block.BLOCK_UNIT in requires.split("=", 1)[1].split()

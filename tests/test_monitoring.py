@@ -53,8 +53,14 @@ def vm_scope(settings: Settings | None = None, run_end: int | None = RUN_END) ->
 
 
 def gke_scope() -> promql.Scope:
+    from components.economics.costs import baseline, replica_usd_per_hour
     from components.gke.deployment import monitoring_scope
-    return monitoring_scope(gke_settings())
+    cfg = gke_settings()
+    model = cfg.tpu.provisioning_model
+    return monitoring_scope(cfg.gke, stack=cfg.stack, cluster_name=cfg.gke.cluster_name or cfg.resource_prefix,
+                            provisioning_model=model, max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
+                            replica_usd_per_hour=replica_usd_per_hour(cfg, model),
+                            baseline_usd_per_hour=baseline(cfg).usd_per_hour)
 
 
 THRESHOLDS = {"kv_for_seconds": 300, "waiting_for_seconds": 300, "run_end_warning_seconds": 1800}
@@ -185,12 +191,12 @@ def test_the_alert_policies_are_policies_the_monitoring_api_takes(scope):
 def test_the_ops_agent_scrapes_vllm_on_loopback_under_the_job_the_dashboard_selects():
     settings = load({})
     document = yaml.safe_load(ops_agent.config(resource_prefix=settings.resource_prefix,
-                                               upstream_port=settings.front.upstream_port))
+                                               upstream_port=settings.vllm.server_port))
     receivers = document["metrics"]["receivers"]
     [(name, receiver)] = receivers.items()
     assert receiver["type"] == "prometheus"
     [job] = receiver["config"]["scrape_configs"]
-    assert job["static_configs"] == [{"targets": [f"127.0.0.1:{settings.front.upstream_port}"]}]
+    assert job["static_configs"] == [{"targets": [f"127.0.0.1:{settings.vllm.server_port}"]}]
     assert {"job": job["job_name"]} == vm_scope(settings).labels
     assert document["metrics"]["service"]["pipelines"][ops_agent.PIPELINE]["receivers"] == [name]
     # What the agent's own validation refuses (ops-agent confgenerator/prometheus.go, validatePrometheus).

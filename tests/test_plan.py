@@ -355,7 +355,7 @@ def test_a_malformed_stack_file_exits_2_without_a_traceback(tmp_path, case):
 
 NEW_BAD_CONFIGS = [
     ({"tpu-vllm:vllm.maxModelLen": "16384"}, "vllm.maxModelLen", "16384", "pulumi config set --path"),
-    ({"tpu-vllm:vllm": {"port": 22}}, "vllm.port", "22", "use 8000"),
+    ({"tpu-vllm:front": {"listenPort": 22}}, "front.listenPort", "22", "use 8000"),
     ({"tpu-vllm:tpu": {"zone": "us-east4-a"}}, "tpu.zone", "us-east4-a", "set it to us-west4-a"),
     ({"tpu-vllm:cache": {"sizeGb": 5}}, "cache.sizeGb", "5", "at least 10"),
     ({"tpu-vllm:vllm": {"kvCacheMemoryBytes": 100_000_000_000}}, "vllm.kvCacheMemoryBytes", "100000000000",

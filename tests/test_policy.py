@@ -235,7 +235,7 @@ for ports in (["7000-9000"], ["0-65535"], ["443", "7999-8001"]):
         return [*f["dev"], hand_rule("range", sourceRanges=["0.0.0.0/0"], allows=tcp(*ports))], {}
 
 
-@case("the serving port is read from the stack: vllm.port 8080", "firewall-not-open-to-the-world",
+@case("the serving port is read from the stack: front.listenPort 8080", "firewall-not-open-to-the-world",
       "the serving port (tcp:8080) is open to the internet")
 def _(f):
     return [*f["port 8080"], hand_rule("p8080", sourceRanges=["0.0.0.0/0"],

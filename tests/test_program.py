@@ -11,9 +11,10 @@ import pytest
 from components import settings
 from components.vm import container
 from components.vm.billing_notice import still_billing
-from components.vm.vllm_server import SERVE_SCRIPT, serve_stdin
+from components.vm.serving_step import SERVE_SCRIPT, serve_stdin
 from tests import program as harness
 from tests.discovery_schema import validate_queued_resource
+from tests.wing_values import vm_serving
 from tools.plan import provider_answers as answers
 from tools.plan.engine import is_wrapped_secret, unwrap
 from tools.plan.placeholders import MOCK_NODE_UID, MOCK_TERMINATION_TIME
@@ -140,10 +141,10 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     # stdin: serve.sh, then the rendered files (nginx.conf, the front's runner, both units), then `main`.
     # Then the note serve.sh prints last on a failure: the TPU bills until the run's end, and the ways out.
     note = still_billing(MOCK_TERMINATION_TIME, 0.6)
-    assert inputs["stdin"] == serve_stdin(cfg, note)
+    assert inputs["stdin"] == serve_stdin(vm_serving(cfg), note)
     assert inputs["stdin"].startswith(SERVE_SCRIPT.read_text().rstrip("\n"))
     assert inputs["stdin"].endswith("\nmain\n")
-    assert inputs["create"].endswith(shlex.join(container.docker_run_args(cfg)))
+    assert inputs["create"].endswith(shlex.join(container.docker_run_args(vm_serving(cfg))))
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 
 

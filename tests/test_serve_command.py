@@ -8,6 +8,7 @@ from components import settings
 from components.serving import serve_command
 from components.vm import container
 from tests.program import dev_config
+from tests.wing_values import vm_serving
 
 # The build log's final configuration, as run on the chip.
 LOG_FINAL_COMMAND = """
@@ -55,25 +56,26 @@ def test_listed_media_domains_are_passed_as_they_are():
 
 
 def test_docker_run_adds_the_cache_mount_and_the_secret_files_never_their_values():
-    args = container.docker_run_args(dev_settings())
+    args = container.docker_run_args(vm_serving(dev_settings()))
     image = args.index("vllm/vllm-tpu:nightly")
     options = args[:image]
     assert options == ["--name", "tpu-vllm", "--net=host", "--privileged",
-                       "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
-                       "-v", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
-                       "-v", "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
+                       "-v", "/dev/shm:/dev/shm", "--shm-size", "16g",
+                       "-v", "/mnt/tpu-vllm-cache/vllm/xla_cache:/var/cache/tpu-vllm/xla",
+                       "-v", "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm-hf/hf-token:ro",
                        "-v", "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro",
-                       "-e", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token", "-e", "HF_HOME=/dev/shm",
+                       "-e", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+                       "-e", "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "-e", "HF_HOME=/dev/shm",
                        "--entrypoint", "/bin/sh"]
     # The entry command reads the key inside the container, then vllm serve replaces the shell.
-    assert args[image + 1:image + 4] == ["-c", container.KEY_ENTRY_SCRIPT, container.KEY_ENTRY_NAME]
+    assert args[image + 1:image + 4] == ["-c", serve_command.KEY_ENTRY_SCRIPT, serve_command.KEY_ENTRY_NAME]
     assert args[image + 4:] == serve_command.vllm_serve_args(dev_settings())
     assert "--env-file" not in args and "--detach" not in args  # systemd runs it in the foreground
 
 
 def test_devices_access_drops_privileged_for_a_memlock_limit():
     cfg = settings.load({"vllm": {"containerAccess": "devices"}, **SSH}, "my-proj", "dev").settings
-    args = container.docker_run_args(cfg)
+    args = container.docker_run_args(vm_serving(cfg))
     assert "--privileged" not in args
     assert args[args.index("--ulimit") + 1] == "memlock=-1:-1"
 
@@ -81,7 +83,7 @@ def test_devices_access_drops_privileged_for_a_memlock_limit():
 def test_the_key_entry_command_exports_the_key_and_runs_the_command(tmp_path):
     key_file = tmp_path / "api-key"
     key_file.write_text("k3y\n")
-    script = container.KEY_ENTRY_SCRIPT.replace(container.CONTAINER_API_KEY_FILE, str(key_file))
+    script = serve_command.KEY_ENTRY_SCRIPT.replace(container.CONTAINER_API_KEY_FILE, str(key_file))
     ran = subprocess.run(["sh", "-c", script, "entry", "sh", "-c", 'printf "%s|%s" "$VLLM_API_KEY" "$1"', "x", "arg"],
                          capture_output=True, text=True)
     assert ran.returncode == 0 and ran.stdout == "k3y|arg"
@@ -95,15 +97,15 @@ def test_the_key_entry_command_exports_the_key_and_runs_the_command(tmp_path):
 
 def test_weights_on_disk_moves_hf_home_to_the_cache_disk():
     cfg = settings.load({"vllm": {"weightsOnDisk": True}, **SSH}, "my-proj", "dev").settings
-    args = container.docker_run_args(cfg)
-    assert "HF_HOME=/root/.cache/huggingface" in args
-    assert "/mnt/tpu-vllm-cache/huggingface:/root/.cache/huggingface" in args
+    args = container.docker_run_args(vm_serving(cfg))
+    assert "HF_HOME=/var/cache/tpu-vllm/huggingface" in args
+    assert "/mnt/tpu-vllm-cache/huggingface:/var/cache/tpu-vllm/huggingface" in args
 
 
 def test_optional_flags_render_only_when_set():
-    cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "port": 8080,
-                                  "enablePrefixCaching": False}, **SSH}, "my-proj", "dev").settings
+    cfg = settings.load({"vllm": {"kvCacheMemoryBytes": 5923602432, "enablePrefixCaching": False},
+                         "front": {"listenPort": 8080}, **SSH}, "my-proj", "dev").settings
     rendered = serve_command.render_serve_command(cfg)
     assert "--kv-cache-memory 5923602432" in rendered and "--no-enable-prefix-caching" in rendered
-    assert rendered.endswith("--host 127.0.0.1 --port 8001")  # vllm.port is the front's, not vLLM's
+    assert rendered.endswith("--host 127.0.0.1 --port 8001")  # front.listenPort is the front's, not vLLM's
     assert "--no-enable-prefix-caching" in rendered and "--block-size" not in rendered

@@ -21,10 +21,11 @@ from components import settings
 from components.serving import front
 from components.settings.front import DEFAULT_IMAGE as FRONT_DEFAULT_IMAGE
 from components.vm import boot_contract, container, metadata_block, systemd_units
-from components.vm.vllm_server import installed_files, remote_command_text, serve_stdin
+from components.vm.serving_step import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.vllm import FakeFront, FakeVllm
 from tests.shims import make_shims
+from tests.wing_values import vm_serving
 
 HERE = Path(__file__).resolve().parent
 DOCKER_CLI = os.environ.get("TPU_VLLM_DOCKER_CLI") or shutil.which("docker")
@@ -75,8 +76,8 @@ class Node:
         self.engine.logs[container.FRONT_CONTAINER_NAME] = "nginx: ready\n"
         port, upstream = free_port(), free_port()
         raw = raw or {}
-        self.cfg = settings.load({**SSH, **raw, "vllm": {"port": port, **raw.get("vllm", {})},
-                                  "front": {"upstreamPort": upstream}}, "my-proj", "dev").settings
+        self.cfg = settings.load({**SSH, **raw, "front": {"listenPort": port},
+                                  "vllm": {"serverPort": upstream, **raw.get("vllm", {})}}, "my-proj", "dev").settings
         self.vllm = FakeVllm(vllm_key, MODEL, port=upstream, **vllm_options).__enter__()
         # no_front: vLLM itself on the serving port, as if the front were missing.
         self.front = (FakeVllm if no_front else FakeFront)(API_CANARY, MODEL, port=port,
@@ -106,8 +107,8 @@ class Node:
         self.env.update({"STARTUP_ROOT": str(self.root), **self.engine.client_env(docker_config),
                          "HF_TOKEN": HF_CANARY, "VLLM_API_KEY": API_CANARY})
         # Exactly what pulumi-command sends, minus sudo (the tests run unprivileged).
-        self.argv = shlex.split(remote_command_text(self.cfg))[4:]
-        self.stdin = serve_stdin(self.cfg)
+        self.argv = shlex.split(remote_command_text(vm_serving(self.cfg)))[4:]
+        self.stdin = serve_stdin(vm_serving(self.cfg))
 
     def close(self) -> None:
         self.engine.__exit__(None, None, None)
@@ -135,7 +136,7 @@ class Node:
             for request in self.engine.requests:
                 assert canary not in request.path + json.dumps(request.query), "a secret reached the engine"
                 assert canary.encode() not in request.body, f"a secret reached the engine: {request.path}"
-            for path, _ in installed_files(self.cfg):
+            for path, _ in installed_files(vm_serving(self.cfg)):
                 assert canary not in self.file(path)
             assert canary not in self.file(container.VLLM_RUNNER)
             assert canary not in self.stdin and all(canary not in arg for arg in self.argv)
@@ -159,7 +160,7 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     result = vm()
     assert result.returncode == 0, result.stderr
     # Every rendered file is on the VM as rendered, and the vLLM runner exists.
-    for path, text in installed_files(vm.cfg):
+    for path, text in installed_files(vm_serving(vm.cfg)):
         assert vm.file(path) == text
     assert vm.file(container.VLLM_RUNNER).startswith("#!/bin/bash\n")
     assert f"ExecStart=bash {container.VLLM_RUNNER}" in vm.file(systemd_units.unit_path(systemd_units.VLLM_UNIT))
@@ -175,16 +176,19 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     # The engine got one create per container, with exactly the rendered arguments.
     [vllm_create] = vm.engine.creates(container.CONTAINER_NAME)
     [front_create] = vm.engine.creates(container.FRONT_CONTAINER_NAME)
-    image = container.docker_run_args(vm.cfg).index(vm.cfg.vllm.image)
+    image = container.docker_run_args(vm_serving(vm.cfg)).index(vm.cfg.vllm.image)
     assert vllm_create["Entrypoint"] == ["/bin/sh"]
-    assert vllm_create["Cmd"] == container.docker_run_args(vm.cfg)[image + 1:]
+    assert vllm_create["Cmd"] == container.docker_run_args(vm_serving(vm.cfg))[image + 1:]
     assert vllm_create["HostConfig"]["Privileged"] is True
     assert sorted(vllm_create["HostConfig"]["Binds"]) == sorted([
-        "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm:/root/.cache/vllm",
-        "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm/hf-token:ro",
+        "/dev/shm:/dev/shm", "/mnt/tpu-vllm-cache/vllm/xla_cache:/var/cache/tpu-vllm/xla",
+        "/etc/tpu-vllm/secrets/hf-token:/run/secrets/tpu-vllm-hf/hf-token:ro",
         "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro"])
+    # The docker CLI parsed the spec's size in binary units: 16 GiB, GKE's emptyDir sizeLimit.
+    assert vllm_create["HostConfig"]["ShmSize"] == 16 * 1024**3
     # Sorted: the CLI does not keep the order of -e flags.
-    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+    assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+                                          "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
     assert front_create["Image"] == FRONT_DEFAULT_IMAGE
     assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
     assert front_create["HostConfig"]["NetworkMode"] == "host"
@@ -215,8 +219,9 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     inspected = subprocess.run([DOCKER_CLI, "inspect", container.CONTAINER_NAME, container.FRONT_CONTAINER_NAME],
                                env=vm.env, capture_output=True, text=True, check=True).stdout
     assert all(canary not in inspected for canary in CANARIES)
-    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == ["HF_HOME=/dev/shm",
-                                                                 "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token"]
+    assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == [
+        "HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+        "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
 
 
 def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_rendered(node):
@@ -227,9 +232,9 @@ def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_ren
     result = vm()
     assert result.returncode == 0, result.stderr
     [create] = vm.engine.creates(container.CONTAINER_NAME)
-    assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm/hf-token",
+    assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
                                      "NUM_PRECOMPILE_WORKERS=8", "VLLM_TPU_BUCKET_PADDING_GAP=128",
-                                     "VLLM_XLA_CHECK_RECOMPILATION=1"]
+                                     "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "VLLM_XLA_CHECK_RECOMPILATION=1"]
     spec = create["Cmd"][create["Cmd"].index("--speculative-config") + 1]
     assert json.loads(spec) == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5,
                                 "prompt_lookup_min": 3}
@@ -421,7 +426,7 @@ BILLING_NOTE = "The TPU node is running and billing ($0.60/hour) until its run e
 @pytest.mark.parametrize("status", ["failed: permission denied reading projects/p/secrets/hf", None])
 def test_every_failure_ends_with_the_billing_note(node, status):
     vm = node(status=status)  # None: the boot script never finishes (an unexpected way to fail)
-    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
     result = vm("--status-timeout", "1") if status is None else vm()
     assert result.returncode == 1
     # Last, so the end of pulumi-command's error (it appends the command's output) is what to do.
@@ -430,6 +435,6 @@ def test_every_failure_ends_with_the_billing_note(node, status):
 
 def test_a_deploy_that_succeeds_does_not_print_the_billing_note(node):
     vm = node()
-    vm.stdin = serve_stdin(vm.cfg, BILLING_NOTE)
+    vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
     assert vm().returncode == 0
     assert BILLING_NOTE not in vm.result.stderr + vm.result.stdout

@@ -8,6 +8,8 @@ import pytest
 from components import settings as s
 from policy import address_ranges
 
+SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
+
 
 def load(**sections):
     sections.setdefault("access", {})
@@ -230,8 +232,8 @@ def test_short_health_timeout_is_an_error():
 
 @pytest.mark.parametrize("upstream", [8000, 22])
 def test_the_front_and_vllm_cannot_share_a_port(upstream):
-    problem = one_problem(front={"upstreamPort": upstream})
-    assert problem.startswith(f"tpu-vllm:front.upstreamPort = {upstream}:") and "8001" in problem
+    problem = one_problem(vllm={"serverPort": upstream})
+    assert problem.startswith(f"tpu-vllm:vllm.serverPort = {upstream}:") and "8001" in problem
 
 
 # --- Ids derived from the stack name (issue 12 §3) -------------------------------------------
@@ -324,26 +326,26 @@ def test_max_model_len_above_the_models_context_is_an_error():
 
 
 @pytest.mark.parametrize("port", [22])
-def test_the_ssh_port_is_refused_for_vllm(port):
-    message = one_problem(vllm={"port": port})
-    assert "tpu-vllm:vllm.port = 22" in message and "sshd" in message and "use 8000" in message
+def test_the_ssh_port_is_refused_for_the_front(port):
+    message = one_problem(front={"listenPort": port})
+    assert "tpu-vllm:front.listenPort = 22" in message and "sshd" in message and "use 8000" in message
 
 
 @pytest.mark.parametrize("port", [8000, 8080, 2222, 1024])
 def test_other_ports_are_accepted(port):
-    assert load(vllm={"port": port}).settings.vllm.port == port
+    assert load(front={"listenPort": port}).settings.front.listen_port == port
 
 
 @pytest.mark.parametrize("port", [80, 443, 1023])
 def test_a_privileged_serving_port_is_refused_on_vm(port):
     """The front runs as its own unprivileged user there (components/vm/metadata_block.py): nginx could not bind."""
-    message = one_problem(vllm={"port": port})
-    assert f"tpu-vllm:vllm.port = {port}" in message and "below 1024" in message and "e.g. 8000" in message
+    message = one_problem(front={"listenPort": port})
+    assert f"tpu-vllm:front.listenPort = {port}" in message and "below 1024" in message and "e.g. 8000" in message
 
 
 def test_a_privileged_serving_port_is_left_to_gke():
     """On gke the front's container is not the VM's; the rule is the VM's alone."""
-    assert load(platform="gke", vllm={"port": 80}).settings.vllm.port == 80
+    assert load(platform="gke", front={"listenPort": 80}).settings.front.listen_port == 80
 
 
 @pytest.mark.parametrize("image", ["", "   "])
@@ -625,10 +627,10 @@ def test_turning_tool_calling_off_is_an_error_because_the_smoke_test_calls_a_too
 
 def test_every_new_problem_is_reported_in_one_run():
     found = problems(tpu={"queueTimeout": "0s", "zone": "us-east4-a", "labels": {"Team": "x"}},
-                     vllm={"port": 22, "image": "", "maxNumSeqs": 0, "kvCacheMemoryBytes": -5,
+                     front={"listenPort": 22}, vllm={"image": "", "maxNumSeqs": 0, "kvCacheMemoryBytes": -5,
                            "toolCallParser": "nope", "limitMmPerPrompt": {"image": -1}},
                      cache={"sizeGb": 1}, **{"vllm.maxModelLen": "1"})
-    for key in ("queueTimeout", "zone", "labels", "vllm.port", "image", "maxNumSeqs", "kvCacheMemoryBytes",
+    for key in ("queueTimeout", "zone", "labels", "front.listenPort", "image", "maxNumSeqs", "kvCacheMemoryBytes",
                 "toolCallParser", "limitMmPerPrompt", "sizeGb", "vllm.maxModelLen = "):
         assert any(key in problem for problem in found), key
 
@@ -675,7 +677,7 @@ def test_your_own_ranges_need_no_opt_in(ranges):
 @pytest.mark.parametrize("ranges", [["0.0.0.0/0"], ["8.8.8.0/24"], ["::/0"], ["::ffff:0.0.0.0/96"],
                                     ["10.128.0.0/9", "172.32.0.0/16"], ["127.0.0.1/32"]])
 def test_internal_ranges_must_be_private(ranges):
-    message = one_problem(vllm={"port": 8080}, access={"internalSourceRanges": ranges})
+    message = one_problem(front={"listenPort": 8080}, access={"internalSourceRanges": ranges})
     assert message.startswith("tpu-vllm:access.internalSourceRanges = ")
     assert "not private" in message and "access.servingSourceRanges" in message
     assert "access.allowPublicServing" in message
@@ -797,3 +799,45 @@ def test_a_memory_cap_too_high_names_a_value_the_other_checks_accept(value):
     assert "1 or less" not in problem and "at most 1" not in problem
     if value > 1:
         assert "not a percentage" in problem
+
+
+# --- the ports' renamed keys: an old stack file keeps meaning what it meant ---
+
+@pytest.mark.parametrize(("old", "new", "attribute"), [
+    (("vllm", "port"), ("front", "listenPort"), ("front", "listen_port")),
+    (("front", "upstreamPort"), ("vllm", "serverPort"), ("vllm", "server_port")),
+])
+def test_an_old_port_key_is_read_as_its_new_name_with_a_warning_naming_it(old, new, attribute):
+    loaded = s.load({**SSH, old[0]: {old[1]: 8088}}, "my-proj", "dev")
+    assert getattr(getattr(loaded.settings, attribute[0]), attribute[1]) == 8088
+    [warning] = [w for w in loaded.warnings if f"{old[0]}.{old[1]}" in w]
+    assert warning.startswith(f"tpu-vllm:{old[0]}.{old[1]} = 8088: is renamed tpu-vllm:{new[0]}.{new[1]}")
+    assert f"pulumi config set --path 'tpu-vllm:{new[0]}.{new[1]}' 8088" in warning
+
+
+def test_the_old_keys_keep_the_meaning_they_had():
+    """vllm.port was the front's (the serving port), front.upstreamPort vLLM's: both at once, swapped values."""
+    cfg = s.load({**SSH, "vllm": {"port": 8080, "maxModelLen": 16384}, "front": {"upstreamPort": 8090}},
+                 "my-proj", "dev").settings
+    assert (cfg.front.listen_port, cfg.vllm.server_port, cfg.vllm.max_model_len) == (8080, 8090, 16384)
+
+
+def test_an_old_key_beside_its_new_one_is_an_error_naming_both():
+    found = problems(vllm={"port": 8080}, front={"listenPort": 8081})
+    assert any(p.startswith("tpu-vllm:vllm.port = 8080: is the old name of tpu-vllm:front.listenPort") for p in found)
+
+
+def test_an_old_key_moves_into_a_section_that_is_not_a_map_only_as_an_error():
+    """A new section that is not a map is not silently replaced by the moved key."""
+    with pytest.raises(s.SettingsError) as caught:
+        s.load({**SSH, "vllm": {"port": 8080}, "front": "nginx"}, "my-proj", "dev")
+    assert any("tpu-vllm:front" in problem for problem in caught.value.problems)
+
+
+def test_an_old_key_set_to_22_is_refused_like_the_new_one():
+    assert any(p.startswith("tpu-vllm:front.listenPort = 22") for p in problems(vllm={"port": 22}))
+
+
+def test_the_new_keys_load_without_a_warning():
+    loaded = s.load({**SSH, "front": {"listenPort": 8080}, "vllm": {"serverPort": 8090}}, "my-proj", "dev")
+    assert not [w for w in loaded.warnings if "renamed" in w]

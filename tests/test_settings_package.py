@@ -47,11 +47,11 @@ def test_a_rule_that_reads_a_key_which_failed_on_its_own_says_nothing_more():
 
 
 def test_duplicates_are_removed_by_comparing_findings_not_text():
-    same = s.Finding("vllm.port", [1, 2], "why", "fix")
-    assert same == s.Finding("vllm.port", [1, 2], "why", "fix")
-    assert len({same, s.Finding("vllm.port", [1, 2], "why", "fix")}) == 1
-    assert same != s.Finding("vllm.port", [1, 2], "why", "fix", "warning")
-    assert same != s.Finding("front.upstreamPort", [1, 2], "why", "fix")
+    same = s.Finding("front.listenPort", [1, 2], "why", "fix")
+    assert same == s.Finding("front.listenPort", [1, 2], "why", "fix")
+    assert len({same, s.Finding("front.listenPort", [1, 2], "why", "fix")}) == 1
+    assert same != s.Finding("front.listenPort", [1, 2], "why", "fix", "warning")
+    assert same != s.Finding("vllm.serverPort", [1, 2], "why", "fix")
 
 
 def test_a_secret_value_is_never_rendered():

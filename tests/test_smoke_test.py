@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from components import settings
-from components.vm import vllm_server
+from components.vm import serving_step
 from tests.fakes.vllm import FakeFront, FakeVllm
+from tests.wing_values import vm_serving
 
 SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "smoke_test.py"
 KEY = "CANARYsmokeKEY0123456789abcdefghijklmnopqrs"
@@ -119,5 +120,5 @@ def test_a_missing_or_empty_key_file_fails_before_any_request(tmp_path, servers,
 
 def test_serve_sh_is_sent_this_program_and_told_where_it_is():
     cfg = settings.load({"access": {"sshSourceRanges": ["198.51.100.7/32"]}}, "my-proj", "dev").settings
-    assert (vllm_server.SMOKE_TEST_FILE, SCRIPT.read_text()) in vllm_server.installed_files(cfg)
-    assert f"--smoke-test {vllm_server.SMOKE_TEST_FILE} " in vllm_server.remote_command_text(cfg)
+    assert (serving_step.SMOKE_TEST_FILE, SCRIPT.read_text()) in serving_step.installed_files(vm_serving(cfg))
+    assert f"--smoke-test {serving_step.SMOKE_TEST_FILE} " in serving_step.remote_command_text(vm_serving(cfg))

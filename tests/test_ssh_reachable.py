@@ -15,8 +15,8 @@ from pulumi.dynamic import ResourceProvider
 
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.vm import ssh_reachable
+from components.vm.serving_step import SSH_DIAL_TIMEOUT_SECONDS, SSH_DIALS
 from components.vm.ssh_reachable import SshReachableProvider
-from components.vm.vllm_server import SSH_DIAL_TIMEOUT_SECONDS, SSH_DIALS
 from tests.program import dev_config, run, with_section
 from tools.plan import engine
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from components import settings
+from components.serving.spec import serving_spec
 from components.vm import boot_contract, container, metadata_block, systemd_units
+from tests.wing_values import vm_serving
 
 SSH = {"access": {"sshSourceRanges": ["198.51.100.7/32"]}}
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -46,7 +48,7 @@ def values(unit: configparser.ConfigParser, section: str, key: str) -> list[str]
 
 
 def test_vllm_starts_after_docker_the_boot_scripts_success_and_the_cache_mount():
-    unit = parse(systemd_units.vllm_unit(cfg()))
+    unit = parse(systemd_units.vllm_unit(vm_serving(cfg())))
     requires = unit.get("Unit", "Requires").split()
     after = unit.get("Unit", "After").split()
     needed = ["docker.service", systemd_units.BOOT_READY_UNIT, "mnt-tpu\\x2dvllm\\x2dcache.mount"]
@@ -62,12 +64,12 @@ def test_the_boot_check_runs_once_per_boot_after_the_boot_script_without_running
     assert not unit.has_option("Unit", "Requires") and not unit.has_option("Unit", "Wants")
     assert unit.get("Service", "Type") == "oneshot" and unit.get("Service", "RemainAfterExit") == "yes"
     assert unit.get("Service", "ExecStart") == f"/bin/sh {boot_contract.BOOT_READY_CHECK}"
-    for rendered in (systemd_units.vllm_unit(cfg()), systemd_units.front_unit(cfg())):
+    for rendered in (systemd_units.vllm_unit(vm_serving(cfg())), systemd_units.front_unit(serving_spec(cfg()))):
         assert boot_contract.BOOT_SCRIPT_UNIT not in parse(rendered).get("Unit", "Requires")
 
 
 def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_with_limits():
-    unit = parse(systemd_units.vllm_unit(cfg()))
+    unit = parse(systemd_units.vllm_unit(vm_serving(cfg())))
     pre = values(unit, "Service", "ExecStartPre")
     assert pre == [f"-docker rm -f {container.CONTAINER_NAME}",  # '-': no container yet is fine
                    "rm -f /tmp/libtpu_lockfile"]
@@ -79,7 +81,7 @@ def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_wi
 
 
 def test_the_front_needs_the_boot_script_for_its_key_file_but_not_the_cache_disk():
-    unit = parse(systemd_units.front_unit(cfg()))
+    unit = parse(systemd_units.front_unit(serving_spec(cfg())))
     assert unit.get("Unit", "Requires").split() == ["docker.service", systemd_units.BOOT_READY_UNIT,
                                                     metadata_block.BLOCK_UNIT]
     assert values(unit, "Service", "ExecStartPre")[0] == f"-docker rm -f {container.FRONT_CONTAINER_NAME}"
@@ -88,7 +90,7 @@ def test_the_front_needs_the_boot_script_for_its_key_file_but_not_the_cache_disk
 
 
 def test_a_custom_mount_point_names_its_own_mount_unit():
-    unit = parse(systemd_units.vllm_unit(cfg(cache={"mountPoint": "/data/vllm_cache.2"})))
+    unit = parse(systemd_units.vllm_unit(vm_serving(cfg(cache={"mountPoint": "/data/vllm_cache.2"}))))
     assert "data-vllm_cache.2.mount" in unit.get("Unit", "Requires").split()
 
 
@@ -115,8 +117,8 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path, access):
                                f"Where={settings_.cache.mount_point}\n")
     names = [systemd_units.VLLM_UNIT, systemd_units.FRONT_UNIT, systemd_units.BOOT_READY_UNIT,
              metadata_block.BLOCK_UNIT]
-    (stubs / names[0]).write_text(systemd_units.vllm_unit(settings_))
-    (stubs / names[1]).write_text(systemd_units.front_unit(settings_))
+    (stubs / names[0]).write_text(systemd_units.vllm_unit(vm_serving(settings_)))
+    (stubs / names[1]).write_text(systemd_units.front_unit(serving_spec(settings_)))
     (stubs / names[2]).write_text(systemd_units.boot_ready_unit())
     (stubs / names[3]).write_text(metadata_block.block_unit())
     checked = subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", *(str(stubs / name) for name in names)],
@@ -128,7 +130,7 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path, access):
 def test_verify_catches_a_broken_unit(tmp_path):
     if SYSTEMD_ANALYZE is None:
         pytest.skip("systemd-analyze comes with Debian's systemd package")
-    broken = systemd_units.front_unit(cfg()).replace("Restart=on-failure", "Restart=sometimes")
+    broken = systemd_units.front_unit(serving_spec(cfg())).replace("Restart=on-failure", "Restart=sometimes")
     path = tmp_path / systemd_units.FRONT_UNIT
     path.write_text(broken)
     (tmp_path / systemd_units.BOOT_READY_UNIT).write_text(systemd_units.boot_ready_unit())
@@ -141,21 +143,22 @@ def test_verify_catches_a_broken_unit(tmp_path):
 
 
 def test_units_and_runners_hold_no_secret_and_name_no_env_file():
-    settings_ = cfg()
-    for text in (systemd_units.vllm_unit(settings_), systemd_units.front_unit(settings_),
-                 container.front_runner_script(settings_), " ".join(container.docker_run_args(settings_))):
+    vm = vm_serving(cfg())
+    for text in (systemd_units.vllm_unit(vm), systemd_units.front_unit(vm.spec),
+                 container.front_runner_script(vm.spec), " ".join(container.docker_run_args(vm))):
         assert "--env-file" not in text and "EnvironmentFile" not in text
         assert "VLLM_API_KEY=" not in text.replace('VLLM_API_KEY="$(cat', "")
 
 
 def test_the_front_runner_is_valid_bash(tmp_path):
     path = tmp_path / "run-front.sh"
-    path.write_text(container.front_runner_script(cfg()))
+    path.write_text(container.front_runner_script(serving_spec(cfg())))
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
 
 
 def test_unit_files_reference_paths_the_stack_installs():
-    text = (systemd_units.vllm_unit(cfg()) + systemd_units.front_unit(cfg()) + systemd_units.boot_ready_unit()
+    vm = vm_serving(cfg())
+    text = (systemd_units.vllm_unit(vm) + systemd_units.front_unit(vm.spec) + systemd_units.boot_ready_unit()
             + metadata_block.block_unit())
     for path in (container.VLLM_RUNNER, container.FRONT_RUNNER, boot_contract.BOOT_READY_CHECK,
                  metadata_block.BLOCK_SCRIPT, metadata_block.FRONT_KEY_SCRIPT):

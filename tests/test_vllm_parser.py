@@ -132,7 +132,7 @@ def test_vllm_accepts_the_serve_command_and_reads_what_the_stack_meant(verdict, 
     assert parsed["disable_chunked_mm_input"] is vllm.disable_chunked_mm_input
     assert parsed["enable_auto_tool_choice"] is True
     assert (parsed["tool_call_parser"], parsed["reasoning_parser"]) == ("gemma4", "gemma4")
-    assert (parsed["host"], parsed["port"]) == ("127.0.0.1", cfg.front.upstream_port)
+    assert (parsed["host"], parsed["port"]) == ("127.0.0.1", cfg.vllm.server_port)
     assert parsed["block_size"] is None  # the backend picks it
     spec = vllm.speculative_config
     if spec is None:

@@ -121,8 +121,83 @@ def test_only_the_wings_args_hold_the_settings():
     """Components take Args of exactly the values they use; the wings map the settings to them."""
     classes = component_dataclasses()
     names = {cls.__name__ for cls in classes}
-    assert {"ServingWorkloadArgs", "ExposureArgs", "AutoscalingArgs", "CompileCacheArgs", "VllmServerArgs"} <= names
+    assert {"ServingWorkloadArgs", "ExposureArgs", "AutoscalingArgs", "CompileCacheArgs", "ServingStepArgs"} <= names
     assert WING_ARGS <= set(classes)
     holding = {f"{cls.__module__}.{cls.__name__}": fields_holding_settings(cls)
                for cls in classes if cls not in WING_ARGS}
     assert {name: fields for name, fields in holding.items() if fields} == {}
+
+
+WING_CONSTRUCTORS = {("components/vm/deployment.py", "VmWing.__init__"),
+                     ("components/gke/deployment.py", "GkeWing.__init__")}
+SETTINGS_PARAMETER_NAMES = {"settings", "cfg"}
+
+
+def settings_takers(source: str) -> list[str]:
+    """Every function (by qualified name) that takes the settings object: a parameter annotated `Settings`
+    (also `Settings | None`, `settings.Settings`, a string annotation) or named settings/cfg, and every
+    `<x>.settings` read, which only a wing's Args carries."""
+    found: list[str] = []
+
+    def names_settings(annotation: ast.AST | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            annotation = ast.parse(annotation.value, mode="eval")
+        return any((isinstance(node, ast.Name) and node.id == "Settings")
+                   or (isinstance(node, ast.Attribute) and node.attr == "Settings") for node in ast.walk(annotation))
+
+    def visit(node: ast.AST, scope: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                name = f"{scope}.{child.name}" if not isinstance(child, ast.Lambda) else f"{scope}.<lambda>"
+                name = name.lstrip(".")
+                arguments = child.args
+                every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                         *([arguments.vararg] if arguments.vararg else []),
+                         *([arguments.kwarg] if arguments.kwarg else [])]
+                if any(arg.arg in SETTINGS_PARAMETER_NAMES or names_settings(arg.annotation) for arg in every):
+                    found.append(name)
+                visit(child, name)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{scope}.{child.name}".lstrip("."))
+            elif isinstance(child, ast.arguments):
+                continue  # annotations (a module-qualified components.settings.Settings) were judged above
+            else:
+                if isinstance(child, ast.Attribute) and child.attr == "settings" and isinstance(child.ctx, ast.Load):
+                    found.append(f"{scope or '<module>'} reads {ast.unparse(child)}")
+                visit(child, scope)
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_the_settings_check_finds_every_way_of_taking_them():
+    source = '''
+def plain(settings): ...
+def annotated(values: Settings): ...
+def optional(values: "Settings | None" = None): ...
+def qualified(*, values: components.settings.Settings): ...
+def short(cfg, x): ...
+class Thing:
+    def method(self, other: int, *rest: Settings): ...
+    def reads(self, args):
+        return args.settings.vllm
+def fine(spec: ServingSpec, gke: GkeSettings, port: int): ...
+run = lambda settings: settings
+'''
+    assert settings_takers(source) == ["plain", "annotated", "optional", "qualified", "short", "Thing.method",
+                                       "Thing.reads reads args.settings", "<lambda>"]
+
+
+def test_only_the_wings_constructors_take_the_settings():
+    """Below a wing's constructor, functions take the serving spec, a settings section or plain values: the
+    server is derived once (components/serving/spec.py), and nothing under a wing re-derives it."""
+    takers = []
+    for folder in ("vm", "gke"):
+        for path in sorted((ROOT / "components" / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            for name in settings_takers(path.read_text()):
+                qualified = name.split(" reads ")[0]
+                if (relative, qualified) not in WING_CONSTRUCTORS:
+                    takers.append(f"{relative}: {name}")
+    assert takers == []

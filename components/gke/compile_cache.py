@@ -40,14 +40,17 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components.serving.spec import COMPILE_CACHE_PATH, WEIGHTS_PATH
+
 CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Reads: list and get objects anywhere in the bucket (the mount lists its prefix; a list request is checked against
 # the bucket, not an object name, so it cannot be narrowed by an object-name condition).
 READ_ROLE = "roles/storage.objectViewer"
 # Writes: create objects, no delete and no overwrite (an overwrite needs storage.objects.delete), under one prefix.
 WRITE_ROLE = "roles/storage.objectCreator"
-MOUNT_PATH = "/var/cache/tpu-vllm/xla"
-WEIGHTS_MOUNT_PATH = "/var/cache/tpu-vllm/huggingface"
+# Where the pods mount the bucket: the serving spec's paths (components/serving/spec.py).
+MOUNT_PATH = COMPILE_CACHE_PATH
+WEIGHTS_MOUNT_PATH = WEIGHTS_PATH
 VOLUME = "xla-cache"
 WEIGHTS_VOLUME = "hf-weights"
 PREFIX = "xla"

@@ -17,7 +17,7 @@ from typing import Any
 
 from components.gke import manifests
 from components.gke.cluster import BOOT_DISK_GB, BOOT_DISK_TYPE
-from components.settings import Settings
+from components.settings.gke import GkeSettings
 
 COMPUTE_CLASS_API = "cloud.google.com/v1"
 # GKE labels (and taints) every node a class creates with the class's name; pods select it with this key.
@@ -32,45 +32,47 @@ MODEL_TAINTS = {"flex-start": "cloud.google.com/gke-flex-start", "spot": "cloud.
 TPU_RESOURCE = "google.com/tpu"
 
 
-def class_name(settings: Settings) -> str:
-    return f"{settings.resource_prefix}-tpu-v5e-1x1"
+def class_name(resource_prefix: str) -> str:
+    return f"{resource_prefix}-tpu-v5e-1x1"
 
 
-def models(settings: Settings) -> list[str]:
-    """The provisioning models of the class's priorities, first to last."""
-    return [settings.tpu.provisioning_model, *settings.gke.fallback]
+def models(provisioning_model: str, gke: GkeSettings) -> list[str]:
+    """The provisioning models of the class's priorities, first to last: tpu.provisioningModel, then gke.fallback."""
+    return [provisioning_model, *gke.fallback]
 
 
-def unbounded_models(settings: Settings) -> list[str]:
+def unbounded_models(models_in_order: list[str]) -> list[str]:
     """Models with no run end that the settings opted into: fallbacks, or a spot / on-demand primary
     (gke.allowUnboundedBilling)."""
-    return [model for model in models(settings) if model != "flex-start"]
+    return [model for model in models_in_order if model != "flex-start"]
 
 
-def priority(settings: Settings, model: str) -> dict[str, Any]:
+def priority(model: str, gke: GkeSettings, run_seconds: int) -> dict[str, Any]:
     rule: dict[str, Any] = {
         "tpu": {"type": TPU_TYPE, "topology": TPU_TOPOLOGY, "count": CHIPS_PER_NODE},
-        "location": {"zones": list(settings.gke.tpu_zones)},
+        "location": {"zones": list(gke.tpu_zones)},
         # GKE's default boot disk, stated so the plan prices exactly it.
         "storage": {"bootDiskSize": BOOT_DISK_GB, "bootDiskType": BOOT_DISK_TYPE},
     }
     if model == "flex-start":
         rule["flexStart"] = {"enabled": True,
-                             "nodeRecycling": {"leadTimeSeconds": settings.gke.recycling_lead_seconds}}
-        rule["maxRunDurationSeconds"] = settings.tpu.run_seconds
+                             "nodeRecycling": {"leadTimeSeconds": gke.recycling_lead_seconds}}
+        rule["maxRunDurationSeconds"] = run_seconds
     else:
         rule["spot"] = model == "spot"
     return rule
 
 
-def compute_class(settings: Settings, node_service_account: Any) -> dict[str, Any]:
-    unbounded = unbounded_models(settings)
+def compute_class(name: str, models_in_order: list[str], gke: GkeSettings, run_seconds: int,
+                  node_service_account: Any) -> dict[str, Any]:
+    """name: class_name(); models_in_order: models(); run_seconds: tpu.maxRunDuration in seconds."""
+    unbounded = unbounded_models(models_in_order)
     annotations = {UNBOUNDED_BILLING_ANNOTATION: ",".join(unbounded)} if unbounded else None
     return {
         "apiVersion": COMPUTE_CLASS_API, "kind": "ComputeClass",
-        "metadata": manifests.metadata(class_name(settings), annotations=annotations),
+        "metadata": manifests.metadata(name, annotations=annotations),
         "spec": {
-            "priorities": [priority(settings, model) for model in models(settings)],
+            "priorities": [priority(model, gke, run_seconds) for model in models_in_order],
             # The class makes its own node pools, with the nodes' least-privilege identity (not Compute's default).
             # No imageStreaming (Google's class sets it): it streams Artifact Registry images only, and needs the
             # Container File System API; vllm/vllm-tpu comes from Docker Hub.
@@ -79,37 +81,37 @@ def compute_class(settings: Settings, node_service_account: Any) -> dict[str, An
             # With no priority satisfiable, wait for capacity rather than put a TPU pod anywhere else.
             "whenUnsatisfiable": "DoNotScaleUp",
             # Move replicas back to the first priority when it has capacity again (a fallback costs more).
-            "activeMigration": {"optimizeRulePriority": bool(settings.gke.fallback)},
+            "activeMigration": {"optimizeRulePriority": bool(gke.fallback)},
         },
     }
 
 
-def node_selector(settings: Settings) -> dict[str, str]:
+def node_selector(name: str) -> dict[str, str]:
     """Only nodes this class made carry its label: a pod can land nowhere else."""
-    return {COMPUTE_CLASS_LABEL: class_name(settings),
+    return {COMPUTE_CLASS_LABEL: name,
             "cloud.google.com/gke-tpu-accelerator": TPU_TYPE,
             "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY}
 
 
-def tolerations(settings: Settings) -> list[dict[str, str]]:
+def tolerations(name: str, models_in_order: list[str]) -> list[dict[str, str]]:
     found = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
-             {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": class_name(settings), "effect": "NoSchedule"}]
+             {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": name, "effect": "NoSchedule"}]
     found += [{"key": MODEL_TAINTS[model], "operator": "Exists", "effect": "NoSchedule"}
-              for model in models(settings) if model in MODEL_TAINTS]
+              for model in models_in_order if model in MODEL_TAINTS]
     return found
 
 
-def chip_quota(settings: Settings, namespace: str, surge_pods: int) -> dict[str, Any]:
+def chip_quota(max_replicas: int, namespace: str, surge_pods: int) -> dict[str, Any]:
     """The namespace's pods may request at most gke.maxReplicas chips plus the rollout's surge pods: the cap the
     API server enforces. Without the surge chip a rollout at maxReplicas could not create its new pod, and would
     wait (maxUnavailable 0) until the HPA scaled down."""
     return {
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": manifests.metadata("tpu-chips", namespace),
-        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(peak_chips(settings, surge_pods))}},
+        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(peak_chips(max_replicas, surge_pods))}},
     }
 
 
-def peak_chips(settings: Settings, surge_pods: int) -> int:
+def peak_chips(max_replicas: int, surge_pods: int) -> int:
     """The most chips the namespace holds at once: every replica the HPA may ask for, and a rollout's surge."""
-    return (settings.gke.max_replicas + surge_pods) * CHIPS_PER_NODE
+    return (max_replicas + surge_pods) * CHIPS_PER_NODE

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.basis import naming
+from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.shared_resources import Core
 from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
@@ -30,61 +31,64 @@ from components.gke.workload import (
 )
 from components.monitoring.promql import Scope
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
-from components.serving import serve_command
+from components.serving.serve_command import render_serve_args
+from components.serving.spec import ServingSpec, serving_spec
 from components.settings import Settings
+from components.settings.access import AccessSettings
+from components.settings.gke import GkeSettings
 
 
-def configuration_key(settings: Settings) -> str:
+def configuration_key(spec: ServingSpec) -> str:
     """The compile cache's key: the `vllm serve` flags and tpu-inference variables that change compiled programs
     (compile_cache.COMPILED_FLAGS, COMPILED_VARIABLES)."""
-    return compile_cache.flags_key(serve_command.vllm_serve_args(settings), serve_command.backend_environment(settings))
+    return compile_cache.flags_key(list(spec.serve_args), dict(spec.backend_environment))
 
 
-def write_prefixes(settings: Settings, pinned_image: str) -> list[str]:
+def write_prefixes(spec: ServingSpec, pinned_image: str) -> list[str]:
     """Where the pods may create objects: this configuration's compile-cache prefix, and the shared checkpoint's
     when it is kept on the bucket."""
-    own = [compile_cache.cache_prefix(pinned_image, configuration_key(settings))]
-    return own + ([compile_cache.WEIGHTS_PREFIX] if settings.vllm.weights_on_disk else [])
+    own = [compile_cache.cache_prefix(pinned_image, configuration_key(spec))]
+    return own + ([compile_cache.WEIGHTS_PREFIX] if spec.weights_on_disk else [])
 
 
-def serving_pod(settings: Settings, front_image: pulumi.Input[str] | None = None) -> ServingPod:
-    """One serving pod's values, from the vllm, front and gke sections; front_image: front.image pinned to its
-    digest (as written when not given)."""
+def serving_pod(spec: ServingSpec, *, resource_prefix: str, models: list[str], gke: GkeSettings,
+                front_image: pulumi.Input[str] | None = None) -> ServingPod:
+    """One serving pod's values: the spec, and where it runs (the gke section, the class of `models`);
+    front_image: the spec's front image pinned to its digest (as written when not given)."""
+    name = compute_class.class_name(resource_prefix)
     return ServingPod(
-        selector_labels=selector_labels(settings.resource_prefix), serving_port=settings.vllm.port,
-        upstream_port=settings.front.upstream_port,
-        front_image=settings.front.image if front_image is None else front_image,
-        serve_args=serve_command.vllm_serve_args(settings),
-        backend_environment=serve_command.backend_environment(settings),
-        weights_on_disk=settings.vllm.weights_on_disk, health_timeout_seconds=settings.vllm.health_timeout_seconds,
-        node_selector=compute_class.node_selector(settings), tolerations=compute_class.tolerations(settings),
-        termination_grace_seconds=settings.gke.termination_grace_seconds)
+        selector_labels=selector_labels(resource_prefix), spec=spec,
+        front_image=spec.front_image if front_image is None else front_image,
+        node_selector=compute_class.node_selector(name), tolerations=compute_class.tolerations(name, models),
+        termination_grace_seconds=gke.termination_grace_seconds)
 
 
-def exposure_args(settings: Settings, provider: pulumi.ProviderResource, workload: pulumi.Resource) -> ExposureArgs:
+def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: str, serving_port: int,
+                  provider: pulumi.ProviderResource, workload: pulumi.Resource) -> ExposureArgs:
     return ExposureArgs(
-        namespace=settings.gke.namespace, selector_labels=selector_labels(settings.resource_prefix),
-        serving_port=settings.vllm.port, allow_external_load_balancer=settings.gke.allow_external_load_balancer,
-        internal_source_ranges=list(settings.access.internal_source_ranges),
-        serving_source_ranges=list(settings.access.serving_source_ranges), provider=provider, workload=workload)
+        namespace=gke.namespace, selector_labels=selector_labels(resource_prefix),
+        serving_port=serving_port, allow_external_load_balancer=gke.allow_external_load_balancer,
+        internal_source_ranges=list(access.internal_source_ranges),
+        serving_source_ranges=list(access.serving_source_ranges), provider=provider, workload=workload)
 
 
-def monitoring_scope(settings: Settings) -> Scope:
+def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
+                     max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
+                     baseline_usd_per_hour: float) -> Scope:
     """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
     as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
     pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
-    gke, model = settings.gke, settings.tpu.provisioning_model
-    cluster_name = gke.cluster_name or settings.resource_prefix
+    model = provisioning_model
     notes = [f"{gke.min_replicas}..{gke.max_replicas} replicas of one v5e chip, {model} at "
-             f"${replica_usd_per_hour(settings, model):.2f}/replica-hour; the cluster's baseline "
-             f"${baseline(settings).usd_per_hour:.2f}/hour"]
+             f"${replica_usd_per_hour:.2f}/replica-hour; the cluster's baseline "
+             f"${baseline_usd_per_hour:.2f}/hour"]
     if model == "flex-start":
-        notes.append(f"Each node runs {settings.tpu.max_run_duration}; its replacement comes up "
+        notes.append(f"Each node runs {max_run_duration}; its replacement comes up "
                      f"{gke.recycling_lead_time} before the end (node recycling)")
-    return Scope(title=f"tpu-vllm {settings.stack} (gke)",
+    return Scope(title=f"tpu-vllm {stack} (gke)",
                  labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
-                 kv=settings.kv_budget(), replicas=True, usd_per_hour=replica_usd_per_hour(settings, model),
-                 baseline_usd_per_hour=baseline(settings).usd_per_hour, notes=tuple(notes))
+                 kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
+                 baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes))
 
 
 @dataclass
@@ -107,6 +111,9 @@ class GkeWing(pulumi.ComponentResource):
         # from it, so renaming it would replace the stack (or need an alias on every child).
         super().__init__("tpu-vllm:gke:Deployment", name, None, opts)
         cfg, gke, core = args.settings, args.settings.gke, args.core
+        # The server, derived once; the pods render it (components/serving/spec.py).
+        spec = serving_spec(cfg)
+        class_models = compute_class.models(cfg.tpu.provisioning_model, gke)
         after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         cluster_name = gke.cluster_name or cfg.resource_prefix
 
@@ -130,12 +137,13 @@ class GkeWing(pulumi.ComponentResource):
                 use_existing=gke.use_existing_cluster, labels=core.labels),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
-            "tpu-class", compute_class.compute_class(cfg, nodes.email),
+            "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix), class_models, gke,
+                                                     cfg.tpu.run_seconds, nodes.email),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
-        image = pinned_image("vllm-image", cfg.vllm.image, pulumi.ResourceOptions(parent=self))
+        image = pinned_image("vllm-image", spec.vllm_image, pulumi.ResourceOptions(parent=self))
         # The front's nginx (and the metrics door's) pinned the same way: a recycled node runs the build the
         # first `pulumi up` saw, not whatever the tag points at by then.
-        front_image = pinned_image("front-image", cfg.front.image, pulumi.ResourceOptions(parent=self))
+        front_image = pinned_image("front-image", spec.front_image, pulumi.ResourceOptions(parent=self))
         # Through the mirror the digest stays the registry's (the cache's prefix keys on it); only where the node
         # pulls from changes.
         pulled_image, pulled_front_image = image, front_image
@@ -152,22 +160,26 @@ class GkeWing(pulumi.ComponentResource):
             location=gke.region.upper(), keep_on_destroy=cfg.cache.keep_on_destroy,
             retention_days=gke.cache_retention_days,
             workload_service_account_email=core.identity.email,
-            write_prefixes=pulumi.Output.from_input(image).apply(lambda pinned: write_prefixes(cfg, pinned)),
+            write_prefixes=pulumi.Output.from_input(image).apply(lambda pinned: write_prefixes(spec, pinned)),
             labels=core.labels, services=core.apis), pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",
             ServingWorkloadArgs(
-                project=cfg.project, namespace=gke.namespace, pod=serving_pod(cfg, pulled_front_image),
-                ready_timeout_seconds=cfg.tpu.queue_seconds + cfg.vllm.health_timeout_seconds,
-                chip_quota=compute_class.chip_quota(cfg, gke.namespace, SURGE_PODS),
-                configuration_key=configuration_key(cfg),
+                project=cfg.project, namespace=gke.namespace,
+                pod=serving_pod(spec, resource_prefix=cfg.resource_prefix, models=class_models, gke=gke,
+                                front_image=pulled_front_image),
+                ready_timeout_seconds=cfg.tpu.queue_seconds + spec.health_timeout_seconds,
+                chip_quota=compute_class.chip_quota(gke.max_replicas, gke.namespace, SURGE_PODS),
+                configuration_key=configuration_key(spec),
                 google_service_account_email=core.identity.email,
                 hf_token_secret_name=core.secrets.hf_token_secret_name,
                 api_key_secret_name=core.secrets.api_key_secret_name,
                 image=pulled_image, cache_bucket=cache.bucket, compute_class=tpu_class, cache=cache,
                 provider=cluster.provider, cluster_ready=cluster.ready),
             pulumi.ResourceOptions(parent=self, depends_on=[core.secrets]))
-        exposure = Exposure("exposure", exposure_args(cfg, cluster.provider, workload),
+        exposure = Exposure("exposure", exposure_args(gke, cfg.access, resource_prefix=cfg.resource_prefix,
+                                                      serving_port=spec.listen_port, provider=cluster.provider,
+                                                      workload=workload),
                             pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
             project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
@@ -179,10 +191,15 @@ class GkeWing(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self))
         if cfg.monitoring.enabled:
             OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(
-                project=cfg.project, settings=cfg.monitoring, scope=monitoring_scope(cfg), labels=core.labels,
+                project=cfg.project, settings=cfg.monitoring, labels=core.labels,
+                scope=monitoring_scope(
+                    gke, stack=cfg.stack, cluster_name=cluster_name, provisioning_model=cfg.tpu.provisioning_model,
+                    max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
+                    replica_usd_per_hour=replica_usd_per_hour(cfg, cfg.tpu.provisioning_model),
+                    baseline_usd_per_hour=baseline(cfg).usd_per_hour),
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
-        port = cfg.vllm.port
+        port = spec.listen_port
         endpoint = pulumi.Output.concat("http://", exposure.address, f":{port}/v1")
         outputs: dict[str, Any] = {
             "platform": "gke",
@@ -190,8 +207,8 @@ class GkeWing(pulumi.ComponentResource):
             "clusterLocation": gke.location,
             "credentialsCommand": cluster.name.apply(lambda n: credentials_command(n, gke.location, cfg.project)),
             "namespace": gke.namespace,
-            "computeClass": compute_class.class_name(cfg),
-            "computeClassPriorities": compute_class.models(cfg),
+            "computeClass": compute_class.class_name(cfg.resource_prefix),
+            "computeClassPriorities": class_models,
             "tpuZones": gke.tpu_zones,
             "nodeRunDuration": cfg.tpu.max_run_duration if cfg.tpu.provisioning_model == "flex-start" else None,
             "nodeRecyclingLeadTime": (gke.recycling_lead_time if cfg.tpu.provisioning_model == "flex-start"
@@ -200,7 +217,7 @@ class GkeWing(pulumi.ComponentResource):
             "frontImage": pulled_front_image,
             "compileCacheBucket": cache.bucket,
             "compileCachePath": pulumi.Output.all(cache.bucket, image).apply(
-                lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], configuration_key(cfg))}"),
+                lambda values: f"gs://{values[0]}/{compile_cache.cache_prefix(values[1], configuration_key(spec))}"),
             "replicas": {"min": gke.min_replicas, "max": gke.max_replicas},
             "externalEndpoint" if gke.allow_external_load_balancer else "internalEndpoint": endpoint,
             "inClusterEndpoint": exposure.in_cluster_url,
@@ -208,7 +225,7 @@ class GkeWing(pulumi.ComponentResource):
             "localEndpoint": f"http://127.0.0.1:{port}/v1",
             "apiKey": core.secrets.api_key,
             "hfTokenSource": core.secrets.hf_token_source,
-            "vllmServeCommand": serve_command.render_serve_command(cfg),
+            "vllmServeCommand": render_serve_args(spec.serve_args),
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
             **gke_costs(cfg),

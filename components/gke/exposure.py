@@ -28,7 +28,7 @@ class ExposureArgs:
     selector_labels: dict[str, str]
     """The labels of the serving pods the Services send to (workload.selector_labels)."""
     serving_port: int
-    """vllm.port: the front's port, on the pods and on both Services."""
+    """front.listenPort: the front's port, on the pods and on both Services."""
     allow_external_load_balancer: bool
     """gke.allowExternalLoadBalancer: the load balancer faces the internet instead of the VPC."""
     internal_source_ranges: list[str]

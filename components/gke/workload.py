@@ -22,7 +22,8 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.gke import compile_cache, compute_class, manifests, metrics_door, network_policy, pod_resources
-from components.serving import front, serve_command
+from components.serving import front
+from components.serving.spec import ServingSpec
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
 APP_NAME = "vllm"
@@ -34,14 +35,17 @@ API_KEY_CLASS = "vllm-api-key"
 # The Secret Manager add-on: its CSI driver and the SecretProviderClass it reads (provider "gke").
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
-HF_TOKEN_DIR = "/run/secrets/tpu-vllm-hf"
-HF_TOKEN_FILE = "hf-token"
-# The 9.54 GiB checkpoint downloads to memory in ~10 s (as on the VM, --shm-size 10gb there).
-SHM_BYTES = 16 * pod_resources.GIB
-SHM_SIZE = f"{SHM_BYTES // pod_resources.GIB}Gi"
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 TPU_RESOURCE = compute_class.TPU_RESOURCE
 PROBE_PERIOD_SECONDS = 10
+SHM_PATH = "/dev/shm"
+
+
+def shm_size(shm_bytes: int) -> str:
+    """The emptyDir's sizeLimit, a Kubernetes quantity: whole GiB as written before the spec held the size."""
+    if shm_bytes % pod_resources.GIB == 0:
+        return f"{shm_bytes // pod_resources.GIB}Gi"
+    return f"{shm_bytes // pod_resources.MIB}Mi"
 
 
 def selector_labels(resource_prefix: str) -> dict[str, str]:
@@ -50,24 +54,14 @@ def selector_labels(resource_prefix: str) -> dict[str, str]:
 
 @dataclass
 class ServingPod:
-    """The values one serving pod is made of, each from the settings (components/gke/deployment.py)."""
+    """The values one serving pod is made of (components/gke/deployment.py): the server, and where it runs."""
 
     selector_labels: dict[str, str]
     """The labels that pick the stack's pods (selector_labels()); every Service, policy and the HPA select on them."""
-    serving_port: int
-    """vllm.port: the front's port, the only one clients reach."""
-    upstream_port: int
-    """front.upstreamPort: vLLM's own port, on the pod's loopback."""
+    spec: ServingSpec
+    """The server (components/serving/spec.py): vLLM's command, environment, ports, the front, the secret files."""
     front_image: pulumi.Input[str]
-    """front.image pinned to its digest (components/gke/image_digest.py): the front's and the metrics door's."""
-    serve_args: list[str]
-    """The `vllm serve` arguments, as on the VM (components/serving/serve_command.py)."""
-    backend_environment: dict[str, str]
-    """tpu-inference's variables that are set (serve_command.backend_environment)."""
-    weights_on_disk: bool
-    """vllm.weightsOnDisk: the checkpoint on the shared bucket instead of in memory."""
-    health_timeout_seconds: int
-    """vllm.healthTimeout in seconds: how long the startup probe lets a cold compile run."""
+    """spec.front_image pinned to its digest (components/gke/image_digest.py): the front's and the metrics door's."""
     node_selector: dict[str, str]
     """The ComputeClass's node label (compute_class.node_selector)."""
     tolerations: list[dict[str, str]]
@@ -99,23 +93,16 @@ def secret_provider_class(name: str, namespace: str, secrets: pulumi.Input[str])
     }
 
 
-def front_config(serving_port: int, upstream_port: int) -> dict[str, str]:
-    """The ConfigMap's data: the front's nginx.conf (shared with the VM) and the metrics door's."""
-    config_name = posixpath.basename(front.CONFIG_PATH)
+def config_map_data(spec: ServingSpec) -> dict[str, str]:
+    """The ConfigMap's data: the front's nginx.conf (the spec's, as on the VM) and the metrics door's."""
     return {
-        config_name: front.nginx_config(listen_port=serving_port, upstream_port=upstream_port),
-        metrics_door.CONFIG_KEY: metrics_door.nginx_config(upstream_port=upstream_port),
+        posixpath.basename(spec.front_config_path): spec.front_config,
+        metrics_door.CONFIG_KEY: metrics_door.nginx_config(upstream_port=spec.upstream_port),
     }
 
 
 def config_hash(data: dict[str, str]) -> str:
     return hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(data.items())).encode()).hexdigest()[:16]
-
-
-def health_probe_command(upstream_port: int) -> list[str]:
-    """vLLM's /health on loopback, from inside the pod (the kubelet's HTTP probes come from outside it)."""
-    return ["python3", "-c",
-            f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{upstream_port}/health', timeout=4)"]
 
 
 # The pod's stop, inside terminationGracePeriodSeconds (gke.terminationGracePeriod, at most what GKE's cluster
@@ -182,31 +169,25 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
                  cache_prefix: pulumi.Input[str], hash_of_config: str) -> dict[str, Any]:
     """image: the pinned repository@sha256 reference; cache_prefix: this configuration's own prefix of the
     shared bucket (compile_cache.cache_prefix)."""
-    layout = front.FrontLayout()
-    config_dir = posixpath.dirname(layout.config_path)
-    env = [{"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_DIR}/{HF_TOKEN_FILE}"},
-           # Explicit, not the image's home directory: the shared bucket's prefix for this configuration.
-           {"name": "VLLM_XLA_CACHE_PATH", "value": compile_cache.MOUNT_PATH}]
+    spec = pod.spec
+    config_dir = posixpath.dirname(spec.front_config_path)
+    env = [{"name": name, "value": value} for name, value in spec.environment]
     mounts = [
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": compile_cache.VOLUME, "mountPath": compile_cache.MOUNT_PATH},
-        {"name": "hf-token", "mountPath": HF_TOKEN_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": SHM_PATH},
+        {"name": compile_cache.VOLUME, "mountPath": spec.compile_cache_path},
+        {"name": "hf-token", "mountPath": posixpath.dirname(spec.hf_token_file), "readOnly": True},
         # The entry command reads the key from here into VLLM_API_KEY, as on the VM.
-        {"name": "api-key", "mountPath": posixpath.dirname(front.KEY_FILE), "readOnly": True},
+        {"name": "api-key", "mountPath": posixpath.dirname(spec.api_key_file), "readOnly": True},
     ]
     options = (compile_cache.mount_options(cache_prefix) if isinstance(cache_prefix, str)
                else pulumi.Output.from_input(cache_prefix).apply(compile_cache.mount_options))
     cache_volumes = [compile_cache.csi_volume(compile_cache.VOLUME, cache_bucket, options)]
-    if pod.weights_on_disk:
+    if spec.weights_on_disk:
         # The checkpoint does not depend on the image or the flags: one copy for every configuration.
-        mounts.append({"name": compile_cache.WEIGHTS_VOLUME, "mountPath": compile_cache.WEIGHTS_MOUNT_PATH})
+        mounts.append({"name": compile_cache.WEIGHTS_VOLUME, "mountPath": spec.hf_home})
         cache_volumes.append(compile_cache.csi_volume(
             compile_cache.WEIGHTS_VOLUME, cache_bucket, compile_cache.mount_options(compile_cache.WEIGHTS_PREFIX)))
-        env.append({"name": "HF_HOME", "value": compile_cache.WEIGHTS_MOUNT_PATH})
-    else:
-        env.append({"name": "HF_HOME", "value": "/dev/shm"})
-    env += [{"name": name, "value": value} for name, value in pod.backend_environment.items()]
-    probe = {"exec": {"command": health_probe_command(pod.upstream_port)}, "timeoutSeconds": 5}
+    probe = {"exec": {"command": list(spec.health_command)}, "timeoutSeconds": 5}
     containers = [
         {
             "name": "vllm",
@@ -214,31 +195,32 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             # The VM's entry command and arguments: vLLM gets the key from its file, then `vllm serve` runs.
             # vLLM's key check leaves /health and /metrics open (its PUBLIC_ENDPOINTS), so the probes and the
             # metrics door keep working behind it.
-            "command": serve_command.key_entry_command(),
-            "args": list(pod.serve_args),
+            "command": list(spec.vllm_entry),
+            "args": list(spec.serve_args),
             "env": env,
-            "resources": tpu_container_resources(pod_resources.vllm_size(SHM_BYTES)),
+            "resources": tpu_container_resources(pod_resources.vllm_size(spec.shm_bytes)),
             "volumeMounts": mounts,
             # A cold start compiles for ~14 min; the probe gives it vllm.healthTimeout.
             "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,
-                             "failureThreshold": math.ceil(pod.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
+                             "failureThreshold": math.ceil(spec.health_timeout_seconds / PROBE_PERIOD_SECONDS)},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 3},
-            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(pod.serving_port,
+            "lifecycle": {"preStop": {"exec": {"command": vllm_drain_command(spec.listen_port,
                                                                               pod.termination_grace_seconds)}}},
         },
         {
             "name": "front",
             "image": pod.front_image,
-            "command": front.entry_command(layout),
-            "ports": [{"name": "http", "containerPort": pod.serving_port}],
+            "command": list(spec.front_entry),
+            "ports": [{"name": "http", "containerPort": spec.listen_port}],
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5,
                                "failureThreshold": 2},
-            "lifecycle": {"preStop": {"exec": {"command": front_drain_command(layout, pod.termination_grace_seconds)}}},
+            "lifecycle": {"preStop": {"exec": {"command": front_drain_command(spec.front_layout,
+                                                                               pod.termination_grace_seconds)}}},
             "resources": pod_resources.FRONT.resources(),
             "volumeMounts": [
                 {"name": "front-config", "mountPath": config_dir, "readOnly": True},
-                {"name": "api-key", "mountPath": posixpath.dirname(layout.key_file), "readOnly": True},
-                {"name": "front-run", "mountPath": layout.run_dir},
+                {"name": "api-key", "mountPath": posixpath.dirname(spec.api_key_file), "readOnly": True},
+                {"name": "front-run", "mountPath": spec.front_run_dir},
             ],
         },
         {
@@ -251,7 +233,7 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
         },
     ]
     volumes = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(spec.shm_bytes)}},
         {"name": "front-run", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
         {"name": "front-config", "configMap": {"name": CONFIG_MAP}},
         {"name": "hf-token", "csi": {"driver": SECRETS_CSI_DRIVER, "readOnly": True,
@@ -342,7 +324,8 @@ def serving_service(labels: dict[str, str], serving_port: int, name: str, namesp
 
 
 def headless_service(pod: ServingPod, namespace: str) -> dict[str, Any]:
-    return serving_service(pod.selector_labels, pod.serving_port, HEADLESS_SERVICE, namespace, {"clusterIP": "None"})
+    return serving_service(pod.selector_labels, pod.spec.listen_port, HEADLESS_SERVICE, namespace,
+                           {"clusterIP": "None"})
 
 
 def disruption_budget(labels: dict[str, str], namespace: str) -> dict[str, Any]:
@@ -440,16 +423,16 @@ class ServingWorkload(pulumi.ComponentResource):
             "metadata": manifests.metadata(ns, labels=dict(pod.selector_labels))}, k8s_opts)
         in_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[namespace]))
         quota = manifests.declare(f"{name}-chip-quota", args.chip_quota, in_namespace)
-        data = front_config(pod.serving_port, pod.upstream_port)
+        data = config_map_data(pod.spec)
         config_map = manifests.declare(f"{name}-front-config", {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": manifests.metadata(CONFIG_MAP, ns, dict(pod.selector_labels)), "data": data}, in_namespace)
         hf_class = manifests.declare(f"{name}-hf-token-class", secret_provider_class(
             HF_TOKEN_CLASS, ns, pulumi.Output.from_input(args.hf_token_secret_name).apply(
-                lambda secret: secrets_parameter(secret, HF_TOKEN_FILE))), in_namespace)
+                lambda secret: secrets_parameter(secret, posixpath.basename(pod.spec.hf_token_file)))), in_namespace)
         api_class = manifests.declare(f"{name}-api-key-class", secret_provider_class(
             API_KEY_CLASS, ns, pulumi.Output.from_input(args.api_key_secret_name).apply(
-                lambda secret: secrets_parameter(secret, posixpath.basename(front.KEY_FILE)))), in_namespace)
+                lambda secret: secrets_parameter(secret, posixpath.basename(pod.spec.api_key_file)))), in_namespace)
         ksa = manifests.declare(f"{name}-ksa", service_account(ns, args.google_service_account_email), in_namespace)
         binding = bind_workload_identity(
             f"{name}-workload-identity", args.project, args.google_service_account_email, ns, KSA_NAME,
@@ -457,7 +440,7 @@ class ServingWorkload(pulumi.ComponentResource):
         headless = manifests.declare(f"{name}-pods", headless_service(pod, ns), in_namespace)
         # Before the first pod: no moment where its metrics door is open to the cluster.
         ingress = manifests.declare(f"{name}-network-policy", network_policy.pod_network_policy(
-            ns, dict(pod.selector_labels), pod.serving_port), in_namespace)
+            ns, dict(pod.selector_labels), pod.spec.listen_port), in_namespace)
         # A new Pulumi name (and kind) for the move from the StatefulSet of earlier versions: Pulumi creates this
         # Deployment, waits for its first replica to be ready, and deletes the StatefulSet only after every new
         # resource, so a stack that serves keeps serving through the move (docs/gke.md, "Changing a serving stack").

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 
 from components.serving import front
 from components.settings import NO_MEDIA_DOMAIN, Settings
@@ -24,11 +25,6 @@ KEY_ENTRY_SCRIPT = (
     'export VLLM_API_KEY; exec "$@"'
 )
 KEY_ENTRY_NAME = "tpu-vllm-entry"
-
-
-def key_entry_command() -> list[str]:
-    """The container's command; `vllm serve ...` (vllm_serve_args) follows as its arguments."""
-    return ["/bin/sh", "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME]
 
 
 def vllm_serve_args(settings: Settings) -> list[str]:
@@ -61,7 +57,7 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         args += ["--speculative-config", vllm.speculative_config.flag_value()]
     # Media URLs in prompts make vLLM fetch them (server-side requests); an empty list would allow any host.
     args += ["--allowed-media-domains", *(vllm.allowed_media_domains or [NO_MEDIA_DOMAIN])]
-    return args + ["--host", LISTEN_HOST, "--port", str(settings.front.upstream_port)]
+    return args + ["--host", LISTEN_HOST, "--port", str(settings.vllm.server_port)]
 
 
 def backend_environment(settings: Settings) -> dict[str, str]:
@@ -70,5 +66,10 @@ def backend_environment(settings: Settings) -> dict[str, str]:
     return settings.tpu_inference.environment()
 
 
+def render_serve_args(serve_args: Iterable[str]) -> str:
+    """The `vllm serve ...` line as a shell would read it (the outputs' vllmServeCommand)."""
+    return shlex.join(serve_args)
+
+
 def render_serve_command(settings: Settings) -> str:
-    return shlex.join(vllm_serve_args(settings))
+    return render_serve_args(vllm_serve_args(settings))

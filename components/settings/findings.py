@@ -28,7 +28,7 @@ NO_VALUE: Any = NoValue()
 
 
 def full_key(key: str) -> str:
-    """'vllm.port' -> 'tpu-vllm:vllm.port'; a key of another namespace ('gcp:project') stays as it is."""
+    """'front.listenPort' -> 'tpu-vllm:front.listenPort'; a key of another namespace ('gcp:project') stays as it is."""
     return key if ":" in key else f"{NAMESPACE}:{key}"
 
 
@@ -47,7 +47,7 @@ class Finding:
     """A problem (severity error: the stack refuses to deploy) or a warning (it deploys, and says so)."""
 
     key: str
-    """The config key, e.g. 'vllm.port' (under tpu-vllm:) or 'gcp:project'."""
+    """The config key, e.g. 'front.listenPort' (under tpu-vllm:) or 'gcp:project'."""
     value: Any
     """What it holds (NO_VALUE when the finding is about the key as a whole)."""
     message: str

@@ -76,7 +76,7 @@ class GkeSettings(_Section):
     system_node_count: int = Field(1, ge=1, le=10, description="nodes in the system pool")
     namespace: str = Field("tpu-vllm", description=(
         "where the workload runs; the stack creates and deletes it, so `default`, `custom-metrics`, `kube-*`, "
-        "`gke-*`, `gmp-*` are refused. On gke, `vllm.port` and `front.upstreamPort` may not be 9090 (the metrics "
+        "`gke-*`, `gmp-*` are refused. On gke, `front.listenPort` and `vllm.serverPort` may not be 9090 (the metrics "
         "door's), and `vllm.containerAccess` is ignored (warned): the chip comes through the pod's "
         "`google.com/tpu` request"))
     termination_grace_period: Duration = Field("10m", description=(

@@ -72,6 +72,41 @@ def _without_flat_keys(raw: dict[str, Any], secret_keys: frozenset[str]) -> tupl
     return kept, problems
 
 
+# Keys renamed because they said the opposite of what they hold, each (old section, old key, new section, new key).
+# A stack file written before keeps working: the loader reads the old key as the new one and warns, naming it.
+# They move between sections, so pydantic's AliasChoices (one field's names within one model) cannot carry them.
+MOVED_KEYS = (
+    ("vllm", "port", "front", "listenPort"),
+    ("front", "upstreamPort", "vllm", "serverPort"),
+)
+
+
+def _with_moved_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Finding]]:
+    """The old keys read as the new ones, with a warning for each; an old key set beside its new one is an error."""
+    sections = {name for old, _, new, _ in MOVED_KEYS for name in (old, new)}
+    moved = {name: dict(raw[name]) for name in sections if isinstance(raw.get(name), dict)}
+    findings = []
+    for old_section, old_key, new_section, new_key in MOVED_KEYS:
+        if old_key not in moved.get(old_section, {}) or (new_section in raw and new_section not in moved):
+            continue  # nothing to move, or a new section that is not a map (reported as such by validation)
+        value = moved[old_section].pop(old_key)
+        old, new = f"{old_section}.{old_key}", f"{new_section}.{new_key}"
+        target = moved.setdefault(new_section, {})
+        if new_key in target:
+            findings.append(Finding(
+                old, value, f"is the old name of {NAMESPACE}:{new}, which is set too",
+                f"keep one: pulumi config rm --path '{NAMESPACE}:{old}'", also_keys=(new,)))
+            continue
+        target[new_key] = value
+        findings.append(Finding(
+            old, value, f"is renamed {NAMESPACE}:{new} (the old name said the opposite of what it holds); "
+            "read as that for now",
+            f"rename it: pulumi config rm --path '{NAMESPACE}:{old}' && "
+            f"pulumi config set --path '{NAMESPACE}:{new}' {_shell_word(json.dumps(value))}",
+            severity="warning"))
+    return {**raw, **moved}, findings
+
+
 def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w./:@+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
@@ -130,6 +165,9 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
         ))
     raw, flat_problems = _without_flat_keys(raw, secret_keys)
     problems += flat_problems
+    raw, moved_findings = _with_moved_keys(raw)
+    problems += [finding for finding in moved_findings if finding.severity == "error"]
+    context["warnings"] += [finding for finding in moved_findings if finding.severity == "warning"]
     document = {"project": project, "stack": stack, **raw}
     failed_keys: list[str] = []
     try:

@@ -16,7 +16,6 @@ from components.settings.facts import (
     KV_DTYPES_FP8_NO_GAIN,
     KV_DTYPES_KILL_AT_BOOT,
     KV_DTYPES_UNTESTED,
-    SSH_PORT,
     VLLM_MODALITIES,
     VLLM_REASONING_PARSERS,
     VLLM_TOOL_CALL_PARSERS,
@@ -130,8 +129,9 @@ class VllmSettings(_Section):
         "`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, optional "
         "`maxTokensPerMmItem`, `kvElementBytes` (2): brings the KV, memory and context checks to a model the log "
         "did not measure"))
-    port: Port = Field(8000, description=(
-        "the serving port (the front's); not 22, sshd's on the node (the container shares the host network)"))
+    server_port: Port = Field(8001, description=(
+        "vLLM's own port, on 127.0.0.1 behind the front (was `front.upstreamPort`, still read, with a warning); "
+        "not `front.listenPort` nor 22"))
     weights_on_disk: bool = Field(False, description=(
         "HF_HOME on the cache disk instead of `/dev/shm` (the 9.54 GiB download takes ~10 s)"))
     health_timeout: Duration = Field("30m", description=(
@@ -168,17 +168,6 @@ class VllmSettings(_Section):
                 filled[name] = value
         return filled
 
-    @field_validator("port")
-    @classmethod
-    def _port_free_on_the_node(cls, value: int) -> int:
-        if value == SSH_PORT:
-            raise InvalidSettingError(
-                "sshd listens on 22 on the node, and the container shares the host's network "
-                "(--net=host): vLLM could not bind it, and the firewall rule for it would open "
-                "SSH to the serving ranges",
-                "use 8000",
-            )
-        return value
 
     @field_validator("limit_mm_per_prompt")
     @classmethod

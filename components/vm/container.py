@@ -10,21 +10,25 @@ command (components/serving/front.py) reads the same file. `docker inspect` ther
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
+from typing import Literal
 
 from components.serving import front
-from components.serving.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, backend_environment, vllm_serve_args
-from components.settings import Settings
+from components.serving.spec import ServingSpec
+from components.settings.cache import CacheSettings
+from components.settings.vllm import VllmSettings
 from components.vm import metadata_block
 from components.vm.boot_contract import API_KEY_FILE, HF_TOKEN_FILE
 
 CONTAINER_NAME = "tpu-vllm"
 FRONT_CONTAINER_NAME = "tpu-vllm-front"
-# Inside the container: the XLA compile cache (~197 MB in the log) lives here.
-CONTAINER_CACHE_DIR = "/root/.cache/vllm"
-CONTAINER_HF_DIR = "/root/.cache/huggingface"
-# Inside both containers the key is at the front's path; the token only in vLLM's.
+# On the cache disk: where the compile cache and (vllm.weightsOnDisk) the checkpoint live. The cache's directory is
+# where earlier versions' mount of <disk>/vllm at /root/.cache/vllm put vLLM's default VLLM_XLA_CACHE_PATH
+# (~/.cache/vllm/xla_cache, vllm/envs.py in vLLM 0.33.0), so a disk compiled by them stays warm.
+CACHE_DISK_XLA_DIR = "vllm/xla_cache"
+CACHE_DISK_WEIGHTS_DIR = "huggingface"
+# Inside both containers the key is at the spec's path (the front's); the token only in vLLM's.
 CONTAINER_API_KEY_FILE = front.KEY_FILE
-CONTAINER_HF_TOKEN_FILE = front.KEY_FILE.rsplit("/", 1)[0] + "/hf-token"
 
 # Files serve.sh installs on the VM (none holds a secret).
 FRONT_CONFIG_FILE = "/etc/tpu-vllm/front/nginx.conf"
@@ -35,58 +39,80 @@ FRONT_RUNNER = "/etc/tpu-vllm/run-front.sh"
 MEMLOCK_UNLIMITED = "memlock=-1:-1"
 TPU_DEVICE_GLOBS = ("/dev/vfio/*", "/dev/accel*")
 # The front's private tmpfs: the key's map line, the pid file and nginx's temp files.
-FRONT_TMPFS = f"{front.RUN_DIR}:rw,noexec,nosuid,nodev,size=128m,mode=0755,{metadata_block.front_tmpfs_owner()}"
 
 
-def tpu_access_args(settings: Settings) -> list[str]:
+def front_tmpfs(run_dir: str) -> str:
+    return f"{run_dir}:rw,noexec,nosuid,nodev,size=128m,mode=0755,{metadata_block.front_tmpfs_owner()}"
+
+
+@dataclass(frozen=True)
+class VmServing:
+    """What the VM's renderers read: the serving spec, and the two facts of the host it does not hold."""
+
+    spec: ServingSpec
+    cache_mount: str
+    """cache.mountPoint: where the compile-cache disk is mounted on the node."""
+    tpu_access: Literal["privileged", "devices"]
+    """vllm.containerAccess: how vLLM's container reaches the chip."""
+
+    @staticmethod
+    def of(spec: ServingSpec, *, vllm: VllmSettings, cache: CacheSettings) -> VmServing:
+        return VmServing(spec=spec, cache_mount=cache.mount_point, tpu_access=vllm.container_access)
+
+
+def tpu_access_args(tpu_access: str) -> list[str]:
     """privileged: what the build log ran. devices: serve.sh's runner adds each TPU device node found at start."""
-    if settings.vllm.container_access == "privileged":
+    if tpu_access == "privileged":
         return ["--privileged"]
     return ["--ulimit", MEMLOCK_UNLIMITED]
 
 
-def docker_run_args(settings: Settings) -> list[str]:
+def docker_run_args(vm: VmServing) -> list[str]:
     """vLLM's `docker run` options, image and command, for a foreground run under systemd."""
-    mount = settings.cache.mount_point
+    spec, mount = vm.spec, vm.cache_mount
     args = [
-        "--name", CONTAINER_NAME, "--net=host", *tpu_access_args(settings),
-        "-v", "/dev/shm:/dev/shm", "--shm-size", "10gb",
-        "-v", f"{mount}/vllm:{CONTAINER_CACHE_DIR}",
-        "-v", f"{HF_TOKEN_FILE}:{CONTAINER_HF_TOKEN_FILE}:ro",
-        "-v", f"{API_KEY_FILE}:{CONTAINER_API_KEY_FILE}:ro",
-        "-e", f"HF_TOKEN_PATH={CONTAINER_HF_TOKEN_FILE}",
+        "--name", CONTAINER_NAME, "--net=host", *tpu_access_args(vm.tpu_access),
+        # The host's /dev/shm, as the build log ran it, and the spec's size (GKE's emptyDir has the same). With the
+        # host's mounted, docker makes no shm tmpfs of its own (moby daemon setupIpcDirs: only when no mount covers
+        # /dev/shm), so the size states the spec; the host's tmpfs is what bounds it on the node.
+        "-v", "/dev/shm:/dev/shm", "--shm-size", docker_size(spec.shm_bytes),
+        "-v", f"{mount}/{CACHE_DISK_XLA_DIR}:{spec.compile_cache_path}",
+        "-v", f"{HF_TOKEN_FILE}:{spec.hf_token_file}:ro",
+        "-v", f"{API_KEY_FILE}:{spec.api_key_file}:ro",
     ]
-    for name, value in backend_environment(settings).items():
+    if spec.weights_on_disk:
+        # Otherwise HF_HOME is /dev/shm: the 9.54 GiB checkpoint downloads in ~10 s, faster than reading it from PD.
+        args += ["-v", f"{mount}/{CACHE_DISK_WEIGHTS_DIR}:{spec.hf_home}"]
+    for name, value in spec.environment:
         args += ["-e", f"{name}={value}"]
-    if settings.vllm.weights_on_disk:
-        args += ["-v", f"{mount}/huggingface:{CONTAINER_HF_DIR}", "-e", f"HF_HOME={CONTAINER_HF_DIR}"]
-    else:
-        # The 9.54 GiB checkpoint downloads in ~10 s: faster than reading it back from PD.
-        args += ["-e", "HF_HOME=/dev/shm"]
-    return args + ["--entrypoint", "/bin/sh", settings.vllm.image,
-                   "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME, *vllm_serve_args(settings)]
+    entrypoint, *entry_args = spec.vllm_entry
+    return args + ["--entrypoint", entrypoint, spec.vllm_image, *entry_args, *spec.serve_args]
 
 
-def front_docker_run_args(settings: Settings) -> list[str]:
-    """The front's `docker run` options and image; its command is front.entry_command()."""
+def docker_size(size_bytes: int) -> str:
+    """A size as `docker run` reads it: `g` and `m` are binary units, GiB and MiB (docker/go-units v0.5.0 size.go,
+    RAMInBytes parses with binaryMap)."""
+    if size_bytes % 1024**3 == 0:
+        return f"{size_bytes // 1024**3}g"
+    return f"{size_bytes // 1024**2}m"
+
+
+def front_docker_run_args(spec: ServingSpec) -> list[str]:
+    """The front's `docker run` options and image; its command is spec.front_entry."""
     return [
         "--name", FRONT_CONTAINER_NAME, "--net=host",
         # Its own user, kept from the metadata server (components/vm/metadata_block.py), with its copy of the key.
         *metadata_block.front_user_args(),
-        "-v", f"{FRONT_CONFIG_FILE}:{front.CONFIG_PATH}:ro",
-        "-v", f"{metadata_block.FRONT_KEY_FILE}:{front.KEY_FILE}:ro",
-        "--tmpfs", FRONT_TMPFS,
-        settings.front.image,
+        "-v", f"{FRONT_CONFIG_FILE}:{spec.front_config_path}:ro",
+        "-v", f"{metadata_block.FRONT_KEY_FILE}:{spec.api_key_file}:ro",
+        "--tmpfs", front_tmpfs(spec.front_run_dir),
+        spec.front_image,
     ]
 
 
-def front_config(settings: Settings) -> str:
-    return front.nginx_config(listen_port=settings.vllm.port, upstream_port=settings.front.upstream_port)
-
-
-def front_runner_script(settings: Settings) -> str:
+def front_runner_script(spec: ServingSpec) -> str:
     """What tpu-vllm-front.service runs. The entry script is a quoted here-document, so it reads as written."""
-    command, flag, entry = front.entry_command()
+    command, flag, entry = spec.front_entry
     delimiter = "TPU_VLLM_FRONT_ENTRY"
     if delimiter in entry.splitlines():
         raise ValueError(f"the front's entry script contains the line {delimiter}")
@@ -96,10 +122,10 @@ def front_runner_script(settings: Settings) -> str:
 set -euo pipefail
 IFS= read -r -d '' entry <<'{delimiter}' || true
 {entry}{'' if entry.endswith(chr(10)) else chr(10)}{delimiter}
-exec docker run {shlex.join(front_docker_run_args(settings))} {command} {flag} "$entry"
+exec docker run {shlex.join(front_docker_run_args(spec))} {command} {flag} "$entry"
 """
 
 
-def render_docker_command(settings: Settings) -> str:
+def render_docker_command(vm: VmServing) -> str:
     """vLLM's run as one line, for the outputs (`devices` adds the device nodes found at start)."""
-    return shlex.join(["sudo", "docker", "run", *docker_run_args(settings)])
+    return shlex.join(["sudo", "docker", "run", *docker_run_args(vm)])

@@ -19,28 +19,34 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.basis import chip_memory, spending
+from components.basis.chip_memory import KvBudget
 from components.core.identity import account_email
 from components.core.shared_resources import Core
 from components.economics import cost_lines
 from components.monitoring.promql import Scope
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
-from components.serving import serve_command
+from components.serving.serve_command import render_serve_args
+from components.serving.spec import serving_spec
 from components.settings import Settings
+from components.settings.cache import CacheSettings
+from components.settings.monitoring import MonitoringSettings
+from components.settings.tpu import TpuSettings
 from components.vm import boot_contract, container, ops_agent
 from components.vm.billing_notice import still_billing
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
+from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
-from components.vm.ssh_access import SshAccess, SshAccessArgs
-from components.vm.tpu_node import TpuNode, TpuNodeArgs
-from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
-from components.vm.vllm_server import (
-    VllmServer,
-    VllmServerArgs,
+from components.vm.serving_step import (
+    ServingStep,
+    ServingStepArgs,
     remote_command_text,
     serve_stdin,
     ssh_blocked_cause,
 )
+from components.vm.ssh_access import SshAccess, SshAccessArgs
+from components.vm.tpu_node import TpuNode, TpuNodeArgs
+from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
@@ -64,6 +70,9 @@ class VmWing(pulumi.ComponentResource):
         # from it, so renaming it would replace the stack (or need an alias on every child).
         super().__init__("tpu-vllm:vm:Deployment", name, None, opts)
         cfg, core = args.settings, args.core
+        # The server, derived once; everything below renders it (components/serving/spec.py).
+        spec = serving_spec(cfg)
+        serving = VmServing.of(spec, vllm=cfg.vllm, cache=cfg.cache)
         labels, services, identity, secrets = core.labels, core.services, core.identity, core.secrets
         prefix = cfg.resource_prefix
         node_tag = cfg.network_tag
@@ -82,7 +91,7 @@ class VmWing(pulumi.ComponentResource):
         firewall = NodeFirewall(
             "firewall",
             NodeFirewallArgs(project=cfg.project, network=cfg.tpu.network, name_prefix=prefix,
-                             target_tag=node_tag, serving_port=cfg.vllm.port,
+                             target_tag=node_tag, serving_port=spec.listen_port,
                              ssh_source_ranges=cfg.access.ssh_source_ranges,
                              internal_source_ranges=cfg.access.internal_source_ranges,
                              serving_source_ranges=cfg.access.serving_source_ranges,
@@ -129,7 +138,7 @@ class VmWing(pulumi.ComponentResource):
                 hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
                 ssh_host_key_secret=host_key.secret_name,
                 cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=cfg.vllm.image,
-                ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=cfg.front.upstream_port)
+                ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=spec.upstream_port)
                                   if cfg.monitoring.enabled else ""),
             ),
             data_disks=[cache.source_disk],
@@ -149,22 +158,26 @@ class VmWing(pulumi.ComponentResource):
         )
         usd_per_hour = spending.cost_per_hour_usd(cfg.tpu.provisioning_model)
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
-        stdin = billing_note.apply(lambda note: serve_stdin(cfg, note))
-        server = VllmServer(
+        stdin = billing_note.apply(lambda note: serve_stdin(serving, note))
+        server = ServingStep(
             "vllm",
-            VllmServerArgs(remote_command=remote_command_text(cfg), stdin=stdin, stdin_without_note=serve_stdin(cfg),
-                           serve_command=serve_command.render_serve_command(cfg), host=node.external_ip,
+            ServingStepArgs(remote_command=remote_command_text(serving), stdin=stdin,
+                           stdin_without_note=serve_stdin(serving),
+                           serve_command=render_serve_args(spec.serve_args), host=node.external_ip,
                            node_uid=node.node_uid, ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
                            ssh_host_key=host_key.public_key,
-                           ssh_blocked_cause=ssh_blocked_cause(cfg), billing_note=billing_note),
+                           ssh_blocked_cause=ssh_blocked_cause(cfg.access), billing_note=billing_note),
             child,
         )
 
         kv = cfg.kv_budget()
         pricing = cfg.tpu.provisioning_model
         if cfg.monitoring.enabled:
-            self._monitoring(cfg, core, node)
-        port = cfg.vllm.port
+            flex = cfg.tpu.provisioning_model == "flex-start"
+            self._monitoring(cfg.project, cfg.monitoring,
+                             monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget()), core,
+                             node.termination_time if flex else None)
+        port = spec.listen_port
         key_file = f"~/.ssh/{prefix}"
         known_hosts_file = f"{key_file}.known_hosts"
         # Every ssh the outputs print pins the stack's host key by this alias, whatever the node's address.
@@ -195,7 +208,7 @@ class VmWing(pulumi.ComponentResource):
         outputs["apiKey"] = secrets.api_key
         outputs["hfTokenSource"] = secrets.hf_token_source
         outputs["vllmServeCommand"] = server.serve_command
-        outputs["dockerRunCommand"] = container.render_docker_command(cfg)
+        outputs["dockerRunCommand"] = container.render_docker_command(serving)
         outputs["costPerHourUsd"] = spending.cost_per_hour_usd(pricing)
         if pricing == "flex-start":
             outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds), 2)
@@ -218,26 +231,32 @@ class VmWing(pulumi.ComponentResource):
         self.outputs = outputs
         self.register_outputs(outputs)
 
-    def _monitoring(self, cfg: Settings, core: Core, node: TpuNode) -> None:
+    def _monitoring(self, project: str, monitoring: MonitoringSettings, scope: Scope, core: Core,
+                    run_end: pulumi.Output[str] | None) -> None:
         """The Ops Agent's two roles for the VM's identity (nothing else), the dashboard and the alerts."""
         opts = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         for role in ops_agent.AGENT_ROLES:
             gcp.projects.IAMMember(
-                f"vm-{role.split('/')[-1]}", project=cfg.project, role=role,
+                f"vm-{role.split('/')[-1]}", project=project, role=role,
                 member=pulumi.Output.concat("serviceAccount:", core.identity.email), opts=opts)
-        pricing = cfg.tpu.provisioning_model
-        flex = pricing == "flex-start"
-        usd_per_hour = spending.cost_per_hour_usd(pricing)
-        notes = [f"{cfg.tpu.accelerator_type} in {cfg.tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
-        if flex:
-            notes.append(f"Each run lasts {cfg.tpu.max_run_duration} and costs at most "
-                         f"${spending.max_spend_usd(pricing, cfg.tpu.run_seconds):.2f} of TPU time; the cache disk "
-                         f"bills ${spending.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb):.2f}/month "
-                         "run or no run")
-        scope = Scope(title=f"tpu-vllm {cfg.stack} (vm)",
-                      labels={"job": ops_agent.job_name(cfg.resource_prefix)}, kv=cfg.kv_budget(), replicas=False,
-                      usd_per_hour=usd_per_hour, run_seconds=cfg.tpu.run_seconds if flex else None,
-                      notes=tuple(notes))
         OperatorMonitoring("vm-monitoring", OperatorMonitoringArgs(
-            project=cfg.project, settings=cfg.monitoring, scope=scope, labels=core.labels,
-            run_end=node.termination_time if flex else None, depends_on=core.apis), pulumi.ResourceOptions(parent=self))
+            project=project, settings=monitoring, scope=scope, labels=core.labels,
+            run_end=run_end, depends_on=core.apis), pulumi.ResourceOptions(parent=self))
+
+
+def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: CacheSettings,
+                     kv: KvBudget | None) -> Scope:
+    """What the VM's dashboard and alerts watch, and the notes they carry."""
+    pricing = tpu.provisioning_model
+    flex = pricing == "flex-start"
+    usd_per_hour = spending.cost_per_hour_usd(pricing)
+    notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
+    if flex:
+        notes.append(f"Each run lasts {tpu.max_run_duration} and costs at most "
+                     f"${spending.max_spend_usd(pricing, tpu.run_seconds):.2f} of TPU time; the cache disk "
+                     f"bills ${spending.disk_usd_per_month(cache.disk_type, cache.size_gb):.2f}/month "
+                     "run or no run")
+    return Scope(title=f"tpu-vllm {stack} (vm)",
+                 labels={"job": ops_agent.job_name(resource_prefix)}, kv=kv, replicas=False,
+                 usd_per_hour=usd_per_hour, run_seconds=tpu.run_seconds if flex else None,
+                 notes=tuple(notes))

@@ -14,7 +14,7 @@ to the metadata server's addresses. The xt_owner match reads the uid of the proc
 in the front's container, whatever address spelling or port it uses, and leaves root (vLLM) alone.
 
 Why the serving step and not startup.sh: the boot script travels inside the queued resource's request, so a
-change to it replaces a live node; the files the serving step installs (components/vm/vllm_server.py) are
+change to it replaces a live node; the files the serving step installs (components/vm/serving_step.py) are
 sent over SSH and change nothing else. The unit runs at every boot, because nothing keeps iptables rules.
 """
 

@@ -14,8 +14,9 @@ the container units require that one. The check passes only on a `ready` stamped
 
 from __future__ import annotations
 
-from components.settings import Settings
+from components.serving.spec import ServingSpec
 from components.vm import boot_contract, container, metadata_block
+from components.vm.container import VmServing
 
 UNIT_DIR = "/etc/systemd/system"
 VLLM_UNIT = "tpu-vllm.service"
@@ -93,12 +94,12 @@ WantedBy=multi-user.target
 """
 
 
-def vllm_unit(settings: Settings) -> str:
-    where = f"127.0.0.1:{settings.front.upstream_port}"
+def vllm_unit(vm: VmServing) -> str:
+    where = f"{vm.spec.host}:{vm.spec.upstream_port}"
     return _unit(
-        description=f"tpu-vllm: vLLM serving {settings.vllm.model} on {where}, behind {FRONT_UNIT}",
+        description=f"tpu-vllm: vLLM serving {vm.spec.model} on {where}, behind {FRONT_UNIT}",
         why="The secret files come from the boot script, the compile cache from its own disk: start after both.",
-        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(settings.cache.mount_point)}",
+        requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(vm.cache_mount)}",
         start_limit=VLLM_START_LIMIT,
         service=f"""# Replace, never restart: a new start must not inherit an old container's flags.
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
@@ -112,10 +113,10 @@ TimeoutStopSec=60
 """)
 
 
-def front_unit(settings: Settings) -> str:
-    upstream = f"127.0.0.1:{settings.front.upstream_port}"
+def front_unit(spec: ServingSpec) -> str:
+    upstream = f"{spec.host}:{spec.upstream_port}"
     return _unit(
-        description=(f"tpu-vllm front: nginx on :{settings.vllm.port}, the key on all but /health, "
+        description=(f"tpu-vllm front: nginx on :{spec.listen_port}, the key on all but /health, "
                      f"before vLLM on {upstream}"),
         why=("The API key file comes from the boot script; the front's user is kept from the metadata server "
              "before it runs."),

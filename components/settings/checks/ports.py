@@ -10,23 +10,23 @@ from components.settings.root import Settings
 
 def port_checks(settings: Settings) -> list[Finding]:
     findings: list[Finding] = []
-    serving, upstream = settings.vllm.port, settings.front.upstream_port
+    serving, upstream = settings.front.listen_port, settings.vllm.server_port
     if upstream in (serving, SSH_PORT):
         findings.append(Finding(
-            "front.upstreamPort", upstream,
-            f"vLLM's loopback port must differ from the front's serving port (vllm.port = {serving}) and from SSH "
-            f"({SSH_PORT})",
-            f"use another free port, e.g. {8002 if serving == 8001 else 8001}", also_keys=("vllm.port",),
+            "vllm.serverPort", upstream,
+            f"vLLM's loopback port must differ from the front's serving port (front.listenPort = {serving}) and "
+            f"from SSH ({SSH_PORT})",
+            f"use another free port, e.g. {8002 if serving == 8001 else 8001}", also_keys=("front.listenPort",),
         ))
     if settings.platform == "vm" and serving < UNPRIVILEGED_PORT_START and serving != SSH_PORT:
         findings.append(Finding(
-            "vllm.port", serving,
+            "front.listenPort", serving,
             f"on vm the front (nginx) runs as an unprivileged user of its own, kept from the metadata server, and "
             f"Linux lets only a privileged process bind a port below {UNPRIVILEGED_PORT_START}",
             "use a port from 1024 up, e.g. 8000 (the default)",
         ))
     if settings.platform == "gke":
-        ports = {"vllm.port": serving, "front.upstreamPort": upstream}
+        ports = {"front.listenPort": serving, "vllm.serverPort": upstream}
         for key, port in ports.items():
             if port == GKE_METRICS_PORT:
                 free = next(p for p in (8000, 8001, 8002) if p not in ports.values())

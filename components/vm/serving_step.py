@@ -17,10 +17,11 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
-from components.settings import Settings
+from components.settings.access import AccessSettings
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.settings.facts import NAMESPACE
 from components.vm import boot_contract, container, metadata_block, systemd_units
+from components.vm.container import VmServing
 from components.vm.ssh_reachable import SshReachable
 
 SERVE_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "serve.sh"
@@ -46,44 +47,45 @@ def serve_script_text() -> str:
     return SERVE_SCRIPT.read_text()
 
 
-def installed_files(settings: Settings) -> list[tuple[str, str]]:
+def installed_files(vm: VmServing) -> list[tuple[str, str]]:
     """(path on the VM, content) of every file serve.sh installs besides vLLM's runner."""
     return [
-        (container.FRONT_CONFIG_FILE, container.front_config(settings)),
-        (container.FRONT_RUNNER, container.front_runner_script(settings)),
+        (container.FRONT_CONFIG_FILE, vm.spec.front_config),
+        (container.FRONT_RUNNER, container.front_runner_script(vm.spec)),
         (boot_contract.BOOT_READY_CHECK, boot_contract.boot_ready_check_script()),
         (metadata_block.BLOCK_SCRIPT, metadata_block.block_script()),
         (metadata_block.FRONT_KEY_SCRIPT, metadata_block.front_key_script()),
         (systemd_units.unit_path(metadata_block.BLOCK_UNIT), metadata_block.block_unit()),
         (systemd_units.unit_path(systemd_units.BOOT_READY_UNIT), systemd_units.boot_ready_unit()),
-        (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(settings)),
-        (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(settings)),
+        (systemd_units.unit_path(systemd_units.FRONT_UNIT), systemd_units.front_unit(vm.spec)),
+        (systemd_units.unit_path(systemd_units.VLLM_UNIT), systemd_units.vllm_unit(vm)),
         (SMOKE_TEST_FILE, SMOKE_TEST_SCRIPT.read_text()),
     ]
 
 
-def remote_command_text(settings: Settings) -> str:
+def remote_command_text(vm: VmServing) -> str:
     """`sudo bash -s -- ...`: flags and vLLM's docker run arguments; no secret, the rest arrives on stdin."""
+    spec = vm.spec
     args = [
         "--status", boot_contract.STATUS_FILE,
         "--api-key-file", boot_contract.API_KEY_FILE,
-        "--model", settings.vllm.model,
-        "--port", str(settings.vllm.port),
-        "--upstream-port", str(settings.front.upstream_port),
+        "--model", spec.model,
+        "--port", str(spec.listen_port),
+        "--upstream-port", str(spec.upstream_port),
         "--container", container.CONTAINER_NAME,
         "--front-container", container.FRONT_CONTAINER_NAME,
         "--runner", container.VLLM_RUNNER,
         "--vllm-unit", systemd_units.VLLM_UNIT,
         "--front-unit", systemd_units.FRONT_UNIT,
         "--smoke-test", SMOKE_TEST_FILE,
-        *(["--tpu-devices"] if settings.vllm.container_access == "devices" else []),
-        "--health-timeout", str(settings.vllm.health_timeout_seconds),
-        "--", *container.docker_run_args(settings),
+        *(["--tpu-devices"] if vm.tpu_access == "devices" else []),
+        "--health-timeout", str(spec.health_timeout_seconds),
+        "--", *container.docker_run_args(vm),
     ]
     return "sudo bash -s -- " + shlex.join(args)
 
 
-def serve_stdin(settings: Settings, failure_note: str = "") -> str:
+def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`.
     `failure_note` is what serve.sh prints last when it fails: pulumi-command ends its error with the
     command's output (v1.2.1 provider/pkg/provider/remote/commandOutputs.go, run), so the user reads it."""
@@ -91,7 +93,7 @@ def serve_stdin(settings: Settings, failure_note: str = "") -> str:
              "# ---- Rendered by the stack from its settings (no secret): the files this step installs ----"]
     if failure_note:
         parts.append(f"FAILURE_NOTE={shlex.quote(failure_note)}")
-    for path, text in installed_files(settings):
+    for path, text in installed_files(vm):
         if FILE_DELIMITER in text.splitlines():
             raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
         body = text if text.endswith("\n") else text + "\n"
@@ -105,7 +107,7 @@ def content_hash(*parts: str) -> str:
 
 
 @dataclass
-class VllmServerArgs:
+class ServingStepArgs:
     remote_command: str
     """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments)."""
     stdin: pulumi.Input[str]
@@ -128,22 +130,29 @@ class VllmServerArgs:
     """still_billing: that the TPU bills, until when, and the two ways out."""
 
 
-def ssh_blocked_cause(settings: Settings) -> str:
+def ssh_blocked_cause(access: AccessSettings) -> str:
     """Why SSH usually does not answer here, with the setting, its value and the fix."""
     return (f"The firewall lets SSH in only from {NAMESPACE}:access.sshSourceRanges = "
-            f"{settings.access.ssh_source_ranges}; if this machine's address is not in it (a /32 from another "
+            f"{access.ssh_source_ranges}; if this machine's address is not in it (a /32 from another "
             f"network), narrow it to this machine: {NARROW_SSH_COMMAND}")
 
 
-class VllmServer(pulumi.ComponentResource):
-    """Nothing here runs on destroy, so destroy works after GCP has deleted the node."""
+# The type token of the days this class was called VllmServer: kept, so a live stack's URN (and its children's)
+# stays the same and nothing is replaced; only the Python name says what it is now.
+TYPE_TOKEN = "tpu-vllm:serving:VllmServer"
+
+
+class ServingStep(pulumi.ComponentResource):
+    """The SSH serving step (not the server: that is components/serving/spec.py): installs and starts the units
+    on the node, waits for health, smoke-tests. Nothing here runs on destroy, so destroy works after GCP has
+    deleted the node."""
 
     command: command.remote.Command
     serve_command: str
     stdout: pulumi.Output[str]
 
-    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("tpu-vllm:serving:VllmServer", name, None, opts)
+    def __init__(self, name: str, args: ServingStepArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(TYPE_TOKEN, name, None, opts)
         text = args.remote_command
         self.serve_command = args.serve_command
         # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks.
