@@ -9,7 +9,9 @@ that Pulumi.yaml and policy/PulumiPolicy.yaml name must exist where the Python l
 program itself (the offline plan of the stack runs in it), and the policy pack's analyzer started the way
 RunPlugin starts it (`<venv>/bin/python policy/ ENGINE`, pulumi/pulumi
 sdk/python/cmd/pulumi-language-python/main.go), answering GetAnalyzerInfo with the pack's policies.
-pip installs from the package registries (its cache is reused).
+pip installs from the package registries (its cache is reused). The build from nothing is paid once per
+set of build inputs (the script, the workflow, the requirements, the interpreter: tests/reused_build.py); a
+later session runs the same steps over the venvs it left, and every check after the build runs every time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
+from tests import reused_build
 from tests.github_script import fenced, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,17 +61,6 @@ PASSING_PREVIEW = ("Previewing update (my-org/dev)\n\n    pulumi:pulumi:Stack: (
 
 def preview_job() -> dict:
     return yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())["jobs"]["preview"]
-
-
-def clean_clone(destination: Path) -> Path:
-    """What actions/checkout gives: the committed files, then the working copy's changes to them."""
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(destination)], check=True,
-                   capture_output=True)
-    patch = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=ROOT, check=True, capture_output=True).stdout
-    if patch:
-        subprocess.run(["git", "apply", "--whitespace=nowarn"], cwd=destination, input=patch, check=True,
-                       capture_output=True)
-    return destination
 
 
 def resolve(text: str, variables: dict[str, str], secrets: dict[str, str] | None = None) -> str:
@@ -194,16 +186,26 @@ def with_user_settings(stack_file: Path, **config) -> None:
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
+# What the prepare step's build depends on (tests/reused_build.py): a change to any of them builds from nothing.
+BUILD_INPUTS = ["scripts/preview-prepare.sh", ".github/workflows/preview.yml", "requirements.txt",
+                "policy/requirements.txt", "Pulumi.yaml", "policy/PulumiPolicy.yaml"]
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """The job's run steps in a clean clone of the stack the user committed (dev, with their project)."""
+    """The job's run steps in a clean clone of the stack the user committed (dev, with their project).
+
+    The clone is built from nothing once per set of build inputs (tests/reused_build.py); later sessions run
+    the same steps in a clone brought back to the working copy, over the venvs that first build left."""
     tmp = tmp_path_factory.mktemp("preview-job")
-    clone = clean_clone(tmp / "repo")
-    fake_pulumi(tmp)
-    with_user_settings(clone / "Pulumi.dev.yaml", **{"gcp:project": "my-project",
-                                                     "tpu-vllm:hfToken": ENCRYPTED_TOKEN})
-    result, outputs = run_job_steps(clone, tmp, {"PULUMI_STACK_NAME": "my-org/dev"})
-    return clone, tmp, result, outputs
+    with reused_build.clone_built_once("preview-job", BUILD_INPUTS) as (clone, _, built_mark):
+        fake_pulumi(tmp)
+        with_user_settings(clone / "Pulumi.dev.yaml", **{"gcp:project": "my-project",
+                                                         "tpu-vllm:hfToken": ENCRYPTED_TOKEN})
+        result, outputs = run_job_steps(clone, tmp, {"PULUMI_STACK_NAME": "my-org/dev"})
+        if result.returncode == 0:
+            built_mark.write_text("the preview job's prepare step built both venvs in this clone\n")
+        yield clone, tmp, result, outputs
 
 
 def test_the_preview_job_builds_every_venv_the_language_host_runs(prepared):
