@@ -28,6 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT_MARK = "built-from-scratch"
+# Changed when what a cached clone holds changes shape, so no older cache is trusted (2: the runner's Python
+# sits beside the clone, not in a session's temp dir that is gone by the next session).
+CACHE_FORMAT = "2"
 KEEP_ON_REFRESH = ("venv", "policy/venv")
 
 
@@ -40,7 +43,7 @@ def cache_root() -> Path:
 
 def inputs_key(inputs: list[str]) -> str:
     """The build's inputs: these files of the working copy, and the interpreter the steps' `python3` is."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(CACHE_FORMAT.encode())
     digest.update(os.path.realpath(getattr(sys, "_base_executable", sys.executable)).encode())
     digest.update(sys.version.encode())
     for name in sorted(inputs):

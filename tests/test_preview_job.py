@@ -72,10 +72,11 @@ def resolve(text: str, variables: dict[str, str], secrets: dict[str, str] | None
     return resolved
 
 
-def runner_path(tmp: Path) -> str:
+def runner_path(tmp: Path, clone: Path) -> str:
     """setup-python's Python 3.11 first on PATH (as `python` and `python3`), the CLI pulumi/actions installed,
-    then the system's tools only."""
-    bin_dir = tmp / "setup-python-bin"
+    then the system's tools only. The Python sits beside the clone, where it stays as long as the clone does:
+    the venvs the job builds link to it (a reused clone's venvs too, tests/reused_build.py)."""
+    bin_dir = clone.parent / "setup-python-bin"
     bin_dir.mkdir(exist_ok=True)
     for name in ("python", "python3"):
         if not (bin_dir / name).exists():
@@ -104,8 +105,8 @@ def run_step(step: dict, clone: Path, tmp: Path, variables: dict[str, str],
     passed = {key: value for key, value in os.environ.items()
               if key.startswith("PIP_") or key in ("HOME", "LANG", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy",
                                                      "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")}
-    env = {**passed, "PATH": runner_path(tmp), "GITHUB_OUTPUT": str(output_file), "RUNNER_TEMP": str(runner_temp),
-           "CI": "true",
+    env = {**passed, "PATH": runner_path(tmp, clone), "GITHUB_OUTPUT": str(output_file),
+           "RUNNER_TEMP": str(runner_temp), "CI": "true",
            **{key: resolve(str(value), variables, secrets) for key, value in (step.get("env") or {}).items()}}
     result = subprocess.run([*RUNNER_SHELL, resolve(step["run"], variables, secrets)], cwd=clone, env=env,
                             capture_output=True, text=True, timeout=STEP_TIMEOUT)
