@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -6,6 +7,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_runs_directory(tmp_path_factory):
+    """Where this session's shared program and plan runs are kept (tests/shared_runs.py): the base temp's
+    parent under xdist, which every worker of this session shares, else the base temp itself."""
+    from tests import shared_runs
+
+    base = tmp_path_factory.getbasetemp()
+    directory = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs"
+    shared_runs.use_directory(directory)
+    yield directory
+    shared_runs.use_directory(None)
 
 
 @pytest.fixture(scope="session")

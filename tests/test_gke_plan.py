@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from components.basis import spending
+from tests import program as harness
 from tools.plan.render import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def plan(*args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess:
-    extra = ["--config-dir", str(config_dir)] if config_dir else []
-    return subprocess.run([sys.executable, "-m", "tools.plan", *args, *extra], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    """Shared with every other test that plans the same stack files this session (tests/program.py plan)."""
+    return harness.plan(list(args), config_dir=config_dir, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -155,9 +154,7 @@ def test_no_stand_in_for_an_unset_project_is_shown_unmarked():
     stand-in as if it were real (issue 29). Every use, inside longer names too, shows the marked placeholder."""
     from tools.plan.placeholders import PLACEHOLDER_PROJECT, UNSET_PROJECT_STAND_IN
 
-    root = Path(__file__).resolve().parent.parent
-    plan = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "gke", "--json"], cwd=root,
-                          capture_output=True, text=True, timeout=300)
-    assert plan.returncode == 0, plan.stderr
-    assert UNSET_PROJECT_STAND_IN not in plan.stdout
-    assert json.loads(plan.stdout)["outputs"]["compileCacheBucket"].endswith(f"-xla-{PLACEHOLDER_PROJECT}")
+    planned = plan("--stack", "gke", "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert UNSET_PROJECT_STAND_IN not in planned.stdout
+    assert json.loads(planned.stdout)["outputs"]["compileCacheBucket"].endswith(f"-xla-{PLACEHOLDER_PROJECT}")

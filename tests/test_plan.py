@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import program as harness
+
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "v1:CANARYciphertextTHATmustNOTleak"
 
 
 def plan(*args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess:
-    extra = ["--config-dir", str(config_dir)] if config_dir else []
-    return subprocess.run([sys.executable, "-m", "tools.plan", *args, *extra], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    """Shared with every other test that plans the same stack files this session (tests/program.py plan)."""
+    return harness.plan(list(args), config_dir=config_dir, timeout=120)
 
 
 @pytest.fixture(scope="module")

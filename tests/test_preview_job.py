@@ -9,7 +9,9 @@ that Pulumi.yaml and policy/PulumiPolicy.yaml name must exist where the Python l
 program itself (the offline plan of the stack runs in it), and the policy pack's analyzer started the way
 RunPlugin starts it (`<venv>/bin/python policy/ ENGINE`, pulumi/pulumi
 sdk/python/cmd/pulumi-language-python/main.go), answering GetAnalyzerInfo with the pack's policies.
-pip installs from the package registries (its cache is reused).
+pip installs from the package registries (its cache is reused). The build from nothing is paid once per
+set of build inputs (the script, the workflow, the requirements, the interpreter: tests/reused_build.py); a
+later session runs the same steps over the venvs it left, and every check after the build runs every time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import yaml
 from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
+from tests import reused_build
 from tests.github_script import fenced, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,17 +63,6 @@ def preview_job() -> dict:
     return yaml.safe_load((ROOT / ".github/workflows/preview.yml").read_text())["jobs"]["preview"]
 
 
-def clean_clone(destination: Path) -> Path:
-    """What actions/checkout gives: the committed files, then the working copy's changes to them."""
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(destination)], check=True,
-                   capture_output=True)
-    patch = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=ROOT, check=True, capture_output=True).stdout
-    if patch:
-        subprocess.run(["git", "apply", "--whitespace=nowarn"], cwd=destination, input=patch, check=True,
-                       capture_output=True)
-    return destination
-
-
 def resolve(text: str, variables: dict[str, str], secrets: dict[str, str] | None = None) -> str:
     resolved = VARS_WITH_DEFAULT.sub(lambda m: variables.get(m.group(1)) or m.group(2), text)
     # An unset variable or secret is the empty string.
@@ -80,10 +72,11 @@ def resolve(text: str, variables: dict[str, str], secrets: dict[str, str] | None
     return resolved
 
 
-def runner_path(tmp: Path) -> str:
+def runner_path(tmp: Path, clone: Path) -> str:
     """setup-python's Python 3.11 first on PATH (as `python` and `python3`), the CLI pulumi/actions installed,
-    then the system's tools only."""
-    bin_dir = tmp / "setup-python-bin"
+    then the system's tools only. The Python sits beside the clone, where it stays as long as the clone does:
+    the venvs the job builds link to it (a reused clone's venvs too, tests/reused_build.py)."""
+    bin_dir = clone.parent / "setup-python-bin"
     bin_dir.mkdir(exist_ok=True)
     for name in ("python", "python3"):
         if not (bin_dir / name).exists():
@@ -112,8 +105,8 @@ def run_step(step: dict, clone: Path, tmp: Path, variables: dict[str, str],
     passed = {key: value for key, value in os.environ.items()
               if key.startswith("PIP_") or key in ("HOME", "LANG", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy",
                                                      "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")}
-    env = {**passed, "PATH": runner_path(tmp), "GITHUB_OUTPUT": str(output_file), "RUNNER_TEMP": str(runner_temp),
-           "CI": "true",
+    env = {**passed, "PATH": runner_path(tmp, clone), "GITHUB_OUTPUT": str(output_file),
+           "RUNNER_TEMP": str(runner_temp), "CI": "true",
            **{key: resolve(str(value), variables, secrets) for key, value in (step.get("env") or {}).items()}}
     result = subprocess.run([*RUNNER_SHELL, resolve(step["run"], variables, secrets)], cwd=clone, env=env,
                             capture_output=True, text=True, timeout=STEP_TIMEOUT)
@@ -194,16 +187,26 @@ def with_user_settings(stack_file: Path, **config) -> None:
     stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
+# What the prepare step's build depends on (tests/reused_build.py): a change to any of them builds from nothing.
+BUILD_INPUTS = ["scripts/preview-prepare.sh", ".github/workflows/preview.yml", "requirements.txt",
+                "policy/requirements.txt", "Pulumi.yaml", "policy/PulumiPolicy.yaml"]
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """The job's run steps in a clean clone of the stack the user committed (dev, with their project)."""
+    """The job's run steps in a clean clone of the stack the user committed (dev, with their project).
+
+    The clone is built from nothing once per set of build inputs (tests/reused_build.py); later sessions run
+    the same steps in a clone brought back to the working copy, over the venvs that first build left."""
     tmp = tmp_path_factory.mktemp("preview-job")
-    clone = clean_clone(tmp / "repo")
-    fake_pulumi(tmp)
-    with_user_settings(clone / "Pulumi.dev.yaml", **{"gcp:project": "my-project",
-                                                     "tpu-vllm:hfToken": ENCRYPTED_TOKEN})
-    result, outputs = run_job_steps(clone, tmp, {"PULUMI_STACK_NAME": "my-org/dev"})
-    return clone, tmp, result, outputs
+    with reused_build.clone_built_once("preview-job", BUILD_INPUTS) as (clone, _, built_mark):
+        fake_pulumi(tmp)
+        with_user_settings(clone / "Pulumi.dev.yaml", **{"gcp:project": "my-project",
+                                                         "tpu-vllm:hfToken": ENCRYPTED_TOKEN})
+        result, outputs = run_job_steps(clone, tmp, {"PULUMI_STACK_NAME": "my-org/dev"})
+        if result.returncode == 0:
+            built_mark.write_text("the preview job's prepare step built both venvs in this clone\n")
+        yield clone, tmp, result, outputs
 
 
 def test_the_preview_job_builds_every_venv_the_language_host_runs(prepared):

@@ -13,7 +13,6 @@ live stack has; `python -m tests.golden --record-urns` records a stack that has 
 from __future__ import annotations
 
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +53,8 @@ STACKS = (
 
 
 def render(stack: GoldenStack) -> subprocess.CompletedProcess:
-    """The plan exactly as a reviewer's `python -m tools.plan --json` prints it."""
-    return subprocess.run(
-        [sys.executable, "-m", "tools.plan", "--stack", stack.name, "--config-dir", str(stack.config_dir), "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    """The plan exactly as a reviewer's `python -m tools.plan --json` prints it (in a pytest session, once per
+    session: tests/shared_runs.py)."""
+    from tests import program
+
+    return program.plan(["--stack", stack.name, "--json"], config_dir=stack.config_dir)
