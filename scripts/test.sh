@@ -86,4 +86,6 @@ export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
 # policy pack's entry) runs once per session, not once on each worker that drew one of its tests. Not loadgroup:
 # with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist issue 1386, xdist 3.8.0 writes the old
 # item._nodeid). Program and plan runs are shared across workers anyway (tests/shared_runs.py).
-exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" --dist "${TPU_VLLM_TEST_DIST:-loadfile}" "$@"
+# --no-loadscope-reorder: files go out costliest first, as tests/suite_order.py orders them, not by test count.
+exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" --dist "${TPU_VLLM_TEST_DIST:-loadfile}" \
+  --no-loadscope-reorder "$@"

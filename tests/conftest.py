@@ -42,3 +42,23 @@ def servers():
     yield start
     for server in started:
         server.__exit__(None, None, None)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-suite-weights", metavar="FILE", default=None,
+                     help="write each test file's measured seconds to FILE (tests/suite_weights.json orders the "
+                          "files costliest first: tests/suite_order.py)")
+
+
+def pytest_configure(config):
+    from tests import suite_order
+
+    path = config.getoption("--record-suite-weights")
+    if path and not hasattr(config, "workerinput"):  # the controller: under xdist it gets every report
+        config.pluginmanager.register(suite_order.WeightRecorder(Path(path)), "suite-weights-recorder")
+
+
+def pytest_collection_modifyitems(config, items):
+    from tests import suite_order
+
+    items[:] = suite_order.ordered(items, suite_order.load_weights())
