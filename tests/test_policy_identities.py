@@ -422,8 +422,31 @@ def test_each_grant_directly(cases, name):
 
 
 @pytest.fixture(scope="module")
-def through_the_entry(cases):
-    return entry_point(cases)["cases"]
+def preview():
+    """The dev stack's preview: a new account's email, and so the members of its grants, are unknown."""
+    from tests.test_policy import with_urns
+
+    return with_urns(harness.run(harness.dev_config(), preview=True).registrations)
+
+
+PREVIEW_FOREIGN = grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="b", role="roles/storage.admin",
+                        member=SA)
+
+
+@pytest.fixture(scope="module")
+def pack_reports(cases, stacks, preview):
+    """Every case of this module through the pack's real entry in one process (it loads the pack once for all):
+    the variants, the preview's and the other providers' IAM."""
+    judged = {**cases, "preview": (preview, {}),
+              "preview with a known foreign grant": ([*preview, PREVIEW_FOREIGN], {})}
+    advisory = {name: ([*copy.deepcopy(stacks["vm"]), added], {}) for name, added in ADVISORY_CASES.items()}
+    assert not judged.keys() & advisory.keys()
+    return entry_point({**judged, **advisory})
+
+
+@pytest.fixture(scope="module")
+def through_the_entry(pack_reports):
+    return pack_reports["cases"]
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -449,18 +472,12 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
                        identity_grants.MIRROR_READER_ROLE}
 
 
-def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note():
+def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note(preview, pack_reports):
     # In a preview a new account's email, and so the members of its grants, are unknown.
-    from tests.test_policy import with_urns
-
-    preview = with_urns(harness.run(harness.dev_config(), preview=True).registrations)
     unknown = [props["member"] for type_, props, _ in preview
                if type_ == "gcp:secretmanager/secretIamMember:SecretIamMember"]
-    foreign = grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket="b", role="roles/storage.admin",
-                    member=SA)
-    reports = entry_point({"preview": (preview, {}), "preview with a known foreign grant": ([*preview, foreign], {})})
-    assert reports["cases"]["preview"][RULE] == []
-    [message] = reports["cases"]["preview with a known foreign grant"][RULE]
+    assert pack_reports["cases"]["preview"][RULE] == []
+    [message] = pack_reports["cases"]["preview with a known foreign grant"][RULE]
     assert "roles/storage.admin" in message and "advisory" not in message
     assert unknown  # the stack's own grants are there, whatever their members look like at preview
 
@@ -479,12 +496,9 @@ ADVISORY_CASES = {
 }
 
 
-def test_iam_of_other_providers_is_reported_as_advisory(stacks):
-    cases = {"vm stack": (stacks["vm"], {})}
-    cases.update({name: ([*copy.deepcopy(stacks["vm"]), added], {}) for name, added in ADVISORY_CASES.items()})
-    reports = entry_point(cases)
-    assert reports["levels"][ADVISORY] == "advisory"
-    assert reports["cases"]["vm stack"][ADVISORY] == []
+def test_iam_of_other_providers_is_reported_as_advisory(pack_reports):
+    assert pack_reports["levels"][ADVISORY] == "advisory"
+    assert pack_reports["cases"]["vm stack"][ADVISORY] == []
     for name in ADVISORY_CASES:
-        [note] = reports["cases"][name][ADVISORY]
+        [note] = pack_reports["cases"][name][ADVISORY]
         assert "extra-grant" in note and ("google-native" in note or "gcloud" in note), (name, note)

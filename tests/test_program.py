@@ -34,11 +34,14 @@ def dev():
 
 @pytest.fixture(scope="module")
 def canary():
+    """A stack-kept HF token and canary generated secrets; Secret Manager's lookup fails if it is called at all
+    (test_a_stack_managed_token_needs_no_lookup reads this same run)."""
     config = {**harness.dev_config(), "tpu-vllm:hfToken": HF_CANARY}
     return harness.run(
         config, secret_keys=["tpu-vllm:hfToken"],
         fixed_outputs={"random:index/randomPassword:RandomPassword": {"result": API_CANARY},
                        "tls:index/privateKey:PrivateKey": {"privateKeyOpenssh": KEY_CANARY}},
+        failing_calls={answers.GET_SECRET: "must not be called"},
     )
 
 
@@ -243,11 +246,8 @@ def test_a_missing_hand_made_hf_secret_stops_the_preview_with_the_fix():
                              "pulumi-python:dynamic/tpu-vllm:QueuedResource"}
 
 
-def test_a_stack_managed_token_needs_no_lookup():
-    config = {**harness.dev_config(), "tpu-vllm:hfToken": HF_CANARY}
-    program = harness.run(config, secret_keys=["tpu-vllm:hfToken"],
-                          failing_calls={"gcp:secretmanager/getSecret:getSecret": "must not be called"})
-    assert program.problems is None
+def test_a_stack_managed_token_needs_no_lookup(canary):
+    assert canary.problems is None
 
 
 def test_a_stack_name_gcp_would_refuse_still_gives_valid_unique_ids():
