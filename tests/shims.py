@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 RECORDED = ["curl", "python3", "base64", "mkdir", "chmod", "install", "mv", "cat", "rm", "mktemp",
@@ -15,7 +17,7 @@ def make_shims(directory: Path, log: Path, fakes: dict[str, str] | None = None) 
     """Returns an environment whose PATH starts with the shims; every argv goes to `log`."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in RECORDED:
-        real = shutil.which(name)
+        real = _interpreter(name) if name == "python3" else shutil.which(name)
         if real is None:
             continue
         _write(directory / name, f'exec {real} "$@"', log)
@@ -30,8 +32,22 @@ def _write(path: Path, body: str, log: Path) -> None:
     path.write_text(
         "#!/usr/bin/env bash\n"
         # One write per line: processes a script starts in the background log at the same time, and two
-        # writes (the words, then the newline) interleave under load.
-        f'printf "%s\\n" "$(printf "%q " "$(basename "$0")" "$@")" >> {log}\n'
+        # writes (the words, then the newline) interleave under load. Builtins only (no subshell, no
+        # basename): a script runs dozens of shimmed commands and each fork costs under load.
+        f'printf -v _shim_line "%q " "${{0##*/}}" "$@"; printf "%s\\n" "$_shim_line" >> {log}; unset _shim_line\n'
         f"{body}\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@functools.cache
+def _interpreter(name: str) -> str | None:
+    """The interpreter `name` on PATH runs: a version manager's launcher (pyenv's shim is a bash script that
+    costs ~0.5 s a start under load) resolved once to the executable it would exec, so the scripts run the
+    same python3 without paying for the launcher at every `python3 -c`."""
+    launcher = shutil.which(name)
+    if launcher is None:
+        return None
+    found = subprocess.run([launcher, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
+    executable = found.stdout.strip()
+    return executable if found.returncode == 0 and executable and os.access(executable, os.X_OK) else launcher

@@ -12,11 +12,13 @@ Credentials: a throwaway service-account key whose token endpoint is the fake se
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import pickletools
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +49,7 @@ PARENT = "projects/proj/locations/us-west4-a"
 SSH_KEYS_CANARY = "tpu-vllm:ssh-ed25519 AAAACANARYsecretINPUT0123456789 tpu-vllm"
 CALL_TIMEOUT = 20  # seconds per gRPC call; the slowest (Create) takes well under one here
 START_TIMEOUT = 30  # the host imports pulumi and grpc before it prints its port
+ENV = shutil.which("env") or "/usr/bin/env"  # GNU coreutils >= 8.31 for --default-signal
 
 
 # The engine's side of the protocol (pulumi sdk/go/common/resource/plugin/provider_plugin.go).
@@ -129,10 +132,16 @@ def old_path_provider_blob() -> str:
 
 # The world around the host: the fake API, credentials, the host process.
 
-def service_account_key(path: Path, token_uri: str) -> None:
+@functools.cache
+def throwaway_private_key() -> str:
+    """One RSA key per test process: only the token endpoint (the fake's) differs between the key files."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def service_account_key(path: Path, token_uri: str) -> None:
+    pem = throwaway_private_key()
     path.write_text(json.dumps({
         "type": "service_account", "project_id": "proj", "private_key_id": "test-key",
         "private_key": pem, "client_email": "deployer@proj.iam.gserviceaccount.com",
@@ -149,7 +158,12 @@ class Host:
     def __init__(self, cwd: Path, env: dict[str, str], stderr_path: Path):
         self.stderr_path = stderr_path
         self.process = subprocess.Popen(
-            [sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
+            # SIGINT at its default, as a CLI started from a terminal or a CI runner gives it to its plugins (exec
+            # keeps an ignored signal ignored). A test run started as a background job of a script (`cmd &`
+            # without job control: bash ignores SIGINT in it) would hand it on ignored, and the host would then
+            # never end on the engine's SIGINT or its own (test_a_cli_that_dies_without_a_signal_... waited in
+            # vain). `env` then execs the host: the same process.
+            [ENV, "--default-signal=INT", sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
             cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             # Its own process group, as the engine starts every plugin (cmdutil.RegisterProcessGroup),
             # so a signal to the group reaches the host and nothing else.
