@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests import shared_runs
+from tests import fork_server, shared_runs
 from tools.plan.engine import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +40,11 @@ def run(config: dict[str, Any], secret_keys: list[str] | None = None,
                "failing_calls": failing_calls, "stack": stack, "preview": preview, "disks": disks}
 
     def fresh_process() -> dict[str, Any]:
-        completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
-                                   capture_output=True, text=True, cwd=ROOT, timeout=120)
+        if fork_server.enabled():
+            completed = fork_server.run("tests.program_harness", [], json.dumps(request))
+        else:
+            completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
+                                       capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert completed.returncode == 0, completed.stderr
         return {"data": json.loads(completed.stdout), "stderr": completed.stderr}
 
@@ -63,8 +66,13 @@ def plan(args: list[str], config_dir: Path | None = None, timeout: int = 300) ->
     if "--diff" in args:
         ran = fresh_process()
     else:
+        def forked() -> dict[str, Any]:
+            completed = fork_server.run("tools.plan", argv[3:])
+            return {"returncode": completed.returncode, "stdout": completed.stdout, "stderr": completed.stderr}
+
         stack_files = shared_runs.config_dir_files(config_dir or ROOT)
-        ran = shared_runs.once("plan", {"argv": argv[1:], "stack_files": stack_files}, fresh_process)
+        ran = shared_runs.once("plan", {"argv": argv[1:], "stack_files": stack_files},
+                               forked if fork_server.enabled() else fresh_process)
     return subprocess.CompletedProcess(argv, ran["returncode"], ran["stdout"], ran["stderr"])
 
 
