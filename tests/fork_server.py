@@ -15,6 +15,15 @@ server's hash seed (tests/test_plan.py::test_the_plan_is_byte_identical_across_f
 processes with other seeds), and a child ends with os._exit after flushing its streams (no atexit handlers
 or interpreter shutdown).
 
+Nothing outlives its worker. The server's stdin is a pipe the worker holds and never writes: it reads EOF when
+the worker closes it (`stop`, at exit) or dies however it dies (kill -9 included), and then it kills the run it
+is waiting for, if any, and exits (a parent pid that changed says the same, checked every few seconds, in case
+the pipe's end leaked to another process). A run that does not answer in time: the client closes its
+connection, the server kills the child's process group (the child leads its own, so whatever it started goes
+too) and reaps it, the client stops that server and raises subprocess.TimeoutExpired, and the next run starts
+a new server. The server runs in a session of its own, so a Ctrl-C in the terminal reaches the workers, which
+stop it, and a server that does not end when stopped is killed with its whole session.
+
     python -m tests.fork_server SOCKET    # the server (started by `run` below, never by hand)
 """
 
@@ -25,7 +34,9 @@ import importlib
 import json
 import os
 import runpy
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -83,7 +94,13 @@ def _runtime_untouched() -> list[str]:
     return found
 
 
+# How often the server looks at its parent pid besides watching its stdin (a bound on how long it can outlive a
+# worker whose end of the pipe leaked into another process; not a wait any test makes).
+PARENT_CHECK_SECONDS = 5.0
+
+
 def serve(socket_path: str) -> None:
+    worker = os.getppid()
     for name in WARM_MODULES:
         _load(name)
     untouched = _runtime_untouched()
@@ -94,12 +111,46 @@ def serve(socket_path: str) -> None:
     listener.listen()
     print("ready", flush=True)
     while True:
+        ready = _wait_readable([listener, sys.stdin.fileno()], worker)
+        if ready is None:
+            return  # the worker stopped this server or is gone
+        if listener not in ready:
+            continue
         connection, _ = listener.accept()
         with connection:
-            request = json.loads(_receive(connection))
-            if request.get("stop"):
+            request = json.loads(_receive_line(connection))
+            answer = _run_in_child(request, listener, connection, worker)
+            if answer is _WORKER_GONE:
                 return
-            connection.sendall(json.dumps(_run_in_child(request, listener)).encode())
+            if answer is not _CANCELLED:
+                connection.sendall(json.dumps(answer).encode())
+
+
+_WORKER_GONE = "the worker closed the server's stdin or died"
+_CANCELLED = "the client closed its connection before the answer"
+
+
+def _wait_readable(watched: list, worker: int) -> list | None:
+    """Which of `watched` can be read; None once the worker is gone (EOF on stdin, or another parent)."""
+    while True:
+        ready, _, _ = select.select(watched, [], [], PARENT_CHECK_SECONDS)
+        # The worker never writes to the server's stdin: readable means EOF.
+        if sys.stdin.fileno() in ready or os.getppid() != worker:
+            return None
+        if ready:
+            return ready
+
+
+def _receive_line(connection: socket.socket) -> bytes:
+    """One request: JSON on one line (json.dumps writes no raw newline). The client keeps its end open for
+    the answer, so an EOF (or anything else) read while a run is under way means it gave up."""
+    chunks = []
+    while not chunks or not chunks[-1].endswith(b"\n"):
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _receive(connection: socket.socket) -> bytes:
@@ -109,7 +160,7 @@ def _receive(connection: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def _run_in_child(request: dict, listener: socket.socket) -> dict:
+def _run_in_child(request: dict, listener: socket.socket, connection: socket.socket, worker: int) -> dict | str:
     with tempfile.TemporaryDirectory(prefix="fork-run-") as directory:
         streams = {name: Path(directory) / name for name in ("stdin", "stdout", "stderr")}
         streams["stdin"].write_text(request["stdin"])
@@ -121,15 +172,47 @@ def _run_in_child(request: dict, listener: socket.socket) -> dict:
             raise RuntimeError(f"fork server: threads at fork time: {threading.enumerate()}")
         pid = os.fork()
         if pid == 0:
+            os.setpgid(0, 0)  # its own process group: a kill of the run reaches what the run started
             listener.close()
+            connection.close()
             os._exit(_child(request, streams))
+        _set_process_group(pid)  # set on both sides, so it holds whichever side runs first
+        ended = _wait_for_child(pid, connection, worker)
+        if ended is not None:
+            return ended
         _, status = os.waitpid(pid, 0)
         return {"returncode": os.waitstatus_to_exitcode(status), "stdout": streams["stdout"].read_text(),
                 "stderr": streams["stderr"].read_text()}
 
 
+def _set_process_group(pid: int) -> None:
+    try:
+        os.setpgid(pid, pid)
+    except (PermissionError, ProcessLookupError):  # the child already set it and exec'd, or already ended
+        pass
+
+
+def _wait_for_child(pid: int, connection: socket.socket, worker: int) -> str | None:
+    """None when the child has exited (still to be reaped); otherwise the child's process group has been
+    killed and reaped because the client gave up or the worker is gone, and the reason is returned."""
+    child = os.pidfd_open(pid)
+    try:
+        ready = _wait_readable([child, connection], worker)
+    finally:
+        os.close(child)
+    if ready is not None and child in ready:
+        return None
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    return _WORKER_GONE if ready is None else _CANCELLED
+
+
 def _child(request: dict, streams: dict[str, Path]) -> int:
-    """`python -m MODULE ARGV...` with the request's stdin, environment and working directory."""
+    """`python -m MODULE ARGV...` (or `python -c CODE`) with the request's stdin, environment and working
+    directory."""
     for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
         opened = os.open(streams[name], mode)
         os.dup2(opened, fd)
@@ -137,10 +220,16 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    sys.argv = [request["module"], *request["argv"]]
     code = 0
     try:
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        if request.get("code") is not None:
+            # As `python -c` runs it: argv ["-c"], a fresh __main__ namespace, the working directory on sys.path.
+            sys.argv = ["-c"]
+            sys.path[0] = ""
+            exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        else:
+            sys.argv = [request["module"], *request["argv"]]
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
     except SystemExit as exit_:  # as the interpreter treats sys.exit's argument
         if exit_.code is None:
             code = 0
@@ -162,38 +251,47 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
 
 # --- the client side, in the test worker ---
 
+# How long a stopped server may take to end before its session is killed.
+STOP_GRACE_SECONDS = 60
+
+
 class _Server:
     def __init__(self, key: str):
         self.key = key
         self.directory = tempfile.mkdtemp(prefix="tpu-vllm-fork-")
         self.socket_path = os.path.join(self.directory, "socket")
+        # stdin: a pipe only this worker holds (Popen's end is close-on-exec); its EOF ends the server.
         self.process = subprocess.Popen([sys.executable, "-m", "tests.fork_server", self.socket_path], cwd=ROOT,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=open(os.path.join(self.directory, "server.log"), "w"), text=True)
         ready = self.process.stdout.readline()
         if ready.strip() != "ready":
-            self.process.wait()
-            log = Path(self.directory, "server.log").read_text()
-            raise RuntimeError(f"fork server did not start (exit {self.process.returncode}): {log}")
+            self.stop()
+            raise RuntimeError(f"fork server did not start (exit {self.process.returncode}): {self.log}")
 
     def ask(self, request: dict, timeout: float | None = None) -> dict:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.settimeout(timeout)
             connection.connect(self.socket_path)
-            connection.sendall(json.dumps(request).encode())
-            connection.shutdown(socket.SHUT_WR)
+            connection.sendall(json.dumps(request).encode() + b"\n")
+            # Closing the connection on a timeout (leaving this block) tells the server to kill the run.
             return json.loads(_receive(connection))
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        """Close the server's stdin: it ends (and with it any run it waits for); if it does not, its session
+        is killed."""
+        if self.process.stdin and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
             try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-                    connection.connect(self.socket_path)
-                    connection.sendall(b'{"stop": true}')
-            except OSError:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.process.wait()
         self.process.stdout.close()
+        self.log = Path(self.directory, "server.log").read_text()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -208,7 +306,16 @@ def current_key() -> str:
 
 def run(module: str, argv: list[str], stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
     """What `subprocess.run([python, -m, module, *argv], input=stdin, capture_output=True, text=True,
-    cwd=ROOT)` returns, from a child of the fork server."""
+    cwd=ROOT, timeout=timeout)` returns, from a child of the fork server."""
+    return _ask({"module": module, "argv": argv}, [sys.executable, "-m", module, *argv], stdin, timeout)
+
+
+def run_code(code: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    """What `subprocess.run([python, -c, code], ...)` returns, from a child of the fork server."""
+    return _ask({"code": code}, [sys.executable, "-c", code], stdin, timeout)
+
+
+def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.CompletedProcess:
     global _server
     with _lock:  # one run at a time per worker: the server answers one connection after another
         key = current_key()
@@ -216,10 +323,14 @@ def run(module: str, argv: list[str], stdin: str = "", timeout: float = 300) -> 
             if _server is not None:
                 _server.stop()
             _server = _Server(key)
-        answer = _server.ask({"module": module, "argv": argv, "stdin": stdin, "env": dict(os.environ),
-                              "cwd": str(ROOT)}, timeout)
-    return subprocess.CompletedProcess([sys.executable, "-m", module, *argv], answer["returncode"],
-                                       answer["stdout"], answer["stderr"])
+        try:
+            answer = _server.ask({**what, "stdin": stdin, "env": dict(os.environ), "cwd": str(ROOT)}, timeout)
+        except TimeoutError:
+            # The server has killed the run on the closed connection; a new server answers the next run.
+            _server.stop()
+            _server = None
+            raise subprocess.TimeoutExpired(args, timeout) from None
+    return subprocess.CompletedProcess(args, answer["returncode"], answer["stdout"], answer["stderr"])
 
 
 def enabled() -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -103,3 +104,68 @@ def test_the_server_has_only_imported_when_it_forks():
          "mocks.set_mocks(M(), project='p', stack='s')\nprint(f._runtime_untouched())"],
         capture_output=True, text=True, cwd=harness.ROOT, timeout=120)
     assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
+
+
+def session_processes(session: int) -> list[str]:
+    """Every process of the session a server leads (its runs and what they started), zombies included."""
+    listed = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True, check=True)
+    return [line.strip() for line in listed.stdout.splitlines() if line.split()[1] == str(session)]
+
+
+def wait_until(condition, what: str, seconds: float = 60) -> None:
+    """Polls `condition` for at most `seconds` (a bound, not a measurement: it only says how long to look)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def hang_code(started: str) -> str:
+    """A run that starts a process of its own, says so in the file `started`, and never ends."""
+    return ("import pathlib, subprocess, time\n"
+            "sleeper = subprocess.Popen(['sleep', '3600'])\n"
+            f"pathlib.Path({started!r}).write_text(str(sleeper.pid))\n"
+            "time.sleep(3600)\n")
+
+
+def test_a_run_that_does_not_answer_in_time_is_killed_with_what_it_started(tmp_path):
+    started = tmp_path / "started"
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    server = fork_server._server
+    with pytest.raises(subprocess.TimeoutExpired):
+        fork_server.run_code(hang_code(str(started)), timeout=10)
+    assert started.exists()  # the run and its own process were under way when the timeout fired
+    assert fork_server._server is None and server.process.returncode is not None  # stopped and reaped
+    wait_until(lambda: session_processes(server.process.pid) == [], "the run or its sleeper outlived the timeout")
+    again = fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    assert again.returncode == 2 and fork_server._server is not server  # a new server answers the next run
+
+
+WORKER = """
+import sys
+from tests import fork_server
+fork_server._server = fork_server._Server(fork_server.current_key())
+print(fork_server._server.process.pid, flush=True)
+if sys.argv[1] == "idle":
+    sys.stdin.read()
+else:
+    fork_server.run_code(sys.argv[2], timeout=3600)
+"""
+
+
+@pytest.mark.parametrize("state", ["idle", "running"])
+def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_killed(tmp_path, state):
+    started = tmp_path / "started"
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, state, hang_code(str(started))], cwd=harness.ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(worker.stdout.readline())
+        assert session_processes(server)
+        if state == "running":
+            wait_until(started.exists, "the run never started")
+    finally:
+        worker.kill()  # SIGKILL: no atexit, no stop
+        worker.wait()
+        worker.stdout.close()
+        worker.stdin.close()
+    wait_until(lambda: session_processes(server) == [], f"left behind: {session_processes(server)}")
