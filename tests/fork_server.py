@@ -15,10 +15,11 @@ server's hash seed (tests/test_plan.py::test_the_plan_is_byte_identical_across_f
 processes with other seeds), and a child ends with os._exit after flushing its streams (no atexit handlers
 or interpreter shutdown).
 
-Nothing outlives its worker. The server's stdin is a pipe the worker holds and never writes: it reads EOF when
-the worker closes it (`stop`, at exit) or dies however it dies (kill -9 included), and then it kills the run it
-is waiting for, if any, and exits (a parent pid that changed says the same, checked every few seconds, in case
-the pipe's end leaked to another process). A run that does not answer in time: the client closes its
+Nothing outlives its worker. The server's stdin is a pipe only the worker holds: it reads "stop" and EOF when
+the worker stops it (a new key, at exit), a bare EOF when the worker dies however it dies (kill -9 included);
+either way it kills the run it is waiting for, if any, and exits, and after a death removes its own temp
+directory (a parent pid that changed says the same, checked every few seconds, in case the pipe's end leaked
+to another process). A run that does not answer in time: the client closes its
 connection, the server kills the child's process group (the child leads its own, so whatever it started goes
 too) and reaps it, the client stops that server and raises subprocess.TimeoutExpired, and the next run starts
 a new server. The server runs in a session of its own, so a Ctrl-C in the terminal reaches the workers, which
@@ -113,7 +114,7 @@ def serve(socket_path: str) -> None:
     while True:
         ready = _wait_readable([listener, sys.stdin.fileno()], worker)
         if ready is None:
-            return  # the worker stopped this server or is gone
+            return _worker_gone(socket_path, worker)
         if listener not in ready:
             continue
         connection, _ = listener.accept()
@@ -121,9 +122,17 @@ def serve(socket_path: str) -> None:
             request = json.loads(_receive_line(connection))
             answer = _run_in_child(request, listener, connection, worker)
             if answer is _WORKER_GONE:
-                return
+                return _worker_gone(socket_path, worker)
             if answer is not _CANCELLED:
                 connection.sendall(json.dumps(answer).encode())
+
+
+def _worker_gone(socket_path: str, worker: int) -> None:
+    """A worker that stops its server says "stop" before closing the pipe and removes the server's directory
+    itself (after reading its log); a bare EOF or another parent: the worker died, the server removes it."""
+    said = select.select([sys.stdin.fileno()], [], [], 0)[0] and os.read(sys.stdin.fileno(), 64)
+    if os.getppid() != worker or not said or not said.startswith(b"stop"):
+        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
 
 
 _WORKER_GONE = "the worker closed the server's stdin or died"
@@ -278,10 +287,14 @@ class _Server:
             return json.loads(_receive(connection))
 
     def stop(self) -> None:
-        """Close the server's stdin: it ends (and with it any run it waits for); if it does not, its session
-        is killed."""
-        if self.process.stdin and not self.process.stdin.closed:
-            self.process.stdin.close()
+        """"stop" and EOF on the server's stdin: it ends (and with it any run it waits for); if it does not,
+        its session is killed."""
+        if not self.process.stdin.closed:
+            try:
+                self.process.stdin.write("stop\n")
+                self.process.stdin.close()
+            except BrokenPipeError:  # the server has already ended
+                pass
         try:
             self.process.wait(timeout=STOP_GRACE_SECONDS)
         except subprocess.TimeoutExpired:

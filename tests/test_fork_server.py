@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -106,10 +107,10 @@ def test_the_server_has_only_imported_when_it_forks():
     assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
 
 
-def session_processes(session: int) -> list[str]:
-    """Every process of the session a server leads (its runs and what they started), zombies included."""
+def left_of(server: int) -> list[str]:
+    """The server and every process of the session it leads (its runs and what they started), zombies included."""
     listed = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True, check=True)
-    return [line.strip() for line in listed.stdout.splitlines() if line.split()[1] == str(session)]
+    return [line.strip() for line in listed.stdout.splitlines() if str(server) in line.split()[:2]]
 
 
 def wait_until(condition, what: str, seconds: float = 60) -> None:
@@ -136,7 +137,7 @@ def test_a_run_that_does_not_answer_in_time_is_killed_with_what_it_started(tmp_p
         fork_server.run_code(hang_code(str(started)), timeout=10)
     assert started.exists()  # the run and its own process were under way when the timeout fired
     assert fork_server._server is None and server.process.returncode is not None  # stopped and reaped
-    wait_until(lambda: session_processes(server.process.pid) == [], "the run or its sleeper outlived the timeout")
+    wait_until(lambda: left_of(server.process.pid) == [], "the run or its sleeper outlived the timeout")
     again = fork_server.run("tools.plan", ["--stack", "no-such-stack"])
     assert again.returncode == 2 and fork_server._server is not server  # a new server answers the next run
 
@@ -145,7 +146,7 @@ WORKER = """
 import sys
 from tests import fork_server
 fork_server._server = fork_server._Server(fork_server.current_key())
-print(fork_server._server.process.pid, flush=True)
+print(fork_server._server.process.pid, fork_server._server.directory, flush=True)
 if sys.argv[1] == "idle":
     sys.stdin.read()
 else:
@@ -159,8 +160,9 @@ def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_kille
     worker = subprocess.Popen([sys.executable, "-c", WORKER, state, hang_code(str(started))], cwd=harness.ROOT,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        server = int(worker.stdout.readline())
-        assert session_processes(server)
+        server, directory = worker.stdout.readline().split()
+        server = int(server)
+        assert left_of(server)
         if state == "running":
             wait_until(started.exists, "the run never started")
     finally:
@@ -168,4 +170,5 @@ def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_kille
         worker.wait()
         worker.stdout.close()
         worker.stdin.close()
-    wait_until(lambda: session_processes(server) == [], f"left behind: {session_processes(server)}")
+    wait_until(lambda: left_of(server) == [], f"left behind: {left_of(server)}")
+    assert not Path(directory).exists()  # the server's socket and log went with it
