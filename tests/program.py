@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests import shared_runs
+from tests import fork_server, shared_runs
 from tools.plan.engine import is_wrapped_secret
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,33 +39,49 @@ def run(config: dict[str, Any], secret_keys: list[str] | None = None,
     request = {"config": encoded, "secret_keys": secret_keys or [], "fixed_outputs": fixed_outputs,
                "failing_calls": failing_calls, "stack": stack, "preview": preview, "disks": disks}
 
-    def fresh_process() -> dict[str, Any]:
-        completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
-                                   capture_output=True, text=True, cwd=ROOT, timeout=120)
+    def one_run() -> dict[str, Any]:
+        if fork_server.enabled():
+            completed = fork_server.run("tests.program_harness", [], json.dumps(request))
+        else:
+            completed = subprocess.run([sys.executable, "-m", "tests.program_harness"], input=json.dumps(request),
+                                       capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert completed.returncode == 0, completed.stderr
         return {"data": json.loads(completed.stdout), "stderr": completed.stderr}
 
     # The same request gives the same answer (the program is deterministic under mocks): one run per session.
-    ran = shared_runs.once("program", request, fresh_process)
+    ran = shared_runs.once("program", request, one_run)
     return Program(ran["data"], ran["stderr"])
 
 
 def plan(args: list[str], config_dir: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python -m tools.plan ARGS [--config-dir DIR]` from the repository root, as a reviewer runs it; run once
-    per session for the same arguments and stack files (tests/shared_runs.py). A --diff reads a file the key
-    does not cover: it always runs."""
+    per session for the same arguments and stack files (tests/shared_runs.py), forked from the fork server
+    (tests/fork_server.py). A --diff reads a file the key does not cover: it always runs."""
     argv = [sys.executable, "-m", "tools.plan", *args, *(["--config-dir", str(config_dir)] if config_dir else [])]
 
-    def fresh_process() -> dict[str, Any]:
-        completed = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    def one_run() -> dict[str, Any]:
+        if fork_server.enabled():
+            completed = fork_server.run("tools.plan", argv[3:], timeout=timeout)
+        else:
+            completed = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
         return {"returncode": completed.returncode, "stdout": completed.stdout, "stderr": completed.stderr}
 
     if "--diff" in args:
-        ran = fresh_process()
+        ran = one_run()
     else:
         stack_files = shared_runs.config_dir_files(config_dir or ROOT)
-        ran = shared_runs.once("plan", {"argv": argv[1:], "stack_files": stack_files}, fresh_process)
+        ran = shared_runs.once("plan", {"argv": argv[1:], "stack_files": stack_files}, one_run)
     return subprocess.CompletedProcess(argv, ran["returncode"], ran["stdout"], ran["stderr"])
+
+
+def python_c(code: str, stdin: str = "", timeout: int = 120) -> subprocess.CompletedProcess:
+    """`python -c CODE` from the repository root: a child of the fork server in a test session, a fresh
+    process otherwise. For a program that needs Pulumi's runtime to itself, not for one about a fresh
+    interpreter's start or exit."""
+    if fork_server.enabled():
+        return fork_server.run_code(code, stdin, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
 
 
 # The gke example stack's canary secrets (a stack-kept HF token, the generated API key).

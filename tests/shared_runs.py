@@ -17,7 +17,6 @@ A test that needs a fresh process (e.g. two runs compared byte for byte) starts 
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -45,8 +44,9 @@ def use_directory(directory: Path | None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
 
 
-@functools.lru_cache(maxsize=1)
 def source_digest() -> str:
+    """The sources as they are now, read at every ask (~15 ms): a file edited during the session is a new key,
+    and tests/fork_server.py restarts its server on it."""
     digest = hashlib.sha256()
     for pattern in SOURCE_GLOBS:
         for path in sorted(ROOT.glob(pattern)):

@@ -4,13 +4,13 @@ hfToken error names the stack file the user actually has."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from components.settings.namespaces import provider_namespaces, unread_namespace_findings
+from tests import program as harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,8 +19,7 @@ def plan_of(tmp_path: Path, stack: str, extra: dict) -> subprocess.CompletedProc
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
     document["config"] = {"gcp:project": "my-proj", **document["config"], **extra}
     (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
-    return subprocess.run([sys.executable, "-m", "tools.plan", "--stack", stack, "--config-dir", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return harness.plan(["--stack", stack], config_dir=tmp_path, timeout=120)
 
 
 def test_every_installed_provider_namespace_is_known():

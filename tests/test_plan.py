@@ -396,15 +396,13 @@ def two_plans(tmp_path_factory):
     """(base JSON path, head config dir, head plan, head text) from two configurations."""
     base_dir = write_stack(tmp_path_factory.mktemp("base"), BASE_CONFIG)
     head_dir = write_stack(tmp_path_factory.mktemp("head"), HEAD_CONFIG)
-    base, head_json, head_text = run_concurrently([
-        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--json", "--config-dir", str(base_dir)], {}),
-        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--json", "--config-dir", str(head_dir)], {}),
-        ([sys.executable, "-m", "tools.plan", "--stack", "review", "--config-dir", str(head_dir)], {}),
-    ])
+    base = plan("--stack", "review", "--json", config_dir=base_dir)
+    head_json = plan("--stack", "review", "--json", config_dir=head_dir)
+    head_text = plan("--stack", "review", config_dir=head_dir)
     assert base.returncode == head_json.returncode == head_text.returncode == 0, base.stderr + head_json.stderr
     base_path = base_dir / "base.json"
-    base_path.write_bytes(base.stdout)
-    return base_path, head_dir, json.loads(head_json.stdout), head_text.stdout.decode()
+    base_path.write_text(base.stdout)
+    return base_path, head_dir, json.loads(head_json.stdout), head_text.stdout
 
 
 def test_keep_on_destroy_says_the_disk_outlives_destroy(two_plans):

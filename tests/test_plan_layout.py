@@ -6,9 +6,8 @@ The import graph is read from the source (ast), so an import inside a function c
 from __future__ import annotations
 
 import ast
+import functools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,15 +39,24 @@ def import_graph() -> dict[str, set[str]]:
     modules = _project_modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules
-                           else node.module for alias in node.names]
+        for module, imported in _imports(path.read_text(encoding="utf-8")):
+            targets = [module] if imported is None else [
+                f"{module}.{alias}" if f"{module}.{alias}" in modules else module for alias in imported]
             graph[name].update(target for target in targets if target in modules and target != name)
     return graph
+
+
+@functools.cache
+def _imports(source: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    """(module, None) for `import module`, (module, names) for `from module import names`; parsed once per
+    source text (several tests read the graph, and the text is read again each time)."""
+    found: list[tuple[str, tuple[str, ...] | None]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, tuple(alias.name for alias in node.names)))
+    return tuple(found)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -111,7 +119,8 @@ def test_the_plan_renders_costs_it_does_not_compute():
     assert not (ROOT / "components/gke/costs.py").exists()
 
 
-# Runs the program in a fresh process (Pulumi's runtime is process-global) under the plan's own engine.
+# Runs the program in a process of its own (Pulumi's runtime is process-global: a fresh one, or a child forked
+# from tests/fork_server.py's server before any run) under the plan's own engine.
 PROGRAM_ENTRY = """
 import json, runpy, sys
 import pulumi
@@ -142,8 +151,7 @@ print(json.dumps(result))
 
 
 def _program_entry(how: str, config: dict[str, str]) -> dict:
-    completed = subprocess.run([sys.executable, "-c", PROGRAM_ENTRY], cwd=ROOT, capture_output=True, text=True,
-                               input=json.dumps({"how": how, "config": config, "root": str(ROOT)}), timeout=120)
+    completed = harness.python_c(PROGRAM_ENTRY, json.dumps({"how": how, "config": config, "root": str(ROOT)}))
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.splitlines()[-1])
 

@@ -89,6 +89,7 @@ def test_a_plan_that_diffs_against_a_file_always_runs(own_store, monkeypatch):
         return subprocess.CompletedProcess(argv, 0, f"run {len(started)}", "")
 
     monkeypatch.setattr(program.subprocess, "run", fake_run)
+    monkeypatch.setenv("TPU_VLLM_TEST_FORK_SERVER", "0")  # every run through subprocess.run, counted
     assert [program.plan(["--stack", "dev", "--diff", "base.json"]).stdout for _ in range(2)] == ["run 1", "run 2"]
     assert [program.plan(["--stack", "dev", "--json"]).stdout for _ in range(2)] == ["run 3", "run 3"]
     assert len(started) == 3

@@ -1,0 +1,174 @@
+"""tests/fork_server.py: a run forked from the warm server answers exactly as a fresh process, and one run leaves
+nothing behind for the next."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import fork_server, shared_runs
+from tests import program as harness
+
+
+def harness_request(config: dict[str, str], stack: str = "dev", **extra) -> str:
+    return json.dumps({"config": config, "secret_keys": [], "stack": stack, **extra})
+
+
+def fresh(module: str, argv: list[str], stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *argv], input=stdin, capture_output=True, text=True,
+                          cwd=harness.ROOT, timeout=300)
+
+
+def answer_of(completed: subprocess.CompletedProcess) -> tuple:
+    """Everything a test reads from a harness run. Registrations are compared as a set: their order follows
+    the engine's worker threads and differs between two fresh processes too."""
+    data = json.loads(completed.stdout)
+    registrations = sorted(json.dumps(registration, sort_keys=True) for registration in data.pop("registrations"))
+    return completed.returncode, registrations, data, completed.stderr.splitlines()
+
+
+HARNESS_CASES = {
+    "dev": lambda: harness_request(harness.dev_config()),
+    "gke": lambda: harness_request(harness.gke_config(), stack="gke"),
+    "bad settings": lambda: harness_request(
+        harness.with_section(harness.dev_config(), "vllm", gpuMemoryUtilization=0.95)),
+}
+
+
+@pytest.mark.parametrize("case", HARNESS_CASES)
+def test_a_forked_program_run_answers_as_a_fresh_process(case):
+    request = HARNESS_CASES[case]()
+    forked = fork_server.run("tests.program_harness", [], request)
+    expected = fresh("tests.program_harness", [], request)
+    assert answer_of(forked) == answer_of(expected)
+    returncode, registrations, data, _ = answer_of(forked)
+    if case == "bad settings":
+        assert "tpu-vllm:vllm.gpuMemoryUtilization = 0.95" in data["problems"][0] and registrations == []
+    else:
+        assert returncode == 0 and data["problems"] is None and len(registrations) > 20 and data["outputs"]
+
+
+@pytest.mark.parametrize("argv", [["--stack", "gke", "--json"], ["--stack", "dev"], ["--stack", "no-such-stack"]])
+def test_a_forked_plan_prints_what_a_fresh_process_prints(argv):
+    forked = fork_server.run("tools.plan", argv)
+    expected = fresh("tools.plan", argv)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (expected.returncode, expected.stdout,
+                                                                  expected.stderr)
+    assert forked.returncode == (2 if "no-such-stack" in argv else 0)
+
+
+def test_runs_one_after_another_leave_nothing_for_the_next():
+    # Pulumi's runtime is process-global: run in one process, the second run finds the first's closed event
+    # loop and settings. Each forked child starts from the server's state before any run.
+    dev = harness_request(harness.dev_config())
+    gke = harness_request({**harness.gke_config(), "tpu-vllm:hfToken": harness.GKE_HF_CANARY}, stack="gke",
+                          secret_keys=["tpu-vllm:hfToken"])
+    first = answer_of(fork_server.run("tests.program_harness", [], dev))
+    between = answer_of(fork_server.run("tests.program_harness", [], gke))
+    again = answer_of(fork_server.run("tests.program_harness", [], dev))
+    assert first == again
+    assert between != first and between[0] == 0 and between[2]["problems"] is None
+    assert harness.GKE_HF_CANARY not in json.dumps(again)
+
+
+def test_edited_sources_or_another_environment_start_another_server(monkeypatch):
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    before = fork_server._server
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    assert fork_server._server is before  # the same sources: the same server
+    monkeypatch.setattr(shared_runs, "source_digest", lambda: "a program edited since")
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    edited = fork_server._server
+    assert edited is not before and before.process.returncode is not None  # the old one has ended
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "another environment")
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    assert fork_server._server is not edited and edited.process.returncode is not None
+
+
+def test_the_server_has_only_imported_when_it_forks():
+    # What the server checks before listening, asked of a process that imported the same modules.
+    checked = subprocess.run(
+        [sys.executable, "-c", "from tests import fork_server as f\n"
+         "for name in f.WARM_MODULES: f._load(name)\nprint(f._runtime_untouched())"],
+        capture_output=True, text=True, cwd=harness.ROOT, timeout=120)
+    assert checked.stdout.strip() == "[]", checked.stderr
+    touched = subprocess.run(
+        [sys.executable, "-c", "from tests import fork_server as f\nimport pulumi\n"
+         "from pulumi.runtime import mocks\n"
+         "class M(mocks.Mocks):\n  def new_resource(self, args): return args.name, {}\n"
+         "  def call(self, args): return {}\n"
+         "mocks.set_mocks(M(), project='p', stack='s')\nprint(f._runtime_untouched())"],
+        capture_output=True, text=True, cwd=harness.ROOT, timeout=120)
+    assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
+
+
+def left_of(server: int) -> list[str]:
+    """The server and every process of the session it leads (its runs and what they started), zombies included."""
+    listed = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True, check=True)
+    return [line.strip() for line in listed.stdout.splitlines() if str(server) in line.split()[:2]]
+
+
+def wait_until(condition, what: str, seconds: float = 60) -> None:
+    """Polls `condition` for at most `seconds` (a bound, not a measurement: it only says how long to look)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def hang_code(started: str) -> str:
+    """A run that starts a process of its own, says so in the file `started`, and never ends."""
+    return ("import pathlib, subprocess, time\n"
+            "sleeper = subprocess.Popen(['sleep', '3600'])\n"
+            f"pathlib.Path({started!r}).write_text(str(sleeper.pid))\n"
+            "time.sleep(3600)\n")
+
+
+def test_a_run_that_does_not_answer_in_time_is_killed_with_what_it_started(tmp_path):
+    started = tmp_path / "started"
+    fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    server = fork_server._server
+    with pytest.raises(subprocess.TimeoutExpired):
+        fork_server.run_code(hang_code(str(started)), timeout=10)
+    assert started.exists()  # the run and its own process were under way when the timeout fired
+    assert fork_server._server is None and server.process.returncode is not None  # stopped and reaped
+    wait_until(lambda: left_of(server.process.pid) == [], "the run or its sleeper outlived the timeout")
+    again = fork_server.run("tools.plan", ["--stack", "no-such-stack"])
+    assert again.returncode == 2 and fork_server._server is not server  # a new server answers the next run
+
+
+WORKER = """
+import sys
+from tests import fork_server
+fork_server._server = fork_server._Server(fork_server.current_key())
+print(fork_server._server.process.pid, fork_server._server.directory, flush=True)
+if sys.argv[1] == "idle":
+    sys.stdin.read()
+else:
+    fork_server.run_code(sys.argv[2], timeout=3600)
+"""
+
+
+@pytest.mark.parametrize("state", ["idle", "running"])
+def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_killed(tmp_path, state):
+    started = tmp_path / "started"
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, state, hang_code(str(started))], cwd=harness.ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        server, directory = worker.stdout.readline().split()
+        server = int(server)
+        assert left_of(server)
+        if state == "running":
+            wait_until(started.exists, "the run never started")
+    finally:
+        worker.kill()  # SIGKILL: no atexit, no stop
+        worker.wait()
+        worker.stdout.close()
+        worker.stdin.close()
+    wait_until(lambda: left_of(server) == [], f"left behind: {left_of(server)}")
+    assert not Path(directory).exists()  # the server's socket and log went with it
