@@ -25,7 +25,7 @@ too) and reaps it, the client stops that server and raises subprocess.TimeoutExp
 a new server. The server runs in a session of its own, so a Ctrl-C in the terminal reaches the workers, which
 stop it, and a server that does not end when stopped is killed with its whole session.
 
-    python -m tests.fork_server SOCKET    # the server (started by `run` below, never by hand)
+    python -m tests.fork_server SOCKET [MODULE ...]   # the server (started by `run` below, never by hand)
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ def _runtime_untouched() -> list[str]:
 PARENT_CHECK_SECONDS = 5.0
 
 
-def serve(socket_path: str) -> None:
+def serve(socket_path: str, modules: tuple[str, ...]) -> None:
     worker = os.getppid()
-    for name in WARM_MODULES:
+    for name in modules:
         _load(name)
     untouched = _runtime_untouched()
     if untouched:
@@ -265,12 +265,14 @@ STOP_GRACE_SECONDS = 60
 
 
 class _Server:
-    def __init__(self, key: str):
+    def __init__(self, key: str, modules: tuple[str, ...] = WARM_MODULES):
+        """modules: what the server imports before it forks (none: a cold server, for tests of its life alone)."""
         self.key = key
         self.directory = tempfile.mkdtemp(prefix="tpu-vllm-fork-")
         self.socket_path = os.path.join(self.directory, "socket")
         # stdin: a pipe only this worker holds (Popen's end is close-on-exec); its EOF ends the server.
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.fork_server", self.socket_path], cwd=ROOT,
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.fork_server", self.socket_path, *modules],
+                                        cwd=ROOT,
                                         start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=open(os.path.join(self.directory, "server.log"), "w"), text=True)
         ready = self.process.stdout.readline()
@@ -335,7 +337,7 @@ def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.
         if _server is None or _server.key != key or _server.process.poll() is not None:
             if _server is not None:
                 _server.stop()
-            _server = _Server(key)
+            _server = _Server(key, WARM_MODULES)
         try:
             answer = _server.ask({**what, "stdin": stdin, "env": dict(os.environ), "cwd": str(ROOT)}, timeout)
         except TimeoutError:
@@ -358,4 +360,4 @@ def _stop_at_exit() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], tuple(sys.argv[2:]))
