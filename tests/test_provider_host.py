@@ -155,15 +155,16 @@ class Host:
     engine holds and never writes, stdout and stderr pipes the engine reads line by line (each stderr line
     becomes a diagnostic: here, a line of `stderr_path`)."""
 
+    # SIGINT at its default, as a CLI started from a terminal or a CI runner gives it to its plugins (exec
+    # keeps an ignored signal ignored). A test run started as a background job of a script (`cmd &` without
+    # job control: bash ignores SIGINT in it) would hand it on ignored; one test asks for that on purpose.
+    sigint = "--default-signal=INT"
+
     def __init__(self, cwd: Path, env: dict[str, str], stderr_path: Path):
         self.stderr_path = stderr_path
         self.process = subprocess.Popen(
-            # SIGINT at its default, as a CLI started from a terminal or a CI runner gives it to its plugins (exec
-            # keeps an ignored signal ignored). A test run started as a background job of a script (`cmd &`
-            # without job control: bash ignores SIGINT in it) would hand it on ignored, and the host would then
-            # never end on the engine's SIGINT or its own (test_a_cli_that_dies_without_a_signal_... waited in
-            # vain). `env` then execs the host: the same process.
-            [ENV, "--default-signal=INT", sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
+            # `env` sets SIGINT's disposition (`sigint`) and execs the host: the same process.
+            [ENV, self.sigint, sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
             cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             # Its own process group, as the engine starts every plugin (cmdutil.RegisterProcessGroup),
             # so a signal to the group reaches the host and nothing else.
@@ -572,10 +573,13 @@ def test_ctrl_c_while_a_failed_create_is_being_deleted_leaves_the_delete_to_the_
              or "keeps trying" in host.stderr_path.read_text(), "the watchdog's line")
 
 
-def test_a_cli_that_dies_without_a_signal_still_deletes_the_request_and_the_host_ends(world):
+@pytest.mark.parametrize("sigint", ["--default-signal=INT", "--ignore-signal=INT"], ids=["default", "ignored"])
+def test_a_cli_that_dies_without_a_signal_still_deletes_the_request_and_the_host_ends(world, sigint, monkeypatch):
     """kill -9 of the CLI, a closed terminal, a torn-down CI runner: no signal reaches the host, only the
     CLI's ends of its pipes close. The host notices at once (stdin end-of-file), deletes its request despite
-    a dead stderr, and ends itself (nobody is left to stop it)."""
+    a dead stderr, and ends itself (nobody is left to stop it), even when it was started with SIGINT ignored
+    (a CLI run as a background job of a script), so its own SIGINT would do nothing."""
+    monkeypatch.setattr(Host, "sigint", sigint)
     server = world[0]
     host, pending, name = create_left_waiting_in_the_queue(world)
     [watchdog] = watchdogs_of(host)

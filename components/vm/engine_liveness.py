@@ -14,7 +14,9 @@ returns end-of-file: the soonest sign there is, and the one watched here.
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import sys
 import threading
 
 _gone = threading.Event()
@@ -52,3 +54,21 @@ def watch() -> None:
 def engine_gone() -> bool:
     """The CLI's end of the stdin pipe has closed: no engine will call, answer or stop this host."""
     return _gone.is_set()
+
+
+def end_host() -> None:
+    """End this host as the engine's own close would, once nobody is left to stop it: a SIGINT, on which the
+    host's main thread leaves its wait and stops the gRPC server. A host started with SIGINT ignored would
+    never see it: a CLI run as a background job of a script hands it on ignored (bash 5.2 manual, "Signals":
+    without job control, asynchronous commands ignore SIGINT; exec keeps an ignored signal ignored) and
+    CPython then installs no KeyboardInterrupt handler (Python 3.11 docs, library/signal.rst: SIGINT becomes
+    KeyboardInterrupt only "if the parent process has not changed it"). That host exits at once instead: its
+    create has finished and no engine is left to read an answer."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass  # the dead CLI's end of the pipe: nothing to keep
+        os._exit(0)
+    os.kill(os.getpid(), signal.SIGINT)

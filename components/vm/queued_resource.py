@@ -10,8 +10,6 @@ component a stack declares `tpu_node.py`.
 from __future__ import annotations
 
 import functools
-import os
-import signal
 import uuid
 from typing import Any
 
@@ -186,8 +184,7 @@ class QueuedResourceProvider(ResourceProvider):
         finally:
             progress.finish()
             if in_provider_host() and engine_liveness.engine_gone():
-                # Nobody will call or stop this host any more: end it as the engine's own close would.
-                os.kill(os.getpid(), signal.SIGINT)
+                engine_liveness.end_host()  # nobody will call or stop this host any more
 
     def _create(self, api: TpuApi, props: dict[str, Any], started: float, deadline: float, poll: float,
                 progress: CreateProgress) -> CreateResult:
