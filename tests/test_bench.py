@@ -21,6 +21,7 @@ import pytest
 from dev import bench_client_ceiling
 from dev import fake_openai_server as fake_server
 from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from tests import vllm_venv
 from tools.bench import cli, reference, report
 from tools.bench.request import Endpoint, RequestResult, read_stream, take_event
 from tools.bench.results import CellResult, RepStats, rep_stats
@@ -278,9 +279,6 @@ def test_ttft_starts_when_the_request_goes_to_the_socket_before_the_server_reads
     assert result.ttft == result.first_token - result.sent >= record.token_times[0] - record.received
 
 
-# scripts/test.sh exports where it built vLLM's venv; a bare pytest run looks beside the checkout.
-VLLM_PYTHON = Path(os.environ.get("TPU_VLLM_VLLM_PYTHON")
-                   or Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python")
 VLLM_CHUNKS = """
 from vllm.entrypoints.generate.base.protocol import DeltaMessage
 from vllm.entrypoints.openai.chat_completion.protocol import (ChatCompletionResponseStreamChoice as Choice,
@@ -298,10 +296,10 @@ print(chunk([], UsageInfo(prompt_tokens=3, completion_tokens=1, total_tokens=4))
 """
 
 
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM venv at {VLLM_PYTHON} (TPU_VLLM_VLLM_PYTHON)")
 def test_the_servers_chunks_are_byte_for_byte_vllms_own():
-    # vLLM 0.33's protocol models and the serializer call of its chat stream (chat_completion/serving.py).
-    completed = subprocess.run([str(VLLM_PYTHON), "-c", VLLM_CHUNKS], capture_output=True, timeout=300)
+    # vLLM 0.33's protocol models and the serializer call of its chat stream (chat_completion/serving.py),
+    # in the vLLM venv (tests/vllm_venv.py: skipped where scripts/test.sh has not built it).
+    completed = vllm_venv.run(["-c", VLLM_CHUNKS], timeout=300)
     assert completed.returncode == 0, completed.stderr.decode()[-2000:]
     theirs = completed.stdout.decode().split("\n")[:-1]  # not splitlines(): it would split at the U+2028
     chunker = fake_server._Chunker(FakeTiming(tokens=("a\u2028b",)), "chatcmpl-1", "m")
