@@ -21,6 +21,7 @@ LIGHT_SERVER = [sys.executable, str(vllm_venv.SERVER), "json"]  # the same serve
 
 FIRST = """
 import json, os, sys
+env = dict(os.environ)
 import vllm.envs, vllm.platforms
 assert not vllm.envs._is_envs_cache_enabled()
 vllm.envs.enable_envs_cache()  # what the engine core does at startup: every variable frozen from now on
@@ -28,7 +29,7 @@ os.environ["TPU_VLLM_LEFT_BEHIND"] = "1"
 sys.modules["left_behind"] = sys
 platform = type(vllm.platforms.current_platform).__name__
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "stdin": sys.stdin.read(), "prefix": sys.prefix,
-                  "env": dict(os.environ), "platform": platform, "path0": sys.path[0]}))
+                  "env": env, "platform": platform, "path0": sys.path[0]}))
 sys.stderr.write("first done\\n")
 sys.exit(3)
 """
@@ -46,8 +47,10 @@ def test_each_check_is_a_fresh_process_of_the_vllm_venv(tmp_path):
     assert (first.returncode, first.stderr) == (3, "first done\n")
     seen = json.loads(first.stdout)
     assert seen["argv"] == ["-c", "a b", "c"] and seen["cwd"] == str(tmp_path) and seen["path0"] == ""
-    # Its environment is the request's (this test's PYTEST_CURRENT_TEST too), not the server's.
-    assert seen["stdin"] == "on stdin\r\n" and seen["env"] == vllm_venv.check_environment()
+    # Its environment is the request's (this test's PYTEST_CURRENT_TEST too), with what importing vLLM sets.
+    asked = vllm_venv.check_environment()
+    assert seen["stdin"] == "on stdin\r\n" and set(asked) <= set(seen["env"])
+    assert seen["env"]["PYTEST_CURRENT_TEST"] == asked["PYTEST_CURRENT_TEST"] and "TPU_VLLM_LEFT_BEHIND" not in asked
     assert seen["platform"] == "CpuPlatform"  # imported under VLLM_TARGET_DEVICE=cpu, as every check runs
     assert Path(seen["prefix"]) == Path(vllm_venv.vllm_python()).parent.parent  # the vLLM venv's interpreter
     second = vllm_venv.run(["-c", SECOND], timeout=120)

@@ -43,6 +43,7 @@ WARM_MODULES = (
     "vllm.entrypoints.serve.engine.protocol", "prometheus_client",
 )
 IDLE_SECONDS = 600
+IMPORT_SET: dict[str, str] = {}
 
 
 def untouched() -> list[str]:
@@ -65,8 +66,15 @@ def receive(connection: socket.socket) -> bytes:
 
 
 def serve(socket_path: str, session_pid: int, warm: tuple[str, ...] = WARM_MODULES) -> None:
+    before = dict(os.environ)
     for name in warm:
         importlib.import_module(name)
+    # Importing torch and vLLM sets variables of its own (LD_LIBRARY_PATH, TORCHINDUCTOR_CACHE_DIR, ...): each
+    # child lays them over its request's environment, as its own import would have.
+    global IMPORT_SET
+    IMPORT_SET = {name: value for name, value in os.environ.items() if before.get(name) != value}
+    if any(name not in os.environ for name in before):
+        raise SystemExit("vllm fork server: importing removed environment variables")
     problems = untouched()
     if problems:
         raise SystemExit(f"vllm fork server: importing left state a fresh process would not have: {problems}")
@@ -171,7 +179,7 @@ def run(request: dict, streams: dict[str, str]) -> int:
         os.dup2(opened, fd)
         os.close(opened)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update({**request["env"], **IMPORT_SET})
     os.chdir(request["cwd"])
     args = request["args"]
     main = types.ModuleType("__main__")
