@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from components.serving import front
+from tests import vllm_venv
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, PROJECT_NUMBER, FakeMetadata, FakeSecretManager, crc32c
 from tests.fakes.registry import DOCKER_LIST, DOCKER_MANIFEST, INDEX, FakeRegistry, manifest_bytes
 from tests.fakes.vllm import GUARDED_PREFIX, FakeFront, FakeVllm
 from tests.test_gke_metrics_door import METRICS_BODY
-from tests.test_vllm_parser import vllm_python
 
 HERE = Path(__file__).resolve().parent
 SECRET = "projects/proj/secrets/hf-token"
@@ -133,8 +133,7 @@ print(json.dumps(answers))
 @pytest.fixture(scope="module")
 def real_vllm() -> dict:
     """vLLM 0.33.0's own key middleware and exception handlers, answering on the same paths without the key."""
-    done = subprocess.run([vllm_python(), "-c", REAL_VLLM, KEY, json.dumps(PROBED)], capture_output=True,
-                          text=True, timeout=300, cwd="/")
+    done = vllm_venv.run(["-c", REAL_VLLM, KEY, json.dumps(PROBED)], text=True, timeout=300, cwd="/")
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -179,7 +178,7 @@ def test_the_metrics_door_tests_serve_the_queue_gauge_as_vllms_prometheus_client
                "              labelnames=['model_name', 'engine'], registry=registry)\n"
                "gauge.labels('m', '0').set(3)\n"
                "import sys; sys.stdout.write(generate_latest(registry).decode())\n")
-    done = subprocess.run([vllm_python(), "-c", program], capture_output=True, text=True, timeout=120, cwd="/")
+    done = vllm_venv.run(["-c", program], text=True, timeout=120, cwd="/")
     assert done.returncode == 0, done.stderr
     assert done.stdout.encode() == METRICS_BODY
 

@@ -4,7 +4,8 @@ The commands are rendered by the stack (components/serving/serve_command.py) and
 (requirements-vllm.txt, built by scripts/test.sh) by tests/vllm_cli_check.py: vLLM's serve subcommand
 parser, its validate step, EngineArgs.from_cli_args and SpeculativeConfig; tpu-inference's envs.py reads
 the rendered environment back; its get_token_paddings is the ladder chip_memory.token_buckets must match.
-One run of that script serves every test here (importing vLLM takes ~10 s).
+One run of that script serves every test here, forked from the session's one process that has imported vLLM
+(tests/vllm_venv.py: importing it takes ~18 s of CPU).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,8 @@ from components.basis import chip_memory
 from components.serving import serve_command
 from components.settings import facts
 from components.settings.tpu_inference import TPU_INFERENCE_VARIABLES
+from tests import vllm_venv
+from tests.vllm_venv import vllm_python  # noqa: F401 - where test_monitoring and test_serving_spec find it
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "tests" / "vllm_cli_check.py"
@@ -65,18 +67,6 @@ def arm_settings(extra: dict) -> settings.Settings:
     return settings.load(raw, "my-proj", "dev").settings
 
 
-def vllm_python() -> str:
-    """scripts/test.sh builds the venv and says where (then it must exist); a bare pytest run looks for it."""
-    told = os.environ.get("TPU_VLLM_VLLM_PYTHON")
-    if told:
-        assert Path(told).exists(), f"TPU_VLLM_VLLM_PYTHON={told} does not exist; run scripts/test.sh"
-        return os.path.abspath(told)  # not resolve(): the venv's python is a link that must stay the venv's
-    for candidate in (ROOT / ".venv-vllm" / "bin" / "python", ROOT.parent / ".venv-vllm" / "bin" / "python"):
-        if candidate.exists():
-            return str(candidate)
-    pytest.skip("no vLLM venv: scripts/test.sh builds it (.venv-vllm from requirements-vllm.txt)")
-
-
 @pytest.fixture(scope="module")
 def verdict(tmp_path_factory):
     return judged_once(tmp_path_factory, verdict_request())
@@ -112,8 +102,7 @@ def verdict_request() -> dict:
 
 
 def judge(request: str) -> dict:
-    completed = subprocess.run([vllm_python(), str(CHECK)], input=request, capture_output=True,
-                               text=True, timeout=600, env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"})
+    completed = vllm_venv.run([str(CHECK)], input=request, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout)
 
