@@ -22,7 +22,7 @@ from dev import bench_client_ceiling
 from dev import fake_openai_server as fake_server
 from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
 from tests import vllm_venv
-from tools.bench import cli, reference, report
+from tools.bench import cli, reference, report, results
 from tools.bench.request import Endpoint, RequestResult, read_stream, take_event
 from tools.bench.results import CellResult, RepStats, rep_stats
 from tools.bench.sse import SseParser
@@ -503,6 +503,15 @@ def _cell(context: int, clients: int, rate: float, ttft: float, tpot: float, rep
     rep = RepStats(aggregate_tok_s=rate, duration_s=1.0, requests=clients, errors=0, timeouts=0,
                    ttft_ms=[ttft], tpot_ms=[tpot], prompt_tokens=[context])
     return CellResult(context=context, clients=clients, reps=[rep] * reps)
+
+
+def test_a_rep_read_in_one_go_gives_no_per_stream_rate_instead_of_dividing_by_zero():
+    # A loaded client can read every token of a stream in one read: 0 ms per token, no rate to divide.
+    cell = _cell(128, 1, 100.0, 50.0, 0.0)
+    cell.reps += _cell(128, 1, 100.0, 50.0, 10.0).reps + _cell(128, 1, 100.0, 50.0, 12.5).reps
+    assert cell.per_stream_cv == pytest.approx(results.cv([100.0, 80.0]))
+    assert _cell(128, 1, 100.0, 50.0, 0.0).per_stream_cv is None
+    assert "128 x 1" in report.render([cell])
 
 
 def test_the_run_ends_with_the_logs_twelve_cells_beside_it_judged_by_the_logs_cv():

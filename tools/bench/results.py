@@ -125,7 +125,9 @@ class CellResult:
 
     @property
     def per_stream_cv(self) -> float | None:
-        return cv(self._per_rep(lambda rep: 1000 / statistics.median(rep.tpot_ms) if rep.tpot_ms else None))
+        # A median of 0 ms per token (a client that read every token in one read) measures no per-stream rate.
+        return cv(self._per_rep(lambda rep: 1000 / median if rep.tpot_ms and (median := statistics.median(
+            rep.tpot_ms)) > 0 else None))
 
     @property
     def median_ttft_ms(self) -> float | None:
