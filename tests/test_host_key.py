@@ -5,12 +5,14 @@ commands and tools.status, checked with the real OpenSSH client against a real s
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import shlex
 import socket
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -161,6 +163,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SSHD_START_SECONDS = 20
+
+
 class Sshd:
     """Debian's sshd as root on 127.0.0.1 with a temp config: `host_keys` are the keys it offers."""
 
@@ -180,18 +185,35 @@ class Sshd:
         log = directory / "sshd.log"
         with log.open("w") as stderr:
             self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=stderr)
-        for _ in range(200):
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if self.process.poll() is not None:
-                raise RuntimeError(log.read_text())
-            time.sleep(0.05)
-        raise RuntimeError("sshd did not listen")
+        # Ready when sshd says it listens (openssh sshd.c server_listen, 9.2p1, at the default LogLevel INFO): a
+        # connect alone could reach another process that holds the port while this sshd fails to bind it.
+        listening = f"Server listening on 127.0.0.1 port {self.port}."
+        deadline = time.monotonic() + SSHD_START_SECONDS
+        while listening not in log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"sshd did not listen: {log.read_text()}")
+            time.sleep(0.02)
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+
+
+SSHD_START_ATTEMPTS = 5
+
+
+def start_sshd(directory: Path, host_keys: list[Path], client_public: str) -> Sshd:
+    """A free port can be taken between the check and sshd's bind (another xdist worker's connections draw from
+    the same range): sshd then exits saying so ("Bind to port ... failed: Address already in use.", openssh
+    sshd.c, 9.2p1), and another port is tried, a few times."""
+    for attempt in range(SSHD_START_ATTEMPTS):
+        try:
+            return Sshd(directory, host_keys, client_public)
+        except RuntimeError as error:
+            if "Address already in use" not in str(error) or attempt == SSHD_START_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 needs_sshd = pytest.mark.skipif(os.geteuid() != 0 or not Path(SSHD).exists(),
@@ -206,8 +228,8 @@ def sshds(keys, tmp_path_factory):
 
     def serve(*host_keys: str) -> Sshd:
         if host_keys not in started:
-            started[host_keys] = Sshd(tmp_path_factory.mktemp("sshd"), [keys["dir"] / name for name in host_keys],
-                                      keys["client"][1])
+            started[host_keys] = start_sshd(tmp_path_factory.mktemp("sshd"), [keys["dir"] / name for name in host_keys],
+                                            keys["client"][1])
         return started[host_keys]
 
     yield serve
@@ -226,6 +248,20 @@ def node(tmp_path, keys, sshds):
     (home / "tpu-vllm-dev").chmod(0o600)
     (home / "tpu-vllm-dev.known_hosts").write_text(known_hosts_line(ALIAS, keys["stack_host"][1]))
     return {"home": home, "serve": sshds, "client_private": client_private, "tmp": tmp_path}
+
+
+@needs_sshd
+def test_the_sshd_harness_moves_to_another_port_when_its_port_is_taken(keys, tmp_path, monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = itertools.chain([taken.getsockname()[1]], iter(free_port, None))
+        monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(ports))
+        sshd = start_sshd(tmp_path, [keys["dir"] / "stack_host"], keys["client"][1])
+        try:
+            assert sshd.port != taken.getsockname()[1] and sshd.process.poll() is None
+        finally:
+            sshd.stop()
 
 
 def printed_command(output: str, home: Path, port: int) -> list[str]:
