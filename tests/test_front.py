@@ -67,7 +67,7 @@ class FakeVllm(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def proxy():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    nginx.serve_upstream(upstream)
     base = nginx.workdir("tpu-vllm-front-")
     layout = front.FrontLayout(config_path=str(base / "nginx.conf"), key_file=str(base / "secrets" / "api-key"),
                                run_dir=str(base / "run"))

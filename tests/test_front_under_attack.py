@@ -107,7 +107,7 @@ def _start_front(upstream_port: int):
 @pytest.fixture(scope="module")
 def proxy():
     upstream = UpstreamServer(("127.0.0.1", 0), Upstream)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    nginx.serve_upstream(upstream)
     running, base = _start_front(upstream.server_port)
     yield running
     running.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
 import threading
@@ -118,6 +119,16 @@ class RunningNginx:
         self.process.terminate()
         self._join()
         return self.error_log()
+
+
+UPSTREAM_POLL_SECONDS = 0.02
+
+
+def serve_upstream(server: socketserver.BaseServer) -> None:
+    """Serves a fake vLLM behind nginx on a daemon thread. Its shutdown() returns within one poll interval
+    (socketserver checks for it between polls, 0.5 s apart by default: CPython Lib/socketserver.py, 3.11)."""
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": UPSTREAM_POLL_SECONDS},
+                     daemon=True).start()
 
 
 def http_client() -> httpx.Client:
