@@ -13,7 +13,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from components.serving import front
@@ -68,7 +67,7 @@ class FakeVllm(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def proxy():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    nginx.serve_upstream(upstream)
     base = nginx.workdir("tpu-vllm-front-")
     layout = front.FrontLayout(config_path=str(base / "nginx.conf"), key_file=str(base / "secrets" / "api-key"),
                                run_dir=str(base / "run"))
@@ -80,7 +79,8 @@ def proxy():
                                                                         upstream_port=upstream.server_port,
                                                                         layout=layout)))
     port = running.port
-    yield {"url": f"http://127.0.0.1:{port}", "port": port, "layout": layout}
+    with nginx.http_client() as http:
+        yield {"url": f"http://127.0.0.1:{port}", "port": port, "layout": layout, "http": http}
     stderr = running.stop()
     upstream.shutdown()
     shutil.rmtree(base, ignore_errors=True)
@@ -106,7 +106,7 @@ GUARDED_PATHS = ["/invocations", "/tokenize", "/detokenize", "/metrics", "/opena
 def test_every_path_but_health_is_refused_without_the_exact_key(proxy, path, authorization):
     FakeVllm.seen.clear()
     headers = {} if authorization is None else {"Authorization": authorization}
-    response = httpx.post(proxy["url"] + path, headers=headers, json={"messages": []}, timeout=10)
+    response = proxy["http"].post(proxy["url"] + path, headers=headers, json={"messages": []}, timeout=10)
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     # Its own body (FakeFront in tests/fakes/vllm.py answers with the same constant).
@@ -141,7 +141,7 @@ def test_health_is_open_and_reaches_vllm_as_health_only(proxy, request_line):
 @pytest.mark.parametrize("path", ["/invocations", "/tokenize", "/metrics", "/v1/chat/completions"])
 def test_the_key_lets_a_request_through_unchanged(proxy, path):
     FakeVllm.seen.clear()
-    response = httpx.post(proxy["url"] + path, headers={"Authorization": GOOD}, json={}, timeout=10)
+    response = proxy["http"].post(proxy["url"] + path, headers={"Authorization": GOOD}, json={}, timeout=10)
     assert response.status_code == 200 and response.json() == {"ok": True}
     # vLLM's own --api-key check on /v1 still sees the header.
     assert FakeVllm.seen == [("POST", path, GOOD)]
@@ -150,7 +150,7 @@ def test_the_key_lets_a_request_through_unchanged(proxy, path):
 def test_a_stream_passes_event_by_event(proxy):
     FakeVllm.gate.clear()
     FakeVllm.gate_timed_out = False
-    with httpx.stream("POST", proxy["url"] + "/v1/chat/completions", headers={"Authorization": GOOD},
+    with proxy["http"].stream("POST", proxy["url"] + "/v1/chat/completions", headers={"Authorization": GOOD},
                       content=b'{"stream": true}', timeout=GATE_SECONDS * 2) as response:
         assert response.status_code == 200
         lines = response.iter_lines()

@@ -56,7 +56,7 @@ FakeVllm.held.set()
 @pytest.fixture(scope="module")
 def door():
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    nginx.serve_upstream(upstream)
     base = nginx.workdir("tpu-vllm-metrics-")
     config = base / metrics_door.CONFIG_KEY
     run_dir = str(base / "run")

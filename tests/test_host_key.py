@@ -5,12 +5,14 @@ commands and tools.status, checked with the real OpenSSH client against a real s
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import shlex
 import socket
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,13 +21,16 @@ import pytest
 from components.vm import boot_contract as contract
 from components.vm.host_key import known_hosts_line, pinned_ssh_options
 from tests import program as harness
+from tests import test_program
 from tests.fakes.gcp_metadata import FakeMetadata, FakeSecretManager
+from tests.test_program import KEY_CANARY
 from tests.test_startup_script import API_CANARY, API_SECRET, HF_CANARY, HF_SECRET, Run, attributes
 from tools import status
 
 SSHD = "/usr/sbin/sshd"
 HOST_KEY_SECRET = "projects/proj/secrets/tpu-vllm-dev-ssh-host-key"
-KEY_CANARY = "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYhostKEY\n-----END OPENSSH PRIVATE KEY-----\n"
+# The canary private key's body: tls.PrivateKey's fixed output, so the stack's host key (and its client key).
+KEY_CANARY_BODY = KEY_CANARY.splitlines()[1]
 ALIAS = "tpu-vllm-dev"
 # What reloading sshd looks like to the boot script: the fake records that the key was in place by then.
 FAKE_SYSTEMCTL = ('[[ "$*" == "try-reload-or-restart ssh.service" ]] || exit 9\n'
@@ -33,25 +38,35 @@ FAKE_SYSTEMCTL = ('[[ "$*" == "try-reload-or-restart ssh.service" ]] || exit 9\n
                   '  echo key-in-place >>"$STARTUP_ROOT/reloads"')
 
 
-def keygen(path: Path, kind: str = "ed25519") -> tuple[str, str]:
+def keygen(path: Path, kind: str = "ed25519", bits: int | None = None) -> tuple[str, str]:
     """(private key text, public key line) of a new key made by the real ssh-keygen."""
-    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "", "-f", str(path)], check=True)
+    size = ["-b", str(bits)] if bits else []
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, *size, "-N", "", "-C", "", "-f", str(path)], check=True)
     return path.read_text(), path.with_suffix(".pub").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """Made once for the module: the client's key, the stack's host key and two impostors' (ssh-keygen writes
+    a new key each time; no test here needs one no other test has seen)."""
+    directory = tmp_path_factory.mktemp("keys")
+    made = {name: keygen(directory / name, kind) for name, kind in (
+        ("client", "ed25519"), ("stack_host", "ed25519"), ("impostor_host", "ed25519"), ("impostor_ecdsa", "ecdsa"))}
+    return {"dir": directory, **made}
 
 
 # ---- what the program declares ----
 
-@pytest.fixture(scope="module")
-def canary():
-    return harness.run(harness.dev_config(),
-                       fixed_outputs={"tls:index/privateKey:PrivateKey": {"privateKeyOpenssh": KEY_CANARY}})
+# tests/test_program.py's canary run (a fixed tls.PrivateKey output among its canaries), the same fixture: the same
+# request, so tests/shared_runs.py runs the program once a session for both modules.
+canary = test_program.canary
 
 
 def test_the_host_key_reaches_the_node_as_a_secret_only_the_vm_identity_reads(canary):
     secret = canary.named("ssh-host-key-secret")["inputs"]
     assert secret["secretId"] == "tpu-vllm-dev-ssh-host-key"
     version = canary.named("ssh-host-key-secret-version")["inputs"]
-    assert harness.plain_occurrences(version, "CANARYhostKEY") == []
+    assert harness.plain_occurrences(version, KEY_CANARY_BODY) == []
     node = canary.one("pulumi-python:dynamic/tpu-vllm:QueuedResource")["inputs"]["body"]["tpu"]["nodeSpec"][0]["node"]
     grants = [r["inputs"] for r in canary.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
               if r["name"].startswith("ssh-host-key")]
@@ -63,7 +78,7 @@ def test_the_host_key_reaches_the_node_as_a_secret_only_the_vm_identity_reads(ca
 
 def test_the_private_host_key_is_nowhere_in_plaintext_raw_or_as_the_node_reads_it(canary):
     encoded = base64.b64encode(KEY_CANARY.encode()).decode()
-    for needle in ("CANARYhostKEY", encoded, encoded[8:40]):
+    for needle in (KEY_CANARY_BODY, encoded, encoded[8:40]):
         for registration in canary.registrations:
             assert harness.plain_occurrences(registration["inputs"], needle) == [], registration["name"]
         for name, output in canary.data["outputs"].items():
@@ -96,8 +111,8 @@ def host_key_run(tmp_path, servers, secret_value: str, systemctl: str = FAKE_SYS
     return run, run(), secretmanager
 
 
-def test_the_boot_installs_the_stacks_key_as_sshds_only_host_key_before_reloading_it(tmp_path, servers):
-    private, public = keygen(tmp_path / "stack-key")
+def test_the_boot_installs_the_stacks_key_as_sshds_only_host_key_before_reloading_it(tmp_path, servers, keys):
+    private, public = keys["stack_host"]
     run, result, secretmanager = host_key_run(tmp_path, servers, base64.b64encode(private.encode()).decode())
     assert result.returncode == 0, result.stderr
     key_file = run.root / contract.SSH_HOST_KEY_FILE.lstrip("/")
@@ -124,15 +139,17 @@ def test_the_boot_installs_the_stacks_key_as_sshds_only_host_key_before_reloadin
 def test_a_host_key_secret_that_is_not_an_ed25519_key_stops_the_boot_before_sshd_changes(
         tmp_path, servers, value, said):
     if value == "rsa":
-        value = base64.b64encode(keygen(tmp_path / "rsa", "rsa")[0].encode()).decode()
+        # The boot reads the key's type, not its size: ssh-keygen's smallest RSA key (1024 bits in OpenSSH
+        # 9.2p1, sshkey.h SSH_RSA_MINIMUM_MODULUS_SIZE) instead of its default 3072, ~1 s of CPU to make.
+        value = base64.b64encode(keygen(tmp_path / "rsa", "rsa", bits=1024)[0].encode()).decode()
     run, result, _ = host_key_run(tmp_path, servers, value)
     assert result.returncode == 1 and said in run.status, run.status
     assert not (run.root / contract.SSHD_HOST_KEY_DROP_IN.lstrip("/")).exists()
     assert not (run.root / "reloads").exists()
 
 
-def test_sshd_refusing_to_reload_fails_the_boot(tmp_path, servers):
-    private, _ = keygen(tmp_path / "stack-key")
+def test_sshd_refusing_to_reload_fails_the_boot(tmp_path, servers, keys):
+    private, _ = keys["stack_host"]
     run, result, _ = host_key_run(tmp_path, servers, base64.b64encode(private.encode()).decode(),
                                   systemctl="exit 1")
     assert result.returncode == 1 and "sshd did not reload with the stack's host key" in run.status
@@ -144,6 +161,9 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+SSHD_START_SECONDS = 20
 
 
 class Sshd:
@@ -160,49 +180,88 @@ class Sshd:
             "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "PidFile none",
             "AllowTcpForwarding yes", ""]))
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
-        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
-        for _ in range(200):
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if self.process.poll() is not None:
-                raise RuntimeError(self.process.stderr.read())
-            time.sleep(0.05)
-        raise RuntimeError("sshd did not listen")
+        # Its log to a file: it writes lines for every connection, and an sshd serving a whole module could fill
+        # a pipe nobody reads.
+        log = directory / "sshd.log"
+        with log.open("w") as stderr:
+            self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=stderr)
+        # Ready when sshd says it listens (openssh sshd.c server_listen, 9.2p1, at the default LogLevel INFO): a
+        # connect alone could reach another process that holds the port while this sshd fails to bind it.
+        listening = f"Server listening on 127.0.0.1 port {self.port}."
+        deadline = time.monotonic() + SSHD_START_SECONDS
+        while listening not in log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"sshd did not listen: {log.read_text()}")
+            time.sleep(0.02)
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
 
 
+SSHD_START_ATTEMPTS = 5
+
+
+def start_sshd(directory: Path, host_keys: list[Path], client_public: str) -> Sshd:
+    """A free port can be taken between the check and sshd's bind (another xdist worker's connections draw from
+    the same range): sshd then exits saying so ("Bind to port ... failed: Address already in use.", openssh
+    sshd.c, 9.2p1), and another port is tried, a few times."""
+    for attempt in range(SSHD_START_ATTEMPTS):
+        try:
+            return Sshd(directory, host_keys, client_public)
+        except RuntimeError as error:
+            if "Address already in use" not in str(error) or attempt == SSHD_START_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 needs_sshd = pytest.mark.skipif(os.geteuid() != 0 or not Path(SSHD).exists(),
                                 reason="sshd runs as root (scripts/test.sh installs openssh-server)")
 
 
+@pytest.fixture(scope="module")
+def sshds(keys, tmp_path_factory):
+    """One sshd per set of host keys it offers, for the module: a connection never changes an sshd (it forks a
+    child for each), so every test that asks for the same keys may dial the same one."""
+    started: dict[tuple[str, ...], Sshd] = {}
+
+    def serve(*host_keys: str) -> Sshd:
+        if host_keys not in started:
+            started[host_keys] = start_sshd(tmp_path_factory.mktemp("sshd"), [keys["dir"] / name for name in host_keys],
+                                            keys["client"][1])
+        return started[host_keys]
+
+    yield serve
+    for sshd in started.values():
+        sshd.stop()
+
+
 @pytest.fixture
-def node(tmp_path):
-    """A client key, the stack's host key, an impostor's, and the files the outputs tell the user to write."""
-    keys = tmp_path / "keys"
-    keys.mkdir()
-    client_private, client_public = keygen(keys / "client")
-    _, stack_public = keygen(keys / "stack_host")
-    keygen(keys / "impostor_host")
-    keygen(keys / "impostor_ecdsa", "ecdsa")
+def node(tmp_path, keys, sshds):
+    """The client key, the stack's host key, an impostor's, and the files the outputs tell the user to write
+    (this test's own: a test may change them)."""
+    client_private, _ = keys["client"]
     home = tmp_path / "home" / ".ssh"
     home.mkdir(parents=True)
     (home / "tpu-vllm-dev").write_text(client_private)
     (home / "tpu-vllm-dev").chmod(0o600)
-    (home / "tpu-vllm-dev.known_hosts").write_text(known_hosts_line(ALIAS, stack_public))
-    started: list[Sshd] = []
+    (home / "tpu-vllm-dev.known_hosts").write_text(known_hosts_line(ALIAS, keys["stack_host"][1]))
+    return {"home": home, "serve": sshds, "client_private": client_private, "tmp": tmp_path}
 
-    def serve(*host_keys: str) -> Sshd:
-        sshd = Sshd(tmp_path, [keys / name for name in host_keys], client_public)
-        started.append(sshd)
-        return sshd
 
-    yield {"home": home, "serve": serve, "client_private": client_private, "tmp": tmp_path}
-    for sshd in started:
-        sshd.stop()
+@needs_sshd
+def test_the_sshd_harness_moves_to_another_port_when_its_port_is_taken(keys, tmp_path, monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = itertools.chain([taken.getsockname()[1]], iter(free_port, None))
+        monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(ports))
+        sshd = start_sshd(tmp_path, [keys["dir"] / "stack_host"], keys["client"][1])
+        try:
+            assert sshd.port != taken.getsockname()[1] and sshd.process.poll() is None
+        finally:
+            sshd.stop()
 
 
 def printed_command(output: str, home: Path, port: int) -> list[str]:

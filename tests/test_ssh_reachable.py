@@ -17,18 +17,18 @@ from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.vm import ssh_reachable
 from components.vm.serving_step import SSH_DIAL_TIMEOUT_SECONDS, SSH_DIALS
 from components.vm.ssh_reachable import SshReachableProvider
-from tests.program import dev_config, run, with_section
+from tests import test_program
 from tools.plan import engine
 
 TYPE = "pulumi-python:dynamic/tpu-vllm:SshReachable"
-MY_RANGE = "203.0.113.7/32"
+# tests/test_program.py's run with SSH narrowed to one range, the same fixture: the same request, so
+# tests/shared_runs.py runs the program once a session for both modules.
+narrowed = test_program.narrowed
 
 
 @pytest.fixture(scope="module")
-def registered():
-    config = with_section(dev_config(), "access", sshSourceRanges=[MY_RANGE], allowSshFromAnywhere=False)
-    program = run(config)
-    return program.one(TYPE)["inputs"], program
+def registered(narrowed):
+    return narrowed.one(TYPE)["inputs"], narrowed
 
 
 def closed_port() -> int:
@@ -38,14 +38,17 @@ def closed_port() -> int:
 
 
 def test_an_unanswered_ssh_port_fails_with_the_setting_its_value_the_fix_and_the_bill(registered):
-    inputs, _ = registered
+    inputs, program = registered
+    # The stack's own value, as its firewall has it: narrowed, not the dev stack's 0.0.0.0/0.
+    ssh_ranges = program.named("firewall-ssh")["inputs"]["sourceRanges"]
+    assert ssh_ranges and "0.0.0.0/0" not in ssh_ranges
     props = {**inputs, "host": "127.0.0.1", "port": closed_port(), "dials": 3, "dialTimeoutSeconds": 1,
              "backoffSeconds": 0}
     with pytest.raises(Exception) as caught:
         SshReachableProvider().create(props)
     message = str(caught.value)
     assert message.startswith(f"SSH to the TPU node at 127.0.0.1:{props['port']} did not answer after 3 dials")
-    assert f"tpu-vllm:access.sshSourceRanges = ['{MY_RANGE}']" in message
+    assert f"tpu-vllm:access.sshSourceRanges = {ssh_ranges}" in message
     assert NARROW_SSH_COMMAND in message
     assert "The TPU node is running and billing ($0.60/hour) until its run ends at" in message
     assert "run `pulumi up` again" in message and "`pulumi destroy`" in message

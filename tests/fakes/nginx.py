@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import httpx
 
 NGINX = os.environ.get("TPU_VLLM_NGINX") or shutil.which("nginx") or (
     "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -53,7 +56,11 @@ class RunningNginx:
             drain.start()
         deadline = time.monotonic() + START_SECONDS
         while not self._listens_on(port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            # nginx retries a taken port itself, 5 times 500 ms apart, before it exits (nginx/nginx
+            # src/core/ngx_connection.c ngx_open_listening_sockets, release-1.22.1): its first "bind() ...
+            # failed" already says this port is lost, so the caller may try another without those 2.5 s.
+            if (self.process.poll() is not None or time.monotonic() > deadline
+                    or ADDRESS_IN_USE in self.error_log()):
                 self.process.kill()
                 self._join()
                 raise RuntimeError(f"nginx did not start: {''.join(self._err)}") from None
@@ -114,6 +121,23 @@ class RunningNginx:
         return self.error_log()
 
 
+UPSTREAM_POLL_SECONDS = 0.02
+
+
+def serve_upstream(server: socketserver.BaseServer) -> None:
+    """Serves a fake vLLM behind nginx on a daemon thread. Its shutdown() returns within one poll interval
+    (socketserver checks for it between polls, 0.5 s apart by default: CPython Lib/socketserver.py, 3.11)."""
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": UPSTREAM_POLL_SECONDS},
+                     daemon=True).start()
+
+
+def http_client() -> httpx.Client:
+    """One client for a module's requests, each on a new connection as `httpx.post` makes it (a pool that
+    keeps no idle connection), without the ~80 ms of CPU `httpx.post` spends building a new client's SSL
+    context every call. It may be shared between threads (encode/httpx httpx/_client.py, 0.28.1: Client)."""
+    return httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=0))
+
+
 START_ATTEMPTS = 5
 
 
@@ -131,16 +155,35 @@ def start_on_a_free_port(argv: list[str], base: Path, write_config: Callable[[in
     raise AssertionError("unreachable")
 
 
-def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
-    """Exactly these bytes on the wire: no client library normalises the path first."""
+def raw_request(port: int, request: bytes, *, until_close: bool = True) -> tuple[int, bytes]:
+    """Exactly these bytes on the wire: no client library normalises the path first.
+
+    until_close=False: read the answer to the end its Content-Length gives, then hang up. For a request whose
+    announced body nginx refused unread (413), nginx keeps reading and discarding that body instead of closing,
+    until `lingering_timeout` passes without a byte (nginx/nginx src/http/ngx_http_request.c
+    ngx_http_finalize_connection, release-1.22.1); it logs the request once the client hangs up."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request)
         data = b""
         try:
             while chunk := sock.recv(65536):
                 data += chunk
+                if not until_close and _answer_complete(data):
+                    break
         except ConnectionResetError:
             # nginx may reset a connection whose unread body it refused (413), after its answer.
             if not data:
                 raise
     return int(data.split(b"\r\n", 1)[0].split()[1]), data
+
+
+def _answer_complete(data: bytes) -> bool:
+    """A whole answer with a Content-Length (nginx's own error pages have one)."""
+    head, separator, body = data.partition(b"\r\n\r\n")
+    if not separator:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    raise AssertionError(f"an answer without a Content-Length: {head!r}")
