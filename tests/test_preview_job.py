@@ -580,11 +580,14 @@ def test_a_venv_the_script_built_is_kept_until_its_requirements_interpreter_or_p
     for shim in ("python", "venv-python"):
         (shims / shim).chmod(0o755)
 
+    def run_prepare() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "scripts/preview-prepare.sh", "dev"], cwd=work, capture_output=True, text=True,
+                              timeout=60, env={"PATH": "/usr/bin:/bin", "PREVIEW_PYTHON": str(shims / "python")})
+
     def prepare() -> list[str]:
         """The venv and pip runs of one preparation (it must pass)."""
         (shims / "log").write_text("")
-        result = subprocess.run(["bash", "scripts/preview-prepare.sh", "dev"], cwd=work, capture_output=True,
-                                text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PREVIEW_PYTHON": str(shims / "python")})
+        result = run_prepare()
         assert result.returncode == 0 and "platform=vm" in result.stdout, result.stderr
         return (shims / "log").read_text().splitlines()
 
@@ -609,8 +612,6 @@ def test_a_venv_the_script_built_is_kept_until_its_requirements_interpreter_or_p
     # A build that failed is not marked built: the next run builds again.
     (work / "policy/requirements.txt").write_text("pulumi-policy==1.22.0\n")
     (shims / "pip-fails").write_text("")
-    failed = subprocess.run(["bash", "scripts/preview-prepare.sh", "dev"], cwd=work, capture_output=True, text=True,
-                            timeout=60, env={"PATH": "/usr/bin:/bin", "PREVIEW_PYTHON": str(shims / "python")})
-    assert failed.returncode != 0
+    assert run_prepare().returncode != 0
     (shims / "pip-fails").unlink()
     assert prepare() == pack
