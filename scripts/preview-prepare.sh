@@ -29,9 +29,30 @@ if [ -z "$project" ] || [ "$project" = null ] || [ "$project" = "~" ]; then
   exit 1
 fi
 
+# What a venv was built from and what it holds: the requirements file, the interpreter, and the distributions
+# installed in it (one *.dist-info or *.egg-info per distribution, named after its version).
+venv_state() {  # venv_state DIR REQUIREMENTS
+  {
+    sha256sum <"$2"
+    "$python" -VV
+    readlink -f "$(command -v "$python")"
+    [[ ! -d "$1/lib" ]] || find "$1/lib" -mindepth 3 -maxdepth 3 -path '*/site-packages/*' \
+      \( -name '*.dist-info' -o -name '*.egg-info' \) -printf '%P\n' | LC_ALL=C sort
+  } | sha256sum | cut -d' ' -f1
+}
+# A venv this script built from the same requirements and interpreter, holding exactly what that build left, is
+# kept as it is (a local re-run; pip over a complete venv still costs seconds). A changed requirements file or
+# interpreter, or a package installed, upgraded or removed since, builds it again; a failed build leaves no stamp.
 build_venv() {  # build_venv DIR REQUIREMENTS
+  local stamp="$1/.preview-prepare-built"
+  if [[ -x "$1/bin/python" && -f "$stamp" && "$(<"$stamp")" == "$(venv_state "$1" "$2")" ]]; then
+    echo "preview: $1 is as this script built it from $2: kept"
+    return
+  fi
+  rm -f "$stamp"
   "$python" -m venv "$1"
   "$1/bin/python" -m pip install --disable-pip-version-check --quiet -r "$2"
+  venv_state "$1" "$2" >"$stamp"
 }
 build_venv venv requirements.txt
 build_venv policy/venv policy/requirements.txt

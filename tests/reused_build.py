@@ -7,7 +7,8 @@ script, the workflow, the requirements files, the files that say where the venvs
 So the clone lives in a cache keyed by a hash of exactly those files; the first session for a given set of
 inputs clones from nothing and builds from nothing (the whole proof); later sessions bring the clone's files
 back to the working copy's (fetch, hard reset, `git clean` of everything but the built venvs, the uncommitted
-patch) and run the same steps again over the venvs that proof left: pip finds every pin installed. Any change
+patch) and run the same steps again over the venvs that proof left (the script keeps a venv it built while
+nothing it was built from changed: scripts/preview-prepare.sh). Any change
 to an input is another key, so another build from nothing. TPU_VLLM_TEST_FRESH_BUILD=1 forces one.
 
 The cache is outside the repository (TPU_VLLM_TEST_CACHE, default ~/.cache/tpu-vllm-tests); one clone per

