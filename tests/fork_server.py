@@ -43,10 +43,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import traceback
 from pathlib import Path
 
-from tests import shared_runs
+from tests import child_exit, shared_runs
 
 ROOT = shared_runs.ROOT
 # The modules a dev or gke run imports, the costly ones first. pulumi_gcp and pulumi_kubernetes load their
@@ -229,8 +228,8 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    code = 0
-    try:
+
+    def program() -> None:
         if request.get("code") is not None:
             # As `python -c` runs it: argv ["-c"], a fresh __main__ namespace, the working directory on sys.path.
             sys.argv = ["-c"]
@@ -239,17 +238,8 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
         else:
             sys.argv = [request["module"], *request["argv"]]
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-    except SystemExit as exit_:  # as the interpreter treats sys.exit's argument
-        if exit_.code is None:
-            code = 0
-        elif isinstance(exit_.code, int):
-            code = exit_.code
-        else:
-            print(exit_.code, file=sys.stderr)
-            code = 1
-    except BaseException:  # noqa: BLE001 - an uncaught exception: traceback and 1, as `python -m` ends
-        traceback.print_exc()
-        code = 1
+
+    code = child_exit.exit_status(program)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -33,6 +33,8 @@ import threading
 import traceback
 import types
 
+from child_exit import exit_status  # tests/child_exit.py: this file runs as a script from tests/
+
 # What the checks import (tests/vllm_cli_check.py, tests/test_fakes_answer_as_upstream.py's REAL_VLLM and
 # prometheus check, tests/test_bench.py's VLLM_CHUNKS): a child imports anything else itself.
 WARM_MODULES = (
@@ -194,20 +196,7 @@ def run(request: dict, streams: dict[str, str]) -> int:
         with open(script) as file:
             source, filename = file.read(), script
         main.__file__ = script
-    code = 0
-    try:
-        exec(compile(source, filename, "exec"), main.__dict__)
-    except SystemExit as exit_:  # as the interpreter treats sys.exit's argument
-        if exit_.code is None:
-            code = 0
-        elif isinstance(exit_.code, int):
-            code = exit_.code
-        else:
-            print(exit_.code, file=sys.stderr)
-            code = 1
-    except BaseException:  # noqa: BLE001 - uncaught: the traceback and 1, as `python` ends
-        traceback.print_exc()
-        code = 1
+    code = exit_status(lambda: exec(compile(source, filename, "exec"), main.__dict__))
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
