@@ -103,14 +103,43 @@ def copy_of_the_repo(destination: Path) -> Path:
 SHARED_PLANS = (("--stack", "dev"), ("--stack", "dev", "--json"))
 PLAN_PYTHON = """#!/bin/bash
 # PLAN_PYTHON for scripts/plan-artifact.sh: one of the shared plans, asked from the repository root with exactly its
-# arguments, answers with that run's output and status; anything else runs the interpreter itself.
+# arguments, answers with that run's output and status; this commit's plan as the script asks for it (its text on
+# stdout, --json-out and maybe --diff/--diff-out) runs the real CLI around the shared plan (SHARED/replay.py);
+# anything else runs the interpreter itself.
+# Each call is logged (directory and arguments) to $PLAN_CALLS when it is set.
+[ -z "$PLAN_CALLS" ] || printf '%s: %s\\n' "$PWD" "$*" >>"$PLAN_CALLS"
 replay() { cat "SHARED/$1.out"; cat "SHARED/$1.err" >&2; exit "$(cat "SHARED/$1.status")"; }
 if [ "$PWD" = "ROOT" ]; then
   case "$#:$*" in
 CASES
   esac
+  if [ "$1" = -m ] && [ "$2" = tools.plan ] && [ "$3" = --stack ] && [ "$4" = dev ] && [ "$5" = --json-out ]; then
+    exec "REAL" "SHARED/replay.py" "$@"
+  fi
 fi
 exec "REAL" "$@"
+"""
+# `python -m tools.plan --stack dev --json-out FILE [...]` with the program's run and the text's rendering answered
+# by the shared plans (both forms of one plan: to_json of the JSON read back is that JSON, tested below): the
+# options, the files written and the diff against whatever base the script made are the real CLI's.
+REPLAY = """import json, sys
+sys.path.insert(0, "@ROOT@")
+from tools.plan import __main__ as cli
+
+
+def shared(name):
+    return open(f"@SHARED@/{name}").read()
+
+
+for index in (0, 1):  # a shared plan that failed: this run fails as it did
+    if shared(f"{index}.status") != "0\\n":
+        sys.stderr.write(shared(f"{index}.err"))
+        sys.exit(int(shared(f"{index}.status")))
+sys.stderr.write(shared("0.err"))
+recorded = json.loads(shared("1.out"))
+cli.run_plan = lambda stack, directory: recorded if (stack, directory) == ("dev", cli.ROOT) else sys.exit("not shared")
+cli.render_text = lambda plan: shared("0.out") if plan is recorded else sys.exit("not the shared plan")
+sys.exit(cli.main(sys.argv[3:]))
 """
 
 
@@ -123,6 +152,7 @@ def plan_python(tmp_path_factory) -> str:
         for suffix, text in (("out", ran.stdout), ("err", ran.stderr), ("status", f"{ran.returncode}\n")):
             (shared / f"{index}.{suffix}").write_text(text)
         cases.append(f'    "{len(args) + 2}:-m tools.plan {" ".join(args)}") replay {index} ;;')
+    (shared / "replay.py").write_text(REPLAY.replace("@SHARED@", str(shared)).replace("@ROOT@", str(ROOT)))
     wrapper = shared / "python"
     wrapper.write_text(PLAN_PYTHON.replace("CASES", "\n".join(cases)).replace("SHARED", str(shared))
                        .replace("ROOT", str(ROOT)).replace("REAL", sys.executable))
@@ -135,8 +165,18 @@ def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python
         return subprocess.run([plan_python, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
                               env={"PATH": "/usr/bin:/bin"})
 
+    shared_json = harness.plan(["--stack", "dev", "--json"]).stdout
     replayed = python("-m", "tools.plan", "--stack", "dev", "--json")
-    assert replayed.returncode == 0 and replayed.stdout == harness.plan(["--stack", "dev", "--json"]).stdout
+    assert replayed.returncode == 0 and replayed.stdout == shared_json
+    # This commit's plan as the script asks for it: the shared text on stdout, the shared JSON in the file, the
+    # diff the real CLI makes against the base it is given.
+    json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
+    replayed = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), "--diff",
+                      str(ROOT / "tests/golden/dev.json"), "--diff-out", str(diff_out))
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == harness.plan(["--stack", "dev"]).stdout and json_out.read_text() == shared_json
+    assert diff_out.read_text() == ("offline plan diff: dev.json (stack dev) -> this commit (stack dev)\n"
+                                    "no changes: the plan is the same as the base plan\n")
     # Anything else is the interpreter's own run: other arguments, another directory, one argument of many words.
     where = "import os, sys; print(sys.executable, os.getcwd())"
     for cwd in (ROOT, tmp_path):
@@ -144,12 +184,18 @@ def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python
     assert python("-m", "tools.plan --stack dev").returncode != 0  # no module named "tools.plan --stack dev"
     elsewhere = python("-m", "tools.plan", "--stack", "dev", "--json", cwd=tmp_path)
     assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
+    elsewhere = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), cwd=tmp_path)
+    assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
+    many_words = python("-m", "tools.plan --stack dev --json-out", str(json_out))
+    assert many_words.returncode != 0 and "No module named tools.plan --stack dev" in many_words.stderr
 
 
-def run_plan_artifact(out: Path, plan_python: str, *base: str) -> subprocess.CompletedProcess:
+def run_plan_artifact(out: Path, plan_python: str, *base: str, calls: Path | None = None
+                      ) -> subprocess.CompletedProcess:
+    logged = {"PLAN_CALLS": str(calls)} if calls else {}
     return subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(out), *base], cwd=ROOT,
                           capture_output=True, text=True, timeout=180,
-                          env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
+                          env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin", **logged})
 
 
 def test_the_ci_plan_step_works_here(tmp_path, plan_python):
@@ -163,8 +209,14 @@ def test_the_ci_plan_step_works_here(tmp_path, plan_python):
     config = base / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: 16384"))
     out = tmp_path / "plan"
-    result = run_plan_artifact(out, plan_python, str(base))
+    calls = tmp_path / "calls"
+    result = run_plan_artifact(out, plan_python, str(base), calls=calls)
     assert result.returncode == 0, result.stderr
+    # Each commit's plan computed once: the base's (options every version has), then this commit's every form.
+    assert calls.read_text().splitlines() == [
+        f"{base}: -m tools.plan --stack dev --json",
+        f"{ROOT}: -m tools.plan --stack dev --json-out {out}/plan-dev.json --diff {out}/plan-dev.base.json "
+        f"--diff-out {out}/plan-dev.diff.txt"]
     plan = json.loads((out / "plan-dev.json").read_text())
     assert plan["budget"]["kv_tokens"] == 321_344
     assert "vllm serve google/gemma-4-E2B-it" in (out / "plan-dev.txt").read_text()
@@ -354,6 +406,8 @@ def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, p
     head = copy_of_the_repo(tmp_path / "workspace")
     config = head / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: lots"))
+    (head / "plan").mkdir()
+    (head / "plan/plan-dev.json").write_text('{"resources": [], "from": "an earlier run"}\n')
     result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
                             capture_output=True, text=True, timeout=180,
                             env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
@@ -368,7 +422,9 @@ def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, p
     assert 'tpu-vllm:vllm.maxModelLen = "lots": must be a whole number' in text
     # The test job's log says it too.
     assert "plan-artifact.sh: the offline plan of stack dev failed (exit status 2)" in result.stderr
-    assert "must be a whole number" in result.stderr
+    assert result.stderr.count("must be a whole number") == 1
+    # No JSON from an earlier run stands in the artifact for the plan that failed.
+    assert not (head / "plan/plan-dev.json").exists()
 
 
 def test_a_plan_step_that_left_no_diff_still_reaches_the_pr(tmp_path):
