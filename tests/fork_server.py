@@ -56,8 +56,8 @@ WARM_MODULES = (
     "pulumi_gcp.container", "pulumi_gcp.monitoring", "pulumi_gcp.artifactregistry", "pulumi_kubernetes",
     "pulumi_kubernetes.core.v1", "pulumi_kubernetes.rbac.v1", "pulumi_kubernetes.apps.v1",
     "pulumi_kubernetes.storage.v1", "pulumi_kubernetes.policy.v1", "pulumi_kubernetes.networking.v1",
-    "pulumi_kubernetes.autoscaling.v2", "pulumi_kubernetes.apiregistration.v1",
-    "pulumi_kubernetes.apiextensions", "pulumi_command", "pulumi_command.remote", "pulumi_command.local",
+    "pulumi_kubernetes.autoscaling.v2", "pulumi_kubernetes.apiregistration.v1", "pulumi_kubernetes.apiextensions",
+    "pulumi_kubernetes.meta.v1", "pulumi_command", "pulumi_command.remote", "pulumi_command.local",
     "pulumi_tls", "pulumi_random", "yaml", "pydantic",
     "tools.plan.engine", "tools.plan.model", "tools.plan.render", "tools.plan.diff", "tools.plan.stack_file",
     "components.settings", "components.core.shared_resources", "components.core.preview_access",
@@ -119,7 +119,8 @@ def serve(socket_path: str, modules: tuple[str, ...]) -> None:
         connection, _ = listener.accept()
         with connection:
             request = json.loads(_receive_line(connection))
-            answer = _run_in_child(request, listener, connection, worker)
+            refusal = _not_as_fresh(request)
+            answer = {"fresh": refusal} if refusal else _run_in_child(request, listener, connection, worker)
             if answer is _WORKER_GONE:
                 return _worker_gone(socket_path, worker)
             if answer is not _CANCELLED:
@@ -218,6 +219,42 @@ def _wait_for_child(pid: int, connection: socket.socket, worker: int) -> str | N
     return _WORKER_GONE if ready is None else _CANCELLED
 
 
+# What a fresh interpreter reads at its start (python(1), ENVIRONMENT VARIABLES; locale coercion, PEP 538):
+# a request that sets any of them otherwise than the server started with cannot be answered by a fork.
+STARTUP_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
+                     "PYTHONUSERBASE", "PYTHONOPTIMIZE", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8",
+                     "PYTHONIOENCODING", "PYTHONPLATLIBDIR", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONNODEBUGRANGES",
+                     "PYTHONINTMAXSTRDIGITS", "PYTHONCOERCECLOCALE", "LC_ALL", "LC_CTYPE", "LANG")
+
+
+def _not_as_fresh(request: dict) -> str | None:
+    """Why a child of this server would not start as `python` would for this request (None: it would). Asked
+    by tests/fork_client.py, whose caller then runs a fresh process."""
+    if request.get("executable", sys.executable) != sys.executable:
+        return f"another interpreter: {request['executable']}"
+    differing = [name for name in STARTUP_VARIABLES if request["env"].get(name) != _STARTED_WITH.get(name)]
+    return f"another start-up environment: {differing}" if differing else None
+
+
+_STARTED_WITH = dict(os.environ)
+
+
+def _enter_checkout(directory: str) -> None:
+    """`python -m` started in another checkout (a copy of the repository): that directory first on sys.path,
+    and none of the modules the server imported from this checkout (the other's are imported afresh, as its own
+    process imports them); the libraries the server imported from the venv stay."""
+    sys.path[0] = directory
+    venvs = (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve())
+    for name, module in list(sys.modules.items()):
+        places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+        for place in filter(None, places):
+            resolved = Path(place).resolve()
+            if resolved.is_relative_to(ROOT) and not any(resolved.is_relative_to(venv) for venv in venvs):
+                del sys.modules[name]
+                break
+    importlib.invalidate_caches()
+
+
 def _child(request: dict, streams: dict[str, Path]) -> int:
     """`python -m MODULE ARGV...` (or `python -c CODE`) with the request's stdin, environment and working
     directory."""
@@ -228,6 +265,8 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
+    if Path(request["cwd"]).resolve() != ROOT:
+        _enter_checkout(request["cwd"])
 
     def program() -> None:
         if request.get("code") is not None:
@@ -323,11 +362,7 @@ def run_code(code: str, stdin: str = "", timeout: float = 300) -> subprocess.Com
 def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.CompletedProcess:
     global _server
     with _lock:  # one run at a time per worker: the server answers one connection after another
-        key = current_key()
-        if _server is None or _server.key != key or _server.process.poll() is not None:
-            if _server is not None:
-                _server.stop()
-            _server = _Server(key, WARM_MODULES)
+        _current_server()
         try:
             answer = _server.ask({**what, "stdin": stdin, "env": dict(os.environ), "cwd": str(ROOT)}, timeout)
         except TimeoutError:
@@ -335,7 +370,32 @@ def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.
             _server.stop()
             _server = None
             raise subprocess.TimeoutExpired(args, timeout) from None
+    if "fresh" in answer:  # the environment differs from the server's where a fresh start reads it
+        return subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
     return subprocess.CompletedProcess(args, answer["returncode"], answer["stdout"], answer["stderr"])
+
+
+def client_command() -> list[str]:
+    """The command line that stands in for this venv's `python` in a script a test runs (`CMD -m MODULE ARGS`,
+    from any directory, another checkout included): tests/fork_client.py asking this worker's server, which is
+    started now if it is not current. While the script runs, the worker must not ask the server itself (it
+    answers one run at a time). Outside a session that forks, the plain interpreter."""
+    if not enabled():
+        return [sys.executable]
+    with _lock:
+        return [sys.executable, str(ROOT / "tests" / "fork_client.py"), _current_server().socket_path]
+
+
+def _current_server() -> _Server:
+    """This worker's server for the sources and environment as they are now (a new one if they changed or it
+    ended). Called under _lock."""
+    global _server
+    key = current_key()
+    if _server is None or _server.key != key or _server.process.poll() is not None:
+        if _server is not None:
+            _server.stop()
+        _server = _Server(key, WARM_MODULES)
+    return _server
 
 
 def enabled() -> bool:

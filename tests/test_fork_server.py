@@ -4,6 +4,7 @@ nothing behind for the next."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -183,3 +184,66 @@ def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_kille
         worker.stdin.close()
     wait_until(lambda: left_of(server) == [], f"left behind: {left_of(server)}")
     assert not Path(directory).exists()  # the server's socket and log went with it
+
+
+CHECKOUT_MAIN = """
+import json, os, sys
+import tools.plan
+print(json.dumps({"file": tools.plan.__file__, "argv": sys.argv[1:], "cwd": os.getcwd(), "path0": sys.path[0],
+                  "project": sorted(name for name in sys.modules if name.split(".")[0] in ("components", "tools",
+                                                                                          "tests")),
+                  "hash": hash("seed"), "env": os.environ.get("ASKED")}))
+print("to stderr", file=sys.stderr)
+print(os.getppid(), file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def another_checkout(tmp_path: Path) -> Path:
+    """A checkout with a tools.plan of its own that says which project modules it found imported."""
+    checkout = tmp_path / "checkout"
+    (checkout / "tools" / "plan").mkdir(parents=True)
+    (checkout / "tools" / "__init__.py").write_text("")
+    (checkout / "tools" / "plan" / "__init__.py").write_text("")
+    (checkout / "tools" / "plan" / "__main__.py").write_text(CHECKOUT_MAIN)
+    return checkout
+
+
+def answer_and_parent(completed: subprocess.CompletedProcess) -> tuple[tuple, int]:
+    *said, parent = completed.stderr.splitlines()
+    return (completed.returncode, completed.stdout, said), int(parent)
+
+
+def test_a_script_run_in_another_checkout_imports_that_checkouts_modules_as_a_fresh_process_does(tmp_path):
+    checkout = another_checkout(tmp_path)
+    env = {**os.environ, "ASKED": "here"}
+    command = fork_server.client_command()
+    assert command[1:] and fork_server._server is not None  # a server answers, not a fresh interpreter
+    forked = subprocess.run([*command, "-m", "tools.plan", "--stack", "x"], cwd=checkout, env=env,
+                            capture_output=True, text=True, timeout=300)
+    fresh_there = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "x"], cwd=checkout, env=env,
+                                 capture_output=True, text=True, timeout=300)
+    (forked_answer, forked_parent), (fresh_answer, _) = map(answer_and_parent, (forked, fresh_there))
+    said = json.loads(forked.stdout)
+    assert forked_parent == fork_server._server.process.pid  # a child of the server answered
+    # Its own tools.plan, no module of the server's checkout (it had imported components and tools.plan):
+    assert said["file"] == str(checkout / "tools" / "plan" / "__init__.py") and said["project"] == [
+        "tools", "tools.plan"] and said["path0"] == str(checkout) and said["env"] == "here"
+    assert forked_answer[0] == 3 and forked_answer[2] == ["to stderr"]
+    # Everything but the hash (each fresh process has its own seed; the server's children share one):
+    assert {**said, "hash": None} == {**json.loads(fresh_there.stdout), "hash": None}
+    assert forked_answer[0] == fresh_answer[0] and forked_answer[2] == fresh_answer[2]
+
+
+def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path):
+    # Another hash seed (read at start-up), and a server that has ended since the script was written.
+    checkout = another_checkout(tmp_path)
+    env = {**os.environ, "PYTHONHASHSEED": "7"}
+    command = fork_server.client_command()
+    fresh_there = subprocess.run([sys.executable, "-m", "tools.plan"], cwd=checkout, env=env, capture_output=True,
+                                 text=True, timeout=300)
+    for stand_in in (command, [*command[:2], str(tmp_path / "ended.sock")]):
+        answered = subprocess.run([*stand_in, "-m", "tools.plan"], cwd=checkout, env=env, capture_output=True,
+                                  text=True, timeout=300)
+        (answer, parent), (expected, _) = answer_and_parent(answered), answer_and_parent(fresh_there)
+        assert answer == expected and parent == os.getpid()  # the stand-in became the fresh process

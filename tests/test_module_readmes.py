@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests import fork_server
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_READMES = ["components/README.md", "components/vm/README.md", "components/gke/README.md", "policy/README.md",
@@ -20,13 +23,14 @@ TEST_VENV = Path(os.environ.get("TPU_VLLM_TEST_VENV", ROOT / ".venv-test"))
 POLICY_VENV = Path(os.environ.get("TPU_VLLM_POLICY_VENV", ROOT / "policy" / "venv"))
 
 
-# `-m tools.plan ARGS` from the copy's root: run for real the first time, its output and status replayed after.
+# `-m tools.plan ARGS` from the copy's root: run the first time (the copy's modules, forked from the worker's
+# warm server: tests/fork_client.py), its output and status replayed after.
 PLAN_ONCE = """#!/bin/bash
 if [ "$1 $2" = "-m tools.plan" ] && [ "$PWD" = "COPY" ]; then
   run="RUNS/$(printf '%s\\0' "$@" | sha256sum | cut -c1-32)"
   if [ ! -f "$run.status" ]; then
     status=0
-    "REAL" "$@" >"$run.out" 2>"$run.err" || status=$?
+    FORKED "$@" >"$run.out" 2>"$run.err" || status=$?
     echo "$status" >"$run.status"
   fi
   cat "$run.out"
@@ -62,8 +66,9 @@ def repo_copy(tmp_path_factory) -> Path:
         if program.name != "python":
             (bin_dir / program.name).symlink_to(program)
     runs = tmp_path_factory.mktemp("plan-runs")
+    forked = " ".join(shlex.quote(part) for part in fork_server.client_command())
     (bin_dir / "python").write_text(PLAN_ONCE.replace("COPY", str(copy)).replace("RUNS", str(runs))
-                                    .replace("REAL", str(TEST_VENV / "bin" / "python")))
+                                    .replace("FORKED", forked).replace("REAL", str(TEST_VENV / "bin" / "python")))
     (bin_dir / "python").chmod(0o755)
     return copy
 
