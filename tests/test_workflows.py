@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import fork_server
 from tests import program as harness
 from tests.github_script import fenced, run_github_script, writes
 
@@ -103,44 +106,26 @@ def copy_of_the_repo(destination: Path) -> Path:
 SHARED_PLANS = (("--stack", "dev"), ("--stack", "dev", "--json"))
 PLAN_PYTHON = """#!/bin/bash
 # PLAN_PYTHON for scripts/plan-artifact.sh: one of the shared plans, asked from the repository root with exactly its
-# arguments, answers with that run's output and status; this commit's plan as the script asks for it (its text on
-# stdout, --json-out and maybe --diff/--diff-out) runs the real CLI around the shared plan (SHARED/replay.py);
-# anything else runs the interpreter itself.
-# Each call is logged (directory and arguments) to $PLAN_CALLS when it is set.
+# arguments, answers with that run's output and status; any other `-m MODULE` is forked from the worker's warm
+# server (tests/fork_client.py: in the directory it is asked from, another checkout included); anything else runs
+# the interpreter itself. Each call is logged (directory and arguments) to $PLAN_CALLS when it is set.
 [ -z "$PLAN_CALLS" ] || printf '%s: %s\\n' "$PWD" "$*" >>"$PLAN_CALLS"
 replay() { cat "SHARED/$1.out"; cat "SHARED/$1.err" >&2; exit "$(cat "SHARED/$1.status")"; }
 if [ "$PWD" = "ROOT" ]; then
   case "$#:$*" in
 CASES
   esac
-  if [ "$1" = -m ] && [ "$2" = tools.plan ] && [ "$3" = --stack ] && [ "$4" = dev ] && [ "$5" = --json-out ]; then
-    exec "REAL" "SHARED/replay.py" "$@"
-  fi
 fi
+[ "$1" != -m ] || exec FORKED "$@"
 exec "REAL" "$@"
 """
-# `python -m tools.plan --stack dev --json-out FILE [...]` with the program's run and the text's rendering answered
-# by the shared plans (both forms of one plan: to_json of the JSON read back is that JSON, tested below): the
-# options, the files written and the diff against whatever base the script made are the real CLI's.
-REPLAY = """import json, sys
-sys.path.insert(0, "@ROOT@")
-from tools.plan import __main__ as cli
 
 
-def shared(name):
-    return open(f"@SHARED@/{name}").read()
-
-
-for index in (0, 1):  # a shared plan that failed: this run fails as it did
-    if shared(f"{index}.status") != "0\\n":
-        sys.stderr.write(shared(f"{index}.err"))
-        sys.exit(int(shared(f"{index}.status")))
-sys.stderr.write(shared("0.err"))
-recorded = json.loads(shared("1.out"))
-cli.run_plan = lambda stack, directory: recorded if (stack, directory) == ("dev", cli.ROOT) else sys.exit("not shared")
-cli.render_text = lambda plan: shared("0.out") if plan is recorded else sys.exit("not the shared plan")
-sys.exit(cli.main(sys.argv[3:]))
-"""
+def bare_environment(**variables: str) -> dict[str, str]:
+    """A runner's environment as bare as a script may find it (PATH only), beside what a python start reads as this
+    worker has it: the fork client's runs are then forked, not fresh (tests/fork_server.py STARTUP_VARIABLES)."""
+    startup = {name: os.environ[name] for name in fork_server.STARTUP_VARIABLES if name in os.environ}
+    return {**startup, "PATH": "/usr/bin:/bin", **variables}
 
 
 @pytest.fixture(scope="module")
@@ -152,10 +137,10 @@ def plan_python(tmp_path_factory) -> str:
         for suffix, text in (("out", ran.stdout), ("err", ran.stderr), ("status", f"{ran.returncode}\n")):
             (shared / f"{index}.{suffix}").write_text(text)
         cases.append(f'    "{len(args) + 2}:-m tools.plan {" ".join(args)}") replay {index} ;;')
-    (shared / "replay.py").write_text(REPLAY.replace("@SHARED@", str(shared)).replace("@ROOT@", str(ROOT)))
     wrapper = shared / "python"
+    forked = " ".join(shlex.quote(part) for part in fork_server.client_command())
     wrapper.write_text(PLAN_PYTHON.replace("CASES", "\n".join(cases)).replace("SHARED", str(shared))
-                       .replace("ROOT", str(ROOT)).replace("REAL", sys.executable))
+                       .replace("ROOT", str(ROOT)).replace("FORKED", forked).replace("REAL", sys.executable))
     wrapper.chmod(0o755)
     return str(wrapper)
 
@@ -163,31 +148,29 @@ def plan_python(tmp_path_factory) -> str:
 def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python, tmp_path):
     def python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         return subprocess.run([plan_python, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                              env={"PATH": "/usr/bin:/bin"})
+                              env=bare_environment())
 
     shared_json = harness.plan(["--stack", "dev", "--json"]).stdout
     replayed = python("-m", "tools.plan", "--stack", "dev", "--json")
     assert replayed.returncode == 0 and replayed.stdout == shared_json
-    # This commit's plan as the script asks for it: the shared text on stdout, the shared JSON in the file, the
-    # diff the real CLI makes against the base it is given.
+    # Any other `-m` is a run of its own, forked: this commit's plan as the script asks for it (every form from the
+    # one run) is the shared text, the shared JSON, and the diff against the base it is given.
     json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
-    replayed = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), "--diff",
-                      str(ROOT / "tests/golden/dev.json"), "--diff-out", str(diff_out))
-    assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == harness.plan(["--stack", "dev"]).stdout and json_out.read_text() == shared_json
+    head = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), "--diff",
+                  str(ROOT / "tests/golden/dev.json"), "--diff-out", str(diff_out))
+    assert head.returncode == 0, head.stderr
+    assert head.stdout == harness.plan(["--stack", "dev"]).stdout and json_out.read_text() == shared_json
     assert diff_out.read_text() == ("offline plan diff: dev.json (stack dev) -> this commit (stack dev)\n"
                                     "no changes: the plan is the same as the base plan\n")
-    # Anything else is the interpreter's own run: other arguments, another directory, one argument of many words.
+    (tmp_path / "probe.py").write_text("import sys\nprint('pulumi_gcp' in sys.modules)\n")
+    assert python("-m", "probe", cwd=tmp_path).stdout == f"{fork_server.enabled()}\n"  # forked: already imported
+    # Anything else is the interpreter's own run; other arguments or another directory run as they would there.
     where = "import os, sys; print(sys.executable, os.getcwd())"
     for cwd in (ROOT, tmp_path):
         assert python("-c", where, cwd=cwd).stdout == f"{sys.executable} {cwd}\n"
     assert python("-m", "tools.plan --stack dev").returncode != 0  # no module named "tools.plan --stack dev"
     elsewhere = python("-m", "tools.plan", "--stack", "dev", "--json", cwd=tmp_path)
     assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
-    elsewhere = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), cwd=tmp_path)
-    assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
-    many_words = python("-m", "tools.plan --stack dev --json-out", str(json_out))
-    assert many_words.returncode != 0 and "No module named tools.plan --stack dev" in many_words.stderr
 
 
 def run_plan_artifact(out: Path, plan_python: str, *base: str, calls: Path | None = None
@@ -195,7 +178,7 @@ def run_plan_artifact(out: Path, plan_python: str, *base: str, calls: Path | Non
     logged = {"PLAN_CALLS": str(calls)} if calls else {}
     return subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(out), *base], cwd=ROOT,
                           capture_output=True, text=True, timeout=180,
-                          env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin", **logged})
+                          env=bare_environment(PLAN_PYTHON=plan_python, **logged))
 
 
 def test_the_ci_plan_step_works_here(tmp_path, plan_python):
@@ -410,7 +393,7 @@ def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, p
     (head / "plan/plan-dev.json").write_text('{"resources": [], "from": "an earlier run"}\n')
     result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
                             capture_output=True, text=True, timeout=180,
-                            env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
+                            env=bare_environment(PLAN_PYTHON=plan_python))
     assert result.returncode != 0  # the test job fails
     assert handoff(head).returncode == 0
     assert (head / "plan-comment/pr-number").read_text() == "7\n"
