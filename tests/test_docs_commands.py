@@ -63,7 +63,7 @@ def written_paths(line: str) -> list[str]:
         words = shlex.split(line)
     except ValueError:
         return []
-    paths = [words[i + 1] for i, word in enumerate(words[:-1]) if word in (">", ">>", "--json", "--plot")]
+    paths = [words[i + 1] for i, word in enumerate(words[:-1]) if word in (">", ">>", "--json", "--plot", "--json-out", "--diff-out")]
     paths += [word[1:] for word in words if word.startswith(">") and len(word) > 1 and word[1] not in ">&"]
     return [path for path in paths if not path.startswith(("/", "~", "$", "-", ">", "&"))]
 
