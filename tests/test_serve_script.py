@@ -56,6 +56,10 @@ BOOT_ID = "0b1d0c52-7c1e-4a39-9a41-5d3e2f1c0a77"
 EARLIER_BOOT_ID = "5e6f7a8b-0000-4c4c-8888-000011112222"
 
 
+# For the tests that wait out a deadline: each poll runs several processes, and only the deadline is asserted.
+SLOW_POLL = ("--poll", "0.5")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -321,9 +325,11 @@ def test_a_container_that_exits_stops_its_unit_and_fails_at_once_with_its_log(no
 
 def test_health_timeout_fails_with_the_log_tail_and_leaves_it_running(node):
     vm = node(loading_polls=10_000)
-    result = vm("--health-timeout", "1")
+    # Polled twice a second, not ten times (the deadline is the behaviour, not the polls); two seconds, so the
+    # foreground `docker run` has created the container whose log tail the failure prints.
+    result = vm("--health-timeout", "2", *SLOW_POLL)
     assert result.returncode == 1
-    assert "/health did not answer 200 within 1s" in result.stderr
+    assert "/health did not answer 200 within 2s" in result.stderr
     assert "Application startup complete" in result.stderr  # the log tail
     assert not any(line.startswith("systemctl stop") for line in vm.commands)
 
@@ -354,7 +360,7 @@ def test_a_vllm_started_without_its_key_fails_the_deploy(node):
 def test_a_front_that_does_not_answer_fails_the_deploy(node):
     vm = node()
     vm.front.__exit__(None, None, None)
-    result = vm("--front-timeout", "1")
+    result = vm("--front-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "the front on :" in result.stderr and "answered 000 for /health within 1s" in result.stderr
 
@@ -386,7 +392,7 @@ def test_the_units_do_not_start_on_a_ready_left_by_an_earlier_boot(node):
 
 def test_the_deploy_does_not_take_an_earlier_boots_ready_for_this_ones(node):
     vm = node(status_boot_id=EARLIER_BOOT_ID)
-    result = vm("--status-timeout", "1")
+    result = vm("--status-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "did not finish in 1s on this boot" in result.stderr
     assert "waiting for the boot script (not started on this boot)" in result.stdout
@@ -404,7 +410,7 @@ def test_a_failed_boot_script_stops_the_deploy_with_its_reason(node):
 
 def test_a_boot_script_that_never_finishes_is_bounded(node):
     vm = node(status=None)
-    result = vm("--status-timeout", "1")
+    result = vm("--status-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "did not finish in 1s" in result.stderr
 
@@ -443,7 +449,7 @@ BILLING_NOTE = "The TPU node is running and billing ($0.60/hour) until its run e
 def test_every_failure_ends_with_the_billing_note(node, status):
     vm = node(status=status)  # None: the boot script never finishes (an unexpected way to fail)
     vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
-    result = vm("--status-timeout", "1") if status is None else vm()
+    result = vm("--status-timeout", "1", *SLOW_POLL) if status is None else vm()
     assert result.returncode == 1
     # Last, so the end of pulumi-command's error (it appends the command's output) is what to do.
     assert result.stderr.rstrip("\n").splitlines()[-1] == f"[tpu-vllm] {BILLING_NOTE}"
