@@ -1,6 +1,6 @@
 """The status a forked child ends with, as the interpreter would end a program that ran the same code.
 
-Used by both fork servers (tests/fork_server.py in the test venv, tests/vllm_fork_server.py in the vLLM venv,
+Used by both fork servers (tests/fork_server.py in the test venv, tests/venv_fork_server.py in the others,
 which runs it as a sibling script module): standard library only.
 """
 

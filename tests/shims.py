@@ -40,6 +40,16 @@ def _write(path: Path, body: str, log: Path) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
+def stdlib_python3() -> dict[str, str]:
+    """A `python3` fake for make_shims, for scripts whose Python is the standard library only (startup.sh's
+    `python3 -c` steps, smoke_test.py: "the TPU VM image's python3"): the same interpreter, recorded the same
+    way, without `site` (-S). What `site` would add is the test machine's own: its site-packages and their .pth
+    files, which a script must not need and which can cost ~80 ms a start (an interpreter whose .pth imports
+    certifi), several times per script run."""
+    real = _interpreter("python3")
+    return {"python3": f'exec {real} -S "$@"'} if real else {}
+
+
 @functools.cache
 def _interpreter(name: str) -> str | None:
     """The interpreter `name` on PATH runs: a version manager's launcher (pyenv's shim is a bash script that

@@ -22,6 +22,7 @@ from tests import vllm_venv
 from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, PROJECT_NUMBER, FakeMetadata, FakeSecretManager, crc32c
 from tests.fakes.registry import DOCKER_LIST, DOCKER_MANIFEST, INDEX, FakeRegistry, manifest_bytes
+from tests.fakes.systemctl import SystemctlServer
 from tests.fakes.vllm import GUARDED_PREFIX, FakeFront, FakeVllm
 from tests.test_gke_metrics_door import METRICS_BODY
 
@@ -282,17 +283,26 @@ def test_the_engines_logs_type_follows_the_api_version_asked(version, content_ty
 
 # --- systemctl ----------------------------------------------------------------------------------------------------
 
-def test_a_restart_after_a_unit_changed_without_daemon_reload_warns_and_runs_the_old_definition(tmp_path):
+@pytest.mark.parametrize("way", ["a process per call", "served"])
+def test_a_restart_after_a_unit_changed_without_daemon_reload_warns_and_runs_the_old_definition(tmp_path, way,
+                                                                                                 request):
+    # Both ways the fake runs (tests/fakes/systemctl.py: its own process, or SystemctlServer and its bash client).
     units = tmp_path / "etc/systemd/system"
     units.mkdir(parents=True)
     unit = units / "demo.service"
     marker = tmp_path / "ran"
     unit.write_text(f"[Service]\nExecStart=sh -c 'echo old >> {shlex.quote(str(marker))}'\n")
     env = {**os.environ, "STARTUP_ROOT": str(tmp_path)}
+    server = SystemctlServer().__enter__() if way == "served" else None
+    if server is not None:
+        request.addfinalizer(lambda: server.__exit__(None, None, None))
+        client = tmp_path / "systemctl"
+        client.write_text(f"#!/usr/bin/env bash\n{server.client_shim()}\n")
+        client.chmod(0o755)
 
     def systemctl(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(HERE / "fakes/systemctl.py"), *args], env=env,
-                              capture_output=True, text=True, timeout=60)
+        argv = [str(client)] if server is not None else [sys.executable, str(HERE / "fakes/systemctl.py")]
+        return subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=60)
 
     def ran(count: int) -> list[str]:
         """What the unit's ExecStart wrote, once it has run `count` times (it runs in the background)."""
@@ -313,3 +323,11 @@ def test_a_restart_after_a_unit_changed_without_daemon_reload_warns_and_runs_the
     assert systemctl("daemon-reload").returncode == 0
     third = systemctl("restart", "demo.service")
     assert third.stderr == "" and ran(3) == ["old", "old", "new"]
+    # A unit it does not know, and is-active's exit status (0 while running, 3 once it ended).
+    missing = systemctl("restart", "nope.service")
+    assert (missing.returncode, missing.stderr) == (1, "Unit nope.service not found.\n")
+    for _ in range(200):  # its ExecStart has written; the unit ends just after
+        if (code := systemctl("is-active", "--quiet", "demo.service").returncode) != 0:
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert code == 3

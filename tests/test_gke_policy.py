@@ -4,9 +4,6 @@ directly and through the pack's real entry point."""
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from components import settings
 from components.gke import exposure
 from components.gke.deployment import exposure_args
 from policy import gke_rules, memory_cap, rules
+from tests.policy_venv import entry_reports
 from tests.test_gke_settings import gke_raw
 from tools.plan.engine import unwrap
 
@@ -255,14 +253,7 @@ def test_every_workload_kind_is_read(gke_resources):
 
 def entry_points(cases):
     """The real pack entry (tests/policy_entry_check.py): each case a list of (type, props, urn) triples."""
-    python = os.environ.get("TPU_VLLM_POLICY_PYTHON")
-    if not python:
-        pytest.skip("run through ./scripts/test.sh, which builds the policy pack's own venv")
-    request = {"cases": {name: {"resources": triples, "config": {}} for name, triples in cases.items()}}
-    completed = subprocess.run([python, str(ROOT / "tests/policy_entry_check.py"), str(ROOT / "policy")],
-                               input=json.dumps(request), capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)["cases"]
+    return entry_reports({name: (triples, {}) for name, triples in cases.items()})["cases"]
 
 
 def hand_made(type_, props, name="hand-made"):

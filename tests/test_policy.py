@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from policy import (
     tpu_billing,
 )
 from tests import program as harness
+from tests.policy_venv import entry_reports
 from tools.plan.engine import unwrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -410,21 +409,9 @@ def test_variant_directly(built, name):
     assert_reported(reports(resources, config), name)
 
 
-def entry_point(cases, pack=ROOT / "policy"):
-    python = os.environ.get("TPU_VLLM_POLICY_PYTHON")
-    if not python:
-        pytest.skip("run through ./scripts/test.sh, which builds the policy pack's own venv")
-    request = {"cases": {name: {"resources": resources, "config": config}
-                         for name, (resources, config) in cases.items()}}
-    completed = subprocess.run([python, str(ROOT / "tests/policy_entry_check.py"), str(pack)],
-                               input=json.dumps(request), capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
-
-
 @pytest.fixture(scope="module")
 def through_the_entry(built):
-    return entry_point(built)
+    return entry_reports(built)
 
 
 def test_the_pack_entry_point_under_pulumi_policy(through_the_entry):
@@ -444,7 +431,7 @@ def test_the_pack_directory_works_alone(tmp_path, built):
     """A published pack is the policy/ directory only: it must not import anything from the program."""
     pack = tmp_path / "policy"
     shutil.copytree(ROOT / "policy", pack, ignore=shutil.ignore_patterns("__pycache__", "venv"))
-    result = entry_point({"dev stack": built["dev stack"],
+    result = entry_reports({"dev stack": built["dev stack"],
                           "halves": built["the two /1 halves in one rule"]}, pack)
     assert all(messages == [] for messages in result["cases"]["dev stack"].values())
     assert result["cases"]["halves"]["firewall-not-open-to-the-world"]

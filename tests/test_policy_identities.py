@@ -13,8 +13,9 @@ import pytest
 
 from policy import identity_grants
 from tests import program as harness
+from tests.policy_venv import entry_reports
 from tests.test_gke_policy import with_urns as gke_urns
-from tests.test_policy import STACK_URN, entry_point, program_resources
+from tests.test_policy import STACK_URN, program_resources
 
 RULE = "stack-identities-hold-only-their-grants"
 VM_ACCOUNT = "tpu-vllm-dev-vm@my-proj.iam.gserviceaccount.com"
@@ -441,7 +442,7 @@ def pack_reports(cases, stacks, preview):
               "preview with a known foreign grant": ([*preview, PREVIEW_FOREIGN], {})}
     advisory = {name: ([*copy.deepcopy(stacks["vm"]), added], {}) for name, added in ADVISORY_CASES.items()}
     assert not judged.keys() & advisory.keys()
-    return entry_point({**judged, **advisory})
+    return entry_reports({**judged, **advisory})
 
 
 @pytest.fixture(scope="module")

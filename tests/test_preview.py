@@ -14,8 +14,8 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
+from tests.policy_venv import entry_reports
 from tests.program import dev_config, run, with_section
-from tests.test_policy import entry_point
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 QR_URN = f"urn:pulumi:dev::tpu-vllm::tpu-vllm:tpu:TpuNode${QR_TYPE}::tpu-qr"
@@ -82,7 +82,7 @@ def test_the_policy_pack_enforces_the_body_rules_on_a_preview(dev_preview):
     leaked = json.loads(json.dumps(props))
     node_of(leaked["body"])["metadata"]["tpu-vllm-image"] = f"vllm/vllm-tpu:nightly {HF_CANARY}"
     assert node_of(leaked["body"])["metadata"]["ssh-keys"] == rpc.UNKNOWN
-    reports = entry_point({
+    reports = entry_reports({
         "dev": ([[QR_TYPE, props, QR_URN]], {}),
         "spot": ([[QR_TYPE, spot.one(QR_TYPE)["inputs"], QR_URN]], {}),
         "leaked": ([[QR_TYPE, leaked, QR_URN]], {}),

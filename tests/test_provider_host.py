@@ -12,6 +12,8 @@ Credentials: a throwaway service-account key whose token endpoint is the fake se
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -223,14 +225,15 @@ class Host:
         return stdout, self.stderr_path.read_text()
 
 
-@pytest.fixture
-def world(tmp_path):
+@contextlib.contextmanager
+def open_world(directory: Path):
+    """The fake API, an ADC key for it, and `start` for hosts in it (each stopped, and the fake, at the end)."""
     token = f"ya29.fake-{uuid.uuid4().hex}"
     server = FakeTpuApi(access_token=token).__enter__()
-    key_file = tmp_path / "adc.json"
+    key_file = directory / "adc.json"
     service_account_key(key_file, f"{server.url}/token")
     env = {
-        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
+        "PATH": os.environ["PATH"], "HOME": str(directory), "LANG": "C.UTF-8",
         "PULUMI_PROJECT": "tpu-vllm",  # the engine sets it for every plugin
         tpu_api.ENDPOINT_ENV: server.url + "/",
         "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
@@ -239,15 +242,23 @@ def world(tmp_path):
     hosts: list[Host] = []
 
     def start(cwd: Path = ROOT, **more_env: str) -> Host:
-        host = Host(cwd, {**env, **more_env}, tmp_path / f"host-{len(hosts)}.stderr")
+        host = Host(cwd, {**env, **more_env}, directory / f"host-{len(hosts)}.stderr")
         hosts.append(host)
         return host
 
-    yield server, token, key_file, start
-    for host in hosts:
-        if host.process.poll() is None:
-            host.stop()
-    server.__exit__(None, None, None)
+    try:
+        yield server, token, key_file, start
+    finally:
+        for host in hosts:
+            if host.process.poll() is None:
+                host.stop()
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def world(tmp_path):
+    with open_world(tmp_path) as opened:
+        yield opened
 
 
 def inputs(provider_blob: str, **overrides: Any) -> dict[str, Any]:
@@ -437,12 +448,18 @@ def requests_of(server, method: str, path_end: str = "") -> int:
     return sum(1 for r in server.requests if r.method == method and r.path.endswith(path_end))
 
 
+# The provider's poll (its pollSeconds input) in the tests that need a create waiting in the queue: they wait for
+# two polls, never for a duration, so a short one only makes them sooner.
+QUEUE_POLL_SECONDS = 0.05
+
+
 def create_left_waiting_in_the_queue(world, env: dict[str, str] | None = None, **overrides: Any):
     """A Create in flight on the real host, its request queued (no capacity) and polled at least twice."""
     server = world[0]
     server.states = ["WAITING_FOR_RESOURCES"]
     host = create_in_flight(world, lambda api: requests_of(api, "GET", "/tpu-vllm-dev") >= 2,
-                            "the provider waiting in the queue", env=env, **{"pollSeconds": 0.2, **overrides})
+                            "the provider waiting in the queue", env=env,
+                            **{"pollSeconds": QUEUE_POLL_SECONDS, **overrides})
     assert server.deleted == []
     return host, host.pending, f"{PARENT}/queuedResources/tpu-vllm-dev"
 
@@ -506,25 +523,76 @@ def is_running(pid: int) -> bool:
         return False
 
 
+ENVIRONMENT_CANARIES = {
+    "PULUMI_CONFIG_PASSPHRASE": "CANARY-passphrase-2718",
+    "PULUMI_ACCESS_TOKEN": "pul-CANARY0123456789abcdef",
+    "GITHUB_TOKEN": "ghs_CANARYtoken0123456789",
+    "GOOGLE_CREDENTIALS": '{"type": "service_account", "private_key": "CANARY-key"}',
+}
+
+
+@dataclasses.dataclass
+class KilledMidCreate:
+    """A create left waiting in the queue, its host holding the CLI's secrets in its environment, then `signum` to
+    the host's process group: what the tests read of that one life."""
+
+    server: FakeTpuApi
+    host: Host
+    pending: Any
+    name: str
+    watchdog: int
+    watchdog_environ: dict[bytes, bytes]
+    """The watchdog's environment while the create waited (before the signal)."""
+    exit_status: int
+
+
+@pytest.fixture(scope="module")
+def killed_mid_create(tmp_path_factory):
+    """signum -> that life, lived at most once per module (each test checks its own facts of it)."""
+    lives: dict[int, KilledMidCreate] = {}
+    with contextlib.ExitStack() as worlds:
+        def life(signum: int) -> KilledMidCreate:
+            if signum not in lives:
+                world = worlds.enter_context(open_world(tmp_path_factory.mktemp(f"killed-{signum}")))
+                host, pending, name = create_left_waiting_in_the_queue(world, env=ENVIRONMENT_CANARIES)
+                [watchdog] = watchdogs_of(host)
+                environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{watchdog}/environ").read_bytes()
+                               .split(b"\0") if item)
+                os.killpg(os.getpgid(host.process.pid), signum)
+                status = host.process.wait(timeout=CALL_TIMEOUT)
+                lives[signum] = KilledMidCreate(world[0], host, pending, name, watchdog, environ, status)
+            return lives[signum]
+
+        yield life
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(world, signum):
+def test_a_create_whose_host_is_terminated_or_killed_still_deletes_its_request(killed_mid_create, signum):
     """SIGTERM (a CI runner, `kill`) or SIGKILL (the engine's kill 5 s after its SIGINT, or a killed CLI's) to
     the host's process group ends it with no provider code run; the create's watchdog sends the DELETE."""
-    server = world[0]
-    host, pending, name = create_left_waiting_in_the_queue(world)
-    [watchdog] = watchdogs_of(host)
-
-    os.killpg(os.getpgid(host.process.pid), signum)
-    assert host.process.wait(timeout=CALL_TIMEOUT) == -signum  # no Python ran in the host: the signal ended it
+    killed = killed_mid_create(signum)
+    server, host, name = killed.server, killed.host, killed.name
+    assert killed.exit_status == -signum  # no Python ran in the host: the signal ended it
     wait_for(lambda: server.deleted == [name], "the DELETE of the request the create made")
     assert next(r for r in server.requests if r.method == "DELETE").query.get("force") == "true"
-    wait_for(lambda: not is_running(watchdog), "the watchdog ending once it has acted")
+    wait_for(lambda: not is_running(killed.watchdog), "the watchdog ending once it has acted")
     with pytest.raises(grpc.RpcError):
-        pending.result()
+        killed.pending.result()
     stderr = host.stderr_path.read_text()
     assert ("the create of tpu-vllm-dev ended early: sent the DELETE of tpu-vllm-dev, which this create "
             "requested") in stderr
     assert SSH_KEYS_CANARY not in stderr
+
+
+def test_the_watchdog_gets_only_what_the_tpu_client_needs_and_still_deletes(killed_mid_create):
+    killed = killed_mid_create(signal.SIGKILL)
+    environ = killed.watchdog_environ
+    for name_, value in ENVIRONMENT_CANARIES.items():
+        assert name_.encode() not in environ and value.encode() not in b"".join(environ.values())
+    assert environ[b"GOOGLE_APPLICATION_CREDENTIALS"] and environ[tpu_api.ENDPOINT_ENV.encode()]
+    # What it kept is enough: killed with no Python run in the host, the watchdog's DELETE goes through.
+    assert killed.exit_status == -signal.SIGKILL
+    wait_for(lambda: killed.server.deleted == [killed.name], "the watchdog's DELETE")
 
 
 def test_after_a_create_returns_its_watchdog_is_gone_and_a_sigterm_deletes_nothing(world):
@@ -564,7 +632,7 @@ def test_ctrl_c_while_a_failed_create_is_being_deleted_leaves_the_delete_to_the_
     server = world[0]
     server.states, server.failed_message, server.refuse_delete = ["FAILED"], "no capacity in zone", 10**6
     host = create_in_flight(world, lambda api: requests_of(api, "DELETE", "/tpu-vllm-dev") >= 2,
-                            "the DELETE refused at least twice", pollSeconds=0.2)
+                            "the DELETE refused at least twice", pollSeconds=QUEUE_POLL_SECONDS)
     engine_kills(host)  # returns once the host has ended
     with server.lock:
         server.refuse_delete = 0  # the request has left PROVISIONING: the next DELETE is accepted
@@ -590,34 +658,12 @@ def test_a_cli_that_dies_without_a_signal_still_deletes_the_request_and_the_host
     assert server.deleted == [name] and requests_of(server, "DELETE") == 1
 
 
-ENVIRONMENT_CANARIES = {
-    "PULUMI_CONFIG_PASSPHRASE": "CANARY-passphrase-2718",
-    "PULUMI_ACCESS_TOKEN": "pul-CANARY0123456789abcdef",
-    "GITHUB_TOKEN": "ghs_CANARYtoken0123456789",
-    "GOOGLE_CREDENTIALS": '{"type": "service_account", "private_key": "CANARY-key"}',
-}
-
-
-def test_the_watchdog_gets_only_what_the_tpu_client_needs_and_still_deletes(world):
-    server = world[0]
-    host, pending, name = create_left_waiting_in_the_queue(world, env=ENVIRONMENT_CANARIES)
-    [watchdog] = watchdogs_of(host)
-    environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{watchdog}/environ").read_bytes().split(b"\0")
-                   if item)
-    for name_, value in ENVIRONMENT_CANARIES.items():
-        assert name_.encode() not in environ and value.encode() not in b"".join(environ.values())
-    assert environ[b"GOOGLE_APPLICATION_CREDENTIALS"] and environ[tpu_api.ENDPOINT_ENV.encode()]
-    # What it kept is enough: killed with no Python run in the host, the watchdog's DELETE goes through.
-    os.killpg(os.getpgid(host.process.pid), signal.SIGKILL)
-    wait_for(lambda: server.deleted == [name], "the watchdog's DELETE")
-
-
 def test_a_watchdog_whose_delete_hangs_says_so_and_lets_go_of_the_cli_on_time(world):
     """The engine's Close reads the plugin's stderr to its end: a watchdog holding it through a DELETE that
     never answers would hang the CLI. It says its one line and lets go at its report deadline."""
     server = world[0]
     hang = threading.Event()
-    host, pending, name = create_left_waiting_in_the_queue(world, watchdogReportSeconds=1.0)
+    host, pending, name = create_left_waiting_in_the_queue(world, watchdogReportSeconds=0.5)
     server.inject(Fault("DELETE", "/tpu-vllm-dev", 503, hold=hang, times=1000))
     [watchdog] = watchdogs_of(host)
     os.killpg(os.getpgid(host.process.pid), signal.SIGKILL)
@@ -625,7 +671,7 @@ def test_a_watchdog_whose_delete_hangs_says_so_and_lets_go_of_the_cli_on_time(wo
         wait_for(host.stderr_closed.is_set, "every holder of the host's stderr letting go")
         assert is_running(watchdog)  # still trying, in the background, with nothing of the CLI's
         stderr = host.stderr_path.read_text()
-        assert "the DELETE of tpu-vllm-dev (which this create requested) has no answer after 1 s" in stderr
+        assert "the DELETE of tpu-vllm-dev (which this create requested) has no answer after 0.5 s" in stderr
         assert "gcloud alpha compute tpus queued-resources delete tpu-vllm-dev" in stderr
     finally:
         server.faults.clear()

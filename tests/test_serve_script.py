@@ -23,8 +23,9 @@ from components.settings.front import DEFAULT_IMAGE as FRONT_DEFAULT_IMAGE
 from components.vm import boot_contract, container, metadata_block, systemd_units
 from components.vm.serving_step import installed_files, remote_command_text, serve_stdin
 from tests.fakes.docker_engine import FakeDockerEngine
+from tests.fakes.systemctl import SystemctlServer
 from tests.fakes.vllm import FakeFront, FakeVllm
-from tests.shims import make_shims
+from tests.shims import make_shims, stdlib_python3
 from tests.wing_values import vm_serving
 
 HERE = Path(__file__).resolve().parent
@@ -55,6 +56,10 @@ BOOT_ID = "0b1d0c52-7c1e-4a39-9a41-5d3e2f1c0a77"
 EARLIER_BOOT_ID = "5e6f7a8b-0000-4c4c-8888-000011112222"
 
 
+# For the tests that wait out a deadline: each poll runs several processes, and only the deadline is asserted.
+SLOW_POLL = ("--poll", "0.5")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -67,7 +72,7 @@ class Node:
     def __init__(self, tmp_path: Path, status: str | None = "ready", vllm_log: str = MILESTONE_LOG,
                  status_boot_id: str = "",
                  raw: dict | None = None, vllm_key: str | None = API_CANARY, front_reply_field: str = "content",
-                 no_front: bool = False, **vllm_options):
+                 no_front: bool = False, systemctl: str = "", **vllm_options):
         self.tmp_path = tmp_path
         self.root = tmp_path / "root"
         status_boot_id = status_boot_id or BOOT_ID
@@ -98,8 +103,10 @@ class Node:
         self.log = tmp_path / "commands.log"
         self.env = make_shims(tmp_path / "bin", self.log, {
             "docker": f'exec {shlex.quote(DOCKER_CLI)} "$@"',
-            "systemctl": f'exec {shlex.quote(sys.executable)} {shlex.quote(str(HERE / "fakes/systemctl.py"))} "$@"',
+            "systemctl": systemctl or
+            f'exec {shlex.quote(sys.executable)} {shlex.quote(str(HERE / "fakes/systemctl.py"))} "$@"',
             "journalctl": "exit 1",
+            **stdlib_python3(),
         })
         docker_config = tmp_path / "docker-config"
         docker_config.mkdir()
@@ -142,12 +149,20 @@ class Node:
             assert canary not in self.stdin and all(canary not in arg for arg in self.argv)
 
 
+@pytest.fixture(scope="module")
+def systemctl_server():
+    """One fake systemctl for the module's runs (its state is under each node's root): a bash client per call,
+    not a Python interpreter per call."""
+    with SystemctlServer() as server:
+        yield server
+
+
 @pytest.fixture
-def node(tmp_path):
+def node(tmp_path, systemctl_server):
     nodes: list[Node] = []
 
     def make(**options) -> Node:
-        nodes.append(Node(tmp_path, **options))
+        nodes.append(Node(tmp_path, systemctl=systemctl_server.client_shim(), **options))
         return nodes[-1]
 
     yield make
@@ -157,6 +172,9 @@ def node(tmp_path):
 
 def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_through_the_front(node):
     vm = node(loading_polls=2)
+    # Loading until vLLM's log was read once, then two more polls: `systemctl restart` returns before the
+    # foreground `docker run` has created the container (as under systemd), so the first reads may find none.
+    vm.vllm.ready_when = lambda: vm.engine.log_reads.get(container.CONTAINER_NAME, 0) >= 1
     result = vm()
     assert result.returncode == 0, result.stderr
     # Every rendered file is on the VM as rendered, and the vLLM runner exists.
@@ -200,7 +218,9 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     assert list(front_create["HostConfig"]["Tmpfs"]) == [front.RUN_DIR]
     assert not front_create.get("Env") and not front_create["HostConfig"].get("Privileged")
     # Health on vLLM's loopback port; the smoke test through the front; vLLM's own key checked keyless.
-    assert [r.path for r in vm.vllm.requests].count("/health") == 3
+    # Polled until the first 200, then never again: each poll but the last got no answer.
+    assert [r.path for r in vm.vllm.requests].count("/health") == vm.vllm.unanswered + 1
+    assert vm.vllm.unanswered >= 3
     through_front = [(r.method, r.path, "Authorization" in r.headers) for r in vm.front.requests]
     assert through_front == [("GET", "/health", False), ("POST", "/invocations", False),
                              ("GET", "/v1/models", False), ("GET", "/v1/models", True),
@@ -305,9 +325,11 @@ def test_a_container_that_exits_stops_its_unit_and_fails_at_once_with_its_log(no
 
 def test_health_timeout_fails_with_the_log_tail_and_leaves_it_running(node):
     vm = node(loading_polls=10_000)
-    result = vm("--health-timeout", "1")
+    # Polled twice a second, not ten times (the deadline is the behaviour, not the polls); two seconds, so the
+    # foreground `docker run` has created the container whose log tail the failure prints.
+    result = vm("--health-timeout", "2", *SLOW_POLL)
     assert result.returncode == 1
-    assert "/health did not answer 200 within 1s" in result.stderr
+    assert "/health did not answer 200 within 2s" in result.stderr
     assert "Application startup complete" in result.stderr  # the log tail
     assert not any(line.startswith("systemctl stop") for line in vm.commands)
 
@@ -338,7 +360,7 @@ def test_a_vllm_started_without_its_key_fails_the_deploy(node):
 def test_a_front_that_does_not_answer_fails_the_deploy(node):
     vm = node()
     vm.front.__exit__(None, None, None)
-    result = vm("--front-timeout", "1")
+    result = vm("--front-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "the front on :" in result.stderr and "answered 000 for /health within 1s" in result.stderr
 
@@ -370,7 +392,7 @@ def test_the_units_do_not_start_on_a_ready_left_by_an_earlier_boot(node):
 
 def test_the_deploy_does_not_take_an_earlier_boots_ready_for_this_ones(node):
     vm = node(status_boot_id=EARLIER_BOOT_ID)
-    result = vm("--status-timeout", "1")
+    result = vm("--status-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "did not finish in 1s on this boot" in result.stderr
     assert "waiting for the boot script (not started on this boot)" in result.stdout
@@ -388,7 +410,7 @@ def test_a_failed_boot_script_stops_the_deploy_with_its_reason(node):
 
 def test_a_boot_script_that_never_finishes_is_bounded(node):
     vm = node(status=None)
-    result = vm("--status-timeout", "1")
+    result = vm("--status-timeout", "1", *SLOW_POLL)
     assert result.returncode == 1
     assert "did not finish in 1s" in result.stderr
 
@@ -427,7 +449,7 @@ BILLING_NOTE = "The TPU node is running and billing ($0.60/hour) until its run e
 def test_every_failure_ends_with_the_billing_note(node, status):
     vm = node(status=status)  # None: the boot script never finishes (an unexpected way to fail)
     vm.stdin = serve_stdin(vm_serving(vm.cfg), BILLING_NOTE)
-    result = vm("--status-timeout", "1") if status is None else vm()
+    result = vm("--status-timeout", "1", *SLOW_POLL) if status is None else vm()
     assert result.returncode == 1
     # Last, so the end of pulumi-command's error (it appends the command's output) is what to do.
     assert result.stderr.rstrip("\n").splitlines()[-1] == f"[tpu-vllm] {BILLING_NOTE}"

@@ -14,7 +14,7 @@ import pytest
 
 from components.vm import boot_contract as contract
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, FakeMetadata, FakeSecretManager
-from tests.shims import make_shims
+from tests.shims import make_shims, stdlib_python3
 
 SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "startup.sh"
 HF_CANARY = "hf_CANARYstartupTOKEN0123456789"
@@ -38,7 +38,7 @@ class Run:
         self.root.mkdir(exist_ok=True)
         self.boot(BOOT_ID)
         self.log = tmp_path / "commands.log"
-        self.env = make_shims(tmp_path / "bin", self.log, {"docker": "exit 0", **(fakes or {})})
+        self.env = make_shims(tmp_path / "bin", self.log, {"docker": "exit 0", **stdlib_python3(), **(fakes or {})})
         self.env.update({
             "STARTUP_ROOT": str(self.root),
             "GCE_METADATA_HOST": metadata_url.removeprefix("http://"),

@@ -1,8 +1,8 @@
-"""A check in the vLLM venv forked from the session's one vLLM import (tests/vllm_venv.py, tests/vllm_fork_server.py)
-is what a fresh `python` would have been: its own arguments, stdin, environment and directory, its exit code and
-streams, and nothing left by the check before it. The server's life (ending with the session, restarting after
-a death, refusing strangers, killing an overdue check) is held with a server of the test venv's python that
-imports nothing, so those tests do not import vLLM again."""
+"""A check in the vLLM venv forked from the session's one vLLM import (tests/vllm_venv.py over tests/venv_forks.py
+and tests/venv_fork_server.py) is what a fresh `python` would have been: its own arguments, stdin, environment
+and directory, its exit code and streams, and nothing left by the check before it. The server's life (ending
+with the session, restarting after a death, refusing strangers, killing an overdue check) is held with a server
+of the test venv's python that imports nothing, so those tests do not import vLLM again."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import vllm_venv
+from tests import venv_forks, vllm_venv
 
-LIGHT_SERVER = [sys.executable, str(vllm_venv.SERVER), "json"]  # the same server, importing only json
+LIGHT_SERVER = [sys.executable, str(venv_forks.SERVER), "json"]  # the same server, importing only json
 
 FIRST = """
 import json, os, sys
@@ -71,7 +71,7 @@ def light(tmp_path):
     """A server of the test venv's python that imports only json, ending with a `sleep` standing for the session."""
     session = subprocess.Popen(["sleep", "600"])
     socket_path = tmp_path / "light.sock"
-    server = vllm_venv.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid)
+    server = venv_forks.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid)
     yield socket_path, server, session
     session.kill()
     session.wait()
@@ -84,25 +84,25 @@ def request(code: str, timeout: float = 60) -> dict:
 
 def test_the_server_ends_with_the_session_and_leaves_no_socket(light):
     socket_path, server, session = light
-    assert vllm_venv.ask(socket_path, request("print('hi')"))["stdout"] == "hi\n"
+    assert venv_forks.ask(socket_path, request("print('hi')"))["stdout"] == "hi\n"
     assert socket_path.stat().st_mode & 0o077 == 0  # its owner's only
     session.kill()
     session.wait()
     assert server.wait(timeout=60) == 0  # no test asks again: the session's end alone ends it
     assert not socket_path.exists()
-    assert "vllm fork server: ended; CPU user" in socket_path.with_suffix(".log").read_text()
+    assert "venv fork server: ended; CPU user" in socket_path.with_suffix(".log").read_text()
 
 
 def test_a_second_asker_reuses_the_server_and_a_dead_one_is_started_again(light):
     socket_path, server, session = light
-    assert vllm_venv.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid) is None
+    assert venv_forks.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid) is None
     server.kill()  # as if killed with its worker: the socket file stays, nothing listens on it
     server.wait()
     assert socket_path.exists()
-    answer = vllm_venv.ask_or_start(socket_path, request("import os; print(os.getpid())"), LIGHT_SERVER,
+    answer = venv_forks.ask_or_start(socket_path, request("import os; print(os.getpid())"), LIGHT_SERVER,
                                     session=session.pid)
-    assert answer["returncode"] == 0 and vllm_venv.listening(socket_path)
-    restarted = vllm_venv._started[-1]
+    assert answer["returncode"] == 0 and venv_forks.listening(socket_path)
+    restarted = venv_forks._started[-1]
     assert restarted.pid != server.pid and restarted.poll() is None
     session.kill()
     session.wait()
@@ -111,7 +111,7 @@ def test_a_second_asker_reuses_the_server_and_a_dead_one_is_started_again(light)
 
 def test_an_overdue_check_is_killed_and_said_to_have_timed_out(light):
     socket_path, _, _ = light
-    answer = vllm_venv.ask(socket_path, request("import time; print('started', flush=True); time.sleep(600)", 0.5))
+    answer = venv_forks.ask(socket_path, request("import time; print('started', flush=True); time.sleep(600)", 0.5))
     assert answer["timeout"] is True and answer["stdout"] == "started\n" and answer["returncode"] == -9
 
 
@@ -123,7 +123,7 @@ def test_another_user_cannot_run_code_through_it():
     try:
         directory.chmod(0o755)
         socket_path = directory / "s.sock"
-        server = vllm_venv.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid)
+        server = venv_forks.start(socket_path, LIGHT_SERVER, dict(os.environ), session=session.pid)
         socket_path.chmod(0o777)
         marker = directory / "ran"
         payload = json.dumps(request(f"open({str(marker)!r}, 'w')"))
@@ -134,7 +134,7 @@ def test_another_user_cannot_run_code_through_it():
         done = subprocess.run([sys.executable, "-c", attempt], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout in ("b''\n", "refused\n"), done.stdout + done.stderr
         assert not marker.exists()
-        assert vllm_venv.ask(socket_path, request("print('mine')"))["stdout"] == "mine\n"  # its owner still can
+        assert venv_forks.ask(socket_path, request("print('mine')"))["stdout"] == "mine\n"  # its owner still can
     finally:
         session.kill()
         session.wait()

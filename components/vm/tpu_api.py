@@ -141,6 +141,7 @@ class TpuApi:
     sleep: Any = field(default=lambda seconds: time.sleep(seconds), repr=False)
     clock: Any = field(default=lambda: time.monotonic(), repr=False)
     _service: Any = field(default=None, repr=False)
+    _collections: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def service(self) -> Any:
@@ -158,8 +159,14 @@ class TpuApi:
             )
         return self._service
 
-    def _locations(self) -> Any:
-        return self.service.projects().locations()
+    def _collection(self, name: str) -> Any:
+        """projects.locations.<name> of the service, made once: each discovery Resource builds every method of
+        its collection (parameters and docstrings) when it is made, so one per request cost more CPU than the
+        request (googleapis/google-api-python-client googleapiclient/discovery.py, Resource._add_basic_methods and
+        createMethod, v2.202.0)."""
+        if name not in self._collections:
+            self._collections[name] = getattr(self.service.projects().locations(), name)()
+        return self._collections[name]
 
     def call(self, action: str, build_request: Any, allow: tuple[int, ...] = ()) -> Any:
         """Run a request; retry transient faults, honour Retry-After; `allow` statuses return None."""
@@ -222,22 +229,22 @@ class TpuApi:
 
     def create(self, parent: str, queued_resource_id: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
         """`request_id` is the same on every retry, so a retry after a lost reply is the same request."""
-        return self.call("queuedResources.create", lambda: self._locations().queuedResources().create(
+        return self.call("queuedResources.create", lambda: self._collection("queuedResources").create(
             parent=parent, queuedResourceId=queued_resource_id, requestId=request_id, body=body))
 
     def get(self, name: str) -> dict[str, Any] | None:
-        return self.call("queuedResources.get", lambda: self._locations().queuedResources().get(
+        return self.call("queuedResources.get", lambda: self._collection("queuedResources").get(
             name=name), allow=(404,))
 
     def delete(self, name: str) -> dict[str, Any] | None:
-        return self.call("queuedResources.delete", lambda: self._locations().queuedResources().delete(
+        return self.call("queuedResources.delete", lambda: self._collection("queuedResources").delete(
             name=name, force=True), allow=(404,))
 
     def get_node(self, name: str) -> dict[str, Any] | None:
-        return self.call("nodes.get", lambda: self._locations().nodes().get(name=name), allow=(404,))
+        return self.call("nodes.get", lambda: self._collection("nodes").get(name=name), allow=(404,))
 
     def get_operation(self, name: str) -> dict[str, Any]:
-        return self.call("operations.get", lambda: self._locations().operations().get(name=name))
+        return self.call("operations.get", lambda: self._collection("operations").get(name=name))
 
     def wait_operation(self, operation: dict[str, Any], action: str, deadline: float, poll: float) -> None:
         read = functools.partial(self.get_operation, operation.get("name"))

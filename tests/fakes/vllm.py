@@ -43,12 +43,16 @@ class FakeVllm(FakeServer):
         self.reply_field = reply_field
         """Where a chat reply's text goes: content, or (a reasoning model that has not answered yet) reasoning
         (current vLLM) or reasoning_content (older vLLM)."""
+        self.unanswered = 0
+        """How many requests got no HTTP answer (loading)."""
 
     def loading(self) -> bool:
         if self.ready_when is not None and not self.ready_when():
+            self.unanswered += 1
             return True
         if self.loading_polls > 0:
             self.loading_polls -= 1
+            self.unanswered += 1
             return True
         return False
 

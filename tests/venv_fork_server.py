@@ -1,21 +1,23 @@
-"""Run by the vLLM venv's python: import vLLM once, then fork one child per check, each as a fresh `python`.
+"""Run by a venv's python: import the modules its checks need once, then fork one child per check, each as a
+fresh `python`.
 
-Importing vLLM (torch, transformers, openai, fastapi, ...) costs ~18 s of CPU; the checks themselves take well
-under a second. This process imports it once for the whole pytest session and answers on a Unix socket; each
-request is `python SCRIPT ARGS...` or `python -c CODE ARGS...` with its stdin, environment and working directory,
-run in a child forked from this never-used process (so no check sees another's state: vLLM's envs cache,
-os.environ, registries), and answered with the child's exit code, stdout and stderr, as `subprocess.run` gives
-them. The client is tests/vllm_venv.py; it starts this with the environment the checks run under, and only sends
-requests with that environment (PYTEST_* aside), since importing vLLM already reads some of it (the platform
-follows VLLM_TARGET_DEVICE).
+Importing vLLM (torch, transformers, openai, fastapi, ...) costs ~18 s of CPU, pulumi-policy (pulumi, grpc,
+protobuf) ~0.8 s; the checks themselves take well under a second, or only the second they compute. This process
+imports them once for the whole pytest session and answers on a Unix socket; each request is `python SCRIPT
+ARGS...` or `python -c CODE ARGS...` with its stdin, environment and working directory, run in a child forked
+from this never-used process (so no check sees another's state: vLLM's envs cache, os.environ, registries,
+a monkeypatched module), and answered with the child's exit code, stdout and stderr, as `subprocess.run` gives
+them. The client is tests/venv_forks.py (for tests/vllm_venv.py and tests/policy_venv.py); it starts this with
+the environment the checks run under, and only sends requests with that environment (PYTEST_* aside), since
+importing already reads some of it (vLLM's platform follows VLLM_TARGET_DEVICE).
 
 It ends when the pytest session's main process ends (a pidfd on it: no polling, no pid reuse), or after
 IDLE_SECONDS without a request (the next check starts another), whichever comes first; a check under way
 finishes in its own process. Only the same user may connect (SO_PEERCRED), the socket is 0600 in the session's
 own temp dir.
 
-    python tests/vllm_fork_server.py SOCKET SESSION_PID [MODULE,...]   (by tests/vllm_venv.py; the modules to
-                                                                        import, WARM_MODULES unless given)
+    python tests/venv_fork_server.py SOCKET SESSION_PID MODULE,...   (by tests/venv_forks.py; the modules to
+                                                                      import before it listens)
 """
 
 import atexit
@@ -35,15 +37,6 @@ import types
 
 from child_exit import exit_status  # tests/child_exit.py: this file runs as a script from tests/
 
-# What the checks import (tests/vllm_cli_check.py, tests/test_fakes_answer_as_upstream.py's REAL_VLLM and
-# prometheus check, tests/test_bench.py's VLLM_CHUNKS): a child imports anything else itself.
-WARM_MODULES = (
-    "vllm.config", "vllm.engine.arg_utils", "vllm.entrypoints.cli.serve", "vllm.reasoning", "vllm.tool_parsers",
-    "vllm.utils.argparse_utils", "vllm.envs", "fastapi", "starlette.responses", "starlette.testclient",
-    "vllm.entrypoints.serve.exception_handling.register", "vllm.entrypoints.serve.middleware.authenticate",
-    "vllm.entrypoints.generate.base.protocol", "vllm.entrypoints.openai.chat_completion.protocol",
-    "vllm.entrypoints.serve.engine.protocol", "prometheus_client",
-)
 IDLE_SECONDS = 600
 IMPORT_SET: dict[str, str] = {}
 
@@ -51,9 +44,9 @@ IMPORT_SET: dict[str, str] = {}
 def untouched() -> list[str]:
     """What a child would find already done that a fresh process has not done after the same imports."""
     found = []
-    envs = sys.modules.get("vllm.envs")
-    if envs is not None and envs._is_envs_cache_enabled():  # enable_envs_cache freezes every variable's value
-        found.append("vLLM's envs cache is on")
+    envs = sys.modules.get("vllm.envs")  # when vLLM is among the imports
+    if envs is not None and envs._is_envs_cache_enabled():
+        found.append("vLLM's envs cache is on")  # enable_envs_cache freezes every variable's value
     threads = [thread.name for thread in threading.enumerate() if thread is not threading.main_thread()]
     if threads:  # fork copies only the calling thread; another's locks would stay held in the child
         found.append(f"threads besides the main one: {threads}")
@@ -67,19 +60,19 @@ def receive(connection: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def serve(socket_path: str, session_pid: int, warm: tuple[str, ...] = WARM_MODULES) -> None:
+def serve(socket_path: str, session_pid: int, warm: tuple[str, ...]) -> None:
     before = dict(os.environ)
     for name in warm:
         importlib.import_module(name)
-    # Importing torch and vLLM sets variables of its own (LD_LIBRARY_PATH, TORCHINDUCTOR_CACHE_DIR, ...): each
-    # child lays them over its request's environment, as its own import would have.
+    # Importing (torch and vLLM above all) sets variables of its own (LD_LIBRARY_PATH, TORCHINDUCTOR_CACHE_DIR,
+    # ...): each child lays them over its request's environment, as its own import would have.
     global IMPORT_SET
     IMPORT_SET = {name: value for name, value in os.environ.items() if before.get(name) != value}
     if any(name not in os.environ for name in before):
-        raise SystemExit("vllm fork server: importing removed environment variables")
+        raise SystemExit("venv fork server: importing removed environment variables")
     problems = untouched()
     if problems:
-        raise SystemExit(f"vllm fork server: importing left state a fresh process would not have: {problems}")
+        raise SystemExit(f"venv fork server: importing left state a fresh process would not have: {problems}")
     session = os.pidfd_open(session_pid)  # ESRCH: the session is already gone
     os.umask(0o077)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -117,7 +110,7 @@ def serve(socket_path: str, session_pid: int, warm: tuple[str, ...] = WARM_MODUL
             pass
         reap(block=True)
         times = os.times()  # the imports' and every check's CPU, for the suite's measurements
-        print(f"vllm fork server: ended; CPU user {times.user + times.children_user:.2f} s, "
+        print(f"venv fork server: ended; CPU user {times.user + times.children_user:.2f} s, "
               f"system {times.system + times.children_system:.2f} s", file=sys.stderr, flush=True)
         os._exit(0)  # no interpreter shutdown: collecting vLLM's heap takes seconds and there is nothing to flush
 
@@ -146,7 +139,7 @@ def handle(connection: socket.socket) -> None:
         return
     request = json.loads(data)
     # Not a TemporaryDirectory: its finalizer would run in the child's atexit and delete the child's output.
-    directory = tempfile.mkdtemp(prefix="vllm-check-")
+    directory = tempfile.mkdtemp(prefix="venv-check-")
     try:
         streams = {name: os.path.join(directory, name) for name in ("stdin", "stdout", "stderr")}
         with open(streams["stdin"], "wb") as stdin:
@@ -207,4 +200,4 @@ def run(request: dict, streams: dict[str, str]) -> int:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]), *([tuple(filter(None, sys.argv[3].split(",")))] if sys.argv[3:] else []))
+    serve(sys.argv[1], int(sys.argv[2]), tuple(filter(None, sys.argv[3].split(","))))
