@@ -58,12 +58,17 @@ def test_each_tool_runs_in_a_venv_the_docs_make(page, line):
         f"makes (made: {sorted(made_venvs())})")
 
 
+# What writes the next word: a redirection, or a tool's output option (tools.bench --json/--plot, tools.plan
+# --json-out/--diff-out).
+OUTPUT_FLAGS = (">", ">>", "--json", "--plot", "--json-out", "--diff-out")
+
+
 def written_paths(line: str) -> list[str]:
     try:
         words = shlex.split(line)
     except ValueError:
         return []
-    paths = [words[i + 1] for i, word in enumerate(words[:-1]) if word in (">", ">>", "--json", "--plot")]
+    paths = [words[i + 1] for i, word in enumerate(words[:-1]) if word in OUTPUT_FLAGS]
     paths += [word[1:] for word in words if word.startswith(">") and len(word) > 1 and word[1] not in ">&"]
     return [path for path in paths if not path.startswith(("/", "~", "$", "-", ">", "&"))]
 

@@ -120,17 +120,16 @@ def run_concurrently(commands: list[tuple[list[str], dict[str, str]]]) -> list[s
     return results
 
 
-@pytest.mark.parametrize("shape", ["json", "text"])
-def test_the_plan_is_byte_identical_across_fresh_runs(shape, request):
-    # Fresh processes with other hash seeds than the fixture's: the engine's registration order
-    # and the key order inside request bodies must not reach the output.
-    first = request.getfixturevalue("dev_json_output" if shape == "json" else "dev_text")
-    flags = ["--json"] if shape == "json" else []
-    runs = run_concurrently([([sys.executable, "-m", "tools.plan", "--stack", "dev", *flags],
-                              {"PYTHONHASHSEED": str(seed)}) for seed in (1, 2)])
+def test_the_plan_is_byte_identical_across_fresh_runs(dev_text, dev_json_output, tmp_path):
+    # Fresh processes with other hash seeds than the fixtures' runs: the engine's registration order and the key
+    # order inside request bodies must not reach either form. Each run writes both (the text, and --json-out).
+    json_files = [tmp_path / f"seed-{seed}.json" for seed in (1, 2)]
+    runs = run_concurrently([([sys.executable, "-m", "tools.plan", "--stack", "dev", "--json-out", str(path)],
+                              {"PYTHONHASHSEED": path.stem.removeprefix("seed-")}) for path in json_files])
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
-    assert runs[0].stdout == runs[1].stdout == first.encode()
-    assert "tpu-qr" in first
+    assert runs[0].stdout == runs[1].stdout == dev_text.encode()
+    assert [path.read_text() for path in json_files] == [dev_json_output] * 2
+    assert "tpu-qr" in dev_text and "tpu-qr" in dev_json_output
     # A fresh interpreter's exit finalises what the run left: an open event loop would print "Exception ignored
     # in BaseEventLoop.__del__" here on some runs (test_the_plan_leaves_no_event_loop_for_the_exit_to_trip_over).
     assert [run.stderr for run in runs] == [b"", b""]
@@ -631,3 +630,85 @@ def test_diff_refuses_a_base_whose_resources_have_no_type_or_name(tmp_path):
     result = plan("--stack", "dev", "--diff", str(base))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "resource 0 has no type and name" in result.stderr
+
+
+def a_base_with_fewer_kv_tokens(directory: Path, dev_json: dict) -> Path:
+    base = directory / "base.json"
+    base.write_text(json.dumps({**dev_json, "budget": {**dev_json["budget"], "kv_tokens": 1}}))
+    return base
+
+
+def test_one_run_writes_the_text_the_json_and_the_diff(tmp_path, dev_json, dev_json_output, dev_text):
+    base = a_base_with_fewer_kv_tokens(tmp_path, dev_json)
+    json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
+    result = plan("--stack", "dev", "--json-out", str(json_out), "--diff", str(base), "--diff-out", str(diff_out))
+    assert result.returncode == 0 and result.stderr == ""
+    # Each form as the command that prints it alone prints it.
+    assert result.stdout == dev_text
+    assert json_out.read_text() == dev_json_output
+    printed = plan("--stack", "dev", "--diff", str(base))
+    assert printed.returncode == 0 and diff_out.read_text() == printed.stdout
+    assert printed.stdout.startswith("offline plan diff: base.json (stack dev) -> this commit (stack dev)\n")
+    assert "  kv_tokens: 1 -> 321,344 (+321,343)\n" in printed.stdout
+
+
+def test_with_json_on_stdout_the_diff_goes_to_its_file(tmp_path, dev_json, dev_json_output):
+    base = a_base_with_fewer_kv_tokens(tmp_path, dev_json)
+    diff_out = tmp_path / "plan.diff.txt"
+    result = plan("--stack", "dev", "--json", "--diff", str(base), "--diff-out", str(diff_out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == dev_json_output
+    assert "  kv_tokens: 1 -> 321,344 (+321,343)\n" in diff_out.read_text()
+
+
+def test_a_base_it_cannot_read_still_leaves_the_plans_other_forms(tmp_path, dev_json_output, dev_text):
+    # With --diff-out the base is read once the plan is out: CI's artifact keeps this commit's plan.
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"resources": [{"name": "x"}]}))
+    json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
+    result = plan("--stack", "dev", "--json-out", str(json_out), "--diff", str(base), "--diff-out", str(diff_out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: {base} is not a plan saved by `python -m tools.plan --json`: resource 0 has no type and name" in (
+        result.stderr)
+    assert result.stdout == dev_text and json_out.read_text() == dev_json_output
+    assert not diff_out.exists()
+
+
+def test_a_plan_that_fails_writes_no_file(tmp_path):
+    directory = write_stack(tmp_path, {"gcp:project": "my-proj", "tpu-vllm:vllm": {"kvCacheDtype": "int8"}})
+    json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
+    result = plan("--stack", "review", "--json-out", str(json_out), "--diff", str(ROOT / "tests/golden/dev.json"),
+                  "--diff-out", str(diff_out), config_dir=directory)
+    assert result.returncode == 2 and "vllm.kvCacheDtype" in result.stderr
+    assert result.stdout == "" and not json_out.exists() and not diff_out.exists()
+
+
+def test_a_file_it_cannot_write_is_an_error_not_a_traceback(tmp_path):
+    result = plan("--stack", "dev", "--json-out", str(tmp_path / "no-such-dir/plan.json"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: cannot write {tmp_path / 'no-such-dir/plan.json'}: No such file or directory" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--json", "--diff", "b.json"], "argument --diff: not allowed with argument --json"),
+    (["--diff-out", "d.txt"], "argument --diff-out: needs --diff BASE.json"),
+    # A file written before the base is read would be the base: the diff would compare the plan with itself.
+    (["--diff", "b.json", "--json-out", "b.json"], "b.json is also --diff's file"),
+    (["--diff", "b.json", "--json-out", "sub/../b.json"], "b.json is also --diff's file"),
+    (["--diff", "b.json", "--json-out", "link.json"], "b.json is also --diff's file"),
+    (["--diff", "b.json", "--diff-out", "./b.json"], "b.json is also --diff's file"),
+    (["--diff", "b.json", "--json-out", "x.json", "--diff-out", "x.json"], "x.json is also --json-out's file"),
+], ids=["json-and-diff-on-stdout", "diff-out-without-diff", "json-out-is-the-base", "the-base-by-another-path",
+        "a-link-to-the-base", "diff-out-is-the-base", "one-file-for-two-forms"])
+def test_output_files_that_would_lose_a_form_are_refused_before_the_run(args, message, tmp_path, monkeypatch,
+                                                                        capsys):
+    from tools.plan import __main__ as cli
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.json").symlink_to("b.json")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "run_plan", lambda *args: pytest.fail("the program ran"))
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--stack", "dev", *args])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.json", "sub"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import fork_server
 from tests import program as harness
 from tests.github_script import fenced, run_github_script, writes
 
@@ -103,15 +106,26 @@ def copy_of_the_repo(destination: Path) -> Path:
 SHARED_PLANS = (("--stack", "dev"), ("--stack", "dev", "--json"))
 PLAN_PYTHON = """#!/bin/bash
 # PLAN_PYTHON for scripts/plan-artifact.sh: one of the shared plans, asked from the repository root with exactly its
-# arguments, answers with that run's output and status; anything else runs the interpreter itself.
+# arguments, answers with that run's output and status; any other `-m MODULE` is forked from the worker's warm
+# server (tests/fork_client.py: in the directory it is asked from, another checkout included); anything else runs
+# the interpreter itself. Each call is logged (directory and arguments) to $PLAN_CALLS when it is set.
+[ -z "$PLAN_CALLS" ] || printf '%s: %s\\n' "$PWD" "$*" >>"$PLAN_CALLS"
 replay() { cat "SHARED/$1.out"; cat "SHARED/$1.err" >&2; exit "$(cat "SHARED/$1.status")"; }
 if [ "$PWD" = "ROOT" ]; then
   case "$#:$*" in
 CASES
   esac
 fi
+[ "$1" != -m ] || exec FORKED "$@"
 exec "REAL" "$@"
 """
+
+
+def bare_environment(**variables: str) -> dict[str, str]:
+    """A runner's environment as bare as a script may find it (PATH only), beside what a python start reads as this
+    worker has it: the fork client's runs are then forked, not fresh (tests/fork_server.py STARTUP_VARIABLES)."""
+    startup = {name: os.environ[name] for name in fork_server.STARTUP_VARIABLES if name in os.environ}
+    return {**startup, "PATH": "/usr/bin:/bin", **variables}
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +138,9 @@ def plan_python(tmp_path_factory) -> str:
             (shared / f"{index}.{suffix}").write_text(text)
         cases.append(f'    "{len(args) + 2}:-m tools.plan {" ".join(args)}") replay {index} ;;')
     wrapper = shared / "python"
+    forked = " ".join(shlex.quote(part) for part in fork_server.client_command())
     wrapper.write_text(PLAN_PYTHON.replace("CASES", "\n".join(cases)).replace("SHARED", str(shared))
-                       .replace("ROOT", str(ROOT)).replace("REAL", sys.executable))
+                       .replace("ROOT", str(ROOT)).replace("FORKED", forked).replace("REAL", sys.executable))
     wrapper.chmod(0o755)
     return str(wrapper)
 
@@ -133,11 +148,23 @@ def plan_python(tmp_path_factory) -> str:
 def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python, tmp_path):
     def python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         return subprocess.run([plan_python, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                              env={"PATH": "/usr/bin:/bin"})
+                              env=bare_environment())
 
+    shared_json = harness.plan(["--stack", "dev", "--json"]).stdout
     replayed = python("-m", "tools.plan", "--stack", "dev", "--json")
-    assert replayed.returncode == 0 and replayed.stdout == harness.plan(["--stack", "dev", "--json"]).stdout
-    # Anything else is the interpreter's own run: other arguments, another directory, one argument of many words.
+    assert replayed.returncode == 0 and replayed.stdout == shared_json
+    # Any other `-m` is a run of its own, forked: this commit's plan as the script asks for it (every form from the
+    # one run) is the shared text, the shared JSON, and the diff against the base it is given.
+    json_out, diff_out = tmp_path / "plan.json", tmp_path / "plan.diff.txt"
+    head = python("-m", "tools.plan", "--stack", "dev", "--json-out", str(json_out), "--diff",
+                  str(ROOT / "tests/golden/dev.json"), "--diff-out", str(diff_out))
+    assert head.returncode == 0, head.stderr
+    assert head.stdout == harness.plan(["--stack", "dev"]).stdout and json_out.read_text() == shared_json
+    assert diff_out.read_text() == ("offline plan diff: dev.json (stack dev) -> this commit (stack dev)\n"
+                                    "no changes: the plan is the same as the base plan\n")
+    (tmp_path / "probe.py").write_text("import sys\nprint('pulumi_gcp' in sys.modules)\n")
+    assert python("-m", "probe", cwd=tmp_path).stdout == f"{fork_server.enabled()}\n"  # forked: already imported
+    # Anything else is the interpreter's own run; other arguments or another directory run as they would there.
     where = "import os, sys; print(sys.executable, os.getcwd())"
     for cwd in (ROOT, tmp_path):
         assert python("-c", where, cwd=cwd).stdout == f"{sys.executable} {cwd}\n"
@@ -146,10 +173,12 @@ def test_the_plan_python_answers_only_the_shared_plans_from_the_root(plan_python
     assert elsewhere.returncode != 0 and "No module named 'tools'" in elsewhere.stderr
 
 
-def run_plan_artifact(out: Path, plan_python: str, *base: str) -> subprocess.CompletedProcess:
+def run_plan_artifact(out: Path, plan_python: str, *base: str, calls: Path | None = None
+                      ) -> subprocess.CompletedProcess:
+    logged = {"PLAN_CALLS": str(calls)} if calls else {}
     return subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", str(out), *base], cwd=ROOT,
                           capture_output=True, text=True, timeout=180,
-                          env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
+                          env=bare_environment(PLAN_PYTHON=plan_python, **logged))
 
 
 def test_the_ci_plan_step_works_here(tmp_path, plan_python):
@@ -163,8 +192,14 @@ def test_the_ci_plan_step_works_here(tmp_path, plan_python):
     config = base / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: 16384"))
     out = tmp_path / "plan"
-    result = run_plan_artifact(out, plan_python, str(base))
+    calls = tmp_path / "calls"
+    result = run_plan_artifact(out, plan_python, str(base), calls=calls)
     assert result.returncode == 0, result.stderr
+    # Each commit's plan computed once: the base's (options every version has), then this commit's every form.
+    assert calls.read_text().splitlines() == [
+        f"{base}: -m tools.plan --stack dev --json",
+        f"{ROOT}: -m tools.plan --stack dev --json-out {out}/plan-dev.json --diff {out}/plan-dev.base.json "
+        f"--diff-out {out}/plan-dev.diff.txt"]
     plan = json.loads((out / "plan-dev.json").read_text())
     assert plan["budget"]["kv_tokens"] == 321_344
     assert "vllm serve google/gemma-4-E2B-it" in (out / "plan-dev.txt").read_text()
@@ -354,9 +389,11 @@ def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, p
     head = copy_of_the_repo(tmp_path / "workspace")
     config = head / "Pulumi.dev.yaml"
     config.write_text(config.read_text().replace("maxModelLen: 32768", "maxModelLen: lots"))
+    (head / "plan").mkdir()
+    (head / "plan/plan-dev.json").write_text('{"resources": [], "from": "an earlier run"}\n')
     result = subprocess.run(["bash", "scripts/plan-artifact.sh", "dev", "plan", str(ROOT)], cwd=head,
                             capture_output=True, text=True, timeout=180,
-                            env={"PLAN_PYTHON": plan_python, "PATH": "/usr/bin:/bin"})
+                            env=bare_environment(PLAN_PYTHON=plan_python))
     assert result.returncode != 0  # the test job fails
     assert handoff(head).returncode == 0
     assert (head / "plan-comment/pr-number").read_text() == "7\n"
@@ -368,7 +405,9 @@ def test_a_forks_plan_that_fails_reaches_the_pr_through_the_artifact(tmp_path, p
     assert 'tpu-vllm:vllm.maxModelLen = "lots": must be a whole number' in text
     # The test job's log says it too.
     assert "plan-artifact.sh: the offline plan of stack dev failed (exit status 2)" in result.stderr
-    assert "must be a whole number" in result.stderr
+    assert result.stderr.count("must be a whole number") == 1
+    # No JSON from an earlier run stands in the artifact for the plan that failed.
+    assert not (head / "plan/plan-dev.json").exists()
 
 
 def test_a_plan_step_that_left_no_diff_still_reaches_the_pr(tmp_path):
