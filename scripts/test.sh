@@ -93,5 +93,8 @@ unset PYTHONDONTWRITEBYTECODE
 # with pytest 9.2 it silently stops grouping (pytest-dev/pytest-xdist issue 1386, xdist 3.8.0 writes the old
 # item._nodeid). Program and plan runs are shared across workers anyway (tests/shared_runs.py).
 # --no-loadscope-reorder: files go out costliest first, as tests/suite_order.py orders them, not by test count.
-exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-2}" --dist "${TPU_VLLM_TEST_DIST:-loadfile}" \
+# One worker more than the cores: ~10% of a worker's time is a wait (a server starting, a deadline that must
+# pass, vLLM importing in its own process) that another worker fills (docs/development.md, "How long the suite
+# takes": two workers kept two cores ~90% busy, three ~98%).
+exec "$VENV/bin/python" -m pytest -n "${TPU_VLLM_TEST_WORKERS:-$(($(nproc) + 1))}" --dist "${TPU_VLLM_TEST_DIST:-loadfile}" \
   --no-loadscope-reorder "$@"
