@@ -60,7 +60,10 @@ if "$base_ok"; then
   # the comment job posts that file.
   if [[ "$plan_status" != 0 || ! -s "$diff" ]]; then
     {
-      echo "offline plan diff, stack $stack: FAILED: the diff against the base branch's plan could not be made."
+      # The run wrote this commit's JSON and then failed (exit status 0 with no diff cannot happen, but is told
+      # the same way): its own error says whether the base or something after the JSON failed.
+      echo "offline plan diff, stack $stack: FAILED: the diff against the base branch's plan could not be made" \
+        "(this commit's plan run ended with exit status $plan_status after writing its JSON)."
       echo "Its error (last 40 lines):"
       tail -n 40 "$out/plan.err"
     } >"$diff"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import json
+import locale
 import os
 import runpy
 import select
@@ -190,8 +191,10 @@ def _run_in_child(request: dict, listener: socket.socket, connection: socket.soc
         if ended is not None:
             return ended
         _, status = os.waitpid(pid, 0)
-        return {"returncode": os.waitstatus_to_exitcode(status), "stdout": streams["stdout"].read_text(),
-                "stderr": streams["stderr"].read_text()}
+        # The bytes as written (latin-1 maps each byte to one character): the client decodes them as a pipe
+        # would be read, or writes them out unchanged.
+        return {"returncode": os.waitstatus_to_exitcode(status),
+                **{name: streams[name].read_bytes().decode("latin-1") for name in ("stdout", "stderr")}}
 
 
 def _set_process_group(pid: int) -> None:
@@ -219,12 +222,18 @@ def _wait_for_child(pid: int, connection: socket.socket, worker: int) -> str | N
     return _WORKER_GONE if ready is None else _CANCELLED
 
 
-# What a fresh interpreter reads at its start (python(1), ENVIRONMENT VARIABLES; locale coercion, PEP 538):
-# a request that sets any of them otherwise than the server started with cannot be answered by a fork.
-STARTUP_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
-                     "PYTHONUSERBASE", "PYTHONOPTIMIZE", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8",
-                     "PYTHONIOENCODING", "PYTHONPLATLIBDIR", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONNODEBUGRANGES",
-                     "PYTHONINTMAXSTRDIGITS", "PYTHONCOERCECLOCALE", "LC_ALL", "LC_CTYPE", "LANG")
+# What a fresh interpreter, or an import the server made ahead, reads from the environment: python(1)'s
+# ENVIRONMENT VARIABLES (all PYTHON*), the locale (PEP 538), setuptools' distutils-precedence.pth, gRPC's GRPC_*,
+# and what tests/shared_runs.py keys the server on (PULUMI_*, GOOGLE_*, ...). A request that sets any of these
+# otherwise than the server started with cannot be answered by a fork.
+STARTUP_PREFIXES = ("PYTHON", "LC_", "GRPC_", *shared_runs.ENV_PREFIXES)
+STARTUP_NAMES = ("LANG", "SETUPTOOLS_USE_DISTUTILS")
+
+
+def startup_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of `env` a forked child must share with its server to start as a fresh `python` would."""
+    return {name: value for name, value in env.items()
+            if (name.startswith(STARTUP_PREFIXES) or name in STARTUP_NAMES) and name != "PYTEST_XDIST_WORKER"}
 
 
 def _not_as_fresh(request: dict) -> str | None:
@@ -232,7 +241,8 @@ def _not_as_fresh(request: dict) -> str | None:
     by tests/fork_client.py, whose caller then runs a fresh process."""
     if request.get("executable", sys.executable) != sys.executable:
         return f"another interpreter: {request['executable']}"
-    differing = [name for name in STARTUP_VARIABLES if request["env"].get(name) != _STARTED_WITH.get(name)]
+    asked, started = startup_environment(request["env"]), startup_environment(_STARTED_WITH)
+    differing = sorted(name for name in asked.keys() | started.keys() if asked.get(name) != started.get(name))
     return f"another start-up environment: {differing}" if differing else None
 
 
@@ -372,7 +382,11 @@ def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.
             raise subprocess.TimeoutExpired(args, timeout) from None
     if "fresh" in answer:  # the environment differs from the server's where a fresh start reads it
         return subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    return subprocess.CompletedProcess(args, answer["returncode"], answer["stdout"], answer["stderr"])
+    # As subprocess's text mode reads a pipe: the locale's encoding, strictly, and universal newlines.
+    encoding = locale.getpreferredencoding(False)
+    out, err = (answer[name].encode("latin-1").decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
+                for name in ("stdout", "stderr"))
+    return subprocess.CompletedProcess(args, answer["returncode"], out, err)
 
 
 def client_command() -> list[str]:

@@ -235,15 +235,46 @@ def test_a_script_run_in_another_checkout_imports_that_checkouts_modules_as_a_fr
     assert forked_answer[0] == fresh_answer[0] and forked_answer[2] == fresh_answer[2]
 
 
-def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path):
-    # Another hash seed (read at start-up), and a server that has ended since the script was written.
+# What tells a fork from a fresh start: the hash seed, the interpreter's options, what stdin held.
+STDIN_MAIN = """
+import sys
+read = sys.stdin.buffer.read()
+sys.stdout.buffer.write(f"{hash('seed')} {sys.flags.utf8_mode} ".encode() + b"read: " + read)
+"""
+BYTES_MAIN = """
+import sys
+sys.stdout.buffer.write(b"\\xff\\r\\n")
+"""
+
+
+@pytest.mark.parametrize("case", ["another hash seed", "a server that has ended", "something on stdin",
+                                  "other interpreter options"])
+def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path, case):
     checkout = another_checkout(tmp_path)
-    env = {**os.environ, "PYTHONHASHSEED": "7"}
+    (checkout / "tools" / "plan" / "__main__.py").write_text(STDIN_MAIN)
     command = fork_server.client_command()
-    fresh_there = subprocess.run([sys.executable, "-m", "tools.plan"], cwd=checkout, env=env, capture_output=True,
-                                 text=True, timeout=300)
-    for stand_in in (command, [*command[:2], str(tmp_path / "ended.sock")]):
-        answered = subprocess.run([*stand_in, "-m", "tools.plan"], cwd=checkout, env=env, capture_output=True,
-                                  text=True, timeout=300)
-        (answer, parent), (expected, _) = answer_and_parent(answered), answer_and_parent(fresh_there)
-        assert answer == expected and parent == os.getpid()  # the stand-in became the fresh process
+    env = {**os.environ, "PYTHONHASHSEED": "5"} if case == "another hash seed" else dict(os.environ)
+    stand_in = [*command[:2], str(tmp_path / "ended.sock")] if case == "a server that has ended" else command
+    feed = {"input": b"asked\n"} if case == "something on stdin" else {"stdin": subprocess.DEVNULL}
+    options = ["-X", "utf8", "-m", "tools.plan"] if case == "other interpreter options" else ["-m", "tools.plan"]
+    fresh_there, answered = (subprocess.run([*interpreter, *options], cwd=checkout, env=env, capture_output=True,
+                                            timeout=300, **feed) for interpreter in ([sys.executable], stand_in))
+    if case != "another hash seed":  # two processes with random seeds: compare what follows the hash
+        answered.stdout, fresh_there.stdout = (out.split(b" ", 1)[1] for out in (answered.stdout, fresh_there.stdout))
+    assert (answered.returncode, answered.stdout, answered.stderr) == (
+        fresh_there.returncode, fresh_there.stdout, fresh_there.stderr)
+
+
+def test_a_forked_scripts_output_is_the_bytes_it_wrote(tmp_path):
+    # Bytes that are not UTF-8 and a CR LF, as a fresh process writes them; the server answers the next run.
+    checkout = another_checkout(tmp_path)
+    (checkout / "tools" / "plan" / "__main__.py").write_text(BYTES_MAIN)
+    command = fork_server.client_command()
+    forked, fresh_there = (subprocess.run([*interpreter, "-m", "tools.plan"], cwd=checkout, capture_output=True,
+                                          stdin=subprocess.DEVNULL, timeout=300)
+                           for interpreter in (command, [sys.executable]))
+    assert forked.stdout == fresh_there.stdout == b"\xff\r\n" and forked.returncode == 0
+    # The worker's own runs read text as subprocess reads a pipe in text mode (universal newlines):
+    code = "import sys; sys.stdout.write('a\\rb\\r\\nc')"
+    fresh_text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert fork_server.run_code(code).stdout == fresh_text == "a\nb\nc"

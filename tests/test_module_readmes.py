@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,9 @@ def repo_copy(tmp_path_factory) -> Path:
         if program.name != "python":
             (bin_dir / program.name).symlink_to(program)
     runs = tmp_path_factory.mktemp("plan-runs")
-    forked = " ".join(shlex.quote(part) for part in fork_server.client_command())
+    # Forked only where the worker's interpreter is the venv's the READMEs name (the fork's interpreter is its).
+    same_python = os.path.abspath(sys.executable) == os.path.abspath(TEST_VENV / "bin" / "python")
+    forked = " ".join(shlex.quote(part) for part in fork_server.client_command()) if same_python else '"REAL"'
     (bin_dir / "python").write_text(PLAN_ONCE.replace("COPY", str(copy)).replace("RUNS", str(runs))
                                     .replace("FORKED", forked).replace("REAL", str(TEST_VENV / "bin" / "python")))
     (bin_dir / "python").chmod(0o755)

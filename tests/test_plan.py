@@ -689,6 +689,37 @@ def test_a_file_it_cannot_write_is_an_error_not_a_traceback(tmp_path):
     assert f"error: cannot write {tmp_path / 'no-such-dir/plan.json'}: No such file or directory" in result.stderr
 
 
+def test_a_hard_link_to_the_base_is_refused_as_the_base_itself(tmp_path, monkeypatch, capsys):
+    from tools.plan import __main__ as cli
+
+    (tmp_path / "b.json").write_text("{}")
+    os.link(tmp_path / "b.json", tmp_path / "hard.json")  # one file, two names: resolve() keeps both
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "run_plan", lambda *args: pytest.fail("the program ran"))
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--stack", "dev", "--diff", "b.json", "--json-out", "hard.json", "--diff-out", "d.txt"])
+    assert exited.value.code == 2 and "hard.json is also --diff's file" in capsys.readouterr().err
+    assert (tmp_path / "b.json").read_text() == "{}" and not (tmp_path / "d.txt").exists()
+
+
+def test_a_write_cut_short_leaves_the_earlier_file_whole(tmp_path, monkeypatch):
+    from tools.plan import __main__ as cli
+
+    target = tmp_path / "plan.json"
+    target.write_text("the earlier plan\n")
+    written = Path.write_text
+
+    def disk_fills(path, text, **kwargs):
+        written(path, text[:5], **kwargs)  # half of it, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_fills)
+    with pytest.raises(cli.OutputError, match="cannot write .*plan.json: No space left on device"):
+        cli._write(target, "the new plan\n")
+    monkeypatch.undo()
+    assert target.read_text() == "the earlier plan\n" and sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--json", "--diff", "b.json"], "argument --diff: not allowed with argument --json"),
     (["--diff-out", "d.txt"], "argument --diff-out: needs --diff BASE.json"),

@@ -123,8 +123,8 @@ exec "REAL" "$@"
 
 def bare_environment(**variables: str) -> dict[str, str]:
     """A runner's environment as bare as a script may find it (PATH only), beside what a python start reads as this
-    worker has it: the fork client's runs are then forked, not fresh (tests/fork_server.py STARTUP_VARIABLES)."""
-    startup = {name: os.environ[name] for name in fork_server.STARTUP_VARIABLES if name in os.environ}
+    worker has it: the fork client's runs are then forked, not fresh (tests/fork_server.py startup_environment)."""
+    startup = fork_server.startup_environment(dict(os.environ))
     return {**startup, "PATH": "/usr/bin:/bin", **variables}
 
 
@@ -266,7 +266,7 @@ def test_a_diff_that_fails_fails_the_script_and_says_so_in_the_diff_it_leaves(tm
     assert "resource 0 has no type and name" in result.stderr
     diff = (out / "plan-dev.diff.txt").read_text()
     assert diff.startswith("offline plan diff, stack dev: FAILED: the diff against the base branch's plan could "
-                           "not be made.\n")
+                           "not be made (this commit's plan run ended with exit status 2 after writing its JSON).\n")
     assert "resource 0 has no type and name" in diff
     assert sorted(path.name for path in out.iterdir()) == [
         "plan-dev.base.json", "plan-dev.diff.txt", "plan-dev.json", "plan-dev.txt"]

@@ -57,7 +57,8 @@ def run(python: str, args: list[str], *, warm: tuple[str, ...], name: str, opt_o
 
 def server_key(python: str, env: dict[str, str], warm: tuple[str, ...]) -> str:
     kept = sorted((name, value) for name, value in env.items() if not name.startswith("PYTEST_"))
-    text = json.dumps([python, kept, list(warm), hashlib.sha256(SERVER.read_bytes()).hexdigest()])
+    sources = [hashlib.sha256(path.read_bytes()).hexdigest() for path in (SERVER, SERVER.with_name("child_exit.py"))]
+    text = json.dumps([python, kept, list(warm), sources])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

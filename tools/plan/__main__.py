@@ -35,8 +35,9 @@ every form from one run of the program, as scripts/plan-artifact.sh publishes th
 
 stdout carries one form: the text, the JSON with --json, or the diff with --diff (unless --diff-out takes it).
 --json-out and --diff-out write the other forms from the same run, each once the plan is computed: a plan that
-fails writes no file. Exit status: 0, or 2 for an invalid config or a base plan that cannot be read (with
---diff-out, the text and --json-out are written first: the diff alone is missing)."""
+fails writes no file (and leaves one an earlier run wrote as it was). Exit status: 0, or 2 for an invalid
+config, a base plan that cannot be read (with --diff-out, the text and --json-out are written first: the diff
+alone is missing) or a file it cannot write."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,8 +66,16 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
              (("--diff", args.diff), ("--json-out", args.json_out), ("--diff-out", args.diff_out)) if path]
     for index, (name, path) in enumerate(paths):
         for other, other_path in paths[index + 1:]:
-            if path == other_path:
+            if path == other_path or _one_file(path, other_path):
                 parser.error(f"argument {other}: {other_path} is also {name}'s file; give each its own")
+
+
+def _one_file(path: Path, other: Path) -> bool:
+    """Two names of one existing file (a hard link: resolve() leaves both names as they are)."""
+    try:
+        return path.samefile(other)
+    except OSError:  # one is not there yet: nothing to share
+        return False
 
 
 class OutputError(Exception):
@@ -74,9 +83,13 @@ class OutputError(Exception):
 
 
 def _write(path: Path, text: str) -> None:
+    """Whole or not at all: written beside the file, then renamed over it (a full disk leaves no half plan)."""
+    partial = path.with_name(f".{path.name}.partial")
     try:
-        path.write_text(text, encoding="utf-8")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
     except OSError as error:
+        partial.unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {error.strerror or error}") from None
 
 
