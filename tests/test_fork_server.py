@@ -214,6 +214,14 @@ def answer_and_parent(completed: subprocess.CompletedProcess) -> tuple[tuple, in
     return (completed.returncode, completed.stdout, said), int(parent)
 
 
+@pytest.fixture
+def client_served(monkeypatch):
+    """The client asks a server even under TPU_VLLM_TEST_FORK_SERVER=0: these tests are about the two themselves,
+    as the tests above call fork_server.run directly."""
+    monkeypatch.setattr(fork_server, "enabled", lambda: True)
+
+
+@pytest.mark.usefixtures("client_served")
 def test_a_script_run_in_another_checkout_imports_that_checkouts_modules_as_a_fresh_process_does(tmp_path):
     checkout = another_checkout(tmp_path)
     env = {**os.environ, "ASKED": "here"}
@@ -249,7 +257,7 @@ sys.stdout.buffer.write(b"\\xff\\r\\n")
 
 @pytest.mark.parametrize("case", ["another hash seed", "a server that has ended", "something on stdin",
                                   "other interpreter options"])
-def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path, case):
+def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path, case, client_served):
     checkout = another_checkout(tmp_path)
     (checkout / "tools" / "plan" / "__main__.py").write_text(STDIN_MAIN)
     command = fork_server.client_command()
@@ -265,7 +273,7 @@ def test_a_script_run_a_fork_cannot_start_as_fresh_runs_fresh(tmp_path, case):
         fresh_there.returncode, fresh_there.stdout, fresh_there.stderr)
 
 
-def test_a_forked_scripts_output_is_the_bytes_it_wrote(tmp_path):
+def test_a_forked_scripts_output_is_the_bytes_it_wrote(tmp_path, client_served):
     # Bytes that are not UTF-8 and a CR LF, as a fresh process writes them; the server answers the next run.
     checkout = another_checkout(tmp_path)
     (checkout / "tools" / "plan" / "__main__.py").write_text(BYTES_MAIN)

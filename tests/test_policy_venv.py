@@ -32,6 +32,12 @@ def request_for_the_entry():
                       "an unknown provisioning model": {"resources": unknown, "config": {"allowOpenSsh": True}}}}
 
 
+@pytest.fixture(autouse=True)
+def forks_on(monkeypatch):
+    """These tests are about the forked path itself: it runs whatever TPU_VLLM_TEST_POLICY_FORKS says."""
+    monkeypatch.delenv("TPU_VLLM_TEST_POLICY_FORKS", raising=False)
+
+
 def answer(completed):
     return completed.returncode, completed.stdout, completed.stderr
 
