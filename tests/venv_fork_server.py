@@ -21,6 +21,7 @@ own temp dir.
 """
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -62,8 +63,13 @@ def receive(connection: socket.socket) -> bytes:
 
 def serve(socket_path: str, session_pid: int, warm: tuple[str, ...]) -> None:
     before = dict(os.environ)
+    # CPython's recipe for a parent that forks without exec (Doc/library/gc.rst, 3.11, gc.freeze): no collection
+    # while importing, then the imports' objects frozen, so no child's collection walks them (or copies their
+    # pages); each check's child enables collection again (`run`).
+    gc.disable()
     for name in warm:
         importlib.import_module(name)
+    gc.freeze()
     # Importing (torch and vLLM above all) sets variables of its own (LD_LIBRARY_PATH, TORCHINDUCTOR_CACHE_DIR,
     # ...): each child lays them over its request's environment, as its own import would have.
     global IMPORT_SET
@@ -169,6 +175,7 @@ def handle(connection: socket.socket) -> None:
 def run(request: dict, streams: dict[str, str]) -> int:
     """`python SCRIPT ARGS...` or `python -c CODE ARGS...`, ending as the interpreter ends (exit code, traceback,
     atexit handlers, flushed streams)."""
+    gc.enable()  # as in a fresh process, over what the check makes (the server's imports are frozen)
     for fd, name, flags in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
         opened = os.open(streams[name], flags)
         os.dup2(opened, fd)
