@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from pathlib import Path
 
@@ -16,7 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def gke_raw() -> dict:
-    """Pulumi.gke.yaml as the program reads it."""
+    """Pulumi.gke.yaml as the program reads it: the caller's own copy, free to change."""
+    return copy.deepcopy(_gke_stack_file())
+
+
+@functools.cache
+def _gke_stack_file() -> dict:
+    """Read once per process: the cases below are built at import (each worker's collection), ~20 of them, and
+    each YAML parse of the file costs ~8 ms of CPU."""
     config, _ = read_stack_config(ROOT / "Pulumi.gke.yaml")
     raw = {}
     for key, value in config.items():
