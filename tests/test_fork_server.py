@@ -79,6 +79,19 @@ def test_runs_one_after_another_leave_nothing_for_the_next():
     assert harness.GKE_HF_CANARY not in json.dumps(again)
 
 
+def test_the_server_has_only_imported_when_it_forks():
+    # Asked in a child of the session's warm server: the state every run starts from.
+    checked = fork_server.run_code("import sys\nfrom tests import fork_server as f\n"
+                                   "print(f._runtime_untouched(), 'pulumi_gcp.compute' in sys.modules)")
+    assert checked.stdout.strip() == "[] True", checked.stderr
+    touched = fork_server.run_code(
+        "from tests import fork_server as f\nfrom pulumi.runtime import mocks\n"
+        "class M(mocks.Mocks):\n  def new_resource(self, args): return args.name, {}\n"
+        "  def call(self, args): return {}\n"
+        "mocks.set_mocks(M(), project='p', stack='s')\nprint(f._runtime_untouched())")
+    assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
+
+
 # --- a server's life, held with servers that import nothing (what a server has imported plays no part in when
 # it is started, answers, kills a run or ends) ---
 
