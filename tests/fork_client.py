@@ -1,4 +1,4 @@
-"""`python -m MODULE ARGS...` answered by a test worker's fork server (tests/fork_server.py), for scripts a
+"""`python -m MODULE ARGS...` answered by the pytest session's fork server (tests/fork_server.py), for scripts a
 test runs: a wrapper or PLAN_PYTHON puts `python tests/fork_client.py SOCKET` where the interpreter would be.
 
     python tests/fork_client.py SOCKET -m MODULE [ARG ...]

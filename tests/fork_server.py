@@ -8,31 +8,35 @@ that isolation and skips the imports. The child runs the module as `python -m` w
 argv, stdin), with its stdin, stdout and stderr on files, and the server hands back the returncode and both
 streams: what `subprocess.run(..., capture_output=True)` returns.
 
-The server is keyed on tests/shared_runs.py's digest of the program's sources and of the environment: a
-source file edited during the session, or another environment, stops it and starts a new one, so no run is
-answered by modules imported from older sources. What differs from a fresh process: every child shares the
-server's hash seed (tests/test_plan.py::test_the_plan_is_byte_identical_across_fresh_runs still runs fresh
-processes with other seeds), the objects the server's imports made are frozen out of the cycle collector
-(gc.freeze: left out of gc.get_objects() and never collected), and a child ends with os._exit after flushing its streams
-(no atexit handlers or interpreter shutdown).
+One server per pytest session, shared by every xdist worker (as tests/venv_fork_server.py's are, whose loop it
+runs): the first worker that needs it starts it under a lock in the session's shared directory
+(tests/shared_runs.py), and every asker connects to it. It answers each connection in a child forked for it, so
+the workers' runs go side by side, and that child forks the run's own child. Its socket's name carries
+tests/shared_runs.py's digest of the program's sources and of the environment (`current_key`): a source file
+edited during the session, or another environment, is another server, so no run is answered by modules imported
+from older sources; a server whose sources are no longer the checkout's ends by itself (checked every
+SOURCE_CHECK_SECONDS), and any server ends after venv_fork_server.IDLE_SECONDS without a connection. What
+differs from a fresh process: every child shares the server's hash seed
+(tests/test_plan.py::test_the_plan_is_byte_identical_across_fresh_runs still runs fresh processes with other
+seeds), the objects the server's imports made are frozen out of the cycle collector (gc.freeze: left out of
+gc.get_objects() and never collected), and a child ends with os._exit after flushing its streams (no atexit
+handlers or interpreter shutdown).
 
-Nothing outlives its worker. The server's stdin is a pipe only the worker holds: it reads "stop" and EOF when
-the worker stops it (a new key, at exit), a bare EOF when the worker dies however it dies (kill -9 included);
-either way it kills the run it is waiting for, if any, and exits, and after a death removes its own temp
-directory (a parent pid that changed says the same, checked every few seconds, in case the pipe's end leaked
-to another process). A run that does not answer in time: the client closes its
-connection, the server kills the child's process group (the child leads its own, so whatever it started goes
-too) and reaps it, the client stops that server and raises subprocess.TimeoutExpired, and the next run starts
-a new server. The server runs in a session of its own, so a Ctrl-C in the terminal reaches the workers, which
-stop it, and a server that does not end when stopped is killed with its whole session.
+Nothing outlives the session. The server ends when the session's main process ends (a pidfd on it), however
+it ends; a run's handler watches the same pidfd, its client's connection and the run's timeout: the session
+gone, the connection closed (the client gave up, or its worker died, kill -9 included) or the time up, it kills
+the run's process group (the run leads its own, so whatever it started goes too), reaps it and removes the
+run's temp directory; on a timeout the client raises subprocess.TimeoutExpired. The server runs in a session of
+its own, so a Ctrl-C in the terminal reaches pytest, whose end ends it. Only the same user may connect
+(SO_PEERCRED), and the socket is 0600.
 
-    python -m tests.fork_server SOCKET [MODULE ...]   # the server (started by `run` below, never by hand)
+    python -m tests.fork_server SOCKET SESSION_PID SOURCES MODULE,... CHECK_SECONDS   # started by `run` below
 """
 
 from __future__ import annotations
 
-import atexit
 import gc
+import hashlib
 import importlib
 import json
 import locale
@@ -48,7 +52,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tests import child_exit, shared_runs
+from tests import child_exit, shared_runs, venv_fork_server, venv_forks
 
 ROOT = shared_runs.ROOT
 # The modules a dev or gke run imports, the costly ones first. pulumi_gcp and pulumi_kubernetes load their
@@ -101,16 +105,16 @@ def _runtime_untouched() -> list[str]:
     return found
 
 
-# How often the server looks at its parent pid besides watching its stdin (a bound on how long it can outlive a
-# worker whose end of the pipe leaked into another process; not a wait any test makes).
-PARENT_CHECK_SECONDS = 5.0
+# How often a server looks whether the checkout's sources are still the ones it imported (~15 ms a look).
+SOURCE_CHECK_SECONDS = 10.0
 
 
-def serve(socket_path: str, modules: tuple[str, ...]) -> None:
-    worker = os.getppid()
+def serve(socket_path: str, session_pid: int, sources: str, modules: tuple[str, ...],
+          check_seconds: float = SOURCE_CHECK_SECONDS) -> None:
     # CPython's recipe for a parent that forks without exec (Doc/library/gc.rst, 3.11, gc.freeze): no collection
     # while importing (~400k objects that live as long as the process), then all of them frozen, so no child's
-    # collection walks them (or touches, and so copies, their pages); each child enables collection (`_child`).
+    # collection walks them (or touches, and so copies, their pages); each run's child enables collection
+    # (`_child`).
     gc.disable()
     for name in modules:
         _load(name)
@@ -121,48 +125,22 @@ def serve(socket_path: str, modules: tuple[str, ...]) -> None:
     untouched = _runtime_untouched()
     if untouched:
         raise SystemExit(f"fork server: importing touched the runtime: {untouched}")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
-    listener.listen()
-    print("ready", flush=True)
-    while True:
-        ready = _wait_readable([listener, sys.stdin.fileno()], worker)
-        if ready is None:
-            return _worker_gone(socket_path, worker)
-        if listener not in ready:
-            continue
-        connection, _ = listener.accept()
-        with connection:
-            request = json.loads(_receive_line(connection))
-            refusal = _not_as_fresh(request)
-            answer = {"fresh": refusal} if refusal else _run_in_child(request, listener, connection, worker)
-            if answer is _WORKER_GONE:
-                return _worker_gone(socket_path, worker)
-            if answer is not _CANCELLED:
-                connection.sendall(json.dumps(answer).encode())
+    venv_fork_server.listen_and_fork(socket_path, session_pid, _handle, "fork server",
+                                     still_current=lambda: shared_runs.source_digest() == sources,
+                                     check_seconds=check_seconds)
 
 
-def _worker_gone(socket_path: str, worker: int) -> None:
-    """A worker that stops its server says "stop" before closing the pipe and removes the server's directory
-    itself (after reading its log); a bare EOF or another parent: the worker died, the server removes it."""
-    said = select.select([sys.stdin.fileno()], [], [], 0)[0] and os.read(sys.stdin.fileno(), 64)
-    if os.getppid() != worker or not said or not said.startswith(b"stop"):
-        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
-
-
-_WORKER_GONE = "the worker closed the server's stdin or died"
-_CANCELLED = "the client closed its connection before the answer"
-
-
-def _wait_readable(watched: list, worker: int) -> list | None:
-    """Which of `watched` can be read; None once the worker is gone (EOF on stdin, or another parent)."""
-    while True:
-        ready, _, _ = select.select(watched, [], [], PARENT_CHECK_SECONDS)
-        # The worker never writes to the server's stdin: readable means EOF.
-        if sys.stdin.fileno() in ready or os.getppid() != worker:
-            return None
-        if ready:
-            return ready
+def _handle(connection: socket.socket, session: int) -> None:
+    """One connection, in a child of the server: a request answered (or refused: `_not_as_fresh`), or nothing
+    when the client only asked whether the server listens, gave up, or the session ended."""
+    line = _receive_line(connection)
+    if not line:
+        return
+    request = json.loads(line)
+    refusal = _not_as_fresh(request)
+    answer = {"fresh": refusal} if refusal else _run_in_child(request, connection, session)
+    if answer is not None:
+        connection.sendall(json.dumps(answer).encode())
 
 
 def _receive_line(connection: socket.socket) -> bytes:
@@ -184,8 +162,12 @@ def _receive(connection: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def _run_in_child(request: dict, listener: socket.socket, connection: socket.socket, worker: int) -> dict | str:
-    with tempfile.TemporaryDirectory(prefix="fork-run-") as directory:
+def _run_in_child(request: dict, connection: socket.socket, session: int) -> dict | None:
+    """The run's answer, {"timeout": True} when it ran out of time, None when the client gave up or the session
+    ended (the run's process group killed and reaped in these two cases and on a timeout)."""
+    # Not a TemporaryDirectory: its finalizer would be the child's too (it ends with os._exit, but be plain).
+    directory = tempfile.mkdtemp(prefix="fork-run-")
+    try:
         streams = {name: Path(directory) / name for name in ("stdin", "stdout", "stderr")}
         streams["stdin"].write_text(request["stdin"])
         for name in ("stdout", "stderr"):
@@ -197,18 +179,29 @@ def _run_in_child(request: dict, listener: socket.socket, connection: socket.soc
         pid = os.fork()
         if pid == 0:
             os.setpgid(0, 0)  # its own process group: a kill of the run reaches what the run started
-            listener.close()
             connection.close()
+            os.close(session)
             os._exit(_child(request, streams))
         _set_process_group(pid)  # set on both sides, so it holds whichever side runs first
-        ended = _wait_for_child(pid, connection, worker)
-        if ended is not None:
-            return ended
+        child = os.pidfd_open(pid)
+        try:
+            ready, _, _ = select.select([child, connection, session], [], [], request.get("timeout"))
+        finally:
+            os.close(child)
+        if child not in ready:  # out of time, the client gone (its connection readable: EOF) or the session
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         _, status = os.waitpid(pid, 0)
+        if child not in ready:
+            return {"timeout": True} if not ready else None
         # The bytes as written (latin-1 maps each byte to one character): the client decodes them as a pipe
         # would be read, or writes them out unchanged.
         return {"returncode": os.waitstatus_to_exitcode(status),
                 **{name: streams[name].read_bytes().decode("latin-1") for name in ("stdout", "stderr")}}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _set_process_group(pid: int) -> None:
@@ -216,24 +209,6 @@ def _set_process_group(pid: int) -> None:
         os.setpgid(pid, pid)
     except (PermissionError, ProcessLookupError):  # the child already set it and exec'd, or already ended
         pass
-
-
-def _wait_for_child(pid: int, connection: socket.socket, worker: int) -> str | None:
-    """None when the child has exited (still to be reaped); otherwise the child's process group has been
-    killed and reaped because the client gave up or the worker is gone, and the reason is returned."""
-    child = os.pidfd_open(pid)
-    try:
-        ready = _wait_readable([child, connection], worker)
-    finally:
-        os.close(child)
-    if ready is not None and child in ready:
-        return None
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    os.waitpid(pid, 0)
-    return _WORKER_GONE if ready is None else _CANCELLED
 
 
 # What a fresh interpreter, or an import the server made ahead, reads from the environment: python(1)'s
@@ -314,88 +289,79 @@ def _child(request: dict, streams: dict[str, Path]) -> int:
 
 # --- the client side, in the test worker ---
 
-# How long a stopped server may take to end before its session is killed.
-STOP_GRACE_SECONDS = 60
-
-
-class _Server:
-    def __init__(self, key: str, modules: tuple[str, ...] = WARM_MODULES):
-        """modules: what the server imports before it forks (none: a cold server, for tests of its life alone)."""
-        self.key = key
-        self.directory = tempfile.mkdtemp(prefix="tpu-vllm-fork-")
-        self.socket_path = os.path.join(self.directory, "socket")
-        # stdin: a pipe only this worker holds (Popen's end is close-on-exec); its EOF ends the server.
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.fork_server", self.socket_path, *modules],
-                                        cwd=ROOT,
-                                        start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=open(os.path.join(self.directory, "server.log"), "w"), text=True)
-        ready = self.process.stdout.readline()
-        if ready.strip() != "ready":
-            self.stop()
-            raise RuntimeError(f"fork server did not start (exit {self.process.returncode}): {self.log}")
-
-    def ask(self, request: dict, timeout: float | None = None) -> dict:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(timeout)
-            connection.connect(self.socket_path)
-            connection.sendall(json.dumps(request).encode() + b"\n")
-            # Closing the connection on a timeout (leaving this block) tells the server to kill the run.
-            return json.loads(_receive(connection))
-
-    def stop(self) -> None:
-        """"stop" and EOF on the server's stdin: it ends (and with it any run it waits for); if it does not,
-        its session is killed."""
-        if not self.process.stdin.closed:
-            try:
-                self.process.stdin.write("stop\n")
-                self.process.stdin.close()
-            except BrokenPipeError:  # the server has already ended
-                pass
-        try:
-            self.process.wait(timeout=STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait()
-        self.process.stdout.close()
-        self.log = Path(self.directory, "server.log").read_text()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
-_server: _Server | None = None
-_lock = threading.Lock()
-
 
 def current_key() -> str:
     """The server answers only while the sources and the environment it imported are still the same."""
     return f"{shared_runs.source_digest()}-{shared_runs.environment_digest()}"
 
 
+def socket_path(modules: tuple[str, ...] | None = None) -> Path | None:
+    """This session's server for the sources and environment as they are now, and these imports (WARM_MODULES
+    unless given); None outside a session that shares runs, or where the path would not fit a socket's."""
+    directory = shared_runs._directory
+    if directory is None:
+        return None
+    asked = WARM_MODULES if modules is None else modules
+    name = hashlib.sha256(json.dumps([current_key(), list(asked)]).encode()).hexdigest()[:16]
+    path = directory / f"program-{name}.sock"
+    return path if len(os.fsencode(path)) <= venv_forks.SOCKET_PATH_LIMIT else None
+
+
+def server_command(modules: tuple[str, ...] | None = None, sources: str | None = None,
+                   check_seconds: float = SOURCE_CHECK_SECONDS) -> list[str]:
+    """What venv_forks.start runs (the socket and the session's pid go after its first three words): a server
+    of `modules` (WARM_MODULES unless given) for `sources` (the checkout's as they are now unless given)."""
+    asked = WARM_MODULES if modules is None else modules
+    return [sys.executable, "-m", "tests.fork_server", sources or shared_runs.source_digest(), ",".join(asked),
+            str(check_seconds)]
+
+
+def ask(path: Path, request: dict) -> dict:
+    """The server's answer; the connection stays open until it comes (closing it cancels the run). A client-side
+    timeout beyond the run's own is the server's fault: it raises TimeoutError, which cancels the run."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        timeout = request.get("timeout")
+        connection.settimeout(None if timeout is None else timeout + ANSWER_GRACE_SECONDS)
+        connection.connect(str(path))
+        connection.sendall(json.dumps(request).encode() + b"\n")
+        data = _receive(connection)
+    if not data:
+        raise ConnectionError(f"the fork server at {path} closed without an answer (see {path.with_suffix('.log')})")
+    return json.loads(data)
+
+
+# How long past a run's timeout the client waits for the server to say so.
+ANSWER_GRACE_SECONDS = 60
+
+
+def _ask_or_start(request: dict, modules: tuple[str, ...] | None = None) -> dict:
+    path = socket_path(modules)
+    if path is None:
+        return {"fresh": "no session to share a server with"}
+    return venv_forks.ask_or_start(path, request, server_command(modules), asking=ask, head=3, cwd=str(ROOT))
+
+
 def run(module: str, argv: list[str], stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
     """What `subprocess.run([python, -m, module, *argv], input=stdin, capture_output=True, text=True,
-    cwd=ROOT, timeout=timeout)` returns, from a child of the fork server."""
+    cwd=ROOT, timeout=timeout)` returns, from a child of the session's fork server (a fresh process outside a
+    session)."""
     return _ask({"module": module, "argv": argv}, [sys.executable, "-m", module, *argv], stdin, timeout)
 
 
 def run_code(code: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
-    """What `subprocess.run([python, -c, code], ...)` returns, from a child of the fork server."""
+    """What `subprocess.run([python, -c, code], ...)` returns, from a child of the session's fork server."""
     return _ask({"code": code}, [sys.executable, "-c", code], stdin, timeout)
 
 
 def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.CompletedProcess:
-    global _server
-    with _lock:  # one run at a time per worker: the server answers one connection after another
-        _current_server()
-        try:
-            answer = _server.ask({**what, "stdin": stdin, "env": dict(os.environ), "cwd": str(ROOT)}, timeout)
-        except TimeoutError:
-            # The server has killed the run on the closed connection; a new server answers the next run.
-            _server.stop()
-            _server = None
-            raise subprocess.TimeoutExpired(args, timeout) from None
-    if "fresh" in answer:  # the environment differs from the server's where a fresh start reads it
+    request = {**what, "stdin": stdin, "env": dict(os.environ), "cwd": str(ROOT), "timeout": timeout}
+    try:
+        answer = _ask_or_start(request)
+    except TimeoutError:  # the server did not answer in time either; closing the connection killed the run
+        raise subprocess.TimeoutExpired(args, timeout) from None
+    if answer.get("timeout"):  # the server has killed the run's process group
+        raise subprocess.TimeoutExpired(args, timeout)
+    if "fresh" in answer:  # no session, or the environment differs from the server's where a fresh start reads it
         return subprocess.run(args, input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
     # As subprocess's text mode reads a pipe: the locale's encoding, strictly, and universal newlines.
     encoding = locale.getpreferredencoding(False)
@@ -406,25 +372,14 @@ def _ask(what: dict, args: list[str], stdin: str, timeout: float) -> subprocess.
 
 def client_command() -> list[str]:
     """The command line that stands in for this venv's `python` in a script a test runs (`CMD -m MODULE ARGS`,
-    from any directory, another checkout included): tests/fork_client.py asking this worker's server, which is
-    started now if it is not current. While the script runs, the worker must not ask the server itself (it
-    answers one run at a time). Outside a session that forks, the plain interpreter."""
-    if not enabled():
+    from any directory, another checkout included): tests/fork_client.py asking the session's server, which is
+    started now if none listens. Outside a session that forks, the plain interpreter."""
+    path = socket_path() if enabled() else None
+    if path is None:
         return [sys.executable]
-    with _lock:
-        return [sys.executable, str(ROOT / "tests" / "fork_client.py"), _current_server().socket_path]
-
-
-def _current_server() -> _Server:
-    """This worker's server for the sources and environment as they are now (a new one if they changed or it
-    ended). Called under _lock."""
-    global _server
-    key = current_key()
-    if _server is None or _server.key != key or _server.process.poll() is not None:
-        if _server is not None:
-            _server.stop()
-        _server = _Server(key, WARM_MODULES)
-    return _server
+    if not venv_forks.listening(path):
+        venv_forks.start(path, server_command(), dict(os.environ), head=3, cwd=str(ROOT))
+    return [sys.executable, str(ROOT / "tests" / "fork_client.py"), str(path)]
 
 
 def enabled() -> bool:
@@ -432,11 +387,6 @@ def enabled() -> bool:
     return shared_runs._directory is not None and os.environ.get("TPU_VLLM_TEST_FORK_SERVER", "1") != "0"
 
 
-@atexit.register
-def _stop_at_exit() -> None:
-    if _server is not None:
-        _server.stop()
-
-
 if __name__ == "__main__":
-    serve(sys.argv[1], tuple(sys.argv[2:]))
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3], tuple(filter(None, sys.argv[4].split(","))),
+          float(sys.argv[5]))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import fork_server, shared_runs
+from tests import fork_server, shared_runs, venv_forks
 from tests import program as harness
 
 
@@ -79,35 +79,8 @@ def test_runs_one_after_another_leave_nothing_for_the_next():
     assert harness.GKE_HF_CANARY not in json.dumps(again)
 
 
-@pytest.fixture
-def cold_servers(monkeypatch):
-    """Servers that import nothing, for the tests of a server's life (what it has imported plays no part in
-    when it is started, stopped or killed); the worker's warm server is put back afterwards."""
-    warm = fork_server._server
-    fork_server._server = None
-    monkeypatch.setattr(fork_server, "WARM_MODULES", ())
-    yield
-    if fork_server._server is not None:
-        fork_server._server.stop()
-    fork_server._server = warm
-
-
-def test_edited_sources_or_another_environment_start_another_server(monkeypatch, cold_servers):
-    fork_server.run_code("print('answered')")
-    before = fork_server._server
-    fork_server.run_code("print('answered')")
-    assert fork_server._server is before  # the same sources: the same server
-    monkeypatch.setattr(shared_runs, "source_digest", lambda: "a program edited since")
-    fork_server.run_code("print('answered')")
-    edited = fork_server._server
-    assert edited is not before and before.process.returncode is not None  # the old one has ended
-    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "another environment")
-    fork_server.run_code("print('answered')")
-    assert fork_server._server is not edited and edited.process.returncode is not None
-
-
 def test_the_server_has_only_imported_when_it_forks():
-    # Asked in a child of the worker's warm server: the state every run starts from.
+    # Asked in a child of the session's warm server: the state every run starts from.
     checked = fork_server.run_code("import sys\nfrom tests import fork_server as f\n"
                                    "print(f._runtime_untouched(), 'pulumi_gcp.compute' in sys.modules)")
     assert checked.stdout.strip() == "[] True", checked.stderr
@@ -119,10 +92,37 @@ def test_the_server_has_only_imported_when_it_forks():
     assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
 
 
-def left_of(server: int) -> list[str]:
-    """The server and every process of the session it leads (its runs and what they started), zombies included."""
-    listed = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True, check=True)
-    return [line.strip() for line in listed.stdout.splitlines() if str(server) in line.split()[:2]]
+# --- a server's life, held with servers that import nothing (what a server has imported plays no part in when
+# it is started, answers, kills a run or ends) ---
+
+
+def test_edited_sources_or_another_environment_are_another_server(monkeypatch):
+    current = fork_server.socket_path()
+    assert fork_server.socket_path() == current  # the same sources and environment: the same server
+    monkeypatch.setattr(shared_runs, "source_digest", lambda: "a program edited since")
+    edited = fork_server.socket_path()
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "another environment")
+    assert len({current, edited, fork_server.socket_path()}) == 3
+
+
+def server_pid(path: Path) -> int:
+    """The process listening on `path` (SO_PEERCRED: the credentials of the peer that called listen)."""
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(str(path))
+        pid, _, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                             struct.calcsize("3i")))
+    return pid
+
+
+def alive(pid: int) -> bool:
+    """Running (not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def wait_until(condition, what: str, seconds: float = 60) -> None:
@@ -130,60 +130,156 @@ def wait_until(condition, what: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, what
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
-def hang_code(started: str) -> str:
-    """A run that starts a process of its own, says so in the file `started`, and never ends."""
-    return ("import pathlib, subprocess, time\n"
+def hang_code(started: Path) -> str:
+    """A run that starts a process of its own, writes its pid, its own pid and its temp directory to `started`,
+    and never ends."""
+    return ("import json, os, pathlib, subprocess, time\n"
             "sleeper = subprocess.Popen(['sleep', '3600'])\n"
-            f"pathlib.Path({started!r}).write_text(str(sleeper.pid))\n"
+            "directory = os.path.dirname(os.readlink('/proc/self/fd/1'))\n"
+            "run = {'sleeper': sleeper.pid, 'run': os.getpid(), 'directory': directory}\n"
+            f"pathlib.Path({str(started) + '.writing'!r}).write_text(json.dumps(run))\n"
+            f"os.replace({str(started) + '.writing'!r}, {str(started)!r})\n"
             "time.sleep(3600)\n")
 
 
-def test_a_run_that_does_not_answer_in_time_is_killed_with_what_it_started(tmp_path, cold_servers):
+def request(code: str, timeout: float | None = 60) -> dict:
+    return {"code": code, "stdin": "", "env": dict(os.environ), "cwd": str(harness.ROOT), "timeout": timeout}
+
+
+def started_run(started: Path) -> dict:
+    wait_until(started.exists, "the run never started")
+    return json.loads(started.read_text())
+
+
+def assert_the_run_is_gone(run: dict) -> None:
+    wait_until(lambda: not alive(run["run"]) and not alive(run["sleeper"]), "the run or its sleeper lived on")
+    wait_until(lambda: not Path(run["directory"]).exists(), "the run's temp directory stayed")
+
+
+@pytest.fixture
+def cold():
+    """A server that imports nothing, ending with a `sleep` standing for the session: (socket, server, session)."""
+    session = subprocess.Popen(["sleep", "600"])
+    path = shared_runs._directory / f"cold-{os.getpid()}-{time.monotonic_ns()}.sock"
+    server = venv_forks.start(path, fork_server.server_command(()), dict(os.environ), session=session.pid, head=3,
+                              cwd=str(harness.ROOT))
+    yield path, server, session
+    session.kill()
+    session.wait()
+    server.wait(timeout=60)
+
+
+def test_a_run_that_does_not_answer_in_time_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    # The session's own (cold) server, through what every test calls.
+    monkeypatch.setattr(fork_server, "WARM_MODULES", ())
     started = tmp_path / "started"
     fork_server.run_code("print('answered')")
-    server = fork_server._server
+    server = server_pid(fork_server.socket_path())
     with pytest.raises(subprocess.TimeoutExpired):
-        fork_server.run_code(hang_code(str(started)), timeout=4)
-    assert started.exists()  # the run and its own process were under way when the timeout fired
-    assert fork_server._server is None and server.process.returncode is not None  # stopped and reaped
-    wait_until(lambda: left_of(server.process.pid) == [], "the run or its sleeper outlived the timeout")
+        fork_server.run_code(hang_code(started), timeout=4)
+    assert_the_run_is_gone(started_run(started))
     again = fork_server.run_code("print('answered')")
-    assert again.stdout == "answered\n" and fork_server._server is not server  # a new server answers the next run
+    assert again.stdout == "answered\n" and server_pid(fork_server.socket_path()) == server  # the server lives on
 
 
 WORKER = """
-import sys
+import json, sys
+from pathlib import Path
 from tests import fork_server
-fork_server._server = fork_server._Server(fork_server.current_key(), modules=())
-print(fork_server._server.process.pid, fork_server._server.directory, flush=True)
-if sys.argv[1] == "idle":
-    sys.stdin.read()
-else:
-    fork_server.run_code(sys.argv[2], timeout=3600)
+fork_server.ask(Path(sys.argv[1]), json.loads(sys.argv[2]))
 """
 
 
-@pytest.mark.parametrize("state", ["idle", "running"])
-def test_a_server_ends_with_the_worker_that_started_it_when_that_worker_is_killed(tmp_path, state):
+def asking_worker(path: Path, started: Path) -> subprocess.Popen:
+    """A process standing for a worker, asking the server at `path` for a run that never ends."""
+    return subprocess.Popen([sys.executable, "-c", WORKER, str(path), json.dumps(request(hang_code(started), None))],
+                            cwd=harness.ROOT)
+
+
+@pytest.mark.parametrize("client", ["closes its connection", "is killed"])
+def test_a_run_whose_client_gives_up_or_dies_is_killed_with_what_it_started(tmp_path, cold, client):
+    path, server, _ = cold
     started = tmp_path / "started"
-    worker = subprocess.Popen([sys.executable, "-c", WORKER, state, hang_code(str(started))], cwd=harness.ROOT,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        server, directory = worker.stdout.readline().split()
-        server = int(server)
-        assert left_of(server)
-        if state == "running":
-            wait_until(started.exists, "the run never started")
-    finally:
-        worker.kill()  # SIGKILL: no atexit, no stop
+    if client == "is killed":  # a worker killed -9 in the middle of a run: no atexit, no stop
+        worker = asking_worker(path, started)
+        run = started_run(started)
+        worker.kill()
         worker.wait()
-        worker.stdout.close()
-        worker.stdin.close()
-    wait_until(lambda: left_of(server) == [], f"left behind: {left_of(server)}")
-    assert not Path(directory).exists()  # the server's socket and log went with it
+    else:
+        import socket
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(str(path))
+            connection.sendall(json.dumps(request(hang_code(started), None)).encode() + b"\n")
+            run = started_run(started)
+    assert_the_run_is_gone(run)
+    assert fork_server.ask(path, request("print('next')"))["stdout"] == "next\n" and server.poll() is None
+
+
+@pytest.mark.parametrize("state", ["idle", "running"])
+def test_the_server_and_its_runs_end_with_the_session(tmp_path, cold, state):
+    path, server, session = cold
+    assert path.stat().st_mode & 0o077 == 0  # its owner's only
+    started = tmp_path / "started"
+    if state == "running":
+        worker = asking_worker(path, started)
+        run = started_run(started)
+    session.kill()  # the session's main process, killed however
+    session.wait()
+    assert server.wait(timeout=60) == 0 and not path.exists()
+    if state == "running":
+        assert_the_run_is_gone(run)
+        worker.wait(timeout=60)  # its connection closed unanswered
+        assert worker.returncode != 0
+
+
+def test_a_server_whose_sources_were_edited_since_ends_by_itself():
+    session = subprocess.Popen(["sleep", "600"])
+    try:
+        servers = {}
+        for sources in ("current", "edited since"):
+            path = shared_runs._directory / f"sources-{os.getpid()}-{sources.replace(' ', '-')}.sock"
+            command = fork_server.server_command((), None if sources == "current" else "imported before an edit", 0.1)
+            servers[sources] = path, venv_forks.start(path, command, dict(os.environ), session=session.pid, head=3,
+                                                      cwd=str(harness.ROOT))
+        stale_path, stale = servers["edited since"]
+        assert stale.wait(timeout=60) == 0 and not stale_path.exists()
+        current_path, current = servers["current"]
+        assert fork_server.ask(current_path, request("print('still')"))["stdout"] == "still\n"
+        assert current.poll() is None
+    finally:
+        session.kill()
+        session.wait()
+        for _, server in servers.values():
+            server.wait(timeout=60)
+
+
+MEET = """
+import pathlib, sys, time
+mine, other = (pathlib.Path(name) for name in sys.argv[1:])
+mine.write_text("here")
+deadline = time.monotonic() + 60  # a bound: on a server that answers one run at a time, the other never comes
+while not other.exists():
+    assert time.monotonic() < deadline, "answered one after the other"
+    time.sleep(0.05)
+print("met")
+"""
+
+
+def test_two_clients_asking_at_once_are_answered_side_by_side(tmp_path, cold):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path, _, _ = cold
+    a, b = tmp_path / "a", tmp_path / "b"
+    # Each run waits until the other has started: only runs under way at the same time both answer.
+    asks = [{**request(f"import sys; sys.argv[1:] = {[str(mine), str(other)]!r}\n" + MEET, 120)}
+            for mine, other in ((a, b), (b, a))]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda asked: fork_server.ask(path, asked), asks))
+    assert [(answer["returncode"], answer["stdout"]) for answer in answers] == [(0, "met\n")] * 2, answers
 
 
 CHECKOUT_MAIN = """
@@ -194,7 +290,8 @@ print(json.dumps({"file": tools.plan.__file__, "argv": sys.argv[1:], "cwd": os.g
                                                                                           "tests")),
                   "hash": hash("seed"), "env": os.environ.get("ASKED")}))
 print("to stderr", file=sys.stderr)
-print(os.getppid(), file=sys.stderr)
+with open(f"/proc/{os.getppid()}/stat") as parent:  # the handler's parent: the server
+    print(parent.read().rsplit(")", 1)[1].split()[1], file=sys.stderr)
 sys.exit(3)
 """
 
@@ -226,14 +323,14 @@ def test_a_script_run_in_another_checkout_imports_that_checkouts_modules_as_a_fr
     checkout = another_checkout(tmp_path)
     env = {**os.environ, "ASKED": "here"}
     command = fork_server.client_command()
-    assert command[1:] and fork_server._server is not None  # a server answers, not a fresh interpreter
+    assert command[1:] and venv_forks.listening(Path(command[2]))  # a server answers, not a fresh interpreter
     forked = subprocess.run([*command, "-m", "tools.plan", "--stack", "x"], cwd=checkout, env=env,
                             capture_output=True, text=True, timeout=300)
     fresh_there = subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "x"], cwd=checkout, env=env,
                                  capture_output=True, text=True, timeout=300)
     (forked_answer, forked_parent), (fresh_answer, _) = map(answer_and_parent, (forked, fresh_there))
     said = json.loads(forked.stdout)
-    assert forked_parent == fork_server._server.process.pid  # a child of the server answered
+    assert forked_parent == server_pid(Path(command[2]))  # a child of the server's handler answered
     # Its own tools.plan, no module of the server's checkout (it had imported components and tools.plan):
     assert said["file"] == str(checkout / "tools" / "plan" / "__init__.py") and said["project"] == [
         "tools", "tools.plan"] and said["path0"] == str(checkout) and said["env"] == "here"

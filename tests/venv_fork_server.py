@@ -33,10 +33,15 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import types
+from typing import NoReturn
 
-from child_exit import exit_status  # tests/child_exit.py: this file runs as a script from tests/
+if __package__:  # imported by tests/fork_server.py (the test venv's program server), whose loop this is too
+    from tests.child_exit import exit_status
+else:  # run as a script from tests/ by another venv's python
+    from child_exit import exit_status
 
 IDLE_SECONDS = 600
 IMPORT_SET: dict[str, str] = {}
@@ -79,6 +84,15 @@ def serve(socket_path: str, session_pid: int, warm: tuple[str, ...]) -> None:
     problems = untouched()
     if problems:
         raise SystemExit(f"venv fork server: importing left state a fresh process would not have: {problems}")
+    listen_and_fork(socket_path, session_pid, handle, "venv fork server")
+
+
+def listen_and_fork(socket_path: str, session_pid: int, handle, name: str,
+                    still_current=lambda: True, check_seconds: float = IDLE_SECONDS) -> NoReturn:
+    """Answer on `socket_path` until the session's main process ends, IDLE_SECONDS pass without a connection or
+    `still_current()` (asked every `check_seconds`) says no: each connection from this user is handed to
+    `handle(connection, session_pidfd)` in a child forked for it, so askers are answered side by side. Also the
+    loop of tests/fork_server.py's program server."""
     session = os.pidfd_open(session_pid)  # ESRCH: the session is already gone
     os.umask(0o077)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -88,21 +102,31 @@ def serve(socket_path: str, session_pid: int, warm: tuple[str, ...]) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # the starter reads one line; it may be gone long before this process
     os.close(devnull)
+    last_asked = last_checked = time.monotonic()
     try:
         while True:
-            readable, _, _ = select.select([listener, session], [], [], IDLE_SECONDS)
+            now = time.monotonic()
+            wait = max(0.0, min(last_asked + IDLE_SECONDS, last_checked + check_seconds) - now)
+            readable, _, _ = select.select([listener, session], [], [], wait)
             reap(block=False)
-            if session in readable or not readable:
+            now = time.monotonic()
+            if session in readable or now - last_asked >= IDLE_SECONDS:
                 return
+            if now - last_checked >= check_seconds:
+                last_checked = now
+                if not still_current():
+                    return
+            if listener not in readable:
+                continue
+            last_asked = now
             connection, _ = listener.accept()
             if not same_user(connection):
                 connection.close()
                 continue
             if os.fork() == 0:
                 listener.close()
-                os.close(session)
                 try:
-                    handle(connection)
+                    handle(connection, session)
                 except BaseException:  # noqa: BLE001 - into the server's log; the client sees no answer
                     traceback.print_exc()
                 finally:
@@ -116,7 +140,7 @@ def serve(socket_path: str, session_pid: int, warm: tuple[str, ...]) -> None:
             pass
         reap(block=True)
         times = os.times()  # the imports' and every check's CPU, for the suite's measurements
-        print(f"venv fork server: ended; CPU user {times.user + times.children_user:.2f} s, "
+        print(f"{name}: ended; CPU user {times.user + times.children_user:.2f} s, "
               f"system {times.system + times.children_system:.2f} s", file=sys.stderr, flush=True)
         os._exit(0)  # no interpreter shutdown: collecting vLLM's heap takes seconds and there is nothing to flush
 
@@ -138,8 +162,9 @@ def same_user(connection: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def handle(connection: socket.socket) -> None:
+def handle(connection: socket.socket, session: int) -> None:
     """One request: run it in a child, answer with what a fresh process would have returned."""
+    os.close(session)  # a check under way finishes in its own process (the client waits for it)
     data = receive(connection)
     if not data:  # a client asking whether this server listens
         return

@@ -79,13 +79,15 @@ def ask(socket_path: Path, request: dict) -> dict:
     return json.loads(data)
 
 
-def ask_or_start(socket_path: Path, request: dict, server: list[str], session: int | None = None) -> dict:
-    """The server's answer; `server` (its command, less the socket and the session) is started if none listens."""
+def ask_or_start(socket_path: Path, request: dict, server: list[str], session: int | None = None, *,
+                 asking=ask, **starting) -> dict:
+    """The server's answer (`asking(socket_path, request)`); `server` (its command, less the socket and the
+    session) is started if none listens."""
     try:
-        return ask(socket_path, request)
+        return asking(socket_path, request)
     except (FileNotFoundError, ConnectionRefusedError):  # not started yet, ended idle, or its starter died
-        start(socket_path, server, request["env"], session)
-        return ask(socket_path, request)
+        start(socket_path, server, request["env"], session, **starting)
+        return asking(socket_path, request)
 
 
 def listening(socket_path: Path) -> bool:
@@ -97,10 +99,12 @@ def listening(socket_path: Path) -> bool:
         return False
 
 
-def start(socket_path: Path, server: list[str], env: dict[str, str], session: int | None = None
-          ) -> subprocess.Popen | None:
-    """Start `server` (python, script, modules) once, to end with `session` (this session's main process unless
-    given): under a lock, so a second asker waits for the first one's server. None when one already listens."""
+def start(socket_path: Path, server: list[str], env: dict[str, str], session: int | None = None, *,
+          head: int = 2, cwd: str = "/") -> subprocess.Popen | None:
+    """Start `server` (python, script, modules: its first `head` words come before the socket and the session)
+    once, to end with `session` (this session's main process unless given): under a lock, so a second asker waits
+    for the first one's server. None when one already listens. It runs in a session of its own, so a Ctrl-C in
+    the terminal reaches pytest, whose end ends it, and not the server in the middle of a run."""
     log_path = socket_path.with_suffix(".log")
     with open(socket_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -108,9 +112,9 @@ def start(socket_path: Path, server: list[str], env: dict[str, str], session: in
             return None
         socket_path.unlink(missing_ok=True)  # a server that ended left no listener behind it
         with open(log_path, "ab") as log:
-            command = [*server[:2], str(socket_path), str(session or session_pid()), *server[2:]]
-            process = subprocess.Popen(command, env=env, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=log)
+            command = [*server[:head], str(socket_path), str(session or session_pid()), *server[head:]]
+            process = subprocess.Popen(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=log, start_new_session=True)
         _started.append(process)
         ready = process.stdout.readline()
         process.stdout.close()
