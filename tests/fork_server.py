@@ -1,4 +1,4 @@
-"""One process per test worker that has imported what a program or plan run needs, and forks a child per run.
+"""One process per pytest session that has imported what a program or plan run needs, and forks a child per run.
 
 A fresh `python -m tests.program_harness` or `python -m tools.plan` spends most of its ~3.7 s CPU importing
 pulumi_gcp's and pulumi_kubernetes's modules and the project. Pulumi's runtime is process-global (settings,

@@ -114,7 +114,7 @@ def copy_of_the_repo(destination: Path) -> Path:
 SHARED_PLANS = (("--stack", "dev"), ("--stack", "dev", "--json"))
 PLAN_PYTHON = """#!/bin/bash
 # PLAN_PYTHON for scripts/plan-artifact.sh: one of the shared plans, asked from the repository root with exactly its
-# arguments, answers with that run's output and status; any other `-m MODULE` is forked from the worker's warm
+# arguments, answers with that run's output and status; any other `-m MODULE` is forked from the session's warm
 # server (tests/fork_client.py: in the directory it is asked from, another checkout included); anything else runs
 # the interpreter itself. Each call is logged (directory and arguments) to $PLAN_CALLS when it is set.
 [ -z "$PLAN_CALLS" ] || printf '%s: %s\\n' "$PWD" "$*" >>"$PLAN_CALLS"
