@@ -36,6 +36,9 @@ KEPT = st.lists(st.sampled_from(range(len(TAIL))), unique=True, max_size=len(TAI
 CHANGED, VALUE = st.booleans(), st.sampled_from(VALUES)
 ADDED = st.lists(st.sampled_from(EXTRA), unique=True, max_size=3)
 MODEL = st.sampled_from(MODELS)
+# An order of n options, as indices: the shuffle draws positions only, so it is the one st.permutations(options)
+# draws.
+ORDER = [st.permutations(range(n)) for n in range(len(TAIL) + len(EXTRA) + 1)]
 
 
 @st.composite
@@ -48,7 +51,7 @@ def serve_arguments(draw) -> list[str]:
             argument = f"{option_name(argument)} {draw(VALUE)}"
         options.append(argument)
     options += draw(ADDED)
-    return [*HEAD[:2], draw(MODEL), *draw(st.permutations(options))]
+    return [*HEAD[:2], draw(MODEL), *(options[index] for index in draw(ORDER[len(options)]))]
 
 
 @settings(max_examples=300, deadline=None)
