@@ -621,7 +621,12 @@ def test_two_runs_are_compared_cell_by_cell_in_the_table_and_the_plot(server, tm
     capsys.readouterr()
     plotted = []  # the figure the tuned run writes to tuned.png, read below (drawing one costs a second of CPU)
     build_figure = report.build_figure
-    monkeypatch.setattr(report, "build_figure", lambda *args: plotted.append(build_figure(*args)) or plotted[-1])
+
+    def kept(*args, **kwargs):
+        plotted.append(build_figure(*args, **kwargs))
+        return plotted[-1]
+
+    monkeypatch.setattr(report, "build_figure", kept)
     assert cli.main([*base, "--json", str(tmp_path / "tuned.json"), "--compare", str(tmp_path / "baseline.json")]) == 0
     text = capsys.readouterr().out
     table = text[text.index("tuned beside baseline"):]
