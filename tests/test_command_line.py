@@ -31,18 +31,27 @@ EXTRA = ["--max-num-seqs 64", "--kv-cache-memory 6442450944", "--enforce-eager",
          "--no-enable-prefix-caching", "--max-model-len 8192"]
 
 
+# Built once, not per draw: hypothesis looks each strategy up in its cache on every call otherwise.
+KEPT = st.lists(st.sampled_from(range(len(TAIL))), unique=True, max_size=len(TAIL))
+CHANGED, VALUE = st.booleans(), st.sampled_from(VALUES)
+ADDED = st.lists(st.sampled_from(EXTRA), unique=True, max_size=3)
+MODEL = st.sampled_from(MODELS)
+# An order of n options, as indices: the shuffle draws positions only, so it is the one st.permutations(options)
+# draws.
+ORDER = [st.permutations(range(n)) for n in range(len(TAIL) + len(EXTRA) + 1)]
+
+
 @st.composite
 def serve_arguments(draw) -> list[str]:
     """The serve command with options changed, added, removed and reordered, and maybe another model."""
-    kept = draw(st.lists(st.sampled_from(range(len(TAIL))), unique=True, max_size=len(TAIL)))
     options = []
-    for index in kept:
+    for index in draw(KEPT):
         argument = TAIL[index]
-        if " " in argument and draw(st.booleans()):
-            argument = f"{option_name(argument)} {draw(st.sampled_from(VALUES))}"
+        if " " in argument and draw(CHANGED):
+            argument = f"{option_name(argument)} {draw(VALUE)}"
         options.append(argument)
-    options += draw(st.lists(st.sampled_from(EXTRA), unique=True, max_size=3))
-    return [*HEAD[:2], draw(st.sampled_from(MODELS)), *draw(st.permutations(options))]
+    options += draw(ADDED)
+    return [*HEAD[:2], draw(MODEL), *(options[index] for index in draw(ORDER[len(options)]))]
 
 
 @settings(max_examples=300, deadline=None)
