@@ -34,11 +34,17 @@ def pod_spec(program) -> dict:
     return program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
 
 
+# A vLLM image pinned by digest in the settings (tests/test_gke_image_digest.py's case: no resolver for it) rides
+# along: it changes the image resolvers and the vllm container's image, nothing the class, its tolerations, its
+# prices or the policy read, so one gke run serves both modules (the same request, tests/shared_runs.py).
+PINNED_VLLM_IMAGE = "vllm/vllm-tpu@sha256:" + "c" * 64
+
+
 @pytest.fixture(scope="module")
 def with_fallbacks():
-    return harness.run(harness.with_section(harness.gke_config(), "gke", fallback=["spot", "on-demand"],
-                                            location="us-west4", nodeLocations=["us-west4-a", "us-west4-b"]),
-                       stack="gke")
+    config = harness.with_section(harness.gke_config(), "gke", fallback=["spot", "on-demand"], location="us-west4",
+                                  nodeLocations=["us-west4-a", "us-west4-b"])
+    return harness.run(harness.with_section(config, "vllm", image=PINNED_VLLM_IMAGE), stack="gke")
 
 
 def test_flex_start_first_with_the_run_duration_and_a_recycling_lead_time(gke_program):

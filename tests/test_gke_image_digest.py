@@ -7,7 +7,12 @@ import pytest
 from components.gke import image_digest
 from components.gke.image_digest import ImageDigestProvider, ResolveError, parse, resolve
 from tests import program as harness
+from tests import test_gke_compute_class
 from tests.fakes.registry import BlobStore, FakeRegistry, HostileRegistry, manifest_bytes
+
+# tests/test_gke_compute_class.py's run with fallbacks, which pins the vLLM image by digest in the settings: the
+# same fixture, the same request, so tests/shared_runs.py runs it once a session for both modules.
+with_fallbacks = test_gke_compute_class.with_fallbacks
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVING = "serving-deployment"
@@ -121,9 +126,9 @@ def test_the_front_and_the_metrics_door_run_nginx_pinned_by_digest_through_the_s
     assert images["front"].startswith("nginx@sha256:") and ":1.28.0-alpine" not in images["front"]
 
 
-def test_a_digest_in_the_settings_registers_no_resolver():
-    pinned = "vllm/vllm-tpu@sha256:" + "c" * 64
-    program = harness.run(harness.with_section(harness.gke_config(), "vllm", image=pinned), stack="gke")
+def test_a_digest_in_the_settings_registers_no_resolver(with_fallbacks):
+    pinned = test_gke_compute_class.PINNED_VLLM_IMAGE
+    program = with_fallbacks
     assert program.problems is None
     assert [d["name"] for d in program.of_type(DIGEST_TYPE)] == ["front-image"]  # only the front's tag resolves
     assert program.output("vllmImage")["value"] == pinned

@@ -20,9 +20,16 @@ def plan(*args: str, config_dir: Path | None = None) -> subprocess.CompletedProc
     return harness.plan(list(args), config_dir=config_dir, timeout=120)
 
 
+def gke_plan_json() -> subprocess.CompletedProcess:
+    """The shipped gke stack's JSON plan with --config-dir at the root: the very request tests/golden renders for
+    test_golden_plans (--config-dir names the directory the stack file is read from anyway), so the session plans
+    the gke stack once for both."""
+    return plan("--stack", "gke", "--json", config_dir=ROOT)
+
+
 @pytest.fixture(scope="module")
 def gke_json():
-    result = plan("--stack", "gke", "--json")
+    result = gke_plan_json()
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -154,7 +161,7 @@ def test_no_stand_in_for_an_unset_project_is_shown_unmarked():
     stand-in as if it were real (issue 29). Every use, inside longer names too, shows the marked placeholder."""
     from tools.plan.placeholders import PLACEHOLDER_PROJECT, UNSET_PROJECT_STAND_IN
 
-    planned = plan("--stack", "gke", "--json")
+    planned = gke_plan_json()
     assert planned.returncode == 0, planned.stderr
     assert UNSET_PROJECT_STAND_IN not in planned.stdout
     assert json.loads(planned.stdout)["outputs"]["compileCacheBucket"].endswith(f"-xla-{PLACEHOLDER_PROJECT}")

@@ -19,7 +19,13 @@ from components.monitoring.resources import epoch_of
 from components.settings import Settings
 from components.vm import boot_contract, ops_agent
 from tests import program as harness
+from tests import test_program
 from tests.discovery_schema import load_document, validate
+
+# Runs of tests/test_program.py that set a monitoring knob beside an access one (disjoint resources): the same
+# fixtures, the same requests, so tests/shared_runs.py runs each once a session for both modules.
+served_and_mailed = test_program.served_and_mailed
+user_key_alerts_off = test_program.user_key_alerts_off
 
 
 def load(sections: dict, stack: str = "t") -> Settings:
@@ -227,7 +233,7 @@ def test_the_vm_stack_makes_the_dashboard_the_alerts_and_the_agents_two_grants(d
     assert yaml.safe_load(metadata[boot_contract.OPS_AGENT_CONFIG_ATTRIBUTE])["metrics"]["receivers"]
 
 
-def test_opting_out_makes_none_of_it(dev_program):
+def test_opting_out_makes_none_of_it(dev_program, user_key_alerts_off):
     config = harness.with_section(harness.dev_config(), "monitoring", enabled=False)
     off = harness.run(config)
     for type_ in (DASHBOARD, POLICY, CHANNEL, IAM_MEMBER):
@@ -235,13 +241,12 @@ def test_opting_out_makes_none_of_it(dev_program):
     [queued] = off.of_type(QUEUED_RESOURCE)
     assert boot_contract.OPS_AGENT_CONFIG_ATTRIBUTE not in queued["inputs"]["body"]["tpu"]["nodeSpec"][0]["node"][
         "metadata"]
-    alerts_off = harness.run(harness.with_section(harness.dev_config(), "monitoring", alerts=False))
+    alerts_off = user_key_alerts_off
     assert len(alerts_off.of_type(DASHBOARD)) == 1 and alerts_off.of_type(POLICY) == []
 
 
-def test_an_email_becomes_the_channel_every_policy_notifies():
-    program = harness.run(harness.with_section(harness.dev_config(), "monitoring",
-                                               notificationEmail="ops@example.com"))
+def test_an_email_becomes_the_channel_every_policy_notifies(served_and_mailed):
+    program = served_and_mailed
     [channel] = program.of_type(CHANNEL)
     assert channel["inputs"]["type"] == "email"
     assert channel["inputs"]["labels"] == {"email_address": "ops@example.com"}

@@ -109,9 +109,17 @@ def test_the_serving_port_is_closed_to_the_internet_by_default(dev):
     assert {r["name"] for r in rules} == {"firewall-ssh", "firewall-serving-internal"}
 
 
-def test_listed_serving_ranges_get_their_own_rule_and_an_external_endpoint():
+@pytest.fixture(scope="module")
+def served_and_mailed():
+    """A listed serving range (a firewall rule and externalEndpoint) and an alert email (a notification channel on
+    every policy): settings that touch disjoint resources, so one run serves the tests of each. The same request
+    in tests/test_stack_outputs.py (externalEndpoint exported) and tests/test_monitoring.py (the email's channel)."""
     config = harness.with_section(harness.dev_config(), "access", servingSourceRanges=["198.51.100.0/24"])
-    program = harness.run(config)
+    return harness.run(harness.with_section(config, "monitoring", notificationEmail="ops@example.com"))
+
+
+def test_listed_serving_ranges_get_their_own_rule_and_an_external_endpoint(served_and_mailed):
+    program = served_and_mailed
     external = program.named("firewall-serving-external")
     assert external["inputs"]["sourceRanges"] == ["198.51.100.0/24"]
     assert program.output("externalEndpoint")["value"] == "http://203.0.113.10:8000/v1"
@@ -204,11 +212,21 @@ def test_a_stack_managed_hf_token_lives_in_its_own_secret_version(canary):
     assert metadata["tpu-vllm-hf-token-secret"] == "projects/my-proj/secrets/tpu-vllm-dev-hf-token"
 
 
-def test_a_user_supplied_ssh_key_replaces_the_generated_one():
+@pytest.fixture(scope="module")
+def user_key_alerts_off():
+    """The user's own SSH key pair (the client key, the serving step's connection) and monitoring.alerts off (the
+    alert policies): settings that touch disjoint resources, so one run serves the tests of each
+    (tests/test_monitoring.py's opt-out reads the same request)."""
     config = harness.with_section(harness.dev_config(), "access",
                                   sshPublicKey="ssh-ed25519 AAAAuserkey me@laptop")
     config["tpu-vllm:sshPrivateKey"] = KEY_CANARY
-    program = harness.run(config, secret_keys=["tpu-vllm:sshPrivateKey"])
+    config = harness.with_section(config, "monitoring", alerts=False)
+    return harness.run(config, secret_keys=["tpu-vllm:sshPrivateKey"])
+
+
+def test_a_user_supplied_ssh_key_replaces_the_generated_one(user_key_alerts_off):
+    program = user_key_alerts_off
+    assert program.problems is None
     # Only the node's host key is generated (host_key.py); the client key is the user's.
     assert [key["name"] for key in program.of_type("tls:index/privateKey:PrivateKey")] == ["ssh-host-key-key"]
     metadata = body_of(program)["tpu"]["nodeSpec"][0]["node"]["metadata"]

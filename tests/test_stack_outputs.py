@@ -11,22 +11,26 @@ import dataclasses
 import pytest
 
 from components.core import outputs_docs, stack_outputs
-from tests import program as harness
+from tests import test_gke_program, test_program
+
+# tests/test_gke_program.py's every-other-choice run (an external load balancer among them) and tests/test_program.py's
+# run with a serving range: the same fixtures, the same requests, so tests/shared_runs.py runs each once a session.
+variant = test_gke_program.variant
+served_and_mailed = test_program.served_and_mailed
 
 
 @pytest.fixture(scope="module")
-def vm_runs():
+def vm_runs(served_and_mailed):
     """The dev stack with a serving range, so that externalEndpoint is exported beside internalEndpoint."""
-    config = harness.with_section(harness.dev_config(), "access", servingSourceRanges=["198.51.100.0/24"])
-    return [harness.run(config)]
+    assert "externalEndpoint" in served_and_mailed.data["outputs"]
+    return [served_and_mailed]
 
 
 @pytest.fixture(scope="module")
-def gke_runs(gke_program):
+def gke_runs(gke_program, variant):
     """The gke example stack (internalEndpoint), and with an external load balancer (externalEndpoint instead)."""
-    config = harness.with_section(harness.gke_config(), "gke", allowExternalLoadBalancer=True)
-    config = harness.with_section(config, "access", servingSourceRanges=["203.0.113.0/24"])
-    return [gke_program, harness.run(config, stack="gke")]
+    assert variant.problems is None and "externalEndpoint" in variant.data["outputs"]
+    return [gke_program, variant]
 
 
 def exported(runs) -> list[set[str]]:
