@@ -57,6 +57,8 @@ def plan(args: list[str], config_dir: Path | None = None, timeout: int = 300) ->
     """`python -m tools.plan ARGS [--config-dir DIR]` from the repository root, as a reviewer runs it; run once
     per session for the same arguments and stack files (tests/shared_runs.py), forked from the fork server
     (tests/fork_server.py). A --diff reads a file the key does not cover: it always runs."""
+    if config_dir is not None and Path(config_dir).resolve() == ROOT:
+        config_dir = None  # the stack files tools.plan reads by default: one shared run for both spellings
     argv = [sys.executable, "-m", "tools.plan", *args, *(["--config-dir", str(config_dir)] if config_dir else [])]
 
     def one_run() -> dict[str, Any]:
