@@ -121,15 +121,21 @@ def run_concurrently(commands: list[tuple[list[str], dict[str, str]]]) -> list[s
 
 
 def test_the_plan_is_byte_identical_across_fresh_runs(dev_text, dev_json_output, tmp_path):
-    # Fresh processes with other hash seeds than the fixtures' runs: the engine's registration order and the key
-    # order inside request bodies must not reach either form. Each run writes both (the text, and --json-out).
-    json_files = [tmp_path / f"seed-{seed}.json" for seed in (1, 2)]
-    runs = run_concurrently([([sys.executable, "-m", "tools.plan", "--stack", "dev", "--json-out", str(path)],
-                              {"PYTHONHASHSEED": path.stem.removeprefix("seed-")}) for path in json_files])
+    # Fresh processes with other hash seeds than the forked runs the shared plans come from (every child of the
+    # fork server has its server's own random seed): the engine's registration order and the key order inside
+    # request bodies must not reach either form. The dev and the gke stack, each fresh run writing both forms
+    # (the text, and --json-out), each against the same plans forked: this is also the gke plan's forked-against-
+    # fresh check (tests/test_fork_server.py makes the program's own).
+    gke_text, gke_json_output = plan("--stack", "gke"), plan("--stack", "gke", "--json")
+    assert gke_text.returncode == gke_json_output.returncode == 0, gke_text.stderr + gke_json_output.stderr
+    seeds = {"dev": "1", "gke": "2"}
+    json_files = {stack: tmp_path / f"{stack}.json" for stack in seeds}
+    runs = run_concurrently([([sys.executable, "-m", "tools.plan", "--stack", stack, "--json-out", str(path)],
+                              {"PYTHONHASHSEED": seeds[stack]}) for stack, path in json_files.items()])
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
-    assert runs[0].stdout == runs[1].stdout == dev_text.encode()
-    assert [path.read_text() for path in json_files] == [dev_json_output] * 2
-    assert "tpu-qr" in dev_text and "tpu-qr" in dev_json_output
+    assert [run.stdout for run in runs] == [dev_text.encode(), gke_text.stdout.encode()]
+    assert [path.read_text() for path in json_files.values()] == [dev_json_output, gke_json_output.stdout]
+    assert "tpu-qr" in dev_text and "tpu-qr" in dev_json_output and '"platform": "gke"' in gke_json_output.stdout
     # A fresh interpreter's exit finalises what the run left: an open event loop would print "Exception ignored
     # in BaseEventLoop.__del__" here on some runs (test_the_plan_leaves_no_event_loop_for_the_exit_to_trip_over).
     assert [run.stderr for run in runs] == [b"", b""]
