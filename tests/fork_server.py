@@ -19,8 +19,9 @@ SOURCE_CHECK_SECONDS), and any server ends after venv_fork_server.IDLE_SECONDS w
 differs from a fresh process: every child shares the server's hash seed
 (tests/test_plan.py::test_the_plan_is_byte_identical_across_fresh_runs still runs fresh processes with other
 seeds), the objects the server's imports made are frozen out of the cycle collector (gc.freeze: left out of
-gc.get_objects() and never collected), and a child ends with os._exit after flushing its streams (no atexit
-handlers or interpreter shutdown).
+gc.get_objects() and never collected), Pulumi's per-class type caches already hold the classes the shipped stacks
+register (`_warm_type_caches`: the same values, computed ahead), and a child ends with os._exit after flushing
+its streams (no atexit handlers or interpreter shutdown).
 
 Nothing outlives the session. The server ends when the session's main process ends (a pidfd on it), however
 it ends; a run's handler watches the same pidfd, its client's connection and the run's timeout: the session
@@ -38,6 +39,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib
+import io
 import json
 import locale
 import os
@@ -75,6 +77,17 @@ WARM_MODULES = (
 # before the fork (~30 ms of each run's CPU otherwise).
 WARM_CALLS = (("components.settings.namespaces", "provider_namespaces"),)
 
+# Pulumi's Python SDK resolves each class's property types (every getter's return annotation, through
+# typing.get_type_hints) once per process and keeps them (pulumi/pulumi, sdk/python/lib/pulumi/_types.py, SDK
+# 3.272.0: _py_properties, _required_property_names, _raw_return_hints and _types_from_py_properties are each
+# @functools.cache, keyed by the class): a pure function of the class, which every forked run computed again for
+# each class it registers (a quarter of a dev run's CPU, a third of a gke run's). The server fills these caches for
+# the libraries' classes that the shipped stacks' runs ask about, found by a probe run of each (`_warm_type_caches`).
+TYPE_CACHES = ("_py_properties", "_required_property_names", "_raw_return_hints", "_types_from_py_properties")
+PROBE_STACKS = ("dev", "gke")
+# A bound on a probe run (one takes about a second), so a probe that hangs cannot keep the server from listening.
+PROBE_TIMEOUT_SECONDS = 120
+
 
 def _load(name: str) -> None:
     module = importlib.import_module(name)
@@ -105,6 +118,95 @@ def _runtime_untouched() -> list[str]:
     return found
 
 
+def _warm_type_caches() -> None:
+    """TYPE_CACHES filled for the classes from the venv's libraries that a run of each PROBE_STACKS asks them about:
+    the probe runs in a child (the server itself never runs anything), and the server then computes those same
+    entries, from the same classes, as the runs would. A class the probe could not name or this process cannot
+    compute is left to each run, as before."""
+    from pulumi import _types
+
+    asked: set[tuple[str, str, str]] = set()
+    for stack in PROBE_STACKS:
+        asked |= _probe(stack)
+    for cache, module_name, qualname in sorted(asked):
+        found = sys.modules.get(module_name)
+        if found is None or not _from_venv(found):
+            continue
+        try:
+            for part in qualname.split("."):
+                found = getattr(found, part)
+            getattr(_types, cache)(found)
+        except Exception:  # noqa: BLE001 - not warmed: each run computes it, as a fresh process does
+            continue
+
+
+def _probe(stack: str) -> set[tuple[str, str, str]]:
+    """(cache, module, class) for every class a run of the shipped `stack` asked TYPE_CACHES about; empty when
+    the probe failed or hung (then nothing is warmed)."""
+    from tests import program as harness
+
+    config = harness.dev_config() if stack == "dev" else harness.gke_config()
+    request = json.dumps({"config": config, "secret_keys": [], "stack": stack})
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reading)
+        os._exit(_record_type_caches(request, writing))
+    os.close(writing)
+    child = os.pidfd_open(pid)
+    try:
+        with os.fdopen(reading, "rb") as stream:
+            ready, _, _ = select.select([child], [], [], PROBE_TIMEOUT_SECONDS)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            answer = stream.read()
+    finally:
+        os.close(child)
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not answer:
+        return set()
+    return {tuple(entry) for entry in json.loads(answer)}
+
+
+def _record_type_caches(request: str, answer_fd: int) -> int:
+    """In the probe child: the program's run (tests/program_harness.py) with each of TYPE_CACHES recording the
+    class it is asked about (the SDK's own callers look them up as module globals), written to `answer_fd`."""
+    from pulumi import _types
+
+    gc.enable()
+    asked: set[tuple[str, str, str]] = set()
+    for name in TYPE_CACHES:
+        setattr(_types, name, _recording(name, getattr(_types, name), asked))
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.stdin, sys.stdout = io.StringIO(request), io.StringIO()
+    sys.argv = ["tests.program_harness"]
+    code = child_exit.exit_status(
+        lambda: runpy.run_module("tests.program_harness", run_name="__main__", alter_sys=True))
+    if code == 0:
+        with os.fdopen(answer_fd, "wb") as answer:
+            answer.write(json.dumps(sorted(asked)).encode())
+    return code
+
+
+def _recording(name: str, cached, asked: set[tuple[str, str, str]]):
+    def recording(cls: type) -> object:
+        asked.add((name, cls.__module__, cls.__qualname__))
+        return cached(cls)
+
+    return recording
+
+
+def _from_venv(module: object) -> bool:
+    """A module of the interpreter's libraries (site-packages or the standard library), not of a checkout."""
+    place = getattr(module, "__file__", None)
+    if not place:
+        return False
+    resolved = Path(place).resolve()
+    return any(resolved.is_relative_to(Path(prefix).resolve()) for prefix in (sys.prefix, sys.base_prefix))
+
+
 # How often a server looks whether the checkout's sources are still the ones it imported (~15 ms a look).
 SOURCE_CHECK_SECONDS = 10.0
 
@@ -121,6 +223,8 @@ def serve(socket_path: str, session_pid: int, sources: str, modules: tuple[str, 
     for module_name, function in WARM_CALLS:
         if module_name in sys.modules:
             getattr(sys.modules[module_name], function)()
+    if "tools.plan.engine" in sys.modules:  # a server that can run the program (not a cold one)
+        _warm_type_caches()
     gc.freeze()
     untouched = _runtime_untouched()
     if untouched:

@@ -92,6 +92,18 @@ def test_the_server_has_only_imported_when_it_forks():
     assert "monitor" in touched.stdout and "stack or project" in touched.stdout, touched.stderr
 
 
+def test_a_run_finds_the_sdks_type_caches_filled_for_the_classes_the_shipped_stacks_register():
+    # fork_server._warm_type_caches: Pulumi's per-class caches (functools.cache) hold the dev stack's disk and the
+    # gke stack's Deployment before any run asks; the answers stay a fresh process's (the comparisons above).
+    checked = fork_server.run_code(
+        "from pulumi import _types\nimport pulumi_gcp, pulumi_kubernetes\n"
+        "for cls in (pulumi_gcp.compute.Disk, pulumi_kubernetes.apps.v1.Deployment):\n"
+        "    before = _types._types_from_py_properties.cache_info().hits\n"
+        "    _types._types_from_py_properties(cls)\n"
+        "    print(_types._types_from_py_properties.cache_info().hits - before)\n")
+    assert checked.stdout.split() == ["1", "1"], checked.stderr
+
+
 # --- a server's life, held with servers that import nothing (what a server has imported plays no part in when
 # it is started, answers, kills a run or ends) ---
 
