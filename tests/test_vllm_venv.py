@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -107,6 +110,23 @@ def test_a_second_asker_reuses_the_server_and_a_dead_one_is_started_again(light)
     session.kill()
     session.wait()
     assert restarted.wait(timeout=60) == 0
+
+
+def test_a_listening_socket_that_never_accepts_is_no_server(tmp_path):
+    # A server killed just after it forked a handler: the handler still holds the listening socket for a moment,
+    # so a connection is queued and then reset, never accepted (the flake this holds: the second asker above
+    # reading "Connection reset by peer" under load). That is a server to start again, not one that answers.
+    path = tmp_path / "held.sock"
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    held.bind(str(path))
+    held.listen(1)
+    asked = []
+    asker = threading.Thread(target=lambda: asked.append(venv_forks.listening(path)))
+    asker.start()
+    assert select.select([held], [], [], 60)[0]  # the asker's connection waits in the backlog
+    held.close()
+    asker.join(60)
+    assert asked == [False]
 
 
 def test_an_overdue_check_is_killed_and_said_to_have_timed_out(light):

@@ -85,17 +85,30 @@ def ask_or_start(socket_path: Path, request: dict, server: list[str], session: i
     session) is started if none listens."""
     try:
         return asking(socket_path, request)
-    except (FileNotFoundError, ConnectionRefusedError):  # not started yet, ended idle, or its starter died
+    # Not started yet, ended idle, its starter died, or it died just after forking a handler (`listening`).
+    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError):
         start(socket_path, server, request["env"], session, **starting)
         return asking(socket_path, request)
 
 
+# How long a server may take to close an empty request (a handler forked and ended), well beyond a loaded machine's.
+LISTENING_SECONDS = 60
+
+
 def listening(socket_path: Path) -> bool:
+    """Whether a server takes connections on `socket_path`: it closes an empty request unanswered. A server killed
+    just after it forked a handler is not one, though for a moment the handler still holds its listening socket
+    (until the handler closes it, venv_fork_server.listen_and_fork): a connection waits in that socket's backlog,
+    never accepted, and is reset when the handler closes it (torvalds/linux net/unix/af_unix.c, 6.6,
+    unix_release_sock: a listening socket's queued connections are released as embryos, their peers' sk_err set to
+    ECONNRESET)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.connect(str(socket_path))  # an empty request: the server closes it unanswered
-        return True
-    except (FileNotFoundError, ConnectionRefusedError):
+            connection.settimeout(LISTENING_SECONDS)
+            connection.connect(str(socket_path))
+            connection.shutdown(socket.SHUT_WR)  # the empty request
+            return connection.recv(1) == b""
+    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, TimeoutError):
         return False
 
 
