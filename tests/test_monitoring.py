@@ -20,7 +20,7 @@ from components.settings import Settings
 from components.vm import boot_contract, ops_agent
 from tests import program as harness
 from tests import test_program
-from tests.discovery_schema import load_document, validate
+from tests.discovery_schema import description_rules, load_document, validate
 
 # Runs of tests/test_program.py that set a monitoring knob beside an access one (disjoint resources): the same
 # fixtures, the same requests, so tests/shared_runs.py runs each once a session for both modules.
@@ -84,6 +84,53 @@ def test_the_dashboard_is_a_dashboard_the_monitoring_api_takes(scope):
     tiles = body["mosaicLayout"]["tiles"]
     assert all(tile["xPos"] + tile["width"] <= body["mosaicLayout"]["columns"] for tile in tiles)
     assert len({(tile["xPos"], tile["yPos"]) for tile in tiles}) == len(tiles)  # no tile hides another
+
+
+def test_the_rules_the_check_reads_from_the_descriptions_are_the_references():
+    """What the monitoring.v1 descriptions forbid, found in their own words; a reworded document fails here
+    rather than silently checking less."""
+    rules = description_rules(load_document("monitoring.v1"))
+    assert rules["not_allowed_in"] == {("Threshold", "color", "XyChart"), ("Threshold", "direction", "XyChart"),
+                                       ("Threshold", "targetAxis", "Scorecard")}
+    assert ("DataSet", "legendTemplate") in rules["interpolation"]
+    assert {("Dashboard", "displayName"), ("XyChart", "dataSets"), ("DataSet", "timeSeriesQuery")} <= rules["required"]
+    alert_rules = description_rules(load_document("monitoring.v3"))
+    assert ("PrometheusQueryLanguageCondition", "query") in alert_rules["required"]
+
+
+def _kv_chart(body: dict) -> dict:
+    return next(tile["widget"]["xyChart"] for tile in body["mosaicLayout"]["tiles"]
+                if tile["widget"]["title"].startswith("KV-cache"))
+
+
+def test_the_check_refuses_what_the_descriptions_forbid():
+    document = load_document("monitoring.v1")
+    body = dashboard.dashboard(gke_scope())
+    _kv_chart(body)["thresholds"][0].update(color="RED", direction="ABOVE")
+    _kv_chart(body)["dataSets"][0]["legendTemplate"] = "KV used {{instance}}"
+    del body["displayName"]
+    errors = validate(body, {"$ref": "Dashboard"}, document)
+    assert any(e.endswith("thresholds[0].color: not allowed in a XyChart (The state color for this threshold. "
+                          "Color is not allowed in a XyChart.)") for e in errors), errors
+    assert any("thresholds[0].direction: not allowed in a XyChart" in e for e in errors), errors
+    assert any("legendTemplate: 'KV used {{instance}}' has a placeholder not of the form ${label_name}" in e
+               for e in errors), errors
+    assert "$.displayName: required field missing" in errors
+    assert len(errors) == 4, errors
+
+
+def test_the_check_lets_through_what_the_descriptions_allow():
+    """A threshold's color and direction in a scorecard, and a ${labels.name} legend, are the reference's own use."""
+    document = load_document("monitoring.v1")
+    scorecard = {"timeSeriesQuery": {"prometheusQuery": "up"},
+                 "thresholds": [{"value": 1, "color": "RED", "direction": "ABOVE"}]}
+    assert validate(scorecard, {"$ref": "Scorecard"}, document) == []
+    scorecard["thresholds"][0]["targetAxis"] = "Y1"
+    assert validate(scorecard, {"$ref": "Scorecard"}, document) == [
+        "$.thresholds[0].targetAxis: not allowed in a Scorecard (The target axis to use for plotting the threshold. "
+        "Target axis is not allowed in a Scorecard.)"]
+    data_set = {"timeSeriesQuery": {"prometheusQuery": "up"}, "legendTemplate": "${labels.instance} (${labels.job})"}
+    assert validate(data_set, {"$ref": "DataSet"}, document) == []
 
 
 def test_the_schema_check_would_catch_a_misspelt_field():
@@ -177,7 +224,10 @@ def test_gke_tiles_split_by_replica_and_select_what_the_pod_monitoring_scrapes()
     assert scope.labels == {"job": monitoring["metadata"]["name"], "namespace": monitoring["metadata"]["namespace"],
                             "cluster": settings.resource_prefix}
     assert "sum by (instance) (vllm:num_requests_waiting" in promql.gauge(scope, promql.WAITING)
-    assert "{{instance}}" in json.dumps(dashboard.dashboard(scope))
+    legends = [data_set["legendTemplate"] for tile in dashboard.dashboard(scope)["mosaicLayout"]["tiles"]
+               for data_set in (tile["widget"].get("xyChart") or {}).get("dataSets", [])]
+    assert "KV used ${labels.instance}" in legends  # the label `sum by (instance)` keeps, as the legend names it
+    assert not [legend for legend in legends if "{{" in legend]
     assert "* " in promql.burn_rate(scope) and f"+ {scope.baseline_usd_per_hour}" in promql.burn_rate(scope)
 
 
