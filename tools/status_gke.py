@@ -40,9 +40,10 @@ REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 # kubectl's words on stderr, exit 1 (kubernetes/kubectl pkg/cmd/util/helpers.go checkErr and StandardErrorMessage,
 # kubernetes-1.36.3). A --context its kubeconfig lacks: client-go tools/clientcmd validation.go errContextNotFound
 # ("context was not found for specified context: NAME"), the one error of DirectClientConfig.ConfirmUsable
-# (client_config.go; kubectl's ClusterDefaults give the empty cluster a server, so no second error), which checkErr
-# unwraps and prints as "Error in configuration: " + it. An object the server does not have: apimachinery
-# pkg/api/errors NewNotFound ("<resource>.<group> \"NAME\" not found") as "Error from server (NotFound): " + it.
+# (client_config.go; kubectl's ClusterDefaults, cli-runtime genericclioptions/config_flags.go 1.36.2, give the empty
+# cluster a server, so no second error), which checkErr unwraps and prints as "Error in configuration: " + it, with
+# no "error: " prefix. An object the server does not have: apimachinery pkg/api/errors NewNotFound
+# ("<resource>.<group> \"NAME\" not found") as "Error from server (NotFound): " + it.
 CONFIGURATION_ERROR = "Error in configuration: "
 CONTEXT_NOT_FOUND = "context was not found for specified context: "
 SERVER_NOT_FOUND = "Error from server (NotFound): "
