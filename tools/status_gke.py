@@ -90,12 +90,9 @@ class Kubectl:
                               "reachable from here?") from None
         if done.returncode != 0:
             said = done.stderr.strip().splitlines()
-            if any(line.startswith(CONFIGURATION_ERROR) for line in said):
-                if any(CONTEXT_NOT_FOUND in line for line in said):
-                    raise StatusError(f"kubectl has no credentials for this cluster (its kubeconfig has no context "
-                                      f"{self.context}): run {self.credentials_command}")
-                raise StatusError(f"kubectl's configuration is unusable ({' '.join(' '.join(said).split())}); "
-                                  f"run {self.credentials_command}")
+            if any(line.startswith(CONFIGURATION_ERROR) and CONTEXT_NOT_FOUND in line for line in said):
+                raise StatusError(f"kubectl has no credentials for this cluster (its kubeconfig has no context "
+                                  f"{self.context}): run {self.credentials_command}")
             if any(line.startswith(SERVER_NOT_FOUND) for line in said):
                 return None
             raise StatusError(f"kubectl failed: {(said or [f'exit {done.returncode}'])[-1]}")
