@@ -30,10 +30,11 @@ from components.settings.findings import InvalidSettingError
 # eviction for a grace of at most --max-graceful-termination-sec, 600 s by default (kubernetes/autoscaler
 # cluster-autoscaler/core/scaledown/actuation/drain.go evictPod, config/flags/flags.go, cluster-autoscaler-1.36.1),
 # so a longer pod grace is cut to it; GKE: "For scale-down events, the grace period can be up to 10 minutes"
-# (kubernetes-engine/docs/how-to/extended-duration-pods). It does not remove the node whatever is left (as the
-# FAQ says): a pod still on the node 30 s after that grace fails the drain (drain.go waitPodsToDisappear) and the
-# deletion is aborted, the node kept (group_deletion_scheduler.go scheduleDeletion); only a forced deletion removes
-# it regardless. The kubelet kills a pod when its grace ends, so a pod within the ceiling is gone in time.
+# (kubernetes-engine/docs/how-to/extended-duration-pods). Whatever its FAQ says ("terminated anyway"), it does not
+# remove the node whatever is left: a pod still on the node 30 s after that grace fails the drain (drain.go
+# waitPodsToDisappear) and the deletion is aborted, the node kept (group_deletion_scheduler.go scheduleDeletion);
+# only a forced deletion removes it regardless. The kubelet kills a pod when its grace ends, so a pod within the
+# ceiling is gone in time.
 GKE_RECYCLE_DRAIN_MAX_SECONDS = 600
 # The front's drain: 5 s for the endpoint to leave the load balancers, 10 s for nginx and vLLM to stop after the
 # streams (components/gke/workload.py ENDPOINT_LEAVE_SECONDS, STOP_MARGIN_SECONDS), and some time for the streams.
