@@ -20,7 +20,7 @@ from components.settings import Settings
 from components.vm import boot_contract, ops_agent
 from tests import program as harness
 from tests import test_program
-from tests.discovery_schema import load_document, validate
+from tests.discovery_schema import description_rules, load_document, validate
 
 # Runs of tests/test_program.py that set a monitoring knob beside an access one (disjoint resources): the same
 # fixtures, the same requests, so tests/shared_runs.py runs each once a session for both modules.
@@ -86,6 +86,53 @@ def test_the_dashboard_is_a_dashboard_the_monitoring_api_takes(scope):
     assert len({(tile["xPos"], tile["yPos"]) for tile in tiles}) == len(tiles)  # no tile hides another
 
 
+def test_the_rules_the_check_reads_from_the_descriptions_are_the_references():
+    """What the monitoring.v1 descriptions forbid, found in their own words; a reworded document fails here
+    rather than silently checking less."""
+    rules = description_rules(load_document("monitoring.v1"))
+    assert rules["not_allowed_in"] == {("Threshold", "color", "XyChart"), ("Threshold", "direction", "XyChart"),
+                                       ("Threshold", "targetAxis", "Scorecard")}
+    assert ("DataSet", "legendTemplate") in rules["interpolation"]
+    assert {("Dashboard", "displayName"), ("XyChart", "dataSets"), ("DataSet", "timeSeriesQuery")} <= rules["required"]
+    alert_rules = description_rules(load_document("monitoring.v3"))
+    assert ("PrometheusQueryLanguageCondition", "query") in alert_rules["required"]
+
+
+def _kv_chart(body: dict) -> dict:
+    return next(tile["widget"]["xyChart"] for tile in body["mosaicLayout"]["tiles"]
+                if tile["widget"]["title"].startswith("KV-cache"))
+
+
+def test_the_check_refuses_what_the_descriptions_forbid():
+    document = load_document("monitoring.v1")
+    body = dashboard.dashboard(gke_scope())
+    _kv_chart(body)["thresholds"][0].update(color="RED", direction="ABOVE")
+    _kv_chart(body)["dataSets"][0]["legendTemplate"] = "KV used {{instance}}"
+    del body["displayName"]
+    errors = validate(body, {"$ref": "Dashboard"}, document)
+    assert any(e.endswith("thresholds[0].color: not allowed in a XyChart (The state color for this threshold. "
+                          "Color is not allowed in a XyChart.)") for e in errors), errors
+    assert any("thresholds[0].direction: not allowed in a XyChart" in e for e in errors), errors
+    assert any("legendTemplate: 'KV used {{instance}}' has a placeholder not of the form ${label_name}" in e
+               for e in errors), errors
+    assert "$.displayName: required field missing" in errors
+    assert len(errors) == 4, errors
+
+
+def test_the_check_lets_through_what_the_descriptions_allow():
+    """A threshold's color and direction in a scorecard, and a ${labels.name} legend, are the reference's own use."""
+    document = load_document("monitoring.v1")
+    scorecard = {"timeSeriesQuery": {"prometheusQuery": "up"},
+                 "thresholds": [{"value": 1, "color": "RED", "direction": "ABOVE"}]}
+    assert validate(scorecard, {"$ref": "Scorecard"}, document) == []
+    scorecard["thresholds"][0]["targetAxis"] = "Y1"
+    assert validate(scorecard, {"$ref": "Scorecard"}, document) == [
+        "$.thresholds[0].targetAxis: not allowed in a Scorecard (The target axis to use for plotting the threshold. "
+        "Target axis is not allowed in a Scorecard.)"]
+    data_set = {"timeSeriesQuery": {"prometheusQuery": "up"}, "legendTemplate": "${labels.instance} (${labels.job})"}
+    assert validate(data_set, {"$ref": "DataSet"}, document) == []
+
+
 def test_the_schema_check_would_catch_a_misspelt_field():
     body = dashboard.dashboard(vm_scope())
     body["mosaicLayout"]["tiles"][1]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["promQuery"] = "up"
@@ -125,6 +172,70 @@ def test_the_metric_names_are_vllms():
         assert f'name="{counter.removesuffix("_total")}"' in source  # prometheus_client adds _total
     for histogram in (promql.TTFT, promql.TPOT):
         assert f'name="{histogram.removesuffix("_bucket")}"' in source
+
+
+# What each collector asks vLLM's /metrics for, as Prometheus's scrape.go acceptHeader builds it from the scrape
+# protocols (config.go ScrapeProtocolsHeaders): the Ops Agent's receiver runs Prometheus v3.12.0 (contrib v0.154.0,
+# google-built-opentelemetry-collector go.mod at `3dcb506`) with the protocols and `allow-utf-8` escaping its
+# generated config gives every job (ops-agent golden metrics-receiver_prometheus otel.yaml, `588c4b9`); Managed
+# Service for Prometheus runs Prometheus v2.53.5-gmp (prometheus-engine go.mod and manifests/operator.yaml,
+# `2ffde4e`), whose header has no escaping.
+COLLECTOR_ACCEPT = {
+    "ops agent": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+                 "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;"
+                 "q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+    "managed prometheus": "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;"
+                          "version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+}
+# vLLM 0.33.0's own /metrics route (vllm/entrypoints/serve/instrumentator/metrics.py attach_router) over its registry,
+# holding the metrics the queries read as vllm/v1/metrics/loggers.py declares them (names, kinds, label names).
+VLLM_METRICS_ROUTE = """
+import json, sys
+from fastapi import FastAPI
+from prometheus_client import Counter, Gauge, Histogram
+from starlette.testclient import TestClient
+from vllm.entrypoints.serve.instrumentator.metrics import attach_router
+from vllm.v1.metrics.prometheus import get_prometheus_registry
+registry = get_prometheus_registry()
+labels = ["model_name", "engine"]
+for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+    Gauge(name, "g", labelnames=labels, registry=registry).labels("m", "0").set(1)
+for name in ("vllm:generation_tokens", "vllm:num_preemptions"):
+    Counter(name, "c", labelnames=labels, registry=registry).labels("m", "0").inc()
+for name in ("vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds"):
+    Histogram(name, "h", labelnames=labels, registry=registry).labels("m", "0").observe(0.1)
+app = FastAPI()
+attach_router(app)
+client = TestClient(app)
+answers = {}
+for who, accept in json.loads(sys.argv[1]).items():
+    answer = client.get("/metrics", headers={"Accept": accept})
+    names = {line.split("{")[0].split(" ")[0] for line in answer.text.splitlines() if line and line[0] != "#"}
+    answers[who] = [answer.status_code, answer.headers["content-type"], sorted(names)]
+print(json.dumps(answers))
+"""
+
+
+def test_both_collectors_get_the_sample_names_the_queries_read_total_included():
+    """vLLM's /metrics answers the classic text format whatever the collector asks for (the instrumentator's route
+    comes before prometheus_client's negotiating app), so both collectors see `vllm:..._total`; neither renames it
+    (components/monitoring/promql.py cites why), so a query that dropped `_total` would match nothing."""
+    from tests import vllm_venv
+    done = vllm_venv.run(["-c", VLLM_METRICS_ROUTE, json.dumps(COLLECTOR_ACCEPT)], text=True, timeout=300, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = json.loads(done.stdout.splitlines()[-1])
+    read = (promql.RUNNING, promql.WAITING, promql.KV_USAGE, promql.GENERATION_TOKENS, promql.PREEMPTIONS,
+            promql.TTFT, promql.TPOT)
+    for who, (status, content_type, names) in answers.items():
+        assert (status, content_type) == (200, "text/plain; version=1.0.0; charset=utf-8"), who
+        assert set(read) <= set(names), (who, sorted(set(read) - set(names)))
+        assert promql.GENERATION_TOKENS.removesuffix("_total") not in names
+    queried = " ".join(all_queries(vm_scope()) + all_queries(gke_scope()))
+    assert all(f"{name}{{" in queried for name in read)
+    # What keeps the names on the vm: the receiver gets only Prometheus's own config, never trim_metric_suffixes.
+    document = yaml.safe_load(ops_agent.config(resource_prefix="p", upstream_port=8000))
+    [receiver] = document["metrics"]["receivers"].values()
+    assert set(receiver) == {"type", "config"}
 
 
 def test_the_kv_line_and_alert_are_the_budgets_rule_not_a_typed_number():
@@ -177,7 +288,10 @@ def test_gke_tiles_split_by_replica_and_select_what_the_pod_monitoring_scrapes()
     assert scope.labels == {"job": monitoring["metadata"]["name"], "namespace": monitoring["metadata"]["namespace"],
                             "cluster": settings.resource_prefix}
     assert "sum by (instance) (vllm:num_requests_waiting" in promql.gauge(scope, promql.WAITING)
-    assert "{{instance}}" in json.dumps(dashboard.dashboard(scope))
+    legends = [data_set["legendTemplate"] for tile in dashboard.dashboard(scope)["mosaicLayout"]["tiles"]
+               for data_set in (tile["widget"].get("xyChart") or {}).get("dataSets", [])]
+    assert "KV used ${labels.instance}" in legends  # the label `sum by (instance)` keeps, as the legend names it
+    assert not [legend for legend in legends if "{{" in legend]
     assert "* " in promql.burn_rate(scope) and f"+ {scope.baseline_usd_per_hour}" in promql.burn_rate(scope)
 
 

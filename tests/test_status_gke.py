@@ -28,17 +28,35 @@ FAKE_PULUMI = r"""
 [[ "$1 $2 $3 $4" == "stack output --json --show-secrets" ]] || { echo "fake pulumi: unexpected $*" >&2; exit 3; }
 cat "$FAKE_KUBE/outputs.json"
 """
-# kubectl --context C get <what> [-n NS] [-l SEL] [NAME] -o json: answers from $FAKE_KUBE/<what>.json.
+# kubectl --context C get <what> [-n NS] [-l SEL] [NAME] -o json: answers from $FAKE_KUBE/<what>.json, and fails in
+# kubectl 1.36.3's own words (tools/status_gke.py cites where each is made): a context its kubeconfig lacks, a named
+# object the server does not have (a list by selector is never NotFound: an empty List), and, with $FAKE_KUBE/
+# no-auth-plugin, the exec credential plugin missing (client-go plugin/pkg/client/auth/exec/exec.go
+# wrapCmdRunErrorLocked and RoundTrip, printed by kubectl's StandardErrorMessage for a *url.Error).
 FAKE_KUBECTL = r"""
 [[ "$1" == --context ]] || { echo "fake kubectl: no --context" >&2; exit 3; }
 if [[ ! -f "$FAKE_KUBE/contexts/$2" ]]; then
-  echo "error: context \"$2\" does not exist" >&2; exit 1
+  echo "Error in configuration: context was not found for specified context: $2" >&2; exit 1
 fi
 [[ "$3" == get ]] || { echo "fake kubectl: only get (got $3)" >&2; exit 3; }
 [[ "${@: -2}" == "-o json" ]] || { echo "fake kubectl: -o json expected" >&2; exit 3; }
+if [[ -f "$FAKE_KUBE/no-auth-plugin" ]]; then
+  echo "Unable to connect to the server: getting credentials: exec: executable gke-gcloud-auth-plugin not found" >&2
+  exit 1
+fi
 what="$4"
 if [[ -f "$FAKE_KUBE/$what.json" ]]; then cat "$FAKE_KUBE/$what.json"
-else echo "Error from server (NotFound): $what not found" >&2; exit 1; fi
+elif [[ " $* " == *" -l "* ]]; then
+  echo '{"apiVersion": "v1", "items": [], "kind": "List", "metadata": {"resourceVersion": ""}}'
+else
+  case "$what" in
+    computeclass) resource=computeclasses.cloud.google.com ;;
+    hpa) resource=horizontalpodautoscalers.autoscaling ;;
+    *) echo "fake kubectl: no NotFound wording for $what" >&2; exit 3 ;;
+  esac
+  name="${@: -3:1}"
+  echo "Error from server (NotFound): $resource \"$name\" not found" >&2; exit 1
+fi
 """
 
 
@@ -207,11 +225,33 @@ def test_a_missing_class_and_hpa_say_pulumi_up(cluster, capsys):
     assert f"the ComputeClass {CLASS} is missing" in out and "the HPA is missing" in out
 
 
-def test_without_credentials_it_prints_the_credentials_command(cluster, capsys):
+def test_a_missing_class_is_kubectls_notfound_from_the_server(cluster, capsys):
+    cluster.remove("computeclass")
+    cluster.put("pods", {"items": [pod("vllm-0", "queued")]})
+    run()
+    out = shown(capsys)
+    assert f"the ComputeClass {CLASS} is missing" in out and "credentials" not in out
+    argv = cluster.log.read_text()
+    assert f"get computeclass {CLASS} -o json" in argv
+
+
+def test_without_credentials_it_says_so_and_prints_the_get_credentials_command(cluster, capsys):
+    """kubectl's "context was not found" is the kubeconfig's, not the server's: no word of a missing class."""
     (cluster.dir / "contexts" / CONTEXT).unlink()
     assert run() == status_report.EXIT_ERROR
-    out = shown(capsys)
-    assert f"kubectl has no context {CONTEXT}: run gcloud container clusters get-credentials tpu-vllm-gke" in out
+    out = " ".join(shown(capsys).split())
+    assert (f"kubectl has no credentials for this cluster (its kubeconfig has no context {CONTEXT}): run gcloud "
+            "container clusters get-credentials tpu-vllm-gke --location us-west4-a --project proj") in out
+    assert "missing" not in out and "ComputeClass" not in out
+
+
+def test_a_not_found_that_is_not_the_servers_is_kubectls_failure_not_a_missing_class(cluster, capsys):
+    (cluster.dir / "no-auth-plugin").write_text("")
+    assert run() == status_report.EXIT_ERROR
+    out = " ".join(shown(capsys).split())
+    assert ("kubectl failed: Unable to connect to the server: getting credentials: exec: executable "
+            "gke-gcloud-auth-plugin not found") in out
+    assert "is missing" not in out
 
 
 def test_no_kubectl_is_an_error_with_the_install(cluster, capsys, monkeypatch):

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from components.gke import compute_class
+from components.gke.cluster import credentials_command as get_credentials_command
 from tools.status_report import EXIT_READY, Report, StatusError, parse_time, span
 
 KUBECTL_TIMEOUT_SECONDS = 60
@@ -36,13 +37,37 @@ TEMPLATE_HASH_LABEL = "pod-template-hash"
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 
 
-def kube_context(outputs: dict[str, Any]) -> str:
-    """The context name gcloud's get-credentials writes: gke_<project>_<location>_<cluster>."""
+# kubectl's words on stderr, exit 1 (kubernetes/kubectl pkg/cmd/util/helpers.go checkErr and StandardErrorMessage,
+# kubernetes-1.36.3). A --context its kubeconfig lacks: client-go tools/clientcmd validation.go errContextNotFound
+# ("context was not found for specified context: NAME"), the one error of DirectClientConfig.ConfirmUsable
+# (client_config.go; kubectl's ClusterDefaults, cli-runtime genericclioptions/config_flags.go 1.36.2, give the empty
+# cluster a server, so no second error), which checkErr unwraps and prints as "Error in configuration: " + it, with
+# no "error: " prefix. An object the server does not have: apimachinery pkg/api/errors NewNotFound
+# ("<resource>.<group> \"NAME\" not found") as "Error from server (NotFound): " + it.
+CONFIGURATION_ERROR = "Error in configuration: "
+CONTEXT_NOT_FOUND = "context was not found for specified context: "
+SERVER_NOT_FOUND = "Error from server (NotFound): "
+
+
+def _cluster(outputs: dict[str, Any]) -> tuple[str, str, str]:
+    """(project, location, cluster name) from the stack's outputs."""
     project = PROJECT_FLAG.search(str(outputs.get("credentialsCommand", "")))
     if not project or not outputs.get("clusterName") or not outputs.get("clusterLocation"):
         raise StatusError("the stack's outputs lack credentialsCommand, clusterName or clusterLocation; run "
                           "`pulumi up` again to write them")
-    return f"gke_{project.group(1)}_{outputs['clusterLocation']}_{outputs['clusterName']}"
+    return project.group(1), str(outputs["clusterLocation"]), str(outputs["clusterName"])
+
+
+def kube_context(outputs: dict[str, Any]) -> str:
+    """The context name gcloud's get-credentials writes: gke_<project>_<location>_<cluster>."""
+    project, location, name = _cluster(outputs)
+    return f"gke_{project}_{location}_{name}"
+
+
+def credentials_command(outputs: dict[str, Any]) -> str:
+    """What writes that context into kubectl's kubeconfig (the stack's credentialsCommand output, from its parts)."""
+    project, location, name = _cluster(outputs)
+    return get_credentials_command(name, location, project)
 
 
 @dataclass
@@ -64,12 +89,13 @@ class Kubectl:
             raise StatusError(f"kubectl did not answer in {KUBECTL_TIMEOUT_SECONDS} s; is the cluster "
                               "reachable from here?") from None
         if done.returncode != 0:
-            message = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-            if "NotFound" in message or "not found" in message:
+            said = done.stderr.strip().splitlines()
+            if any(line.startswith(CONFIGURATION_ERROR) and CONTEXT_NOT_FOUND in line for line in said):
+                raise StatusError(f"kubectl has no credentials for this cluster (its kubeconfig has no context "
+                                  f"{self.context}): run {self.credentials_command}")
+            if any(line.startswith(SERVER_NOT_FOUND) for line in said):
                 return None
-            if "context" in message and ("does not exist" in message or "not found" in message):
-                raise StatusError(f"kubectl has no context {self.context}: run {self.credentials_command}")
-            raise StatusError(f"kubectl failed: {message}")
+            raise StatusError(f"kubectl failed: {(said or [f'exit {done.returncode}'])[-1]}")
         try:
             return json.loads(done.stdout or "null")
         except json.JSONDecodeError:
@@ -252,7 +278,7 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
     name, namespace = outputs.get("computeClass"), outputs.get("namespace")
     if not name or not namespace:
         raise StatusError(f"{stack_label}'s outputs lack computeClass or namespace: run `pulumi up` to update them")
-    kube = kubectl_factory(kube_context(outputs), str(outputs.get("credentialsCommand")))
+    kube = kubectl_factory(kube_context(outputs), credentials_command(outputs))
     tpu_class = kube.get("computeclass", name)
     facts, class_problem = class_facts(tpu_class, name)
     nodes = (kube.get("nodes", "-l", f"{compute_class.COMPUTE_CLASS_LABEL}={name}") or {}).get("items") or []

@@ -1,5 +1,13 @@
 """The operator's dashboard as the Monitoring API's Dashboard body (monitoring.v1 discovery document, schema
-Dashboard: mosaicLayout of tiles, each an xyChart of PromQL dataSets, a scorecard or markdown text)."""
+Dashboard: mosaicLayout of tiles, each an xyChart of PromQL dataSets, a scorecard or markdown text).
+
+The same document's descriptions (the reference pages are rendered from them) set two rules this body keeps
+(google-api-python-client 2.202.0, monitoring.v1 rev 20260903): a Threshold in an xyChart carries no `color` and no
+`direction` ("Color is not allowed in a XyChart", "Direction is not allowed in a XyChart"), and a DataSet's
+`legendTemplate` interpolates labels as `${...}` ("interpolations of the form ${label_name}"); Google's PromQL
+dashboards name a query's result label `${labels.<name>}` (GoogleCloudPlatform/monitoring-dashboard-samples
+dashboards/kuberay/ray-overview.json, `25d8c3e`).
+"""
 
 from __future__ import annotations
 
@@ -26,8 +34,12 @@ def _chart(title: str, queries: list[tuple[str, str]], *, y_label: str,
     return {"title": title, "xyChart": chart}
 
 
+# The scraped replica (`sum by (instance)` keeps the label) as the legend interpolates it.
+INSTANCE_PLACEHOLDER = "${labels.instance}"
+
+
 def _replica_legend(scope: Scope, what: str) -> str:
-    return f"{what} {{{{instance}}}}" if scope.replicas else what
+    return f"{what} {INSTANCE_PLACEHOLDER}" if scope.replicas else what
 
 
 def _summary(scope: Scope) -> dict[str, Any]:
@@ -43,8 +55,7 @@ def _summary(scope: Scope) -> dict[str, Any]:
 def widgets(scope: Scope) -> list[dict[str, Any]]:
     """Every tile's widget, in reading order."""
     rule = round(scope.kv_rule, 4)
-    kv_line = {"value": rule, "label": f"rule of thumb: {scope.kv_rule:.0%} of the KV pool",
-               "color": "RED", "direction": "ABOVE", "targetAxis": "Y1"}
+    kv_line = {"value": rule, "label": f"rule of thumb: {scope.kv_rule:.0%} of the KV pool", "targetAxis": "Y1"}
     items = [
         _summary(scope),
         _chart("Output tokens/s", [(_replica_legend(scope, "tokens/s"), promql.output_tokens_per_second(scope))],

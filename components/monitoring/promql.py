@@ -4,9 +4,26 @@ Metric names: vLLM 0.33.0, vllm/v1/metrics/loggers.py (PrometheusStatLogger): ga
 vllm:num_requests_waiting, vllm:kv_cache_usage_perc ("1 means 100 percent usage"); counters vllm:generation_tokens
 and vllm:num_preemptions, which prometheus_client exposes with the `_total` suffix; histograms
 vllm:time_to_first_token_seconds and vllm:request_time_per_output_token_seconds (`_bucket` series).
-Both collectors keep the names: Managed Service for Prometheus (gke, PodMonitoring) and the Ops Agent's
-Prometheus receiver (vm) write them as prometheus.googleapis.com/<name>/<kind>, which PromQL in Cloud
-Monitoring reads by the Prometheus name (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/prometheus).
+vLLM's /metrics answers prometheus_client's classic text format whatever the scraper asks for (the instrumentator's
+route, added before prometheus_client's negotiating app: vllm/entrypoints/serve/instrumentator/metrics.py
+attach_router), so both collectors see these names as written, colons and `_total` included. Both keep each
+sample's name and write it as prometheus.googleapis.com/<name>/<kind>, which PromQL in Cloud Monitoring reads by
+the Prometheus name:
+- gke, Managed Service for Prometheus (PodMonitoring; its collector is Prometheus v2.53.5-gmp,
+  GoogleCloudPlatform/prometheus-engine manifests/operator.yaml at `2ffde4e`): Google's own vLLM integration lists
+  prometheus.googleapis.com/vllm:generation_tokens_total/counter and .../vllm:num_preemptions_total/counter
+  (GoogleCloudPlatform/monitoring-dashboard-samples integrations/vllm/prometheus_metadata.yaml, `25d8c3e`).
+- vm, the Ops Agent: its generated collector config gives the OpenTelemetry `prometheus` receiver only `config`
+  (GoogleCloudPlatform/ops-agent confgenerator/prometheus.go prometheusToOtelComponent; the golden
+  confgenerator/testdata/goldens/metrics-receiver_prometheus/golden/linux/otel.yaml, `588c4b9`, VERSION 2.71.0), so
+  the receiver's `trim_metric_suffixes` stays false and it names each metric by the scraped sample, `_total` kept
+  (opentelemetry-collector-contrib receiver/prometheusreceiver internal/transaction.go; the NormalizeName feature
+  gate that once trimmed it is gone, contrib PR 47597); its agent is built on contrib v0.154.0
+  (GoogleCloudPlatform/opentelemetry-operations-collector otelopscol/manifest.yaml at `3dcb506`). The
+  `googlemanagedprometheus` exporter runs with `add_metric_suffixes: false` (ops-agent confgenerator/
+  confgenerator.go googleManagedPrometheusExporter), so it adds nothing either; the agent's own self-metrics
+  pipeline relies on the same, filtering fluent-bit's `fluentbit_stackdriver_requests_total` by that name
+  (confgenerator/agentmetrics.go).
 """
 
 from __future__ import annotations

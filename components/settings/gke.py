@@ -26,11 +26,15 @@ from components.settings.findings import InvalidSettingError
 # A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
 # once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
 # (GoogleCloudPlatform/cluster-autoscaler pkg/defrag/plugins/recycling/recycling.go and pkg/defrag/processor/
-# actuation.go ScaleDownActuator.StartDeletion, @7d25050). That drain evicts each pod with a grace of at most
-# --max-graceful-termination-sec, 600 s by default, then removes the node anyway (kubernetes/autoscaler
-# cluster-autoscaler/core/scaledown/actuation/drain.go evictPod and config/flags/flags.go, cluster-autoscaler-1.36.1;
-# FAQ.md "Does CA respect GracefulTermination in scale-down?"); GKE: "For scale-down events, the grace period can be
-# up to 10 minutes" (kubernetes-engine/docs/how-to/extended-duration-pods). A longer pod grace would be cut to it.
+# actuation.go ScaleDownActuator.StartDeletion, not the forced deletion, @7d25050). That drain asks each pod's
+# eviction for a grace of at most --max-graceful-termination-sec, 600 s by default (kubernetes/autoscaler
+# cluster-autoscaler/core/scaledown/actuation/drain.go evictPod, config/flags/flags.go, cluster-autoscaler-1.36.1),
+# so a longer pod grace is cut to it; GKE: "For scale-down events, the grace period can be up to 10 minutes"
+# (kubernetes-engine/docs/how-to/extended-duration-pods). Whatever its FAQ says ("terminated anyway"), it does not
+# remove the node whatever is left: a pod still on the node 30 s after that grace fails the drain (drain.go
+# waitPodsToDisappear) and the deletion is aborted, the node kept (group_deletion_scheduler.go scheduleDeletion);
+# only a forced deletion removes it regardless. The kubelet kills a pod when its grace ends, so a pod within the
+# ceiling is gone in time.
 GKE_RECYCLE_DRAIN_MAX_SECONDS = 600
 # The front's drain: 5 s for the endpoint to leave the load balancers, 10 s for nginx and vLLM to stop after the
 # streams (components/gke/workload.py ENDPOINT_LEAVE_SECONDS, STOP_MARGIN_SECONDS), and some time for the streams.
@@ -224,7 +228,7 @@ class GkeSettings(_Section):
         if seconds > GKE_RECYCLE_DRAIN_MAX_SECONDS:
             raise InvalidSettingError(
                 f"longer than the {GKE_RECYCLE_DRAIN_MAX_SECONDS // 60}m GKE's cluster autoscaler grants a pod when "
-                "it drains a recycled node (it cuts the eviction's grace to that, then removes the node)",
+                "it drains a recycled node (it cuts the eviction's grace to that)",
                 f"use at most {GKE_RECYCLE_DRAIN_MAX_SECONDS // 60}m, e.g. 10m")
         if seconds < GKE_GRACE_MIN_SECONDS:
             raise InvalidSettingError(

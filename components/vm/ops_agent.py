@@ -5,11 +5,14 @@ Google's supported way to get Prometheus metrics from a Compute Engine VM into C
 `type: prometheus` whose `config` is Prometheus's own scrape configuration, wired into a
 `metrics.service.pipelines` entry; the agent writes them as prometheus.googleapis.com/<name>/<kind>, read with
 PromQL; GoogleCloudPlatform/ops-agent confgenerator/prometheus.go @00aa769: static_configs only, a scrape_interval
-of at least 10 s, no honor_labels, exported as Managed Prometheus samples). The agent needs
+of at least 10 s, no honor_labels, exported as Managed Prometheus samples; at `588c4b9` (VERSION 2.71.0) the
+receiver keeps each sample's name, `_total` included: components/monitoring/promql.py says why). The agent needs
 roles/monitoring.metricWriter and roles/logging.logWriter on the VM's identity
 (cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/authorization). The config is rendered here and
 delivered as node metadata (no secret: a port and a job name); startup.sh writes it to the agent's config file,
-installs the agent on the node's first boot with Google's repository script, and restarts it.
+installs the agent on the node's first boot with Google's repository script, and restarts it. No version is pinned
+there (the script installs what Google's repository serves at that boot), so the agent read is the newest source
+the mirror holds.
 """
 
 from __future__ import annotations
