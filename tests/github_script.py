@@ -20,11 +20,12 @@ const core = {
   setFailed: (message) => calls.push(['setFailed', message]),
   notice: (message) => calls.push(['notice', message]),
   setOutput: (name, value) => calls.push(['setOutput', name, value]),
+  setSecret: (secret) => calls.push(['setSecret', secret]),
 };
 const github = {
   rest: {
     pulls: {
-      get: async (args) => { calls.push(['pulls.get', args]); return { data: { head: { sha: scenario.prHead } } }; },
+      get: async (args) => { calls.push(['pulls.get', args]); return { data: scenario.pr }; },
     },
     issues: {
       listComments: 'issues.listComments',
@@ -45,12 +46,19 @@ new AsyncFunction('require', 'github', 'context', 'core', script)(require, githu
 """
 
 
+def pull_request(sha: str, repository: str = "owner/repo", branch: str = "feature") -> dict:
+    """The fields of GET /repos/{owner}/{repo}/pulls/{n} the scripts read: `head` is a `pull-request` schema's
+    {ref, sha, repo}, whose `repo` is null once a fork is deleted (GitHub REST "Get a pull request")."""
+    return {"head": {"sha": sha, "ref": branch, "repo": {"full_name": repository} if repository else None}}
+
+
 def run_github_script(tmp_path: Path, script: str, *, payload: dict, env: dict[str, str],
-                      comments: list | None = None, pr_head: str = "") -> list:
-    """The calls the script made: pulls.get, paginate (listComments), createComment, updateComment, core.*."""
+                      comments: list | None = None, pr: dict | None = None) -> list:
+    """The calls the script made: pulls.get (answered with `pr`), paginate (listComments), createComment,
+    updateComment, core.*."""
     (tmp_path / "script.js").write_text(script)
     (tmp_path / "harness.js").write_text(HARNESS)
-    (tmp_path / "scenario.json").write_text(json.dumps({"payload": payload, "prHead": pr_head,
+    (tmp_path / "scenario.json").write_text(json.dumps({"payload": payload, "pr": pr or pull_request(""),
                                                         "comments": comments or []}))
     result = subprocess.run(["node", str(tmp_path / "harness.js"), str(tmp_path / "script.js"),
                              str(tmp_path / "scenario.json")], capture_output=True, text=True, timeout=60,

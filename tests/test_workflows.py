@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -73,13 +74,147 @@ def load(name: str) -> dict:
     return yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
 
 
-def test_every_action_is_pinned_to_an_exact_version():
+# The commit each action's tag named when it was read: `git rev-parse TAG^{commit}` in a snapshot of the action's
+# repository (github.com/OWNER/REPO, read 2026-12-02; each of these tags is a lightweight one), with that commit's
+# subject and date. A tag can be moved; a commit cannot: the workflows run exactly these commits, and a pin moves
+# only with this table (Dependabot's pull requests included: .github/dependabot.yml).
+PINNED_ACTIONS = {
+    "actions/checkout": ("v4.2.2", "11bd71901bbe5b1630ceea73d27597364c9af683",
+                         "Prepare 4.2.2 Release (#1953), 2024-10-23"),
+    "actions/setup-python": ("v5.3.0", "0b93645e9fea7318ecaed2b359559ac225c90a2b",
+                             "Enhance workflows: Add macOS 13 support, ... (#965), 2024-10-24"),
+    "actions/setup-node": ("v4.1.0", "39370e3970a6d050c480ffad4ff0ed4d3fdee5af",
+                           "fix: add arch to cached path (#843), 2024-10-23"),
+    "actions/cache": ("v4.2.0", "1bd1e32a3bdc45362d1e726936510720a7c30a57",
+                      "Merge pull request #1509 from actions/Link-/cache-4.2.0, 2024-12-05"),
+    "actions/upload-artifact": ("v4.4.3", "b4b15b8c7c6ac21ea08fcf65892d2ee8f75cf882",
+                                "Merge pull request #632 ..., 2024-10-09"),
+    "actions/download-artifact": ("v4.1.8", "fa0a91b85d4f404e444e00e005971372dc801d16",
+                                  "Merge pull request #341 from actions/robherley/bump-pkgs, 2024-07-05"),
+    "actions/github-script": ("v7.0.1", "60a0d83039c74a4aee543508d2ffcb1c3799cdea",
+                              "Merge pull request #440 from actions/joshmgross/v7.0.1, 2023-11-17"),
+    "google-github-actions/auth": ("v2.1.7", "6fc4af4b145ae7821d527454aa9bd537d1f2dc5f",
+                                   "Release: v2.1.7 (#453), 2024-10-30"),
+    "google-github-actions/setup-gcloud": ("v2.1.4", "77e7a554d41e2ee56fc945c52dfd3f33d12def9a",
+                                           "Release: v2.1.4 (#707), 2025-02-01"),
+    "pulumi/actions": ("v6.0.0", "c7fad9e2f0b79653172b36538b8b34b3c0291952",
+                       "prepare the changelog for the 6.0.0 release (#1278), 2024-09-27"),
+}
+# A `uses:` line as written: the comment is where the version lives (YAML drops it), so the text is read.
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>.*?)\s*$", re.M)
+PINNED_REF = re.compile(r"(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)")
+
+
+def pin_problem(ref: str) -> str | None:
+    """Why a `uses:` value is not an action pinned to the recorded commit of its version, or None."""
+    match = PINNED_REF.fullmatch(ref)
+    if not match:
+        return f"{ref!r} is not OWNER/REPO@<40 hex> # vX.Y.Z"
+    recorded = PINNED_ACTIONS.get(match["action"])
+    if recorded is None:
+        return f"{match['action']} has no recorded pin (PINNED_ACTIONS)"
+    if (match["version"], match["sha"]) != recorded[:2]:
+        return f"{ref!r}: {match['action']} {recorded[0]} is commit {recorded[1]} ({recorded[2]})"
+    return None
+
+
+def test_every_action_is_pinned_to_the_recorded_commit_of_its_version():
+    used = set()
     for workflow in WORKFLOWS:
-        for job in yaml.safe_load(workflow.read_text())["jobs"].values():
-            for step in job["steps"]:
-                if "uses" in step:
-                    version = step["uses"].split("@", 1)[1]
-                    assert version.count(".") == 2, step["uses"]
+        text = workflow.read_text()
+        refs = USES_LINE.findall(text)
+        steps = [s for job in yaml.safe_load(text)["jobs"].values() for s in job["steps"] if "uses" in s]
+        assert len(refs) == len(steps), f"{workflow.name}: a `uses:` this test cannot read as a line"
+        for ref in refs:
+            assert pin_problem(ref) is None, f"{workflow.name}: {pin_problem(ref)}"
+            used.add(ref.split("@")[0])
+    assert used == set(PINNED_ACTIONS)  # no stale row
+
+
+@pytest.mark.parametrize("ref", [
+    "actions/checkout@v4.2.2",  # a tag: whoever controls it chooses the code
+    "actions/checkout@11bd719 # v4.2.2",  # a short SHA
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683",  # no version
+    "actions/checkout@11BD71901BBE5B1630CEEA73D27597364C9AF683 # v4.2.2",
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.1",  # the comment lies
+    "actions/checkout@0000000000000000000000000000000000000000 # v4.2.2",  # not the tag's commit
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4",
+    "someone/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2",
+])
+def test_a_tag_a_short_sha_or_a_sha_that_is_not_the_versions_is_refused(ref):
+    assert pin_problem(ref) is not None
+
+
+DEPENDABOT = ROOT / ".github/dependabot.yml"
+# SchemaStore's dependabot-2.0 schema (tests/schemas/README.md says where the copy comes from).
+DEPENDABOT_SCHEMA = json.loads((ROOT / "tests/schemas/dependabot-2.0.json").read_text())
+
+
+def dependabot_errors(document: dict) -> list[str]:
+    return [error.message for error in jsonschema.Draft7Validator(DEPENDABOT_SCHEMA).iter_errors(document)]
+
+
+def test_dependabot_updates_the_pinned_actions_and_requirements_by_its_schema():
+    config = yaml.safe_load(DEPENDABOT.read_text())
+    assert dependabot_errors(config) == []
+    updates = {(u["package-ecosystem"], u["directory"]): u for u in config["updates"]}
+    assert set(updates) == {("github-actions", "/"), ("pip", "/"), ("pip", "/policy")}
+    # The vLLM lock is installed without resolution (scripts/test.sh --no-deps): one bumped pin would break it.
+    assert updates["pip", "/"]["exclude-paths"] == ["requirements-vllm.txt"]
+    assert (ROOT / "requirements-vllm.txt").is_file() and (ROOT / "policy/requirements.txt").is_file()
+
+
+@pytest.mark.parametrize("broken", [
+    {"version": 1},
+    {"updates": [{"package-ecosystem": "github-actions", "directory": "/", "schedule": {"interval": "hourly"}}]},
+    {"updates": [{"package-ecosystem": "github_actions", "directory": "/", "schedule": {"interval": "weekly"}}]},
+    {"updates": [{"package-ecosystem": "pip", "directory": "/", "schedule": {"interval": "weekly"},
+                  "exclude-path": ["requirements-vllm.txt"]}]},
+])
+def test_the_dependabot_schema_refuses_a_config_dependabot_would_refuse(broken):
+    config = yaml.safe_load(DEPENDABOT.read_text())
+    assert dependabot_errors({**config, **broken})
+
+
+# zizmor (PyPI, pinned in requirements-dev.txt) beside actionlint: every audit, offline (the online audits need a
+# GitHub token and the network), with .github/zizmor.yml's ignores, each of which says why.
+ZIZMOR = Path(sys.executable).parent / "zizmor"
+ZIZMOR_ARGS = ("--offline", "--persona=auditor", "--no-progress", "--format=plain", "--config",
+               str(ROOT / ".github/zizmor.yml"))
+# zizmor's plain report: `severity[audit-id]: title`, then ` --> path:line:column`.
+ZIZMOR_FINDING = re.compile(r"^(\w+)\[([\w-]+)\]: .*\n\s*--> (\S+?):\d+:\d+", re.M)
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    assert ZIZMOR.exists(), "run ./scripts/test.sh: it installs zizmor (requirements-dev.txt)"
+    return subprocess.run([str(ZIZMOR), *ZIZMOR_ARGS, *map(str, paths)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_zizmor_finds_nothing_in_the_workflows_but_what_its_config_explains():
+    result = zizmor(ROOT / ".github/workflows")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout
+    config = (ROOT / ".github/zizmor.yml").read_text()
+    ignores = yaml.safe_load(config)["rules"]
+    assert set(ignores) == {"dangerous-triggers"}
+    for rule in ignores.values():
+        for entry in rule["ignore"]:
+            # Each ignore has its reason on the comment lines just above it.
+            lines = [line.strip() for line in config.splitlines()]
+            above = lines[lines.index(f"- {entry}") - 1]
+            assert above.startswith("#") and len(above) > 40, entry
+
+
+def test_zizmor_really_catches_what_it_is_for(tmp_path):
+    # The template injection actionlint also catches, and a tag pin: both would fail the test command.
+    broken = tmp_path / ".github/workflows/bad.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(BROKEN_WORKFLOW.replace("steps:\n", "steps:\n      - uses: actions/checkout@v4.2.2\n"))
+    result = zizmor(broken)
+    assert result.returncode != 0
+    found = {(match[2], Path(match[3]).name) for match in ZIZMOR_FINDING.finditer(result.stdout)}
+    assert {("template-injection", "bad.yml"), ("unpinned-uses", "bad.yml")} <= found, result.stdout
 
 
 def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
