@@ -50,8 +50,9 @@ new AsyncFunction('require', 'github', 'context', 'core', script)(require, githu
 
 
 def pull_request(sha: str, repository: str = "owner/repo", branch: str = "feature") -> dict:
-    """The fields of GET /repos/{owner}/{repo}/pulls/{n} the scripts read: `head` is a `pull-request` schema's
-    {ref, sha, repo}, whose `repo` is null once a fork is deleted (GitHub REST "Get a pull request")."""
+    """The fields of GET /repos/{owner}/{repo}/pulls/{n} the scripts read: a pull request's `head` {ref, sha, repo},
+    whose `repo` may be null (a deleted fork): octokit/webhooks payload-schemas/api.github.com/common/
+    pull-request.schema.json (v7.6.1-43)."""
     return {"head": {"sha": sha, "ref": branch, "repo": {"full_name": repository} if repository else None}}
 
 
@@ -94,8 +95,8 @@ def fenced(body: str) -> str:
 def credential_forms(value: str) -> dict[str, str]:
     """`value` as program output, an error, a log line or a file may carry it (computed here, in Python, apart from
     the scripts' own matching): literal, JSON (ASCII-escaped or not, escaped twice), URL-encoded (path, component,
-    form, lower-case hex), backslash-escaped, HTML-escaped, cut by a line wrap, and base64 (standard and URL-safe)
-    at each of the 3 offsets in a 3-byte group, whole and wrapped."""
+    form, lower-case hex, encoded twice), backslash-escaped, HTML-escaped, cut by a line wrap, and base64 (standard
+    and URL-safe) at each of the 3 offsets in a 3-byte group, whole and wrapped."""
     quoted = urllib.parse.quote(value, safe="")
     half = len(value) // 2
     forms = {
@@ -107,6 +108,7 @@ def credential_forms(value: str) -> dict[str, str]:
         "url-path": urllib.parse.quote(value),
         "url-form": urllib.parse.quote_plus(value),
         "url-lower": re.sub(r"%[0-9A-F]{2}", lambda match: match[0].lower(), quoted),
+        "url-twice": urllib.parse.quote(quoted, safe=""),
         "backslash": re.sub(r"([^A-Za-z0-9_])", r"\\\1", value),
         "html": html.escape(value),
         "wrapped": f"{value[:half]}\n    {value[half:]}",

@@ -461,10 +461,11 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
 
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
-# The workflow_run event's run, as the REST "workflow-run" schema has it: a fork's run names the fork as its
-# head_repository and the fork's branch as head_branch, and its pull_requests list is empty (docs.github.com,
-# "Events that trigger workflows", pull_request: "The pull_request webhook event payload is empty for merged pull
-# requests and pull requests that come from forked repositories"), so the PR's head is checked against these.
+# The workflow_run event's run (octokit/webhooks payload-schemas/api.github.com/common/workflow-run.schema.json,
+# v7.6.1-43): a fork's run names the fork as its head_repository and the fork's branch as head_branch, and its
+# pull_requests list is empty (docs.github.com, "Events that trigger workflows", pull_request: "The pull_request
+# webhook event payload is empty for merged pull requests and pull requests that come from forked repositories"),
+# so the PR's head is checked against these.
 RUN = {"head_sha": HEAD, "head_branch": "feature", "head_repository": {"full_name": "someone/repo"},
        "pull_requests": [], "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42,
        "conclusion": "success"}
