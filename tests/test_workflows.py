@@ -662,3 +662,13 @@ def test_concurrency_groups_never_let_an_older_commits_run_cancel_the_newest():
     assert groups["plan-comment.yml"]["group"].endswith("-${{ github.event.workflow_run.head_sha }}")
     assert groups["test.yml"]["group"] == (
         "test-${{ github.event_name }}-${{ github.event.pull_request.head.sha || github.sha }}")
+
+
+def test_a_hostile_run_of_escapes_does_not_stall_the_masking(tmp_path):
+    """Every repetition in the masks is bounded: with `\\\\+` a run of 200,000 backslashes took each start position
+    back over the whole run (quadratic: past the harness's 60 s timeout), so a PR's output could keep its own
+    comment from ever being posted."""
+    hostile = "\\" * 200_000 + "\n" + "%25" * 100_000 + "\n" + " " * 100_000 + "&#" + "0" * 100_000 + "\n"
+    passphrase = {"PULUMI_CONFIG_PASSPHRASE": "back\\slash and space " * 3}
+    [(_, args)] = writes(post_comment(tmp_path, diff=hostile, env={**STEP_CREDENTIALS, **passphrase}))
+    assert body_size(args["body"]) <= 65_536 and fenced(args["body"]).startswith("\\" * 1000)
