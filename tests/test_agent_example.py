@@ -1,20 +1,28 @@
 """examples/agent.py against the vLLM-like test server: a tool call streamed as vLLM streams one, the real local
-function run, its result sent back with the call's id, the final answer streamed; reasoning kept off stdout."""
+function run, its result sent back with the call's id, the final answer streamed; reasoning kept off stdout.
+
+Then against servers that attack their client (dev/fake_openai_server.py HOSTILE_ANSWERS, each a real HTTP server
+on 127.0.0.1): whatever the server sends, the agent prints no terminal control sequence and ends, either with an
+answer or with one line on stderr saying what went wrong and exit status 1, never a traceback."""
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from dev.fake_openai_server import ESCAPES, FakeOpenAIServer, FakeTiming
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_CANARY = "CANARYagentKEY0123456789abcdef"
 THINKING = "The user wants a clock; I will call the tool."
+# What a terminal obeys, as UTF-8 bytes: C0 but tab and newline (ESC, BEL, CR, BS, NUL...), DEL, and C1.
+TERMINAL_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
 
 
 @pytest.fixture
@@ -25,11 +33,40 @@ def server():
     started.stop()
 
 
-def run_agent(server, *args: str, **env: str) -> subprocess.CompletedProcess:
+@pytest.fixture
+def serve():
+    """serve(**FakeTiming fields): a started fake server, stopped after the test."""
+    started: list[FakeOpenAIServer] = []
+
+    def start(**timing: object) -> FakeOpenAIServer:
+        started.append(FakeOpenAIServer(FakeTiming(ttft=0, tpot=0, **timing)).start_in_thread())
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()
+
+
+def run_agent(server, *args: str, url: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    """The agent as a user runs it; stdout and stderr as the bytes it wrote (text mode would turn a CR into a
+    newline), checked for control bytes, then decoded."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
-    environment.update({"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": KEY_CANARY, **env})
-    return subprocess.run([sys.executable, "examples/agent.py", *args], cwd=ROOT, env=environment,
-                          capture_output=True, text=True, timeout=120)
+    environment.update({"OPENAI_BASE_URL": url or server.url, "OPENAI_API_KEY": KEY_CANARY, **env})
+    done = subprocess.run([sys.executable, "examples/agent.py", *args], cwd=ROOT, env=environment,
+                          capture_output=True, timeout=60)
+    for stream in (done.stdout, done.stderr):
+        assert not TERMINAL_CONTROL.search(stream), stream[-2000:]
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def the_one_line(done: subprocess.CompletedProcess) -> str:
+    """The failure's line: exit status 1, no traceback, and stderr's last line the only one the agent wrote."""
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("agent: ")]
+    assert len(said) == 1 and done.stderr.splitlines()[-1] == said[0], done.stderr[-2000:]
+    assert KEY_CANARY not in done.stdout + done.stderr
+    return said[0]
 
 
 def test_the_agent_calls_the_tool_sends_its_result_back_and_streams_the_answer(server):
@@ -37,6 +74,7 @@ def test_the_agent_calls_the_tool_sends_its_result_back_and_streams_the_answer(s
     assert done.returncode == 0, done.stderr
     first, second = server.chat_bodies
     assert first["stream"] is True and first["tools"][0]["function"]["name"] == "current_time"
+    assert first["max_completion_tokens"] == 2048  # a bound on each turn the server honours
     call = second["messages"][1]["tool_calls"][0]
     result = second["messages"][2]
     assert result["role"] == "tool" and result["tool_call_id"] == call["id"]
@@ -52,6 +90,132 @@ def test_a_bad_zone_goes_back_to_the_model_as_the_tools_answer_not_a_crash(serve
     done = run_agent(server)
     assert done.returncode == 0, done.stderr
     assert "unknown time zone 'Mars/Olympus'" in server.chat_bodies[1]["messages"][2]["content"]
+
+
+@pytest.mark.parametrize(("arguments", "told"), [
+    ({"zone": "America"}, "unknown time zone 'America'"),  # a directory of the tz database: IsADirectoryError
+    ({"zone": "A" * 300}, "unknown time zone 'AAAA"),  # a file name too long: OSError
+    ("[" * 5000, "not JSON (RecursionError)"),  # nested past the parser's recursion limit
+])
+def test_what_the_tool_raises_goes_back_to_the_model_as_its_answer(serve, arguments, told):
+    server = serve(tool_call_arguments=arguments)
+    done = run_agent(server)
+    assert done.returncode == 0, done.stderr
+    assert told in server.chat_bodies[1]["messages"][2]["content"]
+    assert "Traceback" not in done.stderr
+
+
+def test_the_servers_terminal_control_sequences_never_reach_the_terminal(serve):
+    server = serve(hostile="escapes")
+    done = run_agent(server)  # run_agent refuses any control byte on either stream
+    assert done.returncode == 0, done.stderr
+    assert "calling" in done.stdout and "answer" in done.stdout and "thinking" in done.stderr
+    tool_lines = [line for line in done.stderr.splitlines() if line.startswith("[tool] ")]
+    assert len(tool_lines) == 2 and "current_time(" in tool_lines[0] and "clock(" in tool_lines[1]
+    # The model still gets the text as it was sent: only the terminal is spared it.
+    assert server.chat_bodies[1]["messages"][1]["tool_calls"][1]["function"]["arguments"] == ESCAPES
+
+
+@pytest.mark.parametrize("attack", ["endless", "trickle", "retry_later"])
+def test_a_reply_that_never_completes_ends_at_the_turns_deadline(serve, attack):
+    # endless: events forever; trickle: one event that never ends, a byte at a time, so no read times out;
+    # retry_later: a 503 asking for a 120 s wait, which the SDK would sleep through.
+    server = serve(hostile=attack)
+    line = the_one_line(run_agent(server, "--turn-seconds", "0.5"))
+    assert "no complete reply within 0.5 s" in line
+
+
+def test_a_silent_server_times_out_after_the_bounded_retries(serve):
+    server = serve(hostile="silent")
+    line = the_one_line(run_agent(server, "--timeout", "0.3", "--retries", "1"))
+    assert f"the server at {server.url} sent nothing for 0.3 s" in line
+    assert server.chat_requests == 2  # the request and one retry
+
+
+@pytest.mark.parametrize(("attack", "said"), [
+    ("flood", "more than 200000 characters in one turn (max_completion_tokens is 2048)"),
+    ("huge_arguments", "a tool call longer than 16384 characters"),
+    ("many_calls", "more than 8 calls in one turn"),
+])
+def test_a_runaway_reply_is_stopped_at_its_cap(serve, attack, said):
+    server = serve(hostile=attack)
+    line = the_one_line(run_agent(server))
+    assert said in line and server.chat_requests == 1  # no tool ran, nothing was sent back
+
+
+@pytest.mark.parametrize(("attack", "said"), [
+    ("index_null", "a tool call's index is null"),
+    ("arguments_object", "arguments is an object"),
+    ("delta_null", "choices[0].delta is null"),
+    ("not_json", "an event that is not JSON"),
+])
+def test_a_malformed_reply_is_one_clear_line(serve, attack, said):
+    line = the_one_line(run_agent(serve(hostile=attack)))
+    assert line == f"agent: the server sent a malformed reply: {said}"
+
+
+def test_a_wrong_key_is_one_line_that_says_which_setting_to_check(serve):
+    line = the_one_line(run_agent(serve(fail_every=1, fail_status=401)))
+    assert line == ("agent: the server answered HTTP 401: missing or wrong API key: send Authorization: Bearer <key>;"
+                    " check OPENAI_API_KEY (the stack's apiKey output)")
+
+
+def test_a_servers_error_message_is_shown_short_and_without_control_sequences(serve):
+    server = serve(fail_every=1, fail_status=400, fail_message=f"bad{ESCAPES}request " + "x" * 100_000)
+    line = the_one_line(run_agent(server))
+    assert line.startswith("agent: the server answered HTTP 400: bad2Jrequest xxx") and len(line) < 400
+
+
+def test_a_server_error_is_retried_a_bounded_number_of_times_then_said(serve):
+    server = serve(fail_every=1, fail_status=500)
+    line = the_one_line(run_agent(server, "--retries", "1"))
+    assert line == "agent: the server answered HTTP 500: injected failure" and server.chat_requests == 2
+
+
+@pytest.mark.parametrize(("fault", "said"), [
+    ({"error_event_every": 1}, "the server reported an error: The model ran out of KV cache"),
+    ({"reset_every": 1}, "the connection to"),
+])
+def test_a_stream_that_fails_midway_is_one_clear_line(serve, fault, said):
+    line = the_one_line(run_agent(serve(cut_after=1, **fault)))
+    assert said in line
+
+
+def test_a_closed_tunnel_is_one_clear_line(serve):
+    # Nothing listening (the tunnel is down), and a listener that hangs up at once (an SSH tunnel up, with
+    # nothing listening at its far end).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    for url in (closed, serve(hostile="hang_up").url):
+        line = the_one_line(run_agent(None, "--retries", "0", url=url))
+        assert line.startswith(f"agent: the connection to {url} failed: ") and line.endswith("is the tunnel open?")
+
+
+PULUMI_OUTPUTS = '{{"localEndpoint": "{url}", "apiKey": "%s"}}' % KEY_CANARY
+
+
+@pytest.mark.parametrize(("pulumi", "said"), [
+    (None, "agent: --stack needs the Pulumi CLI (pulumi) on PATH"),
+    ("echo \"error: no stack named 'dev' found\" >&2; exit 255",
+     "agent: pulumi stack output --stack dev failed: error: no stack named 'dev' found"),
+    ("echo '{}'", "agent: stack dev has no localEndpoint and apiKey outputs: is it deployed (pulumi up)?"),
+])
+def test_a_stack_whose_outputs_cannot_be_read_is_one_clear_line(serve, tmp_path, pulumi, said):
+    if pulumi:
+        (tmp_path / "pulumi").write_text(f"#!/bin/sh\n{pulumi}\n")
+        (tmp_path / "pulumi").chmod(0o755)
+    line = the_one_line(run_agent(serve(), "--stack", "dev", PATH=str(tmp_path)))
+    assert line.startswith(said)
+
+
+def test_a_stacks_outputs_are_the_endpoint(server, tmp_path):
+    (tmp_path / "pulumi").write_text(f"#!/bin/sh\necho '{PULUMI_OUTPUTS.format(url=server.url)}'\n")
+    (tmp_path / "pulumi").chmod(0o755)
+    done = run_agent(server, "--stack", "dev", url="http://127.0.0.1:9/v1", PATH=str(tmp_path))
+    assert done.returncode == 0 and "The tool answered" in done.stdout, done.stderr
+    assert server.last_headers["authorization"] == f"Bearer {KEY_CANARY}"
+    assert KEY_CANARY not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("unset", [{"OPENAI_BASE_URL": ""}, {"OPENAI_BASE_URL": "  "}, {"OPENAI_API_KEY": ""}])
