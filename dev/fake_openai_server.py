@@ -14,6 +14,9 @@ Token i of a stream leaves at request + ttft + i x tpot (an absolute schedule, s
 the server records when it read each request and sent each token, for tests that check the client's
 figures against them by causality.
 
+`hostile` makes it a server that attacks its client instead (HOSTILE_ANSWERS: terminal control sequences,
+streams that never end, runaway replies, malformed events, silence, a hang-up), for examples/agent.py's tests.
+
     python -m dev.fake_openai_server --port 0 --ttft 0.05 --tpot 0.01    # prints the port, then serves
 """
 

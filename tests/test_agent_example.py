@@ -7,6 +7,7 @@ answer or with one line on stderr saying what went wrong and exit status 1, neve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -192,9 +193,6 @@ def test_a_closed_tunnel_is_one_clear_line(serve):
         assert line.startswith(f"agent: the connection to {url} failed: ") and line.endswith("is the tunnel open?")
 
 
-PULUMI_OUTPUTS = '{{"localEndpoint": "{url}", "apiKey": "%s"}}' % KEY_CANARY
-
-
 @pytest.mark.parametrize(("pulumi", "said"), [
     (None, "agent: --stack needs the Pulumi CLI (pulumi) on PATH"),
     ("echo \"error: no stack named 'dev' found\" >&2; exit 255",
@@ -210,7 +208,8 @@ def test_a_stack_whose_outputs_cannot_be_read_is_one_clear_line(serve, tmp_path,
 
 
 def test_a_stacks_outputs_are_the_endpoint(server, tmp_path):
-    (tmp_path / "pulumi").write_text(f"#!/bin/sh\necho '{PULUMI_OUTPUTS.format(url=server.url)}'\n")
+    outputs = json.dumps({"localEndpoint": server.url, "apiKey": KEY_CANARY})
+    (tmp_path / "pulumi").write_text(f"#!/bin/sh\necho '{outputs}'\n")
     (tmp_path / "pulumi").chmod(0o755)
     done = run_agent(server, "--stack", "dev", url="http://127.0.0.1:9/v1", PATH=str(tmp_path))
     assert done.returncode == 0 and "The tool answered" in done.stdout, done.stderr
