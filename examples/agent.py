@@ -29,11 +29,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 if TYPE_CHECKING:
@@ -63,6 +62,13 @@ class MalformedReplyError(AgentError):
 
     def __init__(self, what: str):
         super().__init__(f"the server sent a malformed reply: {what}")
+
+
+class RunawayReplyError(AgentError):
+    """The reply went past one of the caps above."""
+
+    def __init__(self, what: str):
+        super().__init__(f"stopped a runaway reply: {what}")
 
 
 # --- The tool: runs on this machine, and whatever it raises is the model's to read, not a crash.
@@ -136,7 +142,21 @@ def endpoint(stack: str | None) -> tuple[str, str]:
         if not os.environ.get(name, "").strip():
             raise AgentError(f"{name} is not set: export it as the README's 'Using the endpoint' shows, "
                              "or pass --stack NAME")
-    return os.environ["OPENAI_BASE_URL"].strip(), os.environ["OPENAI_API_KEY"].strip()
+    return checked_url(os.environ["OPENAI_BASE_URL"].strip(), "OPENAI_BASE_URL"), os.environ["OPENAI_API_KEY"].strip()
+
+
+def checked_url(url: str, source: str) -> str:
+    """The base URL, if it is one the SDK can use (its HTTP client raises a bare InvalidURL at the first
+    request otherwise)."""
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad port or IPv6 address
+        valid = False
+    if not valid or any(not character.isprintable() or character.isspace() for character in url):
+        raise AgentError(f"{source} {one_line(url, 100)!r} is not an http(s) URL: use the tunnel's, "
+                         "such as http://127.0.0.1:8000/v1")
+    return url
 
 
 def stack_endpoint(stack: str) -> tuple[str, str]:
@@ -161,7 +181,7 @@ def stack_endpoint(stack: str) -> tuple[str, str]:
                          "(pulumi up)?") from None
     if not (isinstance(base_url, str) and isinstance(api_key, str)):
         raise AgentError(f"stack {stack}'s localEndpoint and apiKey outputs are not strings")
-    return base_url, api_key
+    return checked_url(base_url, f"stack {stack}'s localEndpoint output"), api_key
 
 
 # --- One turn: the reply streamed, checked as it comes.
@@ -178,7 +198,7 @@ class ToolCall:
     def add(self, name: str | None, arguments: str | None) -> None:
         self.size += len(name or "") + len(arguments or "")
         if self.size > MAX_ARGUMENT_CHARS:
-            raise MalformedReplyError(f"a tool call longer than {MAX_ARGUMENT_CHARS} characters")
+            raise RunawayReplyError(f"a tool call longer than {MAX_ARGUMENT_CHARS} characters")
         self.names.append(name or "")
         self.arguments.append(arguments or "")
 
@@ -221,7 +241,7 @@ def add_tool_call_deltas(calls: dict[int, ToolCall], delta) -> None:
         piece = expect(piece, ChoiceDeltaToolCall, "a tool call", required=True)
         index = expect(piece.index, int, "a tool call's index", required=True)
         if not 0 <= index < MAX_CALLS_PER_TURN:
-            raise MalformedReplyError(f"tool call index {index}: more than {MAX_CALLS_PER_TURN} calls in one turn")
+            raise RunawayReplyError(f"tool call index {index}: more than {MAX_CALLS_PER_TURN} calls in one turn")
         call = calls.setdefault(index, ToolCall())
         call.id = expect(piece.id, str, "a tool call's id") or call.id
         function = expect(piece.function, ChoiceDeltaToolCallFunction, "a tool call's function")
@@ -258,17 +278,6 @@ class Deadline:
             signal.signal(signal.SIGALRM, self.previous)
 
 
-@contextmanager
-def line_ended_on_error(printed: Callable[[], int]) -> Iterator[None]:
-    """On an error after streamed text, end the half-written line, so the error's line is a line of its own."""
-    try:
-        yield
-    except Exception:
-        if printed():
-            print(file=sys.stderr)
-        raise
-
-
 def checked_chunks(stream):
     """The stream's chunks; data that is not JSON (or not UTF-8) is the server's fault. The SDK parses each
     event with json.loads and lets its error through (openai/_streaming.py Stream.__stream__, sse.json())."""
@@ -280,38 +289,55 @@ def checked_chunks(stream):
         raise MalformedReplyError("an event that is not JSON") from None
 
 
+class Reply:
+    """What one turn's stream has brought so far: the answer printed as it comes, the reasoning beside it."""
+
+    def __init__(self) -> None:
+        self.answer: list[str] = []
+        self.calls: dict[int, ToolCall] = {}
+        self.size = 0
+        self.thought = False
+
+    def take(self, delta) -> None:
+        thinking = getattr(delta, "reasoning", None) or getattr(delta, "reasoning_content", None)
+        thinking = expect(thinking, str, "reasoning") or ""
+        text = expect(delta.content, str, "content") or ""
+        self.size += len(thinking) + len(text)
+        if self.size > MAX_TURN_CHARS:
+            raise RunawayReplyError(f"more than {MAX_TURN_CHARS} characters in one turn "
+                                    f"(max_completion_tokens is {MAX_TOKENS})")
+        if thinking:
+            self.thought = True
+            print(printable(thinking), end="", file=sys.stderr, flush=True)
+        if text:
+            self.answer.append(text)
+            print(printable(text), end="", flush=True)
+        add_tool_call_deltas(self.calls, delta)
+
+    def end_lines(self) -> None:
+        """End the streamed lines, so what comes next (a [tool] line, the next turn, an error) starts a line."""
+        if self.thought:
+            print(file=sys.stderr)
+        if self.answer:
+            print()
+
+
 def stream_turn(client: OpenAI, messages: list[dict], seconds: float) -> tuple[str, list[dict]]:
     """Stream one reply: reasoning to stderr, the answer to stdout; returns (answer, tool calls)."""
-    answer: list[str] = []
-    calls: dict[int, ToolCall] = {}
-    received, thought = 0, False
-    with Deadline(seconds) as deadline, line_ended_on_error(lambda: received):
-        stream = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, tool_choice="auto",
-                                                max_completion_tokens=MAX_TOKENS, stream=True)
-        for chunk in checked_chunks(stream):
-            deadline.check()
-            delta = delta_of(chunk)
-            if delta is None:
-                continue
-            thinking = getattr(delta, "reasoning", None) or getattr(delta, "reasoning_content", None)
-            text = expect(delta.content, str, "content") or ""
-            received += len(expect(thinking, str, "reasoning") or "") + len(text)
-            if received > MAX_TURN_CHARS:
-                raise MalformedReplyError(f"more than {MAX_TURN_CHARS} characters in one turn "
-                                  f"(max_completion_tokens is {MAX_TOKENS})")
-            if thinking:
-                thought = True
-                print(printable(thinking), end="", file=sys.stderr, flush=True)
-            if text:
-                answer.append(text)
-                print(printable(text), end="", flush=True)
-            add_tool_call_deltas(calls, delta)
-    # The streamed lines ended, so what comes next (a [tool] line, the next turn's text) starts a line.
-    if thought:
-        print(file=sys.stderr)
-    if answer:
-        print()
-    return "".join(answer), [calls[index].message() for index in sorted(calls)]
+    reply = Reply()
+    try:
+        with Deadline(seconds) as deadline:
+            stream = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS,
+                                                    tool_choice="auto", max_completion_tokens=MAX_TOKENS,
+                                                    stream=True)
+            for chunk in checked_chunks(stream):
+                deadline.check()
+                delta = delta_of(chunk)
+                if delta is not None:  # None: the usage chunk, which has no choices
+                    reply.take(delta)
+    finally:
+        reply.end_lines()
+    return "".join(reply.answer), [reply.calls[index].message() for index in sorted(reply.calls)]
 
 
 # --- The loop: turns until an answer without tool calls.

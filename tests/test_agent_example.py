@@ -141,7 +141,8 @@ def test_a_silent_server_times_out_after_the_bounded_retries(serve):
 def test_a_runaway_reply_is_stopped_at_its_cap(serve, attack, said):
     server = serve(hostile=attack)
     line = the_one_line(run_agent(server))
-    assert said in line and server.chat_requests == 1  # no tool ran, nothing was sent back
+    assert line.startswith("agent: stopped a runaway reply: ") and said in line
+    assert server.chat_requests == 1  # no tool ran, nothing was sent back
 
 
 @pytest.mark.parametrize(("attack", "said"), [
@@ -215,6 +216,15 @@ def test_a_stacks_outputs_are_the_endpoint(server, tmp_path):
     assert done.returncode == 0 and "The tool answered" in done.stdout, done.stderr
     assert server.last_headers["authorization"] == f"Bearer {KEY_CANARY}"
     assert KEY_CANARY not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000/v1", "http://[::1/v1", "http://127.0.0.1:8000:1/v1",
+                                 "http://127.0.0.1:8000/v1\x1b]0;owned\x07"])
+def test_a_base_url_the_sdk_cannot_use_is_refused_before_any_request(server, url):
+    line = the_one_line(run_agent(server, url=url))
+    assert line.startswith("agent: OPENAI_BASE_URL '") and line.endswith(
+        "' is not an http(s) URL: use the tunnel's, such as http://127.0.0.1:8000/v1")
+    assert server.chat_bodies == []
 
 
 @pytest.mark.parametrize("unset", [{"OPENAI_BASE_URL": ""}, {"OPENAI_BASE_URL": "  "}, {"OPENAI_API_KEY": ""}])
