@@ -77,10 +77,10 @@ def current_time(zone: str) -> str:
     """The wall-clock time in an IANA time zone, computed here, on the agent's machine."""
     if not isinstance(zone, str):
         return f"zone must be a string such as Asia/Tokyo, not {json.dumps(zone)[:80]}"
+    # ZoneInfo opens the name as a file under the tz database: a directory ("America") or a name too long for
+    # the file system is an OSError, not a ZoneInfoNotFoundError (CPython 3.11 Lib/zoneinfo/_common.py).
     try:
         return datetime.now(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
-    # ZoneInfo opens the name as a file under the tz database: a directory ("America") or a name too long for
-    # the file system is an OSError, not a ZoneInfoNotFoundError.
     except (ZoneInfoNotFoundError, ValueError, OSError):
         return f"unknown time zone {zone[:80]!r}; use an IANA name such as Asia/Tokyo"
 
@@ -100,8 +100,8 @@ def call_tool(name: str, arguments: str) -> str:
     try:
         parsed = json.loads(arguments or "{}")
     except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
-        return f"the arguments of {name} are not JSON ({type(error).__name__}); send an object such as " \
-               '{"zone": "Asia/Tokyo"}'
+        return (f"the arguments of {name} are not JSON ({type(error).__name__}); send an object such as "
+                '{"zone": "Asia/Tokyo"}')
     if not isinstance(parsed, dict):
         return f"the arguments of {name} must be a JSON object, not {type(parsed).__name__}"
     try:
@@ -163,7 +163,7 @@ def stack_endpoint(stack: str) -> tuple[str, str]:
     # The key arrives on stdout, never on a command line; nothing read from stdout is ever printed.
     try:
         shown = subprocess.run(["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
-                               capture_output=True, text=True, timeout=120)
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
         raise AgentError("--stack needs the Pulumi CLI (pulumi) on PATH: install it "
                          "(https://www.pulumi.com/docs/install/) or export OPENAI_BASE_URL and OPENAI_API_KEY "
@@ -366,7 +366,7 @@ def explain(error: Exception, base_url: str, timeout: float) -> str:
     if isinstance(error, openai.APITimeoutError):
         return f"the server at {base_url} sent nothing for {timeout:g} s (--timeout)"
     if isinstance(error, openai.APIConnectionError):
-        cause = one_line(str(error.__cause__ or error), 200)
+        cause = one_line(str(error.__cause__ or error), 200).rstrip(".")
         return f"the connection to {base_url} failed: {cause}; is the tunnel open?"
     if isinstance(error, openai.APIStatusError):
         body = error.body.get("message", error.body) if isinstance(error.body, dict) else error.body
@@ -384,19 +384,19 @@ def positive_seconds(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("question", nargs="?", default="What time is it in Tokyo?")
     parser.add_argument("--stack", help="read the endpoint and key from this stack's outputs")
-    parser.add_argument("--timeout", type=positive_seconds, default=TIMEOUT_SECONDS,
+    parser.add_argument("--timeout", type=positive_seconds, default=TIMEOUT_SECONDS, metavar="SECONDS",
                         help=f"seconds to wait to connect and for each read (default: {TIMEOUT_SECONDS:g})")
     parser.add_argument("--retries", type=int, choices=range(6), default=RETRIES, metavar="0-5",
-                        help=f"retries of a request that failed to connect or got a 5xx (default: {RETRIES})")
-    parser.add_argument("--turn-seconds", type=positive_seconds, default=TURN_SECONDS,
+                        help="retries of a request that failed to connect, timed out or got a 408, 409, 429 or "
+                             f"5xx, as the SDK retries (default: {RETRIES})")
+    parser.add_argument("--turn-seconds", type=positive_seconds, default=TURN_SECONDS, metavar="SECONDS",
                         help=f"seconds one reply may take, retries included (default: {TURN_SECONDS:g})")
     args = parser.parse_args(argv)
     # The server's text may hold characters this terminal's encoding lacks: shown as '?', not a crash.
     sys.stdout.reconfigure(errors="replace")
-    base_url = "the endpoint"
     try:
         base_url, api_key = endpoint(args.stack)
         import openai  # after the endpoint's checks: a missing setting is said without the SDK's ~1 s import
