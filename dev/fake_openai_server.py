@@ -485,6 +485,11 @@ HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awai
                                    b'"arguments":{"zone":"Asia/Tokyo"}}}]}}]}'),
     "delta_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":null}]}'),
     "not_json": _malformed(b"<html>502 Bad Gateway</html>"),
+    "not_utf8": _malformed(b"\xff\xfe"),
+    "not_an_object": _malformed(b"42"),
+    # Valid JSON, but a lone surrogate half that no encoding can print.
+    "surrogate": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"lone \\ud800 half"},'
+                            b'"finish_reason":"stop"}]}'),
 }
 
 

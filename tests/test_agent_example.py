@@ -178,6 +178,11 @@ def test_the_servers_terminal_control_sequences_never_reach_the_terminal(serve, 
     assert server.chat_bodies[1]["messages"][1]["tool_calls"][1]["function"]["arguments"] == ESCAPES
 
 
+def test_a_character_no_encoding_can_print_is_left_out_not_a_crash(serve, run_agent):
+    done = run_agent(serve(hostile="surrogate"))
+    assert done.returncode == 0 and done.stdout == "lone  half\n", done.stderr
+
+
 @pytest.mark.parametrize("attack", ["endless", "trickle", "retry_later"])
 def test_a_reply_that_never_completes_ends_at_the_turns_deadline(serve, attack, run_agent):
     # endless: events forever; trickle: one event that never ends, a byte at a time, so no read times out;
@@ -211,6 +216,8 @@ def test_a_runaway_reply_is_stopped_at_its_cap(serve, attack, said, run_agent):
     ("arguments_object", "arguments is an object"),
     ("delta_null", "choices[0].delta is null"),
     ("not_json", "an event that is not JSON"),
+    ("not_utf8", "an event that is not UTF-8"),
+    ("not_an_object", "an event is a number"),
 ])
 def test_a_malformed_reply_is_one_clear_line(serve, attack, said, run_agent):
     line = the_one_line(run_agent(serve(hostile=attack)))
