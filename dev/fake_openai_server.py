@@ -14,6 +14,9 @@ Token i of a stream leaves at request + ttft + i x tpot (an absolute schedule, s
 the server records when it read each request and sent each token, for tests that check the client's
 figures against them by causality.
 
+`hostile` makes it a server that attacks its client instead (HOSTILE_ANSWERS: terminal control sequences,
+streams that never end, runaway replies, malformed events, silence, a hang-up), for examples/agent.py's tests.
+
     python -m dev.fake_openai_server --port 0 --ttft 0.05 --tpot 0.01    # prints the port, then serves
 """
 
@@ -29,9 +32,12 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
+
+from components.serving.front import UNAUTHORIZED_BODY
 
 TEMPLATE_OVERHEAD = 7  # tokens the fake chat template adds around the user's words
 MODEL = "google/gemma-4-E2B-it"
@@ -101,6 +107,9 @@ class FakeTiming:
     """Seconds between the last token and the usage chunk."""
     fail_every: int = 0
     fail_status: int = 500
+    """A 401 is refused with the front's body, as the VM's nginx does (components/serving/front.py); any other status
+    with vLLM's error object."""
+    fail_message: str = "injected failure"
     hang_every: int = 0
     error_event_every: int = 0
     """Every Nth stream ends after `cut_after` tokens with an error event, as vLLM reports a failure mid-stream."""
@@ -118,11 +127,14 @@ class FakeTiming:
     """Send each event in three HTTP chunks: cut inside the JSON and before the blank line that ends it."""
     line_ending: str = "\n"
     """The SSE line ending: "\\n", "\\r\\n" or "\\r" are all valid."""
-    tool_call_arguments: dict | None = None
+    tool_call_arguments: dict | str | None = None
     """A streamed request with `tools` whose last message is the user's gets a call of its first tool with these
-    arguments; one whose last message is a tool result gets an answer quoting that result (an agent's round trip)."""
+    arguments (a string: sent as it is, JSON or not); one whose last message is a tool result gets an answer quoting
+    that result (an agent's round trip)."""
     reasoning_text: str = ""
     """Sent before a tool turn's call or answer in `delta.reasoning`, as the gemma4 reasoning parser's thinking."""
+    hostile: str = ""
+    """Answer every chat request as one of HOSTILE_ANSWERS instead: a server attacking its client."""
 
 
 @dataclass
@@ -258,9 +270,15 @@ class FakeOpenAIServer:
         timing = self.timing
         prompt = count_tokens(body.get("messages", []))
         output = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
+        if timing.hostile:
+            self.chat_bodies.append(body)
+            return await HOSTILE_ANSWERS[timing.hostile](_Chunker(timing, f"chatcmpl-{number}", MODEL), body, writer)
         if _every(timing.fail_every, number):
+            if timing.fail_status == 401:
+                await self._json(writer, 401, json.loads(UNAUTHORIZED_BODY))
+                return True
             kind = "BadRequestError" if timing.fail_status < 500 else "InternalServerError"
-            await self._json(writer, timing.fail_status, vllm_error("injected failure", kind, timing.fail_status))
+            await self._json(writer, timing.fail_status, vllm_error(timing.fail_message, kind, timing.fail_status))
             return True
         if _every(timing.hang_every, number):
             await asyncio.sleep(3600)
@@ -330,7 +348,8 @@ class FakeOpenAIServer:
         else:
             function = body["tools"][0]["function"]
             call_id = f"chatcmpl-tool-{uuid.uuid4().hex}"
-            arguments = json.dumps(self.timing.tool_call_arguments)
+            arguments = self.timing.tool_call_arguments
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
             middle = len(arguments) // 2
             writer.write(chunk.delta(DeltaMessage(tool_calls=[
                 {"id": call_id, "type": "function", "index": 0, "function": {"name": function["name"]}}])))
@@ -354,6 +373,124 @@ class FakeOpenAIServer:
             return False
         await writer.drain()
         return True
+
+
+# --- Hostile answers: what a server that attacks its client (examples/agent.py) could send, each well-formed HTTP.
+# The text a terminal obeys: a window title, an OSC 52 clipboard write, a screen clear and home, C1's CSI, a DCS
+# string, a full reset, a carriage return, a backspace, NUL, DEL.
+ESCAPES = "\x1b]0;owned\x07\x1b]52;c;b3duZWQ=\x07\x1b[2J\x1b[H\x9b2J\x1bP+q544e\x1b\\\x1bc\r\x08\x00\x7f"
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+async def _send(writer: asyncio.StreamWriter, *events: bytes) -> bool:
+    """A whole stream: these events (each its HTTP chunk), `[DONE]`, the body's end."""
+    writer.write(SSE_HEAD + b"".join(events) + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
+    return True
+
+
+async def _escapes(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """Control sequences in the reasoning, the answer, a tool's name and its arguments; the second turn answers."""
+    thinking = chunk.delta(DeltaMessage(reasoning=f"{ESCAPES}thinking{ESCAPES}"))
+    if body["messages"][-1].get("role") == "tool":
+        return await _send(writer, chunk.role(), thinking,
+                           chunk.delta(DeltaMessage(content=f"{ESCAPES}answer{ESCAPES}"), "stop"))
+    calls = [{"id": "chatcmpl-tool-0", "type": "function", "index": 0,
+              "function": {"name": "current_time", "arguments": json.dumps({"zone": f"{ESCAPES}Asia/Tokyo"})}},
+             {"id": "chatcmpl-tool-1", "type": "function", "index": 1,
+              "function": {"name": f"{ESCAPES}clock", "arguments": ESCAPES}}]
+    return await _send(writer, chunk.role(), thinking,
+                       chunk.delta(DeltaMessage(content=f"calling{ESCAPES}", tool_calls=calls), "tool_calls"))
+
+
+async def _endless(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """Empty deltas forever: a stream that never finishes and never says anything."""
+    writer.write(SSE_HEAD + chunk.role())
+    while True:
+        writer.write(chunk.delta(DeltaMessage(content="")))
+        await writer.drain()
+        await asyncio.sleep(0.005)
+
+
+async def _trickle(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """One event that never ends: a byte at a time, never a newline, so no read ever times out."""
+    writer.write(SSE_HEAD + _chunk(b'data: {"choices": ['))
+    while True:
+        writer.write(_chunk(b" "))
+        await writer.drain()
+        await asyncio.sleep(0.005)
+
+
+async def _flood(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """Answer text far beyond the request's max_completion_tokens, for as long as the client reads."""
+    writer.write(SSE_HEAD + chunk.role())
+    while True:
+        writer.write(chunk.delta(DeltaMessage(content="flood " * 2000)))
+        await writer.drain()
+
+
+async def _huge_arguments(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """One tool call's arguments in 1,000-character pieces, for as long as the client reads."""
+    writer.write(SSE_HEAD + chunk.role() + chunk.delta(DeltaMessage(tool_calls=[
+        {"id": "chatcmpl-tool-0", "type": "function", "index": 0, "function": {"name": "current_time"}}])))
+    writer.write(chunk.delta(DeltaMessage(tool_calls=[{"index": 0, "function": {"arguments": '{"zone": "'}}])))
+    while True:
+        writer.write(chunk.delta(DeltaMessage(tool_calls=[{"index": 0, "function": {"arguments": "A" * 1000}}])))
+        await writer.drain()
+
+
+async def _many_calls(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """A hundred tool calls in one turn."""
+    calls = [{"id": f"chatcmpl-tool-{index}", "type": "function", "index": index,
+              "function": {"name": "current_time", "arguments": '{"zone": "Asia/Tokyo"}'}} for index in range(100)]
+    return await _send(writer, chunk.role(), chunk.delta(DeltaMessage(tool_calls=calls), "tool_calls"))
+
+
+def _malformed(data: bytes) -> Callable[[_Chunker, dict, asyncio.StreamWriter], Awaitable[bool]]:
+    """One event of this data: what no OpenAI-compatible server sends."""
+    async def answer(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+        return await _send(writer, _chunk(b"data: " + data + b"\n\n"))
+    return answer
+
+
+async def _silent(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """The request read, never an answer."""
+    await asyncio.sleep(3600)
+    return False
+
+
+async def _hang_up(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """The connection closed without an answer, as an SSH tunnel does when nothing listens at its far end."""
+    return False
+
+
+async def _retry_later(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """503 with the longest Retry-After the openai SDK honours (openai/_constants.py MAX_RETRY_AFTER_DELAY, 3.57.0)."""
+    data = json.dumps(vllm_error("try later", "ServiceUnavailableError", 503)).encode()
+    writer.write(f"HTTP/1.1 503 X\r\nContent-Type: application/json\r\nRetry-After: 120\r\n"
+                 f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    await writer.drain()
+    return True
+
+
+_CHUNK_HEAD = b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awaitable[bool]]] = {
+    "escapes": _escapes, "endless": _endless, "trickle": _trickle, "flood": _flood,
+    "huge_arguments": _huge_arguments, "many_calls": _many_calls, "silent": _silent, "hang_up": _hang_up,
+    "retry_later": _retry_later,
+    "index_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"tool_calls":[{"index":null,"id":"c",'
+                             b'"type":"function","function":{"name":"current_time","arguments":"{}"}}]}}]}'),
+    "arguments_object": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
+                                   b'"type":"function","function":{"name":"current_time",'
+                                   b'"arguments":{"zone":"Asia/Tokyo"}}}]}}]}'),
+    "delta_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":null}]}'),
+    "not_json": _malformed(b"<html>502 Bad Gateway</html>"),
+    "not_utf8": _malformed(b"\xff\xfe"),
+    "not_an_object": _malformed(b"42"),
+    # Valid JSON, but a lone surrogate half that no encoding can print.
+    "surrogate": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"lone \\ud800 half"},'
+                            b'"finish_reason":"stop"}]}'),
+}
 
 
 def vllm_error(message: str, kind: str, code: int) -> dict:
