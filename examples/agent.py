@@ -137,7 +137,8 @@ def endpoint(stack: str | None) -> tuple[str, str]:
     """(base URL, API key): the stack's outputs, or the environment the README exports."""
     if stack:
         return stack_endpoint(stack)
-    # An empty one counts as unset: the SDK would otherwise fall back to api.openai.com with the stack's key.
+    # Unset, the SDK falls back to api.openai.com and would send it the stack's key (openai 3.57.0
+    # lib/_client_auth.py: only None falls back); empty, it takes "" as the URL and fails at the first request.
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         if not os.environ.get(name, "").strip():
             raise AgentError(f"{name} is not set: export it as the README's 'Using the endpoint' shows, "
