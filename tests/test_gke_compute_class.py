@@ -231,6 +231,7 @@ def test_every_flag_and_variable_the_stack_renders_is_placed_in_or_out_of_the_co
     config = harness.with_section(harness.gke_config(), "tpuInference", attnBucketizedNumReqs=True,
                                   sliceRopeCache=True, numPrecompileWorkers=8, bucketPaddingGap=128,
                                   xlaCheckRecompilation=True)
+    config = harness.with_section(config, "vllm", allowedMediaDomains=["upload.wikimedia.org"])
     cfg = harness_settings(config)
     flags = {flag for flag, _ in compile_cache.flag_groups(serve_command.vllm_serve_args(cfg))}
     assert flags <= set(compile_cache.COMPILED_FLAGS) | set(compile_cache.SERVING_ONLY_FLAGS)

@@ -267,9 +267,11 @@ def test_the_sshd_harness_moves_to_another_port_when_its_port_is_taken(keys, tmp
 def printed_command(output: str, home: Path, port: int) -> list[str]:
     """The deploy's printed ssh command, at the local sshd, as a user who would say yes to any new host key:
     ssh takes the first value given for an option, so the trailing `accept-new` (into a scratch file) only
-    applies when the printed command does not pin the key itself."""
+    applies when the printed command does not pin the key itself. The command reads no ssh_config of its own
+    (the machine's, below; a user's that vouches for a key: the tests at the end)."""
     words = shlex.split(output.replace("~/.ssh/", f"{home}/"))
-    return [words[0], "-F", "/dev/null", "-o", "BatchMode=yes", "-p", str(port), *words[1:-1],
+    assert words[1:5] == ["-i", "~/.ssh/tpu-vllm-dev".replace("~/.ssh/", f"{home}/"), "-F", "/dev/null"], words
+    return [words[0], "-o", "BatchMode=yes", "-p", str(port), *words[1:-1],
             "-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={home}/scratch_known_hosts",
             "root@127.0.0.1"]
 
@@ -377,3 +379,141 @@ def test_the_tunnel_helper_forwards_the_chosen_local_port_to_the_serving_port_be
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+# ---- a user's own ssh config cannot vouch for a key ----
+
+# ssh reads ~/.ssh/config from the passwd entry's home (getpwuid(getuid())->pw_dir; openssh-portable ssh.c
+# process_config_files, V_9_2_P1, and seen with Debian's 9.2p1 here), never $HOME: the test's home is mounted over
+# root's in a private mount namespace of each ssh's own.
+PW_DIR = Path(os.path.expanduser("~root"))
+IN_USER_HOME = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+
+
+def as_the_user(home: Path, argv: list[str]) -> list[str]:
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_USER_HOME, "sh", str(home), str(PW_DIR),
+            *argv]
+
+
+def write_hostile_user_config(home: Path, impostor_public: str) -> Path:
+    """A ~/.ssh/config that vouches for the impostor under the stack's alias, as a user's might for another host:
+    a `Match exec` (which runs a command, leaving a mark) includes a file with a KnownHostsCommand printing the
+    impostor's key, StrictHostKeyChecking=no and VerifyHostKeyDNS=yes; and a ControlPath. Returns the mark."""
+    mark = home / "match-exec-ran"
+    vouch = home / ".ssh" / "vouch"
+    vouch.write_text(known_hosts_line(ALIAS, impostor_public))
+    (home / ".ssh" / "config.d").mkdir()
+    (home / ".ssh" / "config.d" / "vouch.conf").write_text("\n".join([
+        f"KnownHostsCommand /bin/cat {vouch}", "StrictHostKeyChecking no", "VerifyHostKeyDNS yes",
+        "UpdateHostKeys yes", "ControlPath ~/.ssh/c-%C", ""]))
+    (home / ".ssh" / "config").write_text(f'Match exec "touch {mark}"\n    Include {home}/.ssh/config.d/*.conf\n')
+    return mark
+
+
+@pytest.fixture
+def hostile_home(node, keys):
+    """The node fixture's home (key and known_hosts as the outputs say), with the hostile config in it."""
+    home = node["home"].parent
+    return {**node, "home_dir": home, "mark": write_hostile_user_config(home, keys["impostor_host"][1])}
+
+
+def printed_as_typed(output: str, port: int) -> list[str]:
+    """The printed command as the user runs it (its `~` is the user's home), at the local sshd; BatchMode only
+    keeps a prompt from waiting."""
+    words = shlex.split(output)
+    return [words[0], "-o", "BatchMode=yes", "-p", str(port), *words[1:-1], "root@127.0.0.1"]
+
+
+@needs_sshd
+def test_the_hostile_user_config_lets_an_impostor_in_without_the_stacks_config_guard(hostile_home, outputs):
+    """The control: the pin's options alone (the command line before this change) take the config's vouching
+    key, and its Match exec runs, so the tests below can fail."""
+    sshd = hostile_home["serve"]("impostor_host")
+    words = printed_as_typed(outputs["sshCommand"], sshd.port)
+    start = words.index("-F")
+    assert words[start:start + 2] == ["-F", "/dev/null"]
+    unguarded = words[:start] + words[start + 2:]
+    result = subprocess.run(as_the_user(hostile_home["home_dir"], [*unguarded, "echo", "reached"]),
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout == "reached\n", result.stderr
+    assert hostile_home["mark"].exists()
+
+
+@needs_sshd
+def test_the_printed_commands_ignore_a_user_config_that_vouches_for_an_impostor(hostile_home, outputs):
+    impostor = hostile_home["serve"]("impostor_host")
+    for name in ("sshCommand", "sshTunnelCommand"):
+        command = printed_as_typed(outputs[name], impostor.port)
+        result = subprocess.run(as_the_user(hostile_home["home_dir"], [
+            *command, *(["echo", "reached"] if name == "sshCommand" else [])]),
+            capture_output=True, text=True, timeout=60)
+        assert result.returncode == 255 and "Host key verification failed" in result.stderr, (name, result.stderr)
+        assert "reached" not in result.stdout
+    # The genuine node is still reached with the same config in place.
+    genuine = hostile_home["serve"]("stack_host")
+    result = subprocess.run(as_the_user(hostile_home["home_dir"], [
+        *printed_as_typed(outputs["sshCommand"], genuine.port), "echo", "reached"]),
+        capture_output=True, text=True, timeout=60)
+    assert result.stdout == "reached\n", result.stderr
+    # The config was never read: its Match exec never ran.
+    assert not hostile_home["mark"].exists()
+    assert len((hostile_home["home"] / "tpu-vllm-dev.known_hosts").read_text().splitlines()) == 1
+
+
+@needs_sshd
+@pytest.mark.parametrize(("offered", "reached"), [(("stack_host",), True), (("impostor_host",), False)])
+def test_status_ignores_a_user_config_that_vouches_for_an_impostor(hostile_home, outputs, offered, reached,
+                                                                    monkeypatch):
+    sshd = hostile_home["serve"](*offered)
+    target = status.ssh_target({"sshCommand": outputs["sshCommand"], "sshPrivateKey": hostile_home["client_private"],
+                                "sshKnownHosts": (hostile_home["home"] / "tpu-vllm-dev.known_hosts").read_text()},
+                               "127.0.0.1", "stack dev")
+    target.user, target.port = "root", sshd.port
+    monkeypatch.setattr(status, "PROBE_SCRIPT", "echo startup_status=ready\n")
+    monkeypatch.setattr(status, "remote_command", lambda port: "bash -s")
+    run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kwargs: run(
+        as_the_user(hostile_home["home_dir"], argv) if argv[0] == "ssh" else argv, **kwargs))
+    if reached:
+        assert status.read_node(target, 8000).startup_status == "ready"
+    else:
+        with pytest.raises(status.SshHostKeyError, match="not the stack's"):
+            status.read_node(target, 8000)
+    assert not hostile_home["mark"].exists()
+
+
+@needs_sshd
+@pytest.mark.parametrize(("offered", "reached"), [(("stack_host",), True), (("impostor_host",), False)])
+def test_the_tunnel_helper_ignores_a_user_config_that_vouches_for_an_impostor(hostile_home, outputs, offered,
+                                                                             reached):
+    from tools import tunnel
+
+    sshd = hostile_home["serve"](*offered)
+    target = status.ssh_target({"sshCommand": outputs["sshCommand"], "sshPrivateKey": hostile_home["client_private"],
+                                "sshKnownHosts": (hostile_home["home"] / "tpu-vllm-dev.known_hosts").read_text()},
+                               "127.0.0.1", "stack dev")
+    target.user, target.port = "root", sshd.port
+    key_file, known_hosts = tunnel.write_credentials(target, hostile_home["tmp"])
+    local_port = free_port()
+    command = tunnel.tunnel_command(target, local_port, free_port(), key_file, known_hosts)
+    process = subprocess.Popen(as_the_user(hostile_home["home_dir"], [*command[:1], "-o", "BatchMode=yes",
+                                                                       *command[1:]]),
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        if reached:
+            # Listening on the local port: the host was accepted and the forward set up.
+            for _ in range(200):
+                with socket.socket() as client:
+                    if client.connect_ex(("127.0.0.1", local_port)) == 0:
+                        break
+                assert process.poll() is None, process.stderr.read()
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the tunnel never listened")
+        else:
+            assert process.wait(timeout=60) == 255
+            assert "Host key verification failed" in process.stderr.read()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert not hostile_home["mark"].exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -338,3 +339,231 @@ def test_loopback_helper_binds_the_host_it_is_given():
         assert upstream.url.startswith("http://127.0.0.1:")
         with socket.create_connection(("127.0.0.1", upstream.port), timeout=5):
             pass
+
+
+# --- The block under the real systemd: back before every start of the front -----------------------------------
+
+SYSTEMD = Path("/lib/systemd/systemd")
+# The harness's root: every path systemd or its tmpfiles rules write to is private, the rest is the host's,
+# read-only. A systemd given the host's writable /tmp would empty it (tmpfiles.d/tmp.conf `D /tmp`).
+PRIVATE_PATHS = ("tmp", "var/tmp", "var/log", "var/lib/systemd", "run", "etc", "dev")
+# PID 1 of fresh mount, pid, net, uts, ipc and cgroup namespaces (unshare): a read-only bind of / with tmpfs over
+# PRIVATE_PATHS (/etc a copy of the host's, for the units the serving step installs there), its own /proc with
+# /proc/sys read-only (sysctls are the host's, as under systemd-nspawn), a read-only sysfs, the cgroup2 subtree
+# the test made, a minimal /dev; then systemd with no CAP_SYS_MODULE or CAP_SYS_TIME, booting a target that pulls
+# in nothing. $1: an empty directory (a tmpfs goes on it); $2: a tree copied into the private paths.
+SYSTEMD_ROOT_SETUP = r"""
+set -eu
+W="$1" STAGE="$2"
+mount -t tmpfs -o mode=0755 tpu-vllm-systemd-test "$W"
+R="$W/root"
+mkdir "$R"
+mount --bind / "$R"
+# bind,remount: this mount's read-only flag only; a plain remount would change the host's filesystem itself.
+mount -o remount,bind,ro "$R"
+if touch "$R/.tpu-vllm-probe" 2>/dev/null; then echo "setup: the root is writable; stopping" >&2; exit 1; fi
+for d in $PRIVATE_PATHS; do
+  mount -t tmpfs -o mode=0755 "private-$(echo "$d" | tr / -)" "$R/$d"
+done
+chmod 1777 "$R/tmp" "$R/var/tmp"
+cp -a /etc/. "$R/etc/"
+for top in "$STAGE"/*; do cp -a "$top/." "$R/${top##*/}/"; done
+mount -t proc proc "$R/proc"
+mount --bind "$R/proc/sys" "$R/proc/sys"
+mount -o remount,bind,ro "$R/proc/sys"
+mount -t sysfs -o ro sysfs "$R/sys"
+mount -t cgroup2 cgroup2 "$R/sys/fs/cgroup"
+for node in null zero full random urandom tty; do
+  touch "$R/dev/$node"
+  mount --bind "/dev/$node" "$R/dev/$node"
+done
+touch "$R/dev/console"
+mkdir "$R/dev/shm" "$R/dev/pts"
+mount -t tmpfs -o mode=1777 shm "$R/dev/shm"
+ln -s /proc/self/fd "$R/dev/fd"
+ip link set lo up
+exec env -i container=tpu-vllm-test /usr/bin/setpriv --bounding-set=-sys_module,-sys_time /usr/sbin/chroot "$R" \
+  /lib/systemd/systemd --system --unit=tpu-vllm-test.target --log-target=console --show-status=no
+"""
+TEST_TARGET = "tpu-vllm-test.target"
+# Only how soon Restart= acts (the rendered unit waits FRONT_RESTART_SECONDS): a drop-in, so the unit's own
+# text, its dependencies and the block unit are exactly what the serving step installs.
+FAST_RESTART = "[Service]\nRestartSec=100ms\n"
+
+
+def cgroup2_home() -> Path | None:
+    """This process's cgroup in the cgroup2 hierarchy (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid
+    host), where the harness's systemd gets a subtree of its own; None without a cgroup2 mount."""
+    mount = next((line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                  if line.split(" - ")[1].split()[0] == "cgroup2"), None)
+    own = next((line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")),
+               None)
+    return None if mount is None or own is None else Path(mount + own)
+
+
+needs_systemd = pytest.mark.skipif(
+    os.geteuid() != 0 or not SYSTEMD.exists() or shutil.which("iptables") is None
+    or shutil.which("unshare") is None or shutil.which("nsenter") is None,
+    reason="runs Debian's systemd as root in namespaces (scripts/test.sh installs systemd and iptables)")
+
+
+def stage_installed_files(stage: Path) -> None:
+    """What serve.sh installs, at its paths; the front's runner (a `docker run`) is a stand-in, and docker.service,
+    which the image provides, a stub. The boot script's part: this boot's `ready` and the API key file."""
+    for path, text in serving_step.installed_files(vm_serving(cfg())):
+        if path == container.FRONT_RUNNER:
+            text = "#!/bin/bash\n# stand-in for the front's docker run\nexec sleep infinity\n"
+        target = stage / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    units = stage / systemd_units.UNIT_DIR.lstrip("/")
+    (units / systemd_units.DOCKER_UNIT).write_text(
+        "[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n")
+    (units / TEST_TARGET).write_text("[Unit]\nDescription=tpu-vllm test: boots nothing\n")
+    (units / f"{systemd_units.FRONT_UNIT}.d").mkdir()
+    (units / f"{systemd_units.FRONT_UNIT}.d" / "fast-restart.conf").write_text(FAST_RESTART)
+    write_root_only_key(stage, "systemd-test-key")
+    status = stage / boot_contract.STATUS_FILE.lstrip("/")
+    status.parent.mkdir(parents=True)
+    status.write_text(f"ready\nboot {Path(boot_contract.BOOT_ID_FILE).read_text().strip()}\n")
+
+
+class SystemdInNamespaces:
+    def __init__(self, tmp: Path):
+        home = cgroup2_home()
+        if home is None:
+            pytest.skip("no cgroup2 hierarchy for systemd")
+        self.cgroup = home / f"tpu-vllm-systemd-test-{os.getpid()}-{time.monotonic_ns()}"
+        self.cgroup.mkdir()
+        stage, work = tmp / "stage", tmp / "root"
+        stage.mkdir()
+        work.mkdir()
+        stage_installed_files(stage)
+        script = tmp / "setup.sh"
+        script.write_text(SYSTEMD_ROOT_SETUP.replace("$PRIVATE_PATHS", " ".join(PRIVATE_PATHS)))
+        self.log = (tmp / "setup.log").open("w")
+        # In its own cgroup before the cgroup namespace is made, so systemd's root cgroup is that subtree.
+        self.unshare = subprocess.Popen(
+            ["sh", "-c", 'echo $$ >"$0/cgroup.procs" && exec "$@"', str(self.cgroup),
+             "unshare", "--mount", "--pid", "--net", "--uts", "--ipc", "--cgroup", "--fork", "--kill-child",
+             "--propagation", "private", "sh", str(script), str(work), str(stage)], stdout=self.log, stderr=self.log)
+        try:
+            self.pid = self._wait_for_pid1()
+            deadline = time.monotonic() + 30
+            # `offline` until the manager answers on its socket, then `starting` until boot is done.
+            while (state := self.run("systemctl", "is-system-running", "--wait",
+                                     check=False).stdout.strip()) not in ("running", "degraded"):
+                assert time.monotonic() < deadline, state
+                time.sleep(0.05)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_for_pid1(self) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.unshare.poll() is None, Path(self.log.name).read_text()
+            children = Path(f"/proc/{self.unshare.pid}/task/{self.unshare.pid}/children").read_text().split()
+            if children and Path(f"/proc/{children[0]}/comm").read_text().strip() == "systemd":
+                return int(children[0])
+            time.sleep(0.02)
+        raise AssertionError(f"systemd did not start: {Path(self.log.name).read_text()}")
+
+    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        """A command in systemd's namespaces and root."""
+        enter = ["nsenter", f"--target={self.pid}", "--mount", "--pid", "--net", "--uts", "--ipc", "--cgroup",
+                 "--root", "--wd", "--"]
+        done = subprocess.run(enter + list(argv), capture_output=True, text=True, timeout=60,
+                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        assert done.returncode == 0 or not check, f"{argv}: {done.returncode} {done.stdout} {done.stderr}"
+        return done
+
+    def unit(self, name: str) -> dict[str, str]:
+        shown = self.run("systemctl", "show", "-p", "ActiveState,MainPID,NRestarts,Result", name).stdout
+        return dict(line.split("=", 1) for line in shown.splitlines())
+
+    def rules_present(self) -> list[bool]:
+        """Whether each of the block's rules (iptables and ip6tables) is in OUTPUT."""
+        return [self.run(command, "-w", "-C", chain, *rule, check=False).returncode == 0
+                for command, chain, *rule in metadata_block.block_rules()]
+
+    def flush_output(self) -> None:
+        for command in ("iptables", "ip6tables"):
+            self.run(command, "-w", "-F", "OUTPUT")
+        assert self.rules_present() == [False, False]
+
+    def close(self) -> None:
+        # A pid namespace's init takes every process in it along (unshare then reaps it and exits); before systemd
+        # is known, unshare's end SIGKILLs it (--kill-child). The mounts go with the mount namespace.
+        if getattr(self, "pid", None) is not None:
+            os.kill(self.pid, signal.SIGKILL)
+        else:
+            self.unshare.kill()
+        self.unshare.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while "populated 0" not in (self.cgroup / "cgroup.events").read_text():
+            assert time.monotonic() < deadline, "the harness's processes outlived it"
+            time.sleep(0.02)
+        self.log.close()
+        for directory in sorted(self.cgroup.rglob("*"), key=lambda path: len(path.parts), reverse=True):
+            if directory.is_dir():
+                directory.rmdir()
+        self.cgroup.rmdir()
+
+
+@pytest.fixture(scope="module")
+def systemd(tmp_path_factory):
+    """Debian's systemd as PID 1 in namespaces of its own, the front started once (its start limit allows five).
+    A file in the host's /tmp must outlive it: the harness's guard against a systemd that reaches the host."""
+    if os.geteuid() != 0 or not SYSTEMD.exists():
+        pytest.skip("runs Debian's systemd as root")
+    canary = Path(tmp_path_factory.mktemp("canary")) / "host-tmp-must-survive"
+    canary.write_text("host\n")
+    os.utime(canary, (0, 0))  # as old as can be: any age-based cleaning would take it first
+    manager = SystemdInNamespaces(tmp_path_factory.mktemp("systemd"))
+    try:
+        manager.run("systemctl", "start", systemd_units.FRONT_UNIT)
+        assert manager.unit(systemd_units.FRONT_UNIT)["ActiveState"] == "active"
+        yield manager
+    finally:
+        manager.close()
+        assert canary.read_text() == "host\n"
+
+
+@needs_systemd
+def test_the_block_unit_once_active_re_adds_nothing_a_flush_removed(systemd):
+    """Why the front's own unit installs the rule: the oneshot (RemainAfterExit=yes) is active, so starting it,
+    as the front's Requires= does, runs nothing."""
+    assert systemd.rules_present() == [True, True]
+    systemd.flush_output()
+    systemd.run("systemctl", "start", metadata_block.BLOCK_UNIT)
+    assert systemd.rules_present() == [False, False]
+    systemd.run("/bin/sh", metadata_block.BLOCK_SCRIPT)
+    assert systemd.rules_present() == [True, True]
+
+
+@needs_systemd
+def test_the_rule_is_back_after_a_flush_and_systemctl_restart(systemd):
+    """What every deploy's serving step runs (serve.sh: `systemctl restart` of both units)."""
+    systemd.flush_output()
+    systemd.run("systemctl", "restart", systemd_units.FRONT_UNIT)
+    assert systemd.unit(systemd_units.FRONT_UNIT)["ActiveState"] == "active"
+    assert systemd.rules_present() == [True, True]
+
+
+@needs_systemd
+def test_the_rule_is_back_after_a_flush_and_a_crash_restart(systemd):
+    """Restart=on-failure after the front's process dies (SIGKILL): the new start runs ExecStartPre= again."""
+    before = systemd.unit(systemd_units.FRONT_UNIT)
+    assert before["ActiveState"] == "active"
+    systemd.flush_output()
+    systemd.run("kill", "-9", before["MainPID"])
+    deadline = time.monotonic() + 30
+    while True:
+        now = systemd.unit(systemd_units.FRONT_UNIT)
+        if int(now["NRestarts"]) > int(before["NRestarts"]) and now["ActiveState"] == "active":
+            break
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+    assert now["MainPID"] != before["MainPID"]
+    assert systemd.rules_present() == [True, True]

@@ -84,7 +84,9 @@ def test_the_front_needs_the_boot_script_for_its_key_file_but_not_the_cache_disk
     unit = parse(systemd_units.front_unit(serving_spec(cfg())))
     assert unit.get("Unit", "Requires").split() == ["docker.service", systemd_units.BOOT_READY_UNIT,
                                                     metadata_block.BLOCK_UNIT]
-    assert values(unit, "Service", "ExecStartPre")[0] == f"-docker rm -f {container.FRONT_CONTAINER_NAME}"
+    # The block first, before every start (restarts too), as root and not ignorable; then the old container goes.
+    assert values(unit, "Service", "ExecStartPre")[:2] == [f"+/bin/sh {metadata_block.BLOCK_SCRIPT}",
+                                                          f"-docker rm -f {container.FRONT_CONTAINER_NAME}"]
     assert unit.get("Service", "ExecStart") == f"bash {container.FRONT_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
 

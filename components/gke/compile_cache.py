@@ -105,6 +105,7 @@ SERVING_ONLY_VARIABLES = {
     "NUM_PRECOMPILE_WORKERS": "how many programs compile at once, not which",
     "VLLM_XLA_CHECK_RECOMPILATION": "an error on a runtime recompile, and smaller entries cached; the programs are "
                                     "the same",
+    "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "which URLs the API server fetches",
 }
 
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.serving import front
-from components.serving.serve_command import KEY_ENTRY_NAME, KEY_ENTRY_SCRIPT, LISTEN_HOST, vllm_serve_args
+from components.serving.serve_command import (
+    KEY_ENTRY_NAME,
+    KEY_ENTRY_SCRIPT,
+    LISTEN_HOST,
+    backend_environment,
+    vllm_serve_args,
+)
 from components.settings import Settings
 
 # Both secret files, inside the containers. Each has its own directory: on GKE a CSI volume fills the directory
@@ -123,7 +129,7 @@ def serving_spec(settings: Settings) -> ServingSpec:
         vllm_image=vllm.image,
         vllm_entry=("/bin/sh", "-c", KEY_ENTRY_SCRIPT, KEY_ENTRY_NAME),
         serve_args=tuple(vllm_serve_args(settings)),
-        backend_environment=tuple(settings.tpu_inference.environment().items()),
+        backend_environment=tuple(backend_environment(settings).items()),
         host=LISTEN_HOST,
         listen_port=listen_port,
         upstream_port=upstream_port,

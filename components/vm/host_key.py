@@ -30,10 +30,22 @@ def known_hosts_line(alias: str, public_key: str) -> str:
     return f"{alias} {public_key.strip()}\n"
 
 
+# No ssh_config is read (ssh(1) -F: a file given on the command line replaces ~/.ssh/config, and
+# /etc/ssh/ssh_config is then ignored; OpenSSH 9.2p1). A user's or the system's config could otherwise vouch for
+# a key or skip the check: KnownHostsCommand adds keys to the files' (ssh_config(5)), VerifyHostKeyDNS=yes trusts
+# SSHFP records, a ControlPath rides an existing connection with no key check, Debian's GSSAPIKeyExchange needs no
+# host key, and a `Match exec` runs a command. `-o` alone would hold only for options named here ("for each
+# parameter, the first obtained value will be used", command-line options first), not for ones unknown to older
+# clients or added later. The stack's commands need nothing from it: the key is given by -i, the user and host
+# in the command; a route (ProxyCommand) can be added with -o.
+NO_SSH_CONFIG = ["-F", "/dev/null"]
+
+
 def pinned_ssh_options(known_hosts_file: str, alias: str) -> list[str]:
-    """ssh -o options that accept only the stack's host key (ssh_config(5): UserKnownHostsFile, HostKeyAlias,
-    StrictHostKeyChecking=yes never adds a key and refuses a host whose key is not listed or differs)."""
-    return ["-o", f"UserKnownHostsFile={known_hosts_file}", "-o", "StrictHostKeyChecking=yes",
+    """ssh options that accept only the stack's host key: no ssh_config read (NO_SSH_CONFIG), then
+    ssh_config(5)'s UserKnownHostsFile and HostKeyAlias name the only key, and StrictHostKeyChecking=yes never
+    adds a key and refuses a host whose key is not listed or differs."""
+    return [*NO_SSH_CONFIG, "-o", f"UserKnownHostsFile={known_hosts_file}", "-o", "StrictHostKeyChecking=yes",
             "-o", f"HostKeyAlias={alias}", "-o", "GlobalKnownHostsFile=/dev/null"]
 
 

@@ -7,15 +7,18 @@ tpu_inference/tpu_info.py, `get_tpu_metadata`, v0.11.1-2957), and JAX on a TPU V
 from it, but the same server hands any caller the VM identity's token, which reads every secret of the stack.
 
 So the front runs as a user of its own (a numeric uid:gid no host account has), without capabilities and
-unable to gain privileges, and a oneshot unit that the front's unit requires installs, on every boot and
-before the front starts, a rule in the host's OUTPUT chain that rejects everything that user's sockets send
-to the metadata server's addresses. The xt_owner match reads the uid of the process that created the socket
+unable to gain privileges, and a rule in the host's OUTPUT chain rejects everything that user's sockets send
+to the metadata server's addresses. The front's unit installs it (idempotently) before every start, restarts
+included (`ExecStartPre=`, systemd_units.front_unit): the oneshot unit it also requires runs once per boot and
+then stays active (RemainAfterExit), so neither Restart= nor `systemctl restart` runs it again, and a rule
+flushed meanwhile would stay gone. The xt_owner match reads the uid of the process that created the socket
 (linux net/netfilter/xt_owner.c, `owner_mt`: the socket file's `f_cred->fsuid`), so it holds for every process
 in the front's container, whatever address spelling or port it uses, and leaves root (vLLM) alone.
 
 Why the serving step and not startup.sh: the boot script travels inside the queued resource's request, so a
 change to it replaces a live node; the files the serving step installs (components/vm/serving_step.py) are
-sent over SSH and change nothing else. The unit runs at every boot, because nothing keeps iptables rules.
+sent over SSH and change nothing else. Nothing keeps iptables rules across a reboot; what runs before each
+start puts them back.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def block_script() -> str:
     body = "\n".join(lines)
     return f"""#!/bin/sh
 # tpu-vllm: the front's user (uid {FRONT_UID}) may not reach the metadata server, whose token reads the
-# stack's secrets. Run by {BLOCK_UNIT} at every boot, before the front;
+# stack's secrets. Run by {BLOCK_UNIT} at every boot and by the front's unit before each start;
 # rendered by the stack, no secret inside.
 set -eu
 {body}
@@ -92,7 +95,8 @@ def block_unit() -> str:
 [Unit]
 Description=tpu-vllm: the front's user (uid {FRONT_UID}) may not reach the metadata server
 # Nothing keeps iptables rules across a reboot: the front's unit requires this one and starts after it, so it
-# runs on every boot before the front does. Never undone on stop: a front without it must not run.
+# runs on every boot before the front does; the front's unit also runs the script before each of its starts
+# (this unit, once active, is not run again). Never undone on stop: a front without it must not run.
 
 [Service]
 Type=oneshot
