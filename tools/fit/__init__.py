@@ -8,6 +8,6 @@ It needs only requirements.txt and no credentials: the figures come from compone
 docs/models.md's table is written from it (`python -m tools.fit.docs`; `--check` says whether it is current).
 """
 
-from tools.fit.report import report_json, report_text, resolve_model, rows
+from tools.fit.report import report_json, report_text, resolve_model, rows, serve_commands
 
-__all__ = ["report_json", "report_text", "resolve_model", "rows"]
+__all__ = ["report_json", "report_text", "resolve_model", "rows", "serve_commands"]

@@ -138,3 +138,20 @@ def report_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], con
                          "measurement (docs/models.md, Recording a measured point)")
         lines.append("")
     return "\n".join(lines)
+
+
+def serve_commands(max_model_len: int = 32768) -> dict[str, list[str]]:
+    """`vllm serve` arguments for every catalogued model on every shape it fits, named MODEL@SHAPE: what the fit
+    alone decides (TP, max-model-len, parsers), for vLLM's own parser to judge (tests/vllm_cli_check.py)."""
+    commands = {}
+    for model in catalog.catalog_models():
+        for result in sizing.fits_by_shape(model, max_model_len):
+            if not result.fits:
+                continue
+            argv = ["vllm", "serve", model.name]
+            for flag, value in result.serve_flags().items():
+                argv += [flag, value]
+            if result.family is not None and result.family.tool_call_parser:
+                argv.append("--enable-auto-tool-choice")
+            commands[f"{model.name}@{result.shape.accelerator_type}"] = argv
+    return commands
