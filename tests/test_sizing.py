@@ -76,7 +76,7 @@ def test_every_figure_says_measured_with_a_source_or_computed_with_a_formula():
     result = sizing.fit(model(E2B), catalog.shape("v6e-1"), 32768)
     assert result.figures["hbm"].measured and "boot.log" in result.figures["hbm"].basis
     assert result.figures["kv_tokens_measured"].how.startswith("measured: ")
-    assert result.figures["kv_tokens"].how == "computed: kv_blocks x block_size"
+    assert result.figures["kv_tokens"].how.startswith("computed: int(kv_blocks / ceil(max_model_len / block_size)")
     assert all(figure.basis for figure in [*result.figures.values(), *result.usd_per_hour.values(),
                                            *result.max_run_usd.values()])
 
@@ -93,6 +93,14 @@ def test_a_pool_smaller_than_one_request_does_not_fit():
     result = sizing.fit(model("Qwen/Qwen3-30B-A3B"), catalog.shape("v5litepod-4"), 32768)
     assert not result.fits and "less than one 32,768-token request" in result.reasons[0]
     assert sizing.fit(model("Qwen/Qwen3-30B-A3B"), catalog.shape("v5litepod-4"), 8192).fits
+
+
+def test_kv_tokens_are_vllms_capacity_when_the_page_does_not_divide_the_context():
+    # 1000 tokens take 16 pages of 64: vLLM reports pages / 16 x 1000, not pages x 64.
+    result = sizing.fit(model(E2B), catalog.shape("v5litepod-1"), 1000)
+    blocks, block = result.figures["kv_blocks"].value, result.figures["block_size"].value
+    assert block == 64
+    assert result.figures["kv_tokens"].value == int(blocks / 16 * 1000) < blocks * block
 
 
 def test_past_the_models_context_does_not_fit():

@@ -3,7 +3,8 @@ computed (with its formula): HBM, cap, weights, KV bytes per token, pool, pages,
 
 The pool follows tpu-inference 0.32.0's worker (worker/tpu_worker.py determine_available_memory): the HBM limit
 summed over the TP chips, times --gpu-memory-utilization, minus the bytes in use after loading the weights; vLLM
-then allocates whole pages: pages = pool // (page size x KV bytes per token), tokens = pages x page size.
+then allocates whole pages: pages = pool // (page size x KV bytes per token), and reports
+tokens = pages / pages per max-model-len request x max-model-len (pages x page size when the page divides it).
 """
 
 from __future__ import annotations
@@ -172,9 +173,13 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
         per_token = int(figures["kv_bytes_per_token"].value)
         blocks = max(pool, 0) // (per_token * block)
         figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // (block_size x kv_bytes_per_token)")
-        tokens = blocks * block
-        figures["kv_tokens"] = Figure(tokens, "tokens", False, "kv_blocks x block_size")
-        if pool > 0 and tokens < max_model_len:
+        # vLLM's "GPU KV cache size" (v1/core/kv_cache_utils.py get_kv_cache_capacity): the pages over the pages
+        # one max-model-len request takes, times max-model-len (kv_blocks x block_size when it divides evenly).
+        per_request = -(-max_model_len // block)
+        tokens = int(blocks / per_request * max_model_len)
+        figures["kv_tokens"] = Figure(tokens, "tokens", False,
+                                      "int(kv_blocks / ceil(max_model_len / block_size) x max_model_len)")
+        if pool > 0 and blocks < per_request:
             reasons.append(f"the KV pool holds {tokens:,} tokens, less than one {max_model_len:,}-token request: "
                            "vLLM refuses to start")
     point = catalog_measured.measured_pool(spec.name, shape.accelerator_type, max_model_len,
