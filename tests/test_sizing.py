@@ -143,3 +143,16 @@ def test_the_serve_flags_are_what_the_fit_decided():
 def test_an_unknown_kv_dtype_is_refused_by_name():
     with pytest.raises(sizing.SizingError, match="'int8'"):
         sizing.fit(model(E2B), catalog.shape("v6e-1"), 32768, kv_cache_dtype="int8")
+
+
+def test_any_config_sizes_and_asks_for_weights_it_cannot_count(tmp_path):
+    path = tmp_path / "my-gemma" / "config.json"
+    path.parent.mkdir()
+    path.write_text((catalog.models.CONFIGS / model(E2B).config_file).read_text())
+    spec = sizing.ModelSpec.from_config_file(path)
+    assert (spec.name, spec.weights, spec.family.tool_call_parser) == ("my-gemma", None, "gemma4")
+    unknown = sizing.fit(spec, catalog.shape("v6e-1"), 32768)
+    assert not unknown.fits and "weights' size is not known" in unknown.reasons[0]
+    given = sizing.fit(sizing.ModelSpec.from_config_file(path, weights_bytes=model(E2B).weights.bytes),
+                       catalog.shape("v6e-1"), 32768)
+    assert given.fits and given.figures["kv_tokens"].value == 1_151_488

@@ -136,9 +136,11 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
 INDEX_TOTALS = {
     "meta-llama/Llama-3.1-8B": (16_060_522_496, "Hugging Face transformers docs, 'model.safetensors.index.json' "
                                 "example beside Llama-3.1-8B-Instruct (stored file id 47845119436)"),
-    "Qwen/Qwen3-8B": (16_381_470_720, f"{_STORED} (id 4560320375), a Rust test's four-shard Qwen3 index"),
-    "Qwen/Qwen3-30B-A3B": (61_064_245_248, f"{_STORED} (id 55662526280): a sixteen-shard index with 128 experts "
-                           "per layer"),
+    # Found as bare totals in stored files that do not name the checkpoint (a four-shard index in a Rust test, id
+    # 4560320375; a sixteen-shard index with 128 experts per layer in a loader walkthrough, id 55662526280): the
+    # count from each config landing on one of them to the byte is the check.
+    "Qwen/Qwen3-8B": (16_381_470_720, f"{_STORED} (id 4560320375)"),
+    "Qwen/Qwen3-30B-A3B": (61_064_245_248, f"{_STORED} (id 55662526280)"),
 }
 
 

@@ -6,7 +6,9 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
 
     fit(model, shape, max_model_len, *, gpu_memory_utilization=0.92, kv_cache_dtype="auto", context_tokens=None,
         clients=None, region=None, run_hours=4.0, tensor_parallel_size=None) -> Fit
-        model: a CatalogModel, or ModelSpec(name, geometry, weights | None, family | None) for a config.json
+        model: a CatalogModel, or a ModelSpec: ModelSpec.of(catalog_model), ModelSpec.from_config_file(path,
+        name=None, weights_bytes=None) for any config.json (weights counted where the layout allows), or
+        ModelSpec(name, geometry, weights | None, family | None)
     fits_by_shape(model, max_model_len, **same options) -> tuple[Fit, ...]     one per catalogued shape
     smallest_fitting_shape(model, max_model_len, **same options) -> Shape | None
     Fit: model, shape, max_model_len, tensor_parallel_size, fits, reasons (why not, user-worded), figures

@@ -10,11 +10,12 @@ tokens = pages / pages per max-model-len request x max-model-len (pages x page s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from components.catalog import measured as catalog_measured
 from components.catalog import prices as catalog_prices
-from components.catalog.geometry import ModelGeometry
-from components.catalog.models import CatalogModel, Family, Weights
+from components.catalog.geometry import ModelGeometry, geometry_from_file
+from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
 from components.sizing import kv
 
@@ -56,6 +57,21 @@ class ModelSpec:
     @classmethod
     def of(cls, model: CatalogModel) -> ModelSpec:
         return cls(model.name, model.geometry, model.weights, model.family)
+
+    @classmethod
+    def from_config_file(cls, path: str | Path, name: str | None = None,
+                         weights_bytes: int | None = None) -> ModelSpec:
+        """Any model by its config.json: weights as given (measured), else counted from the config where its
+        layout allows (Llama, Qwen3 dense and MoE), else unknown. Raises catalog ConfigError in a user's words."""
+        geometry = geometry_from_file(path)
+        if weights_bytes is not None:
+            weights = Weights(weights_bytes, True, "given")
+        elif geometry.parameter_count is not None:
+            weights = Weights(geometry.parameter_count * 2, False,
+                              "parameters counted from config.json x 2 bytes (bf16)")
+        else:
+            weights = None
+        return cls(name or Path(path).parent.name or str(path), geometry, weights, family_for(geometry.model_type))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from components import catalog, sizing
@@ -34,17 +33,13 @@ def resolve_model(name: str | None = None, config_path: str | None = None,
             spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
         return spec
     try:
-        geometry = catalog.geometry_from_file(config_path)
+        weights_bytes = None if weights_gib is None else _given_weights(weights_gib).bytes
+        spec = ModelSpec.from_config_file(config_path, weights_bytes=weights_bytes)
     except catalog.ConfigError as error:
         raise FitInputError(f"--model-config {config_path}: {error}") from None
     if weights_gib is not None:
-        weights = _given_weights(weights_gib)
-    elif geometry.parameter_count is not None:
-        weights = Weights(geometry.parameter_count * 2, False, "parameters counted from config.json x 2 bytes (bf16)")
-    else:
-        weights = None
-    return ModelSpec(Path(config_path).parent.name or str(config_path), geometry, weights,
-                     catalog.family_for(geometry.model_type))
+        spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
+    return spec
 
 
 def _given_weights(weights_gib: float) -> Weights:
