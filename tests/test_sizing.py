@@ -156,3 +156,12 @@ def test_any_config_sizes_and_asks_for_weights_it_cannot_count(tmp_path):
     given = sizing.fit(sizing.ModelSpec.from_config_file(path, weights_bytes=model(E2B).weights.bytes),
                        catalog.shape("v6e-1"), 32768)
     assert given.fits and given.figures["kv_tokens"].value == 1_151_488
+
+
+@pytest.mark.parametrize("point", catalog.measured_pools(), ids=lambda p: f"{p.accelerator_type}-{p.max_model_len}")
+def test_every_measured_point_is_reproduced_within_a_tenth_of_a_percent(point):
+    result = sizing.fit(model(point.model), catalog.shape(point.accelerator_type), point.max_model_len,
+                        gpu_memory_utilization=point.gpu_memory_utilization)
+    assert result.figures["block_size"].value == point.block_size
+    assert abs(result.figures["kv_tokens"].value - point.kv_tokens) / point.kv_tokens < 0.001
+    assert result.figures["kv_tokens_measured"].value == point.kv_tokens
