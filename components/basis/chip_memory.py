@@ -1,15 +1,20 @@
 """What one v5e chip's memory holds: HBM, the KV pool, blocks and token buckets, from the build log's
-measurements. Pure arithmetic; no Pulumi imports, nothing of the project."""
+measurements. Pure arithmetic; no Pulumi imports, nothing of the project but the catalog (the measured figures'
+home, each with its source). Any model on any shape: components/sizing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.catalog.measured import KV_LOAD_RULE_OF_THUMB
+from components.catalog.models import GEMMA_4_E2B_WEIGHTS_BYTES
+from components.catalog.shapes import V5E
+
 GIB = 1024**3
 
 # HBM the runtime reports on one v5e chip ("total_hbm_limit_gb=15.75GiB"); size
-# against this, never the 16 GB marketing figure.
-V5E_HBM_BYTES = int(15.75 * GIB)
+# against this, never the 16 GB marketing figure (the catalog's, with its source).
+V5E_HBM_BYTES = V5E.hbm_bytes_per_chip
 
 # Everything outside --gpu-memory-utilization's cap; compiled XLA programs live
 # here, which is why 0.95 dies at XLA program allocation.
@@ -19,8 +24,8 @@ FAILING_GPU_MEMORY_UTILIZATION = 0.95
 # Pallas keeps blocks per request constant as max-model-len grows.
 BLOCKS_PER_REQUEST = 512
 
-# "keep clients x context < 250,000 tokens - about 78% of the KV pool".
-KV_LOAD_RULE_OF_THUMB = 0.78
+# KV_LOAD_RULE_OF_THUMB ("keep clients x context < 250,000 tokens - about 78% of the KV pool") is the
+# catalog's, imported above; modules read it from here too.
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class ModelGeometry:
 # weights_bytes is the measured cap (0.92 x 15.75 GiB) minus the measured
 # 5,923,602,432-byte KV pool, i.e. the "8.97 GiB" of the boot log unrounded.
 GEMMA_4_E2B_IT = ModelGeometry(
-    weights_bytes=int(V5E_HBM_BYTES * 0.92) - 5_923_602_432,
+    weights_bytes=GEMMA_4_E2B_WEIGHTS_BYTES,
     kv_layer_groups=(
         KvLayerGroup(layers=12, kv_heads=1, head_dim=256),
         KvLayerGroup(layers=3, kv_heads=1, head_dim=512),

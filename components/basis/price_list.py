@@ -3,23 +3,17 @@ Cloud Monitoring. Numbers only; the arithmetic on them is components/basis/spend
 
 from __future__ import annotations
 
-# USD per chip-hour, Cloud Billing Catalog, us-west4 (the log's cost table).
-USD_PER_CHIP_HOUR = {
-    "spot": 0.5779,
-    "flex-start": 0.6000,
-    "on-demand": 1.2000,
-    "1-year": 0.8400,
-    "3-year": 0.5400,
-}
+from components.catalog.prices import CHIP_PRICES, DISK_PRICES
 
-# USD per provisioned GB-month of zonal disk in us-west4, from the Cloud Billing Catalog as
-# compiled in github.com/Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml
-# (compute.storage.*.cost.us-west4.month; generated 2025-03-06, commit 0166a59e).
-# A disk bills for its provisioned size, per second, from creation until it is deleted:
-# whether or not a node is attached, whether or not a run is active.
-USD_PER_GB_MONTH = {
-    "pd-balanced": 0.11,
-}
+# USD per chip-hour of one v5e chip in us-west4 (the log's cost table), by provisioning model: the catalog's
+# (components/catalog/prices.py, where each price keeps its source and date).
+USD_PER_CHIP_HOUR = {price.provisioning_model: price.usd_per_chip_hour
+                     for price in CHIP_PRICES if (price.generation, price.region) == ("v5e", "us-west4")}
+
+# USD per provisioned GB-month of zonal disk in us-west4 (components/catalog/prices.py DISK_PRICES: its source).
+# A disk bills for its provisioned size, per second, from creation until it is deleted: whether or not a node is
+# attached, whether or not a run is active.
+USD_PER_GB_MONTH = {price.disk_type: price.usd_per_gb_month for price in DISK_PRICES if price.region == "us-west4"}
 
 # USD per active secret version per month (cloud.google.com/secret-manager/pricing: $0.06 per
 # version and location, automatic replication billed as one location; the first 6 active

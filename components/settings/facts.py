@@ -6,27 +6,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from components.catalog import shapes as catalog_shapes
+
 NAMESPACE = "tpu-vllm"
 
 # Where every measured default comes from: the build log, by its title (the copy the project read names no place of
 # publication). Its facts live here and in components/basis/, each beside its number; its text is not kept.
 BUILD_LOG_TITLE = "Self-hosting a lite agent backend on one TPU: Gemma 4 E2B + vLLM on a v5e-1"
 
-# The log: flex-start v5litepod-1 is accepted here and was run to ACTIVE.
-FLEX_START_VERIFIED_ZONES = frozenset({"us-west4-a"})
-# The log: these reject it at the API whatever the quota.
-FLEX_START_REJECTING_ZONES = frozenset({"europe-west4-a", "europe-west4-b"})
-
-# Zones with TPU v5e at all: the v5e ("All v5litepod configurations") rows of Google's "TPU
-# regions and zones" page (cloud.google.com/tpu/docs/regions-zones) as it has been published:
-# us-central1-a, us-south1-a, us-west1-c, us-west4-a (current), us-east5-a/-b/-c (listed as
-# single-tenant), us-west4-b and europe-west4-b (earlier versions). europe-west4-a is the log's:
-# the API refuses flex-start there for v5litepod-1 by name, with v5e quota in the zone.
-# Google adds zones: one missing here is refused, so add it with its source.
-V5E_ZONES = frozenset({
-    "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
-    "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
-})
+# Where flex-start v5litepod-1 was run to ACTIVE, where the API refused it, and where v5e exists at all: the
+# catalog's (components/catalog/shapes.py, each observation with its source and date). Google adds zones: one
+# missing there is refused, so add it with its source.
+FLEX_START_VERIFIED_ZONES = catalog_shapes.SHAPES["v5litepod-1"].flex_start_accepted_zones
+FLEX_START_REJECTING_ZONES = catalog_shapes.SHAPES["v5litepod-1"].flex_start_refused_zones
+V5E_ZONES = catalog_shapes.V5E.zones
 assert FLEX_START_VERIFIED_ZONES | FLEX_START_REJECTING_ZONES <= V5E_ZONES
 
 # GCP allows 64 labels per resource; the stack sets two itself.
@@ -152,7 +145,7 @@ GKE_NODE_UP_ALLOWANCE_SECONDS = 600
 # (components/gke/workload.py ROLLOUT_STRATEGY). The chip quota and the cap make room for it.
 GKE_ROLLOUT_SURGE_PODS = 1
 # One v5e chip per node: the only v5e machine whose chip count matches this stack's memory budget.
-GKE_V5E_ONE_CHIP_MACHINE = "ct5lp-hightpu-1t"
+GKE_V5E_ONE_CHIP_MACHINE = catalog_shapes.SHAPES["v5litepod-1"].gke_machine_type
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 # Google's custom metrics adapter lives here by its own contract (components/gke/autoscaling.py deploys it).
 GKE_METRICS_ADAPTER_NAMESPACE = "custom-metrics"

@@ -1,0 +1,242 @@
+"""A model's KV geometry read from its Hugging Face `config.json`, by the rules tpu-inference 0.32.0 applies on
+its JAX path (tpu_inference/runner/kv_cache_manager.py get_kv_cache_spec, utils.get_layer_kv_params,
+models/common/kv_share.compute_kv_share_map) and vLLM 0.33.0 reads the config by (hf_text_config,
+model_arch_config_convertor get_head_size / get_total_num_kv_heads, config/model.py _get_and_verify_max_len).
+
+Pure: a dict in, a frozen value out. The padding to the TPU's shapes and the bytes are components/sizing's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SLIDING = "sliding_attention"
+FULL = "full_attention"
+# Layer kinds whose cache is not attention KV (Mamba / linear-attention hybrids): sized by other rules.
+NOT_ATTENTION_LAYERS = frozenset({"linear_attention", "mamba", "mamba2", "conv", "short_conv"})
+# transformers 5.20.2 (models/gemma4/configuration_gemma4.py __post_init__): a Gemma 4 text config without
+# global_head_dim gets 512 on its full-attention layers.
+GEMMA4_DEFAULT_GLOBAL_HEAD_DIM = 512
+GEMMA4_TEXT_TYPES = frozenset({"gemma4_text"})
+# vLLM applies a RoPE factor to max_position_embeddings for every rope type but these (and "default", which has
+# no factor): _get_and_verify_max_len, vLLM 0.33.0.
+ROPE_TYPES_ALREADY_SCALED = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                                       "deepseek_llama_scaling", "default"})
+
+
+class ConfigError(ValueError):
+    """A config.json this module cannot size: what is wrong, in words a user can act on."""
+
+
+@dataclass(frozen=True)
+class KvLayer:
+    """One layer that owns a KV cache, before any padding."""
+
+    index: int
+    layer_type: str
+    head_dim: int
+    kv_heads: int
+
+
+@dataclass(frozen=True)
+class ModelGeometry:
+    """What sizing needs from a config.json."""
+
+    model_type: str
+    architectures: tuple[str, ...]
+    num_hidden_layers: int
+    num_attention_heads: int
+    kv_layers: tuple[KvLayer, ...]
+    """Only the layers that own a cache; KV-shared layers read another layer's."""
+    kv_shared_layers: dict[int, int]
+    """{shared layer: the layer whose cache it reads} (tpu-inference's KV-share map)."""
+    max_context_tokens: int | None
+    """The longest --max-model-len vLLM accepts (max_position_embeddings, with a RoPE factor where vLLM applies
+    one); None when the config does not say."""
+    dtype: str
+    """The checkpoint's dtype ("auto" KV takes it)."""
+    sliding_window: int | None
+    parameter_count: int | None
+    """Parameters counted from the config (dense and Qwen3-MoE decoders only); None for other layouts."""
+
+    @property
+    def kv_heads(self) -> frozenset[int]:
+        return frozenset(layer.kv_heads for layer in self.kv_layers)
+
+    @property
+    def head_dims(self) -> frozenset[int]:
+        return frozenset(layer.head_dim for layer in self.kv_layers)
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's hf_text_config: a multimodal checkpoint's text_config, else the config itself."""
+    inner = config.get("text_config")
+    return inner if isinstance(inner, dict) else config
+
+
+def _positive_int(text: dict[str, Any], key: str, required: bool = True) -> int | None:
+    value = text.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key} is {value!r}; a config.json states it as a positive integer")
+    return value
+
+
+def kv_share_map(text: dict[str, Any]) -> dict[int, int]:
+    """tpu-inference's compute_kv_share_map: each of the last num_kv_shared_layers layers reads the cache of the
+    last earlier non-shared layer of its own attention type; nothing without layer_types."""
+    shared = text.get("num_kv_shared_layers", 0)
+    layer_types = text.get("layer_types")
+    if not isinstance(shared, int) or isinstance(shared, bool) or shared <= 0:
+        return {}
+    if not isinstance(layer_types, list) or not layer_types:
+        return {}
+    layers = _positive_int(text, "num_hidden_layers")
+    first_shared = layers - shared
+    owners = layer_types[:first_shared]
+    mapping = {}
+    for index in range(first_shared, layers):
+        kind = layer_types[index]
+        if kind not in owners:
+            raise ConfigError(f"layer {index} ({kind}) shares KV but no earlier layer of that type owns a cache "
+                              f"(num_kv_shared_layers={shared}, num_hidden_layers={layers})")
+        mapping[index] = len(owners) - 1 - owners[::-1].index(kind)
+    return mapping
+
+
+def layer_kv_params(text: dict[str, Any], layer_type: str) -> tuple[int | None, int | None]:
+    """tpu-inference's get_layer_kv_params on a flat config: (head_dim, kv heads) of one layer type. Full
+    layers take global_head_dim (Gemma 4), and num_global_key_value_heads when attention_k_eq_v."""
+    if layer_type == SLIDING:
+        return text.get("head_dim"), text.get("num_key_value_heads")
+    head_dim = text.get("global_head_dim") or text.get("head_dim")
+    if text.get("model_type") in GEMMA4_TEXT_TYPES and "global_head_dim" not in text:
+        head_dim = GEMMA4_DEFAULT_GLOBAL_HEAD_DIM
+    if text.get("attention_k_eq_v"):
+        kv_heads = text.get("num_global_key_value_heads") or text.get("num_key_value_heads")
+    else:
+        kv_heads = text.get("num_key_value_heads")
+    return head_dim, kv_heads
+
+
+def base_head_dim(text: dict[str, Any]) -> int:
+    """vLLM's get_head_size: head_dim when set and positive, else hidden_size // num_attention_heads."""
+    head_dim = text.get("head_dim")
+    if isinstance(head_dim, int) and head_dim > 0:
+        return head_dim
+    return _positive_int(text, "hidden_size") // _positive_int(text, "num_attention_heads")
+
+
+def base_kv_heads(text: dict[str, Any]) -> int:
+    """vLLM's get_total_num_kv_heads for a grouped-query config: num_key_value_heads, else every attention head."""
+    return _positive_int(text, "num_key_value_heads", required=False) or _positive_int(text, "num_attention_heads")
+
+
+def max_context(text: dict[str, Any]) -> int | None:
+    """max_position_embeddings, times the RoPE factor where vLLM applies it (linear, dynamic)."""
+    positions = text.get("max_position_embeddings")
+    if not isinstance(positions, int) or positions <= 0:
+        return None
+    scaling = text.get("rope_scaling") or {}
+    rope_type = scaling.get("rope_type") or scaling.get("type")
+    factor = scaling.get("factor")
+    if rope_type and rope_type not in ROPE_TYPES_ALREADY_SCALED and isinstance(factor, (int, float)) and factor:
+        return int(positions * factor)
+    return positions
+
+
+def parameter_count(text: dict[str, Any]) -> int | None:
+    """Parameters of a Llama-layout decoder (llama, mistral, qwen3, qwen3_moe), from the config alone; None for
+    any other layout. Held to the safetensors index totals of Llama-3.1-8B, Qwen3-8B and Qwen3-30B-A3B."""
+    model_type = text.get("model_type")
+    if model_type not in ("llama", "mistral", "qwen3", "qwen3_moe"):
+        return None
+    hidden, layers = text["hidden_size"], text["num_hidden_layers"]
+    heads, head_dim, kv_heads = text["num_attention_heads"], base_head_dim(text), base_kv_heads(text)
+    vocab = text["vocab_size"]
+    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings", False) else 2)
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    if text.get("attention_bias"):
+        attention += heads * head_dim + 2 * kv_heads * head_dim + hidden
+    norms = 2 * hidden + (2 * head_dim if model_type in ("qwen3", "qwen3_moe") else 0)
+    total = embeddings + hidden  # the final norm
+    for index in range(layers):
+        if model_type == "qwen3_moe" and _is_moe_layer(text, index):
+            experts = text["num_experts"]
+            mlp = experts * 3 * hidden * text["moe_intermediate_size"] + hidden * experts
+        else:
+            mlp = 3 * hidden * text["intermediate_size"]
+        total += attention + norms + mlp
+    return total
+
+
+def _is_moe_layer(text: dict[str, Any], index: int) -> bool:
+    """transformers' Qwen3MoeDecoderLayer: sparse unless listed in mlp_only_layers or off the sparse step."""
+    step = text.get("decoder_sparse_step", 1)
+    return (index not in (text.get("mlp_only_layers") or [])
+            and text.get("num_experts", 0) > 0 and (index + 1) % step == 0)
+
+
+def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
+    """Read a config.json's dict. Raises ConfigError for a config it cannot size."""
+    if not isinstance(config, dict):
+        raise ConfigError("a config.json holds one JSON object")
+    text = text_config(config)
+    if text.get("kv_lora_rank") or text.get("q_lora_rank"):
+        raise ConfigError("multi-head latent attention (kv_lora_rank): its cache is sized by other rules, not "
+                          "catalogued here")
+    layers = _positive_int(text, "num_hidden_layers")
+    heads = _positive_int(text, "num_attention_heads")
+    raw_types = text.get("layer_types")
+    layer_types = list(raw_types) if isinstance(raw_types, list) else []
+    odd = sorted(set(layer_types) & NOT_ATTENTION_LAYERS)
+    if odd:
+        raise ConfigError(f"layer_types has {', '.join(odd)} layers: a hybrid whose state cache this planner does "
+                          "not size")
+    shared = kv_share_map(text)
+    fallback_dim, fallback_heads = base_head_dim(text), base_kv_heads(text)
+    owners = []
+    for index in range(layers):
+        if index in shared:
+            continue
+        kind = layer_types[index] if index < len(layer_types) else FULL
+        head_dim, kv_heads = layer_kv_params(text, kind)
+        owners.append(KvLayer(index, kind, head_dim or fallback_dim, kv_heads or fallback_heads))
+    dtype = text.get("dtype") or text.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype")
+    architectures = config.get("architectures") or text.get("architectures") or ()
+    return ModelGeometry(
+        model_type=str(text.get("model_type") or config.get("model_type") or ""),
+        architectures=tuple(architectures),
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        kv_layers=tuple(owners),
+        kv_shared_layers=shared,
+        max_context_tokens=max_context(text),
+        dtype=str(dtype or "bfloat16"),
+        sliding_window=text.get("sliding_window") if isinstance(text.get("sliding_window"), int) else None,
+        parameter_count=parameter_count(text),
+    )
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """A config.json from disk, or ConfigError naming the file and what is wrong with it."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read {file}: {error.strerror or error}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{file} is not JSON ({error.msg}, line {error.lineno})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{file} holds a JSON {type(config).__name__}, not the object a config.json is")
+    return config
+
+
+def geometry_from_file(path: str | Path) -> ModelGeometry:
+    return geometry_from_config(read_config(path))

@@ -1,0 +1,164 @@
+"""Catalogued models: a cited copy of each one's config.json (configs/), its weights' bytes (measured, or counted
+from the config), and the tool-call and reasoning parsers vLLM 0.33.0 registers for its family."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from components.catalog.geometry import ModelGeometry, geometry_from_config
+from components.catalog.measured import V5E_E2B_KV_POOL_BYTES
+from components.catalog.shapes import V5E
+from components.catalog.sources import V5E_LOG_SOURCE, VLLM, Source
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+GIB = 1024**3
+
+# vLLM 0.33.0 registers these names (vllm/tool_parsers/__init__.py _TOOL_PARSERS_TO_REGISTER, vllm/reasoning/
+# __init__.py _REASONING_PARSERS_TO_REGISTER); a name it does not register makes `vllm serve` exit at start.
+PARSERS_SOURCE = Source(f"{VLLM} vllm/tool_parsers/__init__.py, vllm/reasoning/__init__.py", "read 2026-12")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The weights' bytes resident across the host's chips, and how the figure is known."""
+
+    bytes: int
+    measured: bool
+    basis: str
+    """The source when measured; the formula when computed."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """What follows from a model's family: the parsers for its output, what it takes in."""
+
+    name: str
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    modalities: frozenset[str]
+    """Beyond text: what vLLM's model class accepts (image, audio, video)."""
+
+
+GEMMA_4 = Family("Gemma 4", "gemma4", "gemma4", frozenset({"image", "video", "audio"}))
+# Qwen3's tool calls are Hermes-style <tool_call> JSON (vLLM's `qwen3_json` is an alias of the same parser);
+# its thinking is <think>...</think>, read by `qwen3`.
+QWEN_3 = Family("Qwen3", "hermes", "qwen3", frozenset())
+# Llama 3.1/3.2 emit JSON tool calls (`llama3_json`); no reasoning channel.
+LLAMA_3 = Family("Llama 3", "llama3_json", None, frozenset())
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    """One catalogued checkpoint."""
+
+    name: str
+    """The Hugging Face id vllm.model names."""
+    family: Family
+    config_file: str
+    """Under components/catalog/configs/."""
+    config_source: Source
+    weights: Weights
+    notes: str = ""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return _config(self.config_file)
+
+    @property
+    def geometry(self) -> ModelGeometry:
+        return _geometry(self.config_file)
+
+
+@cache
+def _config(file: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / file).read_text(encoding="utf-8"))
+
+
+@cache
+def _geometry(file: str) -> ModelGeometry:
+    return geometry_from_config(_config(file))
+
+
+def counted_weights(config_file: str) -> Weights:
+    """Parameters counted from the config x 2 bytes (bf16): the safetensors index total for these layouts."""
+    count = _geometry(config_file).parameter_count
+    if count is None:
+        raise ValueError(f"{config_file}: no parameter count for this layout; give a measured figure")
+    return Weights(count * 2, False, "parameters counted from config.json (embeddings, attention, norms, MLP or "
+                                     "experts per layer) x 2 bytes (bf16)")
+
+
+# The log's E2B at bf16: the measured cap (0.92 x 15.75 GiB) minus the measured 5,923,602,432-byte KV pool, i.e.
+# the boot log's "total_hbm_used_gb=8.97GiB" unrounded; the v6e boot log reads the same 8.97 GiB.
+GEMMA_4_E2B_WEIGHTS_BYTES = int(V5E.hbm_bytes_per_chip * 0.92) - V5E_E2B_KV_POOL_BYTES
+
+_LLM_PROF = "github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md @ 8434c8d"
+_STORED = "a public file the project's search tool stores but does not name the repository of"
+
+MODELS: dict[str, CatalogModel] = {model.name: model for model in (
+    CatalogModel(
+        "google/gemma-4-E2B-it", GEMMA_4, "google--gemma-4-E2B-it.json",
+        Source(f"{_STORED} (id 64225531835): a Rust test's test_parse_gemma4_e2b_config fixture, an HF-shaped "
+               "google/gemma-4-E2B-it config.json (text, vision and audio configs); its text fields match the two "
+               "logs' config tables", "read 2026-12"),
+        Weights(GEMMA_4_E2B_WEIGHTS_BYTES, True, f"{V5E_LOG_SOURCE.where} ('total_hbm_used_gb=8.97GiB'; cap minus "
+                "the pinned 5,923,602,432-byte pool); the v6e boot log reads 8.97 GiB too"),
+    ),
+    CatalogModel(
+        "google/gemma-4-E4B-it", GEMMA_4, "google--gemma-4-E4B-it.json",
+        Source(f"{_STORED} (id 53822000136): config.json of Jackrong/Gemopus-4-E4B-it, a fine-tune of "
+               "google/gemma-4-E4B-it (text_config as Google's; its quantization_config is the fine-tune's and "
+               "is not read)", "read 2026-12"),
+        # Not measured on TPU. The v6e article: "E4B fits at bf16 here and does not on v5e".
+        Weights(16 * GIB, True, "huggingface.co/terra-cognita-ai/ResAI_Image-to-Text_Round-1 model card: "
+                "'~16 GiB bf16 baseline' weights at load (vLLM, GPU; approximate), read 2026-12"),
+        notes="weights approximate, not measured on TPU",
+    ),
+    CatalogModel("Qwen/Qwen3-8B", QWEN_3, "Qwen--Qwen3-8B.json", Source(_LLM_PROF, "read 2026-12"),
+                 counted_weights("Qwen--Qwen3-8B.json")),
+    CatalogModel("Qwen/Qwen3-30B-A3B", QWEN_3, "Qwen--Qwen3-30B-A3B.json", Source(_LLM_PROF, "read 2026-12"),
+                 counted_weights("Qwen--Qwen3-30B-A3B.json"), notes="mixture of experts: 128 experts, 8 per token"),
+    CatalogModel("Qwen/Qwen3-32B", QWEN_3, "Qwen--Qwen3-32B.json", Source(_LLM_PROF, "read 2026-12"),
+                 counted_weights("Qwen--Qwen3-32B.json")),
+    CatalogModel("meta-llama/Llama-3.1-8B", LLAMA_3, "meta-llama--Llama-3.1-8B.json",
+                 Source(_LLM_PROF, "read 2026-12"), counted_weights("meta-llama--Llama-3.1-8B.json"),
+                 notes="the base checkpoint's config (the copy found)"),
+    CatalogModel("meta-llama/Llama-3.2-3B", LLAMA_3, "meta-llama--Llama-3.2-3B.json",
+                 Source(_LLM_PROF, "read 2026-12"), counted_weights("meta-llama--Llama-3.2-3B.json"),
+                 notes="the base checkpoint's config (the copy found)"),
+)}
+
+# Safetensors index totals (metadata.total_size) the counted weights are held to (tests/test_catalog.py).
+INDEX_TOTALS = {
+    "meta-llama/Llama-3.1-8B": (16_060_522_496, "Hugging Face transformers docs, 'model.safetensors.index.json' "
+                                "example beside Llama-3.1-8B-Instruct (stored file id 47845119436)"),
+    # Found as bare totals in stored files that do not name the checkpoint (a four-shard index in a Rust test, id
+    # 4560320375; a sixteen-shard index with 128 experts per layer in a loader walkthrough, id 55662526280): the
+    # count from each config landing on one of them to the byte is the check.
+    "Qwen/Qwen3-8B": (16_381_470_720, f"{_STORED} (id 4560320375)"),
+    "Qwen/Qwen3-30B-A3B": (61_064_245_248, f"{_STORED} (id 55662526280)"),
+}
+
+
+def catalog_model(name: str) -> CatalogModel | None:
+    """The catalogued model vllm.model names (a Hugging Face id), or None."""
+    return MODELS.get(name)
+
+
+def catalog_models() -> tuple[CatalogModel, ...]:
+    return tuple(MODELS.values())
+
+
+def family_for(model_type: str) -> Family | None:
+    """The family a config's model_type belongs to (for a config given by path)."""
+    if model_type.startswith("gemma4"):
+        return GEMMA_4
+    if model_type in ("qwen3", "qwen3_moe"):
+        return QWEN_3
+    if model_type == "llama":
+        return LLAMA_3
+    return None

@@ -1,0 +1,209 @@
+"""Single-host TPU shapes as dated data: chips, the HBM the runtime reports, runtime image, GKE machine and
+topology, the data disks a node accepts, where flex-start was seen accepted or refused, and the quota ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.catalog.sources import (
+    TPU_DISK_PAGE,
+    TPU_INFERENCE,
+    TPU_REGIONS_PAGE,
+    V5E_CONFIG_PAGE,
+    V5E_LOG_SOURCE,
+    V6E_ARTICLE_SOURCE,
+    V6E_BOOT_SOURCE,
+    V6E_CONFIG_PAGE,
+    Source,
+)
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class ZoneObservation:
+    """Whether a zone took a flex-start request for this accelerator type, when, and who saw it."""
+
+    zone: str
+    accepted: bool
+    source: Source
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What every shape of one TPU generation shares."""
+
+    name: str
+    """Prose name: v5e, v6e."""
+    hbm_bytes_per_chip: int
+    """What the runtime reports per chip (`total_hbm_limit_gb` / chips), never the marketing figure."""
+    hbm_measured: bool
+    hbm_source: Source
+    runtime_version: str
+    runtime_source: Source
+    gke_accelerator: str
+    """The `cloud.google.com/gke-tpu-accelerator` node label value."""
+    gke_accelerator_source: Source
+    data_disk_types: tuple[str, ...]
+    """Compute Engine disk types the TPU VM accepts as a data disk; the first is the one the stack uses."""
+    data_disk_source: Source
+    zones: frozenset[str]
+    """Zones where the type exists at all (whatever the provisioning model)."""
+    zones_source: Source
+    flex_start: tuple[ZoneObservation, ...]
+    quota_id: str
+    """The per-zone chip quota on-demand and flex-start draw on (Cloud TPU API)."""
+    spot_quota_id: str
+    quota_source: Source
+    price_region: str
+    """The region the catalog's measured prices are for (components/catalog/prices.py)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One single-host TPU slice: what `tpu.acceleratorType` names on both platforms."""
+
+    accelerator_type: str
+    """The Cloud TPU API's spelling, e.g. v5litepod-1 (never v5e-1) or v6e-1."""
+    generation: Generation
+    chips: int
+    gke_machine_type: str
+    gke_topology: str
+    config_source: Source
+
+    @property
+    def hbm_bytes_per_chip(self) -> int:
+        return self.generation.hbm_bytes_per_chip
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Every chip of the host (what tpu-inference sums when all chips serve one model)."""
+        return self.generation.hbm_bytes_per_chip * self.chips
+
+    @property
+    def runtime_version(self) -> str:
+        return self.generation.runtime_version
+
+    @property
+    def gke_tpu_count(self) -> int:
+        """The pod's `google.com/tpu` request: every chip of the node (single-host slices only)."""
+        return self.chips
+
+    @property
+    def cache_disk_type(self) -> str:
+        return self.generation.data_disk_types[0]
+
+    @property
+    def flex_start_accepted_zones(self) -> frozenset[str]:
+        return frozenset(seen.zone for seen in self.generation.flex_start if seen.accepted)
+
+    @property
+    def flex_start_refused_zones(self) -> frozenset[str]:
+        return frozenset(seen.zone for seen in self.generation.flex_start if not seen.accepted)
+
+
+V5E = Generation(
+    name="v5e",
+    # "Memory statistics | total_hbm_limit_gb=15.75GiB" (the log, one chip): size against this.
+    hbm_bytes_per_chip=int(15.75 * GIB),
+    hbm_measured=True,
+    hbm_source=V5E_LOG_SOURCE,
+    runtime_version="v2-alpha-tpuv5-lite",
+    runtime_source=V5E_LOG_SOURCE,
+    gke_accelerator="tpu-v5-lite-podslice",
+    gke_accelerator_source=Source("GoogleCloudPlatform accelerated-platforms custom-compute-tpu-v5e-1x1.yaml "
+                                  "(components/gke/compute_class.py TPU_TYPE)", "read 2026-11"),
+    # "v5e: Balanced Persistent Disk", 128 disks per VM with the boot disk.
+    data_disk_types=("pd-balanced",),
+    data_disk_source=TPU_DISK_PAGE,
+    # The v5e rows of Google's page as it has been published (current: us-central1-a, us-south1-a, us-west1-c,
+    # us-west4-a; listed as single-tenant or in earlier versions: us-east5-a/-b/-c, us-west4-b, europe-west4-b),
+    # and europe-west4-a, where the log's API refusal names v5litepod-1 with v5e quota in the zone.
+    zones=frozenset({
+        "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
+        "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
+    }),
+    zones_source=TPU_REGIONS_PAGE,
+    flex_start=(
+        ZoneObservation("us-west4-a", True, V5E_LOG_SOURCE, "queued resource reached ACTIVE (FLEX_START, 14400s)"),
+        ZoneObservation("europe-west4-a", False, V5E_LOG_SOURCE,
+                        'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"'),
+        ZoneObservation("europe-west4-b", False, V5E_LOG_SOURCE,
+                        'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"'),
+    ),
+    quota_id="TPUV5sLitepodPerProjectPerZoneForTPUAPI",
+    spot_quota_id="TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI",
+    quota_source=Source(V5E_LOG_SOURCE.where + "; the v6e article's spelling table", V5E_LOG_SOURCE.date),
+    price_region="us-west4",
+)
+
+V6E = Generation(
+    name="v6e",
+    # "Memory statistics | total_hbm_limit_gb=31.24GiB" on a v6e-1 (one chip); tpu-inference's own table
+    # (tpu_inference/utils.py get_device_hbm_limit, used only on Pathways) says 32 GiB, the runtime less.
+    hbm_bytes_per_chip=int(31.24 * GIB),
+    hbm_measured=True,
+    hbm_source=V6E_BOOT_SOURCE,
+    runtime_version="v2-alpha-tpuv6e",
+    runtime_source=V6E_ARTICLE_SOURCE,
+    gke_accelerator="tpu-v6e-slice",
+    gke_accelerator_source=Source("cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (v6e row); not "
+                                  "seen in a stored excerpt: confirm before relying on it", "read 2026-12"),
+    # "v6e: Hyperdisk Balanced, Hyperdisk ML" (32 disks per VM with the boot disk): pd-balanced does not attach.
+    data_disk_types=("hyperdisk-balanced", "hyperdisk-ml"),
+    data_disk_source=TPU_DISK_PAGE,
+    # Google's page: us-central1-b, us-east1-d, us-east5-a, us-east5-b (North America), europe-west4-a; the
+    # article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start). The article counts 18
+    # zones offering v6e-1 in `gcloud compute tpus accelerator-types list` without naming them.
+    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "us-south1-a"}),
+    zones_source=Source(TPU_REGIONS_PAGE.where + "; " + V6E_ARTICLE_SOURCE.where, TPU_REGIONS_PAGE.date),
+    flex_start=(
+        ZoneObservation("us-east5-a", True, V6E_ARTICLE_SOURCE, "accepted (the article's 'Confirmed accepting')"),
+        ZoneObservation("us-east5-b", True, V6E_ARTICLE_SOURCE, "accepted; the article's runs"),
+        ZoneObservation("europe-west4-a", True, V6E_ARTICLE_SOURCE, "accepted (refused v5litepod-1)"),
+        ZoneObservation("us-central1-b", False, V6E_ARTICLE_SOURCE,
+                        'FLEX_START provisioning model is not supported for accelerator type "v6e-1" in location '
+                        '"us-central1-b"'),
+        ZoneObservation("us-south1-a", False, V6E_ARTICLE_SOURCE, "refused by name, as us-central1-b"),
+    ),
+    quota_id="TPUV6EPerProjectPerZoneForTPUAPI",
+    spot_quota_id="TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
+    quota_source=V6E_ARTICLE_SOURCE,
+    price_region="us-east5",
+)
+
+# tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
+TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB}
+TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
+
+SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
+    Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE),
+    Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE),
+    Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE),
+    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE),
+    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE),
+    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE),
+)}
+
+GENERATIONS: dict[str, Generation] = {"v5e": V5E, "v6e": V6E}
+
+
+def shape(accelerator_type: str) -> Shape | None:
+    """The catalogued shape of this accelerator type, or None."""
+    return SHAPES.get(accelerator_type)
+
+
+def all_shapes() -> tuple[Shape, ...]:
+    """Every catalogued shape, smallest v5e first."""
+    return tuple(SHAPES.values())
+
+
+def shape_for_gke_machine(machine_type: str) -> Shape | None:
+    """The shape whose GKE machine type this is, or None."""
+    return next((candidate for candidate in SHAPES.values() if candidate.gke_machine_type == machine_type), None)
+
+
+def region_of(zone: str) -> str:
+    """us-east5-a -> us-east5."""
+    return zone.rsplit("-", 1)[0]

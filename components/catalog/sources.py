@@ -1,0 +1,41 @@
+"""Where each catalogued fact comes from: one named source and the date it was read or measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    """A document, a log or a repository file, and the date its figure holds for (ISO, or a month)."""
+
+    where: str
+    date: str
+
+    def __str__(self) -> str:
+        return f"{self.where}, {self.date}"
+
+
+# The two measured logs, by their titles (the v5e copy names no place of publication).
+V5E_LOG = "build log 'Self-hosting a lite agent backend on one TPU: Gemma 4 E2B + vLLM on a v5e-1'"
+V5E_LOG_DATE = "2026-08-09"  # the day its flex-start command was verified (the log: "Verified 2026-08-09")
+V6E_ARTICLE = ("'Serving Gemma 4 E2B on a TPU v6e-1' (github.com/xbill9/gemma4-dev, "
+               "tpu-vllm-v6e1-2b/devto-vllm-gemma4-e2b-v6e1.md @ f15a44d)")
+V6E_BOOT_LOG = ("github.com/xbill9/gemma4-dev tpu-vllm-v6e1-2b/benchmarks/runs/2026-08-10-config-validation-v6e1/"
+                "logs/boot.log @ e68dd79")
+V6E_DATE = "2026-08-10"  # the boot log's timestamps (08-10 17:53)
+
+V5E_LOG_SOURCE = Source(V5E_LOG, V5E_LOG_DATE)
+V6E_ARTICLE_SOURCE = Source(V6E_ARTICLE, V6E_DATE)
+V6E_BOOT_SOURCE = Source(V6E_BOOT_LOG, V6E_DATE)
+
+# Google's pages as stored by the project's search tool (read 2026-12).
+TPU_REGIONS_PAGE = Source("cloud.google.com/tpu/docs/regions-zones (v5e and v6e rows)", "read 2026-12")
+TPU_DISK_PAGE = Source("cloud.google.com/tpu/docs/setup-persistent-disk, 'TPU support for Hyperdisk and "
+                       "Persistent Disk'", "read 2026-12")
+V5E_CONFIG_PAGE = Source("cloud.google.com/tpu/docs/supported-versions, 'Cloud TPU v5e types for serving' "
+                         "(AcceleratorType -> GKE machine type, topologies 1x1, 2x2, 2x4)", "read 2026-12")
+V6E_CONFIG_PAGE = Source("cloud.google.com/tpu/docs/v6e, 'Supported configurations' (topology, chips, GKE "
+                         "machine type)", "read 2026-12")
+TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
+VLLM = "vllm-project/vllm 0.33.0"

@@ -1,0 +1,255 @@
+"""Whether a model fits a shape, and every figure of its budget, each marked measured (with its source) or
+computed (with its formula): HBM, cap, weights, KV bytes per token, pool, pages, tokens, clients, $/hour.
+
+The pool follows tpu-inference 0.32.0's worker (worker/tpu_worker.py determine_available_memory): the HBM limit
+summed over the TP chips, times --gpu-memory-utilization, minus the bytes in use after loading the weights; vLLM
+then allocates whole pages: pages = pool // (page size x KV bytes per token), and reports
+tokens = pages / pages per max-model-len request x max-model-len (pages x page size when the page divides it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.catalog import measured as catalog_measured
+from components.catalog import prices as catalog_prices
+from components.catalog.geometry import ModelGeometry, geometry_from_file
+from components.catalog.models import CatalogModel, Family, Weights, family_for
+from components.catalog.shapes import Shape, all_shapes
+from components.sizing import kv
+
+GIB = 1024**3
+# vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
+# as the highest that boots on v5e (0.95 died at XLA program allocation), and the v6e run left it at the default.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+# The log: "keep clients x context < 250,000 tokens - about 78% of the 321,344-token KV pool". The v6e article
+# found no knee at 78% on v6e (TTFT grows linearly with concurrency, no preemption up to 157%).
+LOAD_RULE = catalog_measured.KV_LOAD_RULE_OF_THUMB
+# tools.fit's default run length for the most one run can cost: the stack's default tpu.maxRunDuration (4h).
+DEFAULT_RUN_HOURS = 4.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number and how it is known."""
+
+    value: float | int | None
+    unit: str
+    measured: bool
+    basis: str
+    """The source when measured; the formula when computed."""
+
+    @property
+    def how(self) -> str:
+        return f"{'measured' if self.measured else 'computed'}: {self.basis}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What fit needs of a model, catalogued or read from a config.json."""
+
+    name: str
+    geometry: ModelGeometry
+    weights: Weights | None
+    family: Family | None
+
+    @classmethod
+    def of(cls, model: CatalogModel) -> ModelSpec:
+        return cls(model.name, model.geometry, model.weights, model.family)
+
+    @classmethod
+    def from_config_file(cls, path: str | Path, name: str | None = None,
+                         weights_bytes: int | None = None) -> ModelSpec:
+        """Any model by its config.json: weights as given (measured), else counted from the config where its
+        layout allows (Llama, Qwen3 dense and MoE), else unknown. Raises catalog ConfigError in a user's words."""
+        geometry = geometry_from_file(path)
+        if weights_bytes is not None:
+            weights = Weights(weights_bytes, True, "given")
+        elif geometry.parameter_count is not None:
+            weights = Weights(geometry.parameter_count * 2, False,
+                              "parameters counted from config.json x 2 bytes (bf16)")
+        else:
+            weights = None
+        return cls(name or Path(path).parent.name or str(path), geometry, weights, family_for(geometry.model_type))
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One model on one shape at one max-model-len."""
+
+    model: str
+    shape: Shape
+    max_model_len: int
+    kv_cache_dtype: str
+    gpu_memory_utilization: float
+    tensor_parallel_size: int | None
+    fits: bool
+    reasons: tuple[str, ...]
+    """Why it does not fit (empty when it does)."""
+    figures: dict[str, Figure]
+    """hbm, cap, weights, kv_bytes_per_token, kv_pool, block_size, kv_blocks, kv_tokens, clients (in this order);
+    kv_tokens_measured when a boot measured this pair."""
+    usd_per_hour: dict[str, Figure]
+    """Per provisioning model, the host's chips in its priced region."""
+    max_run_usd: dict[str, Figure]
+    """Flex-start: $/hour x the run's hours; the others have no automatic stop (value None)."""
+    region: str
+    measured_point: catalog_measured.MeasuredPool | None
+    family: Family | None
+    kv_replication: int = 1
+    """How many copies of each KV head the TP padding stores (TP / KV heads when KV heads < TP)."""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def kv_tokens(self) -> int:
+        """The pool in tokens: the measured figure where a boot measured this pair, else the computed one."""
+        chosen = self.figures.get("kv_tokens_measured") or self.figures["kv_tokens"]
+        return int(chosen.value or 0)
+
+    @property
+    def measured_here(self) -> bool:
+        """Whether anyone booted this model on this shape (any context)."""
+        return catalog_measured.measured_on(self.model, self.shape.accelerator_type)
+
+    def serve_flags(self) -> dict[str, str]:
+        """The `vllm serve` flags that follow from this fit (for the serving spec and vLLM's parser check)."""
+        flags = {"--max-model-len": str(self.max_model_len)}
+        if self.tensor_parallel_size is not None:
+            flags["--tensor-parallel-size"] = str(self.tensor_parallel_size)
+        if self.family is not None and self.family.tool_call_parser:
+            flags["--tool-call-parser"] = self.family.tool_call_parser
+        if self.family is not None and self.family.reasoning_parser:
+            flags["--reasoning-parser"] = self.family.reasoning_parser
+        return flags
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.2f} GiB"
+
+
+def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
+        gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, kv_cache_dtype: str = "auto",
+        context_tokens: int | None = None, clients: int | None = None, region: str | None = None,
+        run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None) -> Fit:
+    """Size `model` on `shape`. `context_tokens` (default max_model_len) is what each client holds for the 78%
+    rule; `clients` adds a check of that many; `tensor_parallel_size` overrides the planned one."""
+    spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
+    geometry = spec.geometry
+    reasons: list[str] = []
+    notes: list[str] = []
+    context = context_tokens or max_model_len
+    tp = tensor_parallel_size or kv.planned_tensor_parallel(geometry, shape.chips)
+    if tp is None or tp not in kv.tensor_parallel_choices(geometry, shape.chips):
+        reasons.append(f"{geometry.num_attention_heads} attention heads and KV heads {sorted(geometry.kv_heads)} "
+                       f"split over none of this host's tensor-parallel sizes" if tp is None else
+                       f"tensor-parallel size {tp} does not split this model on {shape.chips} chips")
+        tp = None
+    if geometry.max_context_tokens and max_model_len > geometry.max_context_tokens:
+        reasons.append(f"max-model-len {max_model_len} is past the model's context ({geometry.max_context_tokens}, "
+                       "max_position_embeddings): vLLM refuses it")
+    figures: dict[str, Figure] = {}
+    replication = 1
+    used_chips = tp or shape.chips
+    hbm = shape.hbm_bytes_per_chip * used_chips
+    figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
+                            str(shape.generation.hbm_source) if used_chips == 1 else
+                            f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
+                            f"({shape.generation.hbm_source.where})")
+    cap = hbm * gpu_memory_utilization
+    figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
+    weights = spec.weights
+    if weights is None:
+        reasons.append("the weights' size is not known: give it (a measured figure or the safetensors index's "
+                       "metadata.total_size)")
+        figures["weights"] = Figure(None, "bytes", False, "unknown")
+    else:
+        figures["weights"] = Figure(weights.bytes, "bytes", weights.measured, weights.basis)
+        if tp and tp > 1:
+            notes.append("weights split over the chips; tensors replicated per chip (e.g. KV projections padded to "
+                         "the TP size) add to them and are not counted")
+    block = kv.block_size(max_model_len)
+    figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
+                                   "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / 512)")
+    if tp is not None:
+        per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype)
+        heads = min(geometry.kv_heads)
+        replication = max(1, tp // heads) if heads < tp else 1
+        figures["kv_bytes_per_token"] = Figure(per_token, "bytes", False, (
+            f"{len(geometry.kv_layers)} cache-owning layers x align(2 x KV heads padded to TP {tp} / TP, packing) "
+            f"x head_dim padded to 128 x {kv.kv_bits(kv_cache_dtype) // 8} B x TP"))
+        if replication > 1:
+            notes.append(f"{heads} KV head(s) padded to TP {tp}: every token's KV is stored {replication} times")
+    if tp is not None and weights is not None:
+        pool = int(cap - weights.bytes)
+        figures["kv_pool"] = Figure(pool, "bytes", False, "cap - weights")
+        if pool <= 0:
+            reasons.append(f"weights ({_gib(weights.bytes)}) fill the cap ({_gib(int(cap))} = "
+                           f"{gpu_memory_utilization} x {_gib(hbm)} over {used_chips} chip(s))")
+        per_token = int(figures["kv_bytes_per_token"].value)
+        blocks = max(pool, 0) // (per_token * block)
+        figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // (block_size x kv_bytes_per_token)")
+        # vLLM's "GPU KV cache size" (v1/core/kv_cache_utils.py get_kv_cache_capacity): the pages over the pages
+        # one max-model-len request takes, times max-model-len (kv_blocks x block_size when it divides evenly).
+        per_request = -(-max_model_len // block)
+        tokens = int(blocks / per_request * max_model_len)
+        figures["kv_tokens"] = Figure(tokens, "tokens", False,
+                                      "int(kv_blocks / ceil(max_model_len / block_size) x max_model_len)")
+        if pool > 0 and blocks < per_request:
+            reasons.append(f"the KV pool holds {tokens:,} tokens, less than one {max_model_len:,}-token request: "
+                           "vLLM refuses to start")
+    point = catalog_measured.measured_pool(spec.name, shape.accelerator_type, max_model_len,
+                                           gpu_memory_utilization, kv_cache_dtype)
+    if point is not None and tp == point.tensor_parallel_size:
+        figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, str(point.source))
+    else:
+        point = None
+    pool_tokens = int((figures.get("kv_tokens_measured") or figures.get("kv_tokens")
+                       or Figure(0, "tokens", False, "")).value or 0)
+    figures["clients"] = Figure(int(pool_tokens * LOAD_RULE) // context, "clients", False,
+                                f"int(kv_tokens x {LOAD_RULE}) // {context:,}-token context (the log's 78% rule)")
+    if clients is not None and clients * context > int(pool_tokens * LOAD_RULE):
+        notes.append(f"{clients} clients x {context:,} tokens = {clients * context:,}, over 78% of the "
+                     f"{pool_tokens:,}-token pool")
+    chosen_region = region or shape.generation.price_region
+    usd, run_usd = _costs(shape, chosen_region, run_hours)
+    if not usd:
+        notes.append(f"no {shape.generation.name} price read for {chosen_region} (priced: "
+                     f"{', '.join(catalog_prices.priced_regions(shape.generation.name)) or 'none'})")
+    return Fit(model=spec.name, shape=shape, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype,
+               gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp, fits=not reasons,
+               reasons=tuple(reasons), figures=figures, usd_per_hour=usd, max_run_usd=run_usd, region=chosen_region,
+               measured_point=point, family=spec.family, kv_replication=replication, notes=tuple(notes))
+
+
+def _costs(shape: Shape, region: str, run_hours: float) -> tuple[dict[str, Figure], dict[str, Figure]]:
+    usd: dict[str, Figure] = {}
+    run_usd: dict[str, Figure] = {}
+    for model_name, price in catalog_prices.chip_prices(shape.generation.name, region).items():
+        hourly = price.usd_per_chip_hour * shape.chips
+        usd[model_name] = Figure(hourly, "USD/hour", False,
+                                 f"{shape.chips} chip(s) x ${price.usd_per_chip_hour}/chip-hour ({price.source})")
+        if model_name in catalog_prices.SELF_STOPPING_MODELS:
+            run_usd[model_name] = Figure(hourly * run_hours, "USD", False,
+                                         f"USD/hour x {run_hours:g} h (--max-run-duration stops it)")
+        else:
+            run_usd[model_name] = Figure(None, "USD", False, "no automatic stop: bills until deleted or preempted")
+    return usd, run_usd
+
+
+def fits_by_shape(model: ModelSpec | CatalogModel, max_model_len: int, **options) -> tuple[Fit, ...]:
+    """One Fit per catalogued shape, in catalog order."""
+    return tuple(fit(model, candidate, max_model_len, **options) for candidate in all_shapes())
+
+
+def smallest_fitting_shape(model: ModelSpec | CatalogModel, max_model_len: int, **options) -> Shape | None:
+    """The shape with the fewest chips (then the cheapest flex-start hour) on which the model fits, or None."""
+    fitting = [result for result in fits_by_shape(model, max_model_len, **options) if result.fits]
+    if not fitting:
+        return None
+
+    def cost(result: Fit) -> float:
+        flex = result.usd_per_hour.get("flex-start")
+        return flex.value if flex is not None and flex.value is not None else float("inf")
+
+    return min(fitting, key=lambda result: (result.shape.chips, cost(result))).shape

@@ -1,0 +1,129 @@
+"""KV bytes per token by tpu-inference 0.32.0's own rules, and the page (block) size it picks.
+
+- head_dim is padded to a multiple of 128, except 64, which has its own kernel (utils.get_padded_head_dim);
+- KV heads are padded up to the tensor-parallel size (utils.get_padded_num_heads): with one KV head, TP=4 stores
+  the head four times;
+- the ragged-paged-attention cache page is (pages, page_size, align(2 x heads, packing) / packing, packing,
+  align(head_dim, 128)) per chip, K and V interleaved on one axis, packed into 32-bit words (kernels/
+  ragged_paged_attention/v3/kernel.py get_kv_cache_shape; head_dim 64: kernel_hd64.py, K and V side by side in
+  128 lanes), and the mesh multiplies the head axis by the TP size (runner/kv_cache.py
+  get_kv_cache_shape_with_mesh); a page's bytes are bits x product(shape) / 8 (get_attention_page_size_bytes);
+- sliding-window layers get full-length pages on the JAX path (kv_cache_manager.get_kv_cache_spec sets
+  sliding_window=None), and KV-shared layers get none (components/catalog/geometry.py drops them).
+"""
+
+from __future__ import annotations
+
+from components.catalog.geometry import ModelGeometry
+
+TPU_HEAD_SIZE_ALIGNMENT = 128
+# tpu-inference's default max_num_seqs budget for its page table: 1 MiB / 2 / max_num_seqs / 4 pages per request
+# (layers/vllm/backends/flash_attn.py get_min_page_size). vLLM's default max_num_seqs on TPU is 256 (the log).
+DEFAULT_MAX_NUM_SEQS = 256
+
+# --kv-cache-dtype -> bits per element. "auto" takes the checkpoint's dtype (bf16 for every catalogued model). On v6e
+# tpu-inference logs "Automatically using fp8_e5m2 for FP8 KV cache" with auto, yet allocates bfloat16 (the v6e
+# boot log's regular_attn_dtype=bfloat16, and its pool matches bf16 to 0.01%).
+KV_DTYPE_BITS = {"auto": 16, "bfloat16": 16, "float16": 16, "fp8": 8, "fp8_e4m3": 8, "fp8_e5m2": 8}
+
+
+class SizingError(ValueError):
+    """An input the arithmetic cannot size (an unknown KV dtype, a TP size the model cannot shard to)."""
+
+
+def align_to(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def next_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+def padded_head_dim(head_dim: int) -> int:
+    """get_padded_head_dim: up to a multiple of 128; 64 stays 64."""
+    return head_dim if head_dim == 64 else align_to(head_dim, TPU_HEAD_SIZE_ALIGNMENT)
+
+
+def padded_kv_heads(kv_heads: int, tensor_parallel_size: int) -> int:
+    """get_padded_num_heads: fewer heads than the TP size are padded up to it; more must divide evenly."""
+    if kv_heads >= tensor_parallel_size:
+        if kv_heads % tensor_parallel_size:
+            raise SizingError(f"{kv_heads} KV heads do not split over tensor-parallel size {tensor_parallel_size}")
+        return kv_heads
+    if tensor_parallel_size % kv_heads:
+        raise SizingError(f"tensor-parallel size {tensor_parallel_size} is not a multiple of {kv_heads} KV heads")
+    return tensor_parallel_size
+
+
+def kv_bits(kv_cache_dtype: str) -> int:
+    if kv_cache_dtype not in KV_DTYPE_BITS:
+        raise SizingError(f"--kv-cache-dtype {kv_cache_dtype!r} is not sized here; use one of "
+                          f"{', '.join(KV_DTYPE_BITS)}")
+    return KV_DTYPE_BITS[kv_cache_dtype]
+
+
+def dtype_packing(bits: int) -> int:
+    """get_dtype_packing: elements per 32-bit word."""
+    return 32 // bits
+
+
+def layer_bytes_per_token(head_dim: int, kv_heads: int, tensor_parallel_size: int, bits: int) -> int:
+    """One cache-owning layer's K and V for one token, summed over the TP chips (the mesh's whole page)."""
+    head_dim, heads = padded_head_dim(head_dim), padded_kv_heads(kv_heads, tensor_parallel_size)
+    per_chip_heads = heads // tensor_parallel_size
+    packing = dtype_packing(bits)
+    if head_dim == 64:
+        # kernel_hd64: (pages, page, align(heads, packing) / packing, packing, 128): K and V share the 128 lanes.
+        elements = align_to(per_chip_heads, packing) * TPU_HEAD_SIZE_ALIGNMENT
+    else:
+        elements = align_to(per_chip_heads * 2, packing) * align_to(head_dim, TPU_HEAD_SIZE_ALIGNMENT)
+    return elements * tensor_parallel_size * bits // 8
+
+
+def kv_bytes_per_token(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str = "auto") -> int:
+    """Every cache-owning layer's bytes for one token, across the TP chips."""
+    bits = kv_bits(kv_cache_dtype)
+    return sum(layer_bytes_per_token(layer.head_dim, layer.kv_heads, tensor_parallel_size, bits)
+               for layer in geometry.kv_layers)
+
+
+def unpadded_kv_bytes_per_token(geometry: ModelGeometry, kv_cache_dtype: str = "auto") -> int:
+    """What the config alone says (2 x heads x head_dim x bytes per layer), before any TPU padding."""
+    element_bytes = kv_bits(kv_cache_dtype) // 8
+    return sum(2 * layer.kv_heads * layer.head_dim * element_bytes for layer in geometry.kv_layers)
+
+
+def tensor_parallel_choices(geometry: ModelGeometry, chips: int) -> tuple[int, ...]:
+    """The TP sizes a host of `chips` chips can run this model at: powers of two up to the chip count that split
+    the attention heads (vLLM: num_attention_heads % TP == 0) and that every layer's KV heads pad to."""
+    choices = []
+    size = 1
+    while size <= chips:
+        if chips % size == 0 and geometry.num_attention_heads % size == 0 and all(
+                _pads(layer.kv_heads, size) for layer in geometry.kv_layers):
+            choices.append(size)
+        size *= 2
+    return tuple(choices)
+
+
+def _pads(kv_heads: int, size: int) -> bool:
+    return kv_heads % size == 0 if kv_heads >= size else size % kv_heads == 0
+
+
+def planned_tensor_parallel(geometry: ModelGeometry, chips: int) -> int | None:
+    """The TP size the stack runs: the whole host when the model splits over it, else the largest size it can."""
+    choices = tensor_parallel_choices(geometry, chips)
+    return choices[-1] if choices else None
+
+
+def block_size(max_model_len: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """The page size tpu-inference picks when --block-size is not set (platforms/tpu_platform.py with
+    flash_attn.py get_page_size and get_min_page_size): 16 past 8192 tokens, else next_pow2(len) / 16 within
+    [16, 256]; raised to the page that keeps a request within the page table (512 pages at 256 sequences)."""
+    if max_model_len > 8192:
+        page = 16
+    else:
+        page = min(max(next_power_of_two(max_model_len) // 16, 16), 256)
+    pages_per_request = 1024 * 1024 // 2 // max_num_seqs // 4
+    minimum = next_power_of_two(-(-max_model_len // pages_per_request))
+    return max(page, minimum)

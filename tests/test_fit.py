@@ -1,0 +1,124 @@
+"""`python -m tools.fit`: one row per shape, every figure measured or computed, bad input refused in words; its
+table is docs/models.md's; vLLM's own parser takes the arguments it decides for every model on every shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import vllm_venv
+from tools.fit import cli, docs, serve_commands
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_has_one_row_per_shape_and_reproduces_both_measured_pools(capsys):
+    code, out, _ = run(capsys, "--model", "google/gemma-4-E2B-it", "--max-model-len", "32768", "--json")
+    assert code == 0
+    report = json.loads(out)
+    rows = {row["shape"]: row for row in report["rows"]}
+    assert list(rows) == ["v5litepod-1", "v5litepod-4", "v5litepod-8", "v6e-1", "v6e-4", "v6e-8"]
+    for shape, measured in (("v5litepod-1", 321_344), ("v6e-1", 1_151_744)):
+        figures = rows[shape]["figures"]
+        assert figures["kv_tokens_measured"] == {**figures["kv_tokens_measured"], "value": measured, "measured": True}
+        assert abs(figures["kv_tokens"]["value"] - measured) / measured < 0.001
+        assert figures["kv_tokens"]["measured"] is False and figures["kv_tokens"]["basis"]
+    assert rows["v6e-1"]["usd_per_hour"]["flex-start"]["value"] == 1.35
+    assert rows["v6e-4"]["serve_flags"]["--tensor-parallel-size"] == "4"
+    assert rows["v5litepod-4"]["measured_on_this_shape"] is False
+
+
+def test_the_text_report_marks_measured_and_says_why_not(capsys):
+    code, out, _ = run(capsys, "--model", "Qwen/Qwen3-30B-A3B", "--clients", "16")
+    assert code == 0
+    assert "v6e-1 (1 chip(s), ct6e-standard-1t, v2-alpha-tpuv6e, data disk hyperdisk-balanced" in out
+    assert "why not: weights (56.87 GiB) fill the cap" in out
+    assert "computed: parameters counted from config.json" in out
+    assert "unmeasured: nobody has booted this model on this shape" in out
+    code, out, _ = run(capsys, "--model", "google/gemma-4-E2B-it")
+    assert "1,151,744*" in out and "measured: github.com/xbill9/gemma4-dev" in out
+
+
+def test_any_model_by_its_config(tmp_path, capsys):
+    config = tmp_path / "mine" / "config.json"
+    config.parent.mkdir()
+    config.write_text((ROOT / "components/catalog/configs/Qwen--Qwen3-8B.json").read_text())
+    code, out, _ = run(capsys, "--model-config", str(config), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["model"] == "mine"
+    assert report["rows"][3]["figures"]["weights"]["value"] == 16_381_470_720
+    assert report["rows"][3]["serve_flags"]["--tool-call-parser"] == "hermes"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--model", "acme/nope"], "--model acme/nope is not catalogued"),
+    (["--model-config", "/nonexistent/config.json"], "--model-config /nonexistent/config.json: cannot read"),
+])
+def test_bad_input_is_refused_with_the_fix(capsys, argv, said):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and said in err and "Traceback" not in err
+
+
+def test_bad_numbers_are_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--model", "google/gemma-4-E2B-it", "--max-model-len", "0"])
+    assert caught.value.code == 2
+    assert "0 must be above 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["--model", "google/gemma-4-E2B-it", "--gpu-memory-utilization", "1.5"])
+    assert "at most 1" in capsys.readouterr().err
+
+
+def test_it_runs_as_a_module_with_the_light_install_only():
+    # No vLLM, no JAX, no credentials: a child with only the project on its path.
+    completed = subprocess.run([sys.executable, "-c", (
+        "import sys, tools.fit.cli as c; sys.exit(c.main(['--model', 'google/gemma-4-E2B-it', '--json'])); ")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    loaded = subprocess.run([sys.executable, "-c", "import sys, json, tools.fit.cli; "
+                             "print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert not {"vllm", "jax", "tpu_inference", "pulumi"} & set(json.loads(loaded.stdout))
+
+
+def test_the_tables_in_docs_are_the_generated_ones():
+    assert docs.main(["--check"]) == 0, "run python -m tools.fit.docs"
+
+
+def test_the_tables_check_fails_on_a_hand_edit(tmp_path, monkeypatch):
+    edited = tmp_path / "models.md"
+    edited.write_text(docs.DOC.read_text().replace("(**measured 321,344**)", "(**measured 330,000**)"))
+    monkeypatch.setattr(docs, "DOC", edited)
+    assert docs.main(["--check"]) == 1
+    assert docs.main([]) == 0 and docs.main(["--check"]) == 0
+
+
+def test_vllm_parses_what_the_fit_decides_for_every_model_on_every_shape_it_fits():
+    commands = serve_commands()
+    assert len(commands) >= 20
+    completed = vllm_venv.run([str(ROOT / "tests" / "vllm_cli_check.py")],
+                              input=json.dumps({"commands": commands}), text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    verdict = json.loads(completed.stdout)
+    for name, argv in commands.items():
+        result = verdict["commands"][name]
+        assert "error" not in result, (name, result.get("error"))
+        parsed = result["parsed"]
+        flags = dict(zip(argv[3::2], argv[4::2], strict=False))
+        assert parsed["tensor_parallel_size"] == int(flags["--tensor-parallel-size"])
+        assert parsed["max_model_len"] == int(flags["--max-model-len"])
+        assert parsed["tool_call_parser"] == flags["--tool-call-parser"]
+        assert parsed["tool_call_parser"] in verdict["tool_parsers"]
+        assert parsed["reasoning_parser"] == flags.get("--reasoning-parser", "")
+        assert flags.get("--reasoning-parser", "gemma4") in verdict["reasoning_parsers"]

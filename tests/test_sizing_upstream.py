@@ -1,0 +1,57 @@
+"""The planner held to the source: tpu-inference 0.32.0's own functions (get_padded_head_dim,
+get_padded_num_heads, get_layer_kv_params, compute_kv_share_map, the RPA v3 cache shapes through
+get_attention_page_size_bytes) compute KV bytes per token for every catalogued config.json at every tensor-parallel
+size the planner can pick, on configs built by transformers as vLLM builds them; components/sizing must agree to
+the byte. Run in the vLLM venv by tests/tpu_inference_kv_check.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components import catalog, sizing
+from components.catalog import models as catalog_models
+from tests import vllm_venv
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = ROOT / "tests" / "tpu_inference_kv_check.py"
+KV_DTYPES = ("auto", "fp8")
+
+
+def planner_sizes(geometry) -> list[int]:
+    return sorted({size for shape in catalog.all_shapes()
+                   for size in sizing.tensor_parallel_choices(geometry, shape.chips)})
+
+
+def upstream(requests: list[dict]) -> list[dict]:
+    completed = vllm_venv.run([str(CHECK)], input=json.dumps(requests), text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout)
+
+
+@pytest.fixture(scope="module")
+def answers() -> dict[str, dict]:
+    requests = [{"config": str(catalog_models.CONFIGS / model.config_file),
+                 "tensor_parallel_sizes": planner_sizes(model.geometry), "kv_dtypes": list(KV_DTYPES)}
+                for model in catalog.catalog_models()]
+    return {Path(answer["config"]).name: answer for answer in upstream(requests)}
+
+
+@pytest.mark.parametrize("name", [model.name for model in catalog.catalog_models()])
+def test_the_planner_agrees_with_tpu_inference_to_the_byte(answers, name):
+    model = catalog.catalog_model(name)
+    answer = answers[model.config_file]
+    assert answer["owners"] == [layer.index for layer in model.geometry.kv_layers]
+    planned = {f"{size}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, dtype)
+               for size in planner_sizes(model.geometry) for dtype in KV_DTYPES}
+    assert planned == answer["bytes"]
+
+
+def test_the_check_bites_on_a_planner_that_forgets_the_padding(answers):
+    # What the config alone says (no head padding to TP, no packing) is not what tpu-inference allocates.
+    model = catalog.catalog_model("google/gemma-4-E2B-it")
+    unpadded = sizing.unpadded_kv_bytes_per_token(model.geometry)
+    assert answers[model.config_file]["bytes"]["4:auto"] != unpadded
+    assert answers[model.config_file]["bytes"]["1:auto"] == unpadded == 18_432

@@ -1,0 +1,152 @@
+"""The fit report: one row per catalogued shape, as text or JSON, from components/sizing."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from components import catalog, sizing
+from components.catalog.models import Weights
+from components.sizing import Figure, Fit, ModelSpec
+
+GIB = 1024**3
+
+
+class FitInputError(ValueError):
+    """A bad --model / --model-config / number: the message names the flag, the value and the fix."""
+
+
+def resolve_model(name: str | None = None, config_path: str | None = None,
+                  weights_gib: float | None = None) -> ModelSpec:
+    """A catalogued model by its Hugging Face id, or any model by its config.json (weights counted from the config
+    where its layout allows, else from --weights-gib)."""
+    if (name is None) == (config_path is None):
+        raise FitInputError("give exactly one of --model NAME (catalogued) or --model-config PATH (a config.json)")
+    if name is not None:
+        model = catalog.catalog_model(name)
+        if model is None:
+            known = ", ".join(candidate.name for candidate in catalog.catalog_models())
+            raise FitInputError(f"--model {name} is not catalogued ({known}); for any other model give its "
+                                "config.json: --model-config PATH")
+        spec = ModelSpec.of(model)
+        if weights_gib is not None:
+            spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
+        return spec
+    try:
+        weights_bytes = None if weights_gib is None else _given_weights(weights_gib).bytes
+        spec = ModelSpec.from_config_file(config_path, weights_bytes=weights_bytes)
+    except catalog.ConfigError as error:
+        raise FitInputError(f"--model-config {config_path}: {error}") from None
+    if weights_gib is not None:
+        spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
+    return spec
+
+
+def _given_weights(weights_gib: float) -> Weights:
+    if weights_gib <= 0:
+        raise FitInputError(f"--weights-gib {weights_gib}: the weights' resident size in GiB, above 0")
+    return Weights(int(weights_gib * GIB), True, f"given: --weights-gib {weights_gib}")
+
+
+def rows(model: ModelSpec, max_model_len: int, **options: Any) -> tuple[Fit, ...]:
+    try:
+        return sizing.fits_by_shape(model, max_model_len, **options)
+    except sizing.SizingError as error:
+        raise FitInputError(str(error)) from None
+
+
+def _figure_json(figure: Figure) -> dict[str, Any]:
+    return {"value": figure.value, "unit": figure.unit, "measured": figure.measured, "basis": figure.basis}
+
+
+def report_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...]) -> dict[str, Any]:
+    return {
+        "model": model.name,
+        "max_model_len": max_model_len,
+        "rows": [{
+            "shape": result.shape.accelerator_type,
+            "chips": result.shape.chips,
+            "fits": result.fits,
+            "reasons": list(result.reasons),
+            "tensor_parallel_size": result.tensor_parallel_size,
+            "figures": {name: _figure_json(figure) for name, figure in result.figures.items()},
+            "usd_per_hour": {name: _figure_json(figure) for name, figure in result.usd_per_hour.items()},
+            "max_run_usd": {name: _figure_json(figure) for name, figure in result.max_run_usd.items()},
+            "region": result.region,
+            "measured_on_this_shape": result.measured_here,
+            "serve_flags": result.serve_flags(),
+            "notes": list(result.notes),
+        } for result in fits],
+    }
+
+
+def _value(figure: Figure | None) -> str:
+    if figure is None or figure.value is None:
+        return "-"
+    if figure.unit == "bytes":
+        return f"{figure.value / GIB:.2f} GiB" if figure.value >= GIB else f"{figure.value:,} B"
+    if figure.unit in ("USD/hour", "USD"):
+        return f"${figure.value:,.2f}"
+    return f"{figure.value:,}"
+
+
+def _tokens(result: Fit) -> str:
+    computed = result.figures.get("kv_tokens")
+    measured = result.figures.get("kv_tokens_measured")
+    if measured is not None:
+        return f"{_value(measured)}*"
+    return _value(computed)
+
+
+def report_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], context_tokens: int | None = None) -> str:
+    context = context_tokens or max_model_len
+    header = (f"{model.name} at --max-model-len {max_model_len:,} (KV dtype {fits[0].kv_cache_dtype}, "
+              f"--gpu-memory-utilization {fits[0].gpu_memory_utilization}); clients at {context:,} tokens each\n")
+    lines = [header,
+             f"{'shape':<12} {'fits':<5} {'TP':>2} {'KV B/token':>11} {'KV tokens':>11} {'clients':>7} "
+             f"{'flex $/h':>9} {'spot $/h':>9} {'flex run':>9}"]
+    for result in fits:
+        lines.append(
+            f"{result.shape.accelerator_type:<12} {'yes' if result.fits else 'no':<5} "
+            f"{result.tensor_parallel_size or '-':>2} {_value(result.figures.get('kv_bytes_per_token')):>11} "
+            f"{_tokens(result):>11} {_value(result.figures.get('clients')):>7} "
+            f"{_value(result.usd_per_hour.get('flex-start')):>9} {_value(result.usd_per_hour.get('spot')):>9} "
+            f"{_value(result.max_run_usd.get('flex-start')):>9}")
+    lines.append("* measured: a boot of this model on this shape logged it (the computed figure is below)\n")
+    for result in fits:
+        lines.append(f"{result.shape.accelerator_type} ({result.shape.chips} chip(s), {result.shape.gke_machine_type}, "
+                     f"{result.shape.runtime_version}, data disk {result.shape.cache_disk_type}, prices "
+                     f"{result.region}): {'fits' if result.fits else 'does not fit'}")
+        for reason in result.reasons:
+            lines.append(f"  why not: {reason}")
+        for name, figure in result.figures.items():
+            lines.append(f"  {name:<19} {_value(figure):>14}  {figure.how}")
+        for name, figure in result.usd_per_hour.items():
+            lines.append(f"  {name + ' $/hour':<19} {_value(figure):>14}  {figure.how}")
+        for name, figure in result.max_run_usd.items():
+            lines.append(f"  {name + ' one run':<19} {_value(figure) if figure.value is not None else 'unbounded':>14}"
+                         f"  {figure.how}")
+        for note in result.notes:
+            lines.append(f"  note: {note}")
+        if not result.measured_here:
+            lines.append("  unmeasured: nobody has booted this model on this shape; the first deploy is the "
+                         "measurement (docs/models.md, Recording a measured point)")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def serve_commands(max_model_len: int = 32768) -> dict[str, list[str]]:
+    """`vllm serve` arguments for every catalogued model on every shape it fits, named MODEL@SHAPE: what the fit
+    alone decides (TP, max-model-len, parsers), for vLLM's own parser to judge (tests/vllm_cli_check.py)."""
+    commands = {}
+    for model in catalog.catalog_models():
+        for result in sizing.fits_by_shape(model, max_model_len):
+            if not result.fits:
+                continue
+            argv = ["vllm", "serve", model.name]
+            for flag, value in result.serve_flags().items():
+                argv += [flag, value]
+            if result.family is not None and result.family.tool_call_parser:
+                argv.append("--enable-auto-tool-choice")
+            commands[f"{model.name}@{result.shape.accelerator_type}"] = argv
+    return commands
