@@ -33,6 +33,17 @@ class CacheSettings(_Section):
         "where the VM mounts the cache disk; system directories (`/`, `/etc`, `/usr`, `/var`, `/home`, `/tmp`, "
         "`/lib*`, ... and what lies under them, however spelled) are refused"))
 
+    @field_validator("device_name")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        # The boot script finds the disk at /dev/disk/by-id/google-<name>: one plain path segment.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}", value):
+            raise InvalidSettingError(
+                "not a disk device name (1 to 63 letters, digits, '-' and '_', starting with a letter or digit; "
+                "it names /dev/disk/by-id/google-<name>)", "use persistent-disk-1, the TPU VM's name for its first "
+                "data disk")
+        return value
+
     @field_validator("mount_point")
     @classmethod
     def _absolute(cls, value: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
@@ -15,15 +16,41 @@ from components.settings.findings import Finding, InvalidSettingError
 from policy import address_ranges
 
 HOSTNAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
-ZONE = re.compile(r"[a-z]+-[a-z]+\d+-[a-z]")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+# A project id (or number, or a legacy domain-scoped id) inside a resource path: what Resource Manager's ids are made
+# of, so nothing else (a quote, a space, a newline) rides in a path the APIs and the plan show.
+PROJECT_IN_PATH = r"[a-z0-9][a-z0-9.:-]{0,62}"
 DURATION_EXAMPLES = "4h, 90m, 2d or 1h30m"
 
 
+# Unicode categories no rendered file may carry: controls (newline, NUL, ESC), format characters (zero-width,
+# bidi overrides), line and paragraph separators, private use, surrogates and unassigned code points.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+
+
+def unprintable(value: str) -> str | None:
+    """The first character of value that no unit file, script, config or query may carry (any control or format
+    character, any separator but the plain space), as Python escapes it; None if there is none."""
+    for character in value:
+        category = unicodedata.category(character)
+        if category in _UNPRINTABLE_CATEGORIES or (category == "Zs" and character != " "):
+            return ascii(character)[1:-1]
+    return None
+
+
+def plain_text(value: str, what: str, fix: str) -> str:
+    """Free text (a description, a name shown in a message) that must stay one printable line."""
+    bad = unprintable(value)
+    if bad is not None:
+        raise InvalidSettingError(f"{what} holds {bad}, a control, format or separator character", fix)
+    return value
+
+
 def parse_duration(text: str) -> int:
-    """'4h', '90m', '2d', '1h30m', '3600s' -> seconds."""
+    """'4h', '90m', '2d', '1h30m', '3600s' -> seconds (ASCII digits only: `\\d` would read other scripts' digits)."""
     cleaned = str(text).strip().lower()
-    parts = re.findall(r"(\d+)\s*([dhms])", cleaned)
-    if not parts or re.sub(r"\d+\s*[dhms]", "", cleaned).strip():
+    parts = re.findall(r"([0-9]+) *([dhms])", cleaned)
+    if not parts or re.sub(r"[0-9]+ *[dhms]", "", cleaned).strip(" "):
         raise InvalidSettingError(f"cannot read {text!r} as a duration", f"write it like {DURATION_EXAMPLES}")
     unit_seconds = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     return sum(int(number) * unit_seconds[unit] for number, unit in parts)
@@ -58,7 +85,8 @@ class DurationText:
 
 def _readable_duration(value: str) -> str:
     parse_duration(value)
-    return value
+    # Shown as written in the plan and the dashboard's notes: without the spaces around it.
+    return value.strip()
 
 
 Duration = Annotated[str, AfterValidator(_readable_duration), DurationText()]
@@ -82,7 +110,9 @@ _IMAGE_REFERENCE = re.compile(
     r"(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
     r"(?::[0-9]+)?|localhost(?::[0-9]+)?)/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    # distribution/reference's `\w` is Go's, ASCII only; Python's would take other scripts' letters in a tag.
+    re.ASCII,
 )
 
 

@@ -166,6 +166,11 @@ class GkeSettings(_Section):
     def _new_enough(cls, value: str | None) -> str | None:
         if value is None:
             return value
+        # A field of the cluster's body, shown in the plan: a version's characters only.
+        if not re.fullmatch(r"[0-9A-Za-z.-]{1,64}", value):
+            raise InvalidSettingError("not a GKE version (digits, letters, '.' and '-')",
+                                      f"write a full version like {GKE_MIN_VERSION}, a newer minor like 1.34, or "
+                                      "remove the key to take the channel's default")
         newer = gke_version_at_least(value)
         if newer is None:
             raise InvalidSettingError(

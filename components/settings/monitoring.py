@@ -7,13 +7,14 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from components.settings.fields import Duration, _Section, parse_duration
+from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
 # A notification channel's resource name, as Cloud Monitoring gives it (projects.notificationChannels).
-CHANNEL_NAME = re.compile(r"projects/[^/\s]+/notificationChannels/[0-9]+")
-# One address, no display name: Cloud Monitoring's email channel takes a bare `email_address` label.
-EMAIL = re.compile(r"[^@\s,;<>]+@[^@\s,;<>]+\.[^@\s,;<>]+")
+CHANNEL_NAME = re.compile(rf"projects/{PROJECT_IN_PATH}/notificationChannels/[0-9]+")
+# One address, no display name: Cloud Monitoring's email channel takes a bare `email_address` label. Plain ASCII:
+# a local part of letters, digits and . _ + - (no quotes, %, $ or backticks), and a domain of host name labels.
+EMAIL = re.compile(r"[A-Za-z0-9._+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
 
 
 class MonitoringSettings(_Section):
