@@ -106,7 +106,9 @@ class GkeSettings(_Section):
     docker_hub_mirror: bool = Field(False, description=(
         "pull the Docker Hub images (`vllm.image`, `front.image`) through an Artifact Registry remote repository "
         "in the cluster's region, which the nodes' service account may read: recycled nodes pull from the region, "
-        "not from Docker Hub's rate-limited anonymous pulls; images of other registries are pulled as written"))
+        "not from Docker Hub's rate-limited anonymous pulls. Every spelling of Docker Hub goes through it (`name`, "
+        "`org/name`, `docker.io/`, `index.docker.io/`, `registry-1.docker.io/`); images of other registries are "
+        "pulled as written"))
     recycling_lead_time: Duration = Field("1h", description=(
         "how long before a flex-start node's run ends GKE brings up its replacement "
         "(`nodeRecycling.leadTimeSeconds`; Google's v5e class uses 1h); at least a node (~600 s allowance) plus "

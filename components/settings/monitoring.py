@@ -31,10 +31,12 @@ class MonitoringSettings(_Section):
         "endpoint not scraped, a flex-start run ending under load); needs `enabled`; billed per condition "
         "(the plan's monitoring lines)"))
     notification_email: str | None = Field(None, description=(
-        "where the alerts go: one address, made into an email notification channel; without it (and without "
-        "`notificationChannel`) the alerts open incidents in the console only"))
+        "where the alerts go: one address (letters, digits, `._+-` before the @), made into an email notification "
+        "channel; without it (and without `notificationChannel`) the alerts open incidents in the console only; "
+        "set together with `notificationChannel` is an error, and with `enabled` or `alerts` false a warning"))
     notification_channel: str | None = Field(None, description=(
-        "an existing channel instead, by name: `projects/PROJECT/notificationChannels/ID`"))
+        "an existing channel instead, by name: `projects/PROJECT/notificationChannels/ID`; with `enabled` or "
+        "`alerts` false it warns (nothing is sent)"))
     kv_alert_for: Duration = Field("5m", description=(
         "how long KV-cache use must stay above the rule of thumb (78%) before the alert fires"))
     waiting_alert_for: Duration = Field("5m", description=(
