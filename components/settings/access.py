@@ -37,7 +37,8 @@ class AccessSettings(_Section):
         "explicit opt-in for serving ranges that reach the internet (only the API key stands in front)"))
     ssh_user: str = Field("tpu-vllm", description="the Linux user Pulumi logs in as")
     ssh_public_key: str | None = Field(None, description=(
-        "your own key instead of the generated one; set `tpu-vllm:sshPrivateKey` with `--secret` too"))
+        "your own key instead of the generated one, one OpenSSH line (type, key, optional printable-ASCII "
+        "comment); set `tpu-vllm:sshPrivateKey` with `--secret` too"))
 
     @field_validator("internal_source_ranges")
     @classmethod

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import unicodedata
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
@@ -21,29 +20,6 @@ ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 # of, so nothing else (a quote, a space, a newline) rides in a path the APIs and the plan show.
 PROJECT_IN_PATH = r"[a-z0-9][a-z0-9.:-]{0,62}"
 DURATION_EXAMPLES = "4h, 90m, 2d or 1h30m"
-
-
-# Unicode categories no rendered file may carry: controls (newline, NUL, ESC), format characters (zero-width,
-# bidi overrides), line and paragraph separators, private use, surrogates and unassigned code points.
-_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
-
-
-def unprintable(value: str) -> str | None:
-    """The first character of value that no unit file, script, config or query may carry (any control or format
-    character, any separator but the plain space), as Python escapes it; None if there is none."""
-    for character in value:
-        category = unicodedata.category(character)
-        if category in _UNPRINTABLE_CATEGORIES or (category == "Zs" and character != " "):
-            return ascii(character)[1:-1]
-    return None
-
-
-def plain_text(value: str, what: str, fix: str) -> str:
-    """Free text (a description, a name shown in a message) that must stay one printable line."""
-    bad = unprintable(value)
-    if bad is not None:
-        raise InvalidSettingError(f"{what} holds {bad}, a control, format or separator character", fix)
-    return value
 
 
 def parse_duration(text: str) -> int:
@@ -96,7 +72,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 def _zone(value: str) -> str:
-    if not ZONE.fullmatch(value):
+    if len(value) > 63 or not ZONE.fullmatch(value):
         raise InvalidSettingError(f"{value!r} is not a zone", "write zones like us-west4-a")
     return value
 
@@ -127,7 +103,8 @@ def pullable_image(value: str, example: str) -> str:
             "docker pull by it fails with 'unexpected media type'",
             f"use the repository and a tag, e.g. {example}, or repository@sha256:<manifest digest>",
         )
-    if not _IMAGE_REFERENCE.fullmatch(value):
+    # distribution/reference reference.go: NameTotalLengthMax = 255 (the name, without tag or digest).
+    if not _IMAGE_REFERENCE.fullmatch(value) or len(re.split(r"[:@](?=[^/]*$)", value)[0]) > 255:
         raise InvalidSettingError(
             "not an image reference docker can pull",
             f"write it like {example}, registry.example.com/team/image:v1 or repository@sha256:<digest>",

@@ -150,7 +150,7 @@ class GkeSettings(_Section):
     @field_validator("location")
     @classmethod
     def _zone_or_region(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+\d+(-[a-z])?", value):
+        if len(value) > 63 or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+(-[a-z])?", value):
             raise InvalidSettingError("neither a zone nor a region",
                           "write a zone (us-west4-a) for a zonal cluster or a region (us-west4) for a regional one")
         return value

@@ -129,6 +129,30 @@ def _as_written(finding: Finding, read_from: dict[str, str]) -> Finding:
             f"with pulumi config set --path '{NAMESPACE}:{new}' VALUE")
 
 
+def _not_text(value: Any, key: str) -> list[Finding]:
+    """A string that is not Unicode text (a lone surrogate: JSON's "\\udc80" decodes to one), which pydantic cannot
+    read at all; said per key, as the user wrote it, instead of a UnicodeEncodeError."""
+    problems: list[Finding] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for part, item in items:
+        inner = f"{key}[{part}]" if isinstance(part, int) else f"{key}.{part}" if key else str(part)
+        if isinstance(part, str) and not _encodes(part) or isinstance(item, str) and not _encodes(item):
+            problems.append(Finding(
+                inner, NO_VALUE if not isinstance(item, str) else item,
+                "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text",
+                "write the value as plain UTF-8 text", secret=inner.split(".")[0] in SECRET_BY_NATURE))
+        problems += _not_text(item, inner)
+    return problems
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w./:@+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
@@ -171,6 +195,9 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     config_problems: what is wrong with the stack's other keys (see namespaces.py), listed first.
     """
     config_problems = list(config_problems)
+    not_text = _not_text({"gcp:project": project, **raw}, "")
+    if not_text:
+        raise SettingsError([*config_problems, *not_text])
     # A warning about another key (gcp:zone) is shown with the settings' own; only errors stop the load.
     context: dict[str, Any] = {"warnings": [f for f in config_problems if f.severity == "warning"]}
     problems: list[Finding] = [f for f in config_problems if f.severity != "warning"]

@@ -65,8 +65,8 @@ class Settings(_Section):
         "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "
         "(see docs/security.md)"))
     hf_token_secret: str = Field("hf-token", description=(
-        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way); may be set "
-        "with `--secret`"))
+        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way: letters, digits, "
+        "`-`, `_`); may be set with `--secret`"))
     ssh_private_key: SecretStr | None = Field(None, description=(
         "secret: the private half of `access.sshPublicKey` (`pulumi config set --secret tpu-vllm:sshPrivateKey "
         "< KEY_FILE`); not empty"))

@@ -116,8 +116,10 @@ class VllmSettings(_Section):
         "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
         "as written"))
     model: str = Field(DEFAULT_MODEL, description=(
-        "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
-        "without measured geometry warns what goes unchecked (see *Changing the model*)"))
+        "a Hugging Face repo id (`name` or `org/name` by the Hub's own rule: letters, digits, `-`, `_`, `.`, no "
+        "`--` or `..`) or an absolute path the container reads (letters, digits, `.`, `_`, `-`, `/`); anything else "
+        "is an error; parsers and multimodal limits follow its family; a model without measured geometry warns what "
+        "goes unchecked (see *Changing the model*)"))
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
     kv_cache_dtype: str = Field("auto", description=(
         "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "

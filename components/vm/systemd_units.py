@@ -15,7 +15,7 @@ the container units require that one. The check passes only on a `ready` stamped
 from __future__ import annotations
 
 from components.serving.spec import ServingSpec
-from components.settings.fields import unprintable
+from components.settings.text import unprintable
 from components.vm import boot_contract, container, metadata_block
 from components.vm.container import VmServing
 
