@@ -397,8 +397,10 @@ def test_promql_label_values_are_quoted_as_go_strings():
 
 # --- tools.plan, as a reviewer runs it ---
 
-@pytest.mark.parametrize("model", [f"org/m{INJECTED}", f"org/m\n{serving_step.FILE_DELIMITER}\nrest",
-                                   "org/m%n$(id)`id`'\""])
+# Gemma 4 names, so the old code got past the parser checks to the renderers (where the delimiter crashed it).
+@pytest.mark.parametrize("model", [f"google/gemma-4-E2B-it{INJECTED}",
+                                   f"google/gemma-4-E2B-it\n{serving_step.FILE_DELIMITER}\nrest",
+                                   "google/gemma-4-E2B-it%n$(id)`id`'\""])
 def test_tools_plan_refuses_a_hostile_model_with_the_usual_error_and_no_traceback(tmp_path, model):
     (tmp_path / "Pulumi.review.yaml").write_text(yaml.safe_dump({"config": {
         "gcp:project": "my-proj", "tpu-vllm:access": SSH["access"], "tpu-vllm:vllm": {"model": model}}}))
