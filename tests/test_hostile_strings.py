@@ -298,11 +298,38 @@ def test_plain_values_of_the_same_settings_still_get_through(key, value):
     assert rendered(loaded)
 
 
+HF_ACCEPTED = ["gpt2", "_a/_b", "a_/b_", "a.b/c-d", "a" * 96 + "/" + "b" * 96]
+HF_REFUSED = ["-a/b", "a-/b", "a/.b", ".a", "a--b", "a..b", "x.git", "a/b/c", "\uff27oogle/x", "caf\xe9/x", "a b",
+              "a/b.", "a" * 97]
+HF_VERDICTS = """
+import json, sys
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+def verdict(repo_id):
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
+print(json.dumps([verdict(repo_id) for repo_id in json.loads(sys.argv[1])]))
+"""
+
+
+def test_the_cases_are_decided_as_huggingface_hub_decides_them():
+    """The Hub's own validate_repo_id, in the vLLM venv (huggingface_hub 2.4.0), gives each case the verdict the
+    settings test below holds the stack to."""
+    from tests import vllm_venv
+
+    cases = HF_ACCEPTED + HF_REFUSED
+    done = vllm_venv.run(["-c", HF_VERDICTS, json.dumps(cases)], text=True, timeout=120, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True] * len(HF_ACCEPTED) + [False] * len(HF_REFUSED)
+
+
 def test_a_model_id_is_a_hugging_face_repo_id_by_huggingface_hubs_own_rule():
-    """huggingface_hub 2.4.0 utils/_validators.py validate_repo_id, read whole: each case as it decides."""
-    accepted = ["gpt2", "_a/_b", "a_/b_", "a.b/c-d", "a" * 96 + "/" + "b" * 96]
-    refused = ["-a/b", "a-/b", "a/.b", ".a", "a--b", "a..b", "x.git", "a/b/c", "\uff27oogle/x", "caf\xe9/x", "a b",
-               "a/b.", "a" * 97, "google/gemma\n"]
+    """huggingface_hub 2.4.0 utils/_validators.py validate_repo_id, read whole: each case as it decides; and a
+    trailing newline, which its `$`-free fullmatch refuses too, is refused whole."""
+    accepted = HF_ACCEPTED
+    refused = [*HF_REFUSED, "google/gemma\n"]
     for model in accepted:
         # A family the stack does not know needs its parser named.
         raw = {**SSH, "vllm": {"model": model, "toolCallParser": "hermes", "reasoningParser": None}}

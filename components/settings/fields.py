@@ -103,8 +103,10 @@ def pullable_image(value: str, example: str) -> str:
             "docker pull by it fails with 'unexpected media type'",
             f"use the repository and a tag, e.g. {example}, or repository@sha256:<manifest digest>",
         )
-    # distribution/reference reference.go: NameTotalLengthMax = 255 (the name, without tag or digest).
-    if not _IMAGE_REFERENCE.fullmatch(value) or len(re.split(r"[:@](?=[^/]*$)", value)[0]) > 255:
+    # distribution/reference reference.go (`0965666`), Parse: "repository name must not be more than 255
+    # characters", the path after the domain (its anchoredNameRegexp takes a first part of several as the domain).
+    name = re.split(r"[:@](?=[^/]*$)", value)[0]
+    if not _IMAGE_REFERENCE.fullmatch(value) or len(name.split("/", 1)[-1]) > 255:
         raise InvalidSettingError(
             "not an image reference docker can pull",
             f"write it like {example}, registry.example.com/team/image:v1 or repository@sha256:<digest>",
