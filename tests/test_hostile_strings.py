@@ -29,7 +29,7 @@ from pydantic import BaseModel, SecretStr
 from components import settings as s
 from components.gke.deployment import monitoring_scope as gke_monitoring_scope
 from components.monitoring import dashboard, promql
-from components.settings.findings import full_key
+from components.settings.findings import full_key, shown_value
 from components.settings.text import unprintable
 from components.vm import boot_contract, metadata_block, serving_step, systemd_units, tpu_request
 from components.vm.deployment import monitoring_scope as vm_monitoring_scope
@@ -241,12 +241,16 @@ def check_refused_or_inert(slot: Slot, text: str) -> None:
     except s.SettingsError as error:
         named = [problem for problem in error.problems if problem.startswith(full_key(slot.key))]
         assert named, f"{slot.key} = {text!r} was refused without naming it: {error.problems}"
+        if slot.kind == "value" and slot.key not in SECRET_KEYS:
+            # The value as written (JSON, cut when long), right after the key.
+            shown = f"{full_key(slot.key)} = {shown_value(text)}"
+            assert any(problem.startswith(shown) for problem in named), (shown, named)
         for problem in error.problems:
             # Shown as data (JSON, repr), never raw: a refusal cannot write a line or an escape to the terminal.
             assert unprintable(problem) is None, problem
             assert "; " in problem, problem  # the fix
-        if slot.key in SECRET_KEYS:
-            assert text not in error.render() or text in ("", " ")
+        if slot.key in SECRET_KEYS and len(text.strip()) >= 4:
+            assert text not in error.render()  # a secret is shown as [secret], never as itself
         return
     if slot.key in SECRET_KEYS:
         return
