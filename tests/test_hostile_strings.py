@@ -440,3 +440,52 @@ def test_tools_plan_refuses_a_hostile_model_with_the_usual_error_and_no_tracebac
     assert "Traceback" not in result.stderr
     problem = next(line for line in result.stderr.splitlines() if "tpu-vllm:vllm.model" in line)
     assert json.dumps(model)[:60] in problem and "e.g. google/gemma-4-E2B-it" in problem
+
+
+def test_tools_plan_names_every_hostile_key_of_a_stack_at_once(tmp_path):
+    """One stack file with a hostile value in many keys: one exit 2, each key named, no traceback."""
+    hostile = {
+        "tpu-vllm:vllm": {"model": f"google/gemma-4-E2B-it{INJECTED}", "image": "vllm/vllm-tpu:nightly\n--privileged"},
+        "tpu-vllm:tpu": {"network": "projects/p\n/global/networks/default", "runtimeVersion": "v2-alpha-tpuv5-lite;id",
+                         "labels": {"team": "a\nb"}, "maxRunDuration": "4h\n# x"},
+        "tpu-vllm:cache": {"deviceName": "persistent-disk-1 $(id)"},
+        "tpu-vllm:access": {**SSH["access"], "sshUser": "tpu`id`",
+                            "sshPublicKey": SAMPLES["access.sshPublicKey"] + "\nssh-ed25519 AAAA other@x"},
+        "tpu-vllm:monitoring": {"notificationEmail": "ops@example.com\u202e", "kvAlertFor": "\uff15m"},
+        "tpu-vllm:hfTokenSecret": "hf-token\x00",
+        "tpu-vllm:front": {"image": "nginx:1.28.0-alpine\x1b[2J"},
+    }
+    (tmp_path / "Pulumi.review.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "my-proj", **hostile}}))
+    result = harness.plan(["--stack", "review"], config_dir=tmp_path, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert unprintable(result.stderr.replace("\n", "")) is None
+    for key in ("vllm.model", "vllm.image", "tpu.network", "tpu.runtimeVersion", "tpu.labels", "tpu.maxRunDuration",
+                "cache.deviceName", "access.sshUser", "access.sshPublicKey", "monitoring.notificationEmail",
+                "monitoring.kvAlertFor", "hfTokenSecret", "front.image"):
+        assert f"\n  - tpu-vllm:{key} = " in result.stderr, key
+
+
+def test_tools_plan_renders_unusual_but_valid_values_into_the_same_units(tmp_path):
+    """Valid values at the edges of each grammar plan cleanly, and the units the serving step installs keep exactly
+    their own directives."""
+    (tmp_path / "Pulumi.review.yaml").write_text(yaml.safe_dump({"config": {
+        "gcp:project": "my-proj",
+        "tpu-vllm:vllm": {"model": "/models/gemma-4-E2B-it_v1.0"},
+        "tpu-vllm:tpu": {"network": "projects/my-proj/global/networks/vpc-1", "maxRunDuration": " 4h ",
+                         "labels": {"team": "agents-1"}},
+        "tpu-vllm:access": {**SSH["access"],
+                            "sshPublicKey": SAMPLES["access.sshPublicKey"].replace("me@laptop", "it's \"$(me)\" %n")},
+        "tpu-vllm:sshPrivateKey": {"secure": "v1:AAAA"},
+        "tpu-vllm:monitoring": {"notificationEmail": "first.last+alerts@mail.example.co.uk"},
+        "tpu-vllm:hfTokenSecret": "My_Token-2",
+    }}))
+    result = harness.plan(["--stack", "review", "--json"], config_dir=tmp_path, timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    plan = json.loads(result.stdout)
+    [stdin] = [resource["inputs"]["stdin"] for resource in plan["resources"]
+               if isinstance(resource.get("inputs"), dict) and "stage_file" in str(resource["inputs"].get("stdin"))]
+    for path in UNIT_PATHS:
+        head = f"stage_file {path} <<'{serving_step.FILE_DELIMITER}'\n"
+        unit = stdin.split(head, 1)[1].split(f"\n{serving_step.FILE_DELIMITER}\n", 1)[0]
+        assert _directives(unit) == _directives(BASELINE_TEXTS[path])
+    assert "Description=tpu-vllm: vLLM serving /models/gemma-4-E2B-it_v1.0 on " in stdin
