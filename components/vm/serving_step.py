@@ -85,6 +85,17 @@ def remote_command_text(vm: VmServing) -> str:
     return "sudo bash -s -- " + shlex.join(args)
 
 
+def delimiter_for(body: str) -> str:
+    """FILE_DELIMITER, or a longer word when a line of the file is that word: a quoted here-document ends at the
+    first line that is exactly its delimiter (bash(1), Here Documents), so the file is carried whole whatever it
+    holds."""
+    lines = set(body.splitlines())
+    delimiter = FILE_DELIMITER
+    while delimiter in lines:
+        delimiter += "_"
+    return delimiter
+
+
 def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`.
     `failure_note` is what serve.sh prints last when it fails: pulumi-command ends its error with the
@@ -94,10 +105,9 @@ def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     if failure_note:
         parts.append(f"FAILURE_NOTE={shlex.quote(failure_note)}")
     for path, text in installed_files(vm):
-        if FILE_DELIMITER in text.splitlines():
-            raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
         body = text if text.endswith("\n") else text + "\n"
-        parts.append(f"stage_file {shlex.quote(path)} <<'{FILE_DELIMITER}'\n{body}{FILE_DELIMITER}")
+        delimiter = delimiter_for(body)
+        parts.append(f"stage_file {shlex.quote(path)} <<'{delimiter}'\n{body}{delimiter}")
     parts.append("main")
     return "\n".join(parts) + "\n"
 

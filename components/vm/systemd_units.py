@@ -15,6 +15,7 @@ the container units require that one. The check passes only on a `ready` stamped
 from __future__ import annotations
 
 from components.serving.spec import ServingSpec
+from components.settings.text import unprintable
 from components.vm import boot_contract, container, metadata_block
 from components.vm.container import VmServing
 
@@ -49,6 +50,18 @@ def escape_path(path: str) -> str:
     return "".join(out)
 
 
+def unit_text(value: str) -> str:
+    """A value for a unit line that takes free text (Description=), carried inertly: systemd resolves specifiers in
+    it, so `%` is written `%%` ("Use "%%" in place of "%" to specify a single percent sign", systemd.unit(5),
+    SPECIFIERS); a line ending in a backslash is joined with the next (systemd.syntax(7)), and a newline, NUL or
+    CR would end the line there, so those are refused (systemd 252, man/systemd.unit.xml and man/systemd.syntax.xml,
+    as Debian's systemd 252.38 ships them). The settings refuse all of these first; this keeps a renderer honest."""
+    bad = unprintable(value)
+    if bad is not None or value.endswith("\\"):
+        raise ValueError(f"cannot write {value!r} into a systemd unit line: it holds {bad or 'a trailing backslash'}")
+    return value.replace("%", "%%")
+
+
 def mount_unit(mount_point: str) -> str:
     return escape_path(mount_point) + ".mount"
 
@@ -78,7 +91,7 @@ def _unit(*, description: str, why: str, requires: str, start_limit: tuple[int, 
     burst, interval = start_limit
     return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
 [Unit]
-Description={description}
+Description={unit_text(description)}
 # {why}
 Requires={requires}
 After={requires} network-online.target
