@@ -553,7 +553,7 @@ def test_the_script_reads_every_attribute_the_stack_sets():
     ours = [key for key in metadata if key.startswith("tpu-vllm-")]
     assert len(ours) == 6
     for key in ours:
-        assert f"metadata_attribute {key})" in script, key
+        assert re.search(rf"metadata_attribute {key} \w+\n", script), key
 
 
 def test_the_script_writes_the_secret_files_where_the_containers_mount_them():
