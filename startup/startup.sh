@@ -216,7 +216,8 @@ take_lock() {
     read -r holder <"$LOCK_FILE" || true
     say "another run of the boot script (${holder:-pid unknown}) is still going: waiting up to ${LOCK_WAIT_SECONDS}s for it to end"
     if ! flock -w "$LOCK_WAIT_SECONDS" "$LOCK_FD"; then
-      say "FAILED: another run of the boot script (${holder:-pid unknown}) still holds ${LOCK_FILE#"$ROOT"} after ${LOCK_WAIT_SECONDS}s; not running beside it (its status is its own). Wait for it to end, or stop it (sudo kill ${holder#pid }), then $RERUN"
+      holder="${holder#pid }"
+      say "FAILED: another run of the boot script (pid ${holder:-unknown}) still holds ${LOCK_FILE#"$ROOT"} after ${LOCK_WAIT_SECONDS}s; not running beside it (its status is its own). Wait for it to end, or stop it (sudo kill ${holder:-PID}, the pid in that file), then $RERUN"
       exit 75
     fi
   fi

@@ -191,7 +191,7 @@ class Unit:
 
 
 def lock_holder(node: Run) -> int:
-    return int((node.root / contract.STATUS_FILE.lstrip("/")).with_name("startup.lock").read_text().split()[1])
+    return int((node.root / contract.BOOT_LOCK_FILE.lstrip("/")).read_text().split()[1])
 
 
 def settled_status(node: Run) -> str:
@@ -204,7 +204,7 @@ def settled_status(node: Run) -> str:
 
 def lock_is_free(node: Run) -> bool:
     """True once nothing holds the run's lock any more (waits up to SETTLE_SECONDS for it)."""
-    lock = (node.root / contract.STATUS_FILE.lstrip("/")).with_name("startup.lock")
+    lock = node.root / contract.BOOT_LOCK_FILE.lstrip("/")
     deadline = time.monotonic() + SETTLE_SECONDS
     with lock.open() as handle:
         while True:
