@@ -36,7 +36,9 @@ SSH_DIAL_TIMEOUT_SECONDS = 15
 # The serving step's own dials, once SshReachable has seen an SSH server identify itself. Until the guest
 # agent has added the user and startup.sh has installed the stack's host key, each handshake fails at once:
 # pulumi-command v1.2.1 retries every dial error, retry.Until's delay growing 1.5x from 100 ms to 5 s
-# (pulumi/pulumi sdk/go/common/util/retry/until.go), so 30 dials wait ~26 s + 16 x 5 s, about 2 min.
+# (pulumi/pulumi sdk/go/common/util/retry/until.go). It gives up when try + 1 > dialErrorLimit, try counting
+# from 0 (connection.go reachedDialingErrorLimit), so a limit of 30 is 31 dials and 30 back-offs:
+# ~11 s + 20 x 5 s, about 2 min.
 # perDialTimeout bounds only the TCP connect (it becomes ssh.ClientConfig.Timeout, which golang.org/x/crypto
 # v0.48.0 ssh/client.go Dial hands to net.DialTimeout alone), and dialErrorLimit counts dials that returned an
 # error: a handshake that stalls has neither, and holds the step until `pulumi up` is interrupted. What bounds

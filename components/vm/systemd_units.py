@@ -114,10 +114,10 @@ def vllm_unit(vm: VmServing) -> str:
         why="The secret files come from the boot script, the compile cache from its own disk: start after both.",
         requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(vm.cache_mount)}",
         start_limit=VLLM_START_LIMIT,
-        service=f"""# Replace, never restart: a new start must not inherit an old container's flags.
+        service=f"""# Replace, never restart: a new start must not inherit an old container's flags. libtpu's lock file
+# (/tmp/libtpu_lockfile, jax-ml/jax issue 10192) is in the container's own /tmp, which no -v mounts: it goes
+# with the old container.
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
-# A crashed run can leave libtpu's lock behind, and the next one then cannot open the chip.
-ExecStartPre=rm -f /tmp/libtpu_lockfile
 ExecStart=bash {container.VLLM_RUNNER}
 ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
 Restart=on-failure
