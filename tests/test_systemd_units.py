@@ -73,8 +73,8 @@ def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_wi
     pre = values(unit, "Service", "ExecStartPre")
     # '-': no container yet is fine. Nothing on the host's /tmp: libtpu's lock is in the container's own.
     assert pre == [f"-docker rm -f {container.CONTAINER_NAME}"]
-    mounts = [arg for flag, arg in zip(container.docker_run_args(vm_serving(cfg()))[:-1],
-                                      container.docker_run_args(vm_serving(cfg()))[1:]) if flag == "-v"]
+    args = container.docker_run_args(vm_serving(cfg()))
+    mounts = [arg for flag, arg in zip(args[:-1], args[1:], strict=True) if flag == "-v"]
     assert mounts and not [mount for mount in mounts if mount.split(":")[1] in ("/tmp", "/")]
     assert unit.get("Service", "ExecStart") == f"bash {container.VLLM_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
