@@ -214,8 +214,9 @@ def render(result: Plan) -> str:
     ]
     for arm in result.arms:
         node = f"{arm.node} ({'new' if arm.new_node else 'reused'})"
+        compiled = f"{'warm' if arm.warm else 'cold'} {arm.compile_key[:8]}"
         lines.append(
-            f"{arm.index:>2}  {arm.arm.name:<18} {node:<10} {('warm' if arm.warm else 'cold') + ' ' + arm.compile_key[:8]:<14} "
+            f"{arm.index:>2}  {arm.arm.name:<18} {node:<10} {compiled:<14} "
             f"{arm.node_up_s / 60:>6.1f} m {arm.boot_s / 60:>6.1f} m {arm.cells_s / 60:>6.1f} m "
             f"{arm.seconds / 60:>7.1f} m ${arm.spend_usd:>6.2f}")
     lines += [
@@ -227,8 +228,8 @@ def render(result: Plan) -> str:
         f"({sweep.arms[0].loaded.settings.tpu.queue_timeout}) and bills nothing while it waits (not counted)",
         f"  node up: computed, {NODE_UP_SECONDS} s = {PREEMPTION_RECOVERY_COLD} less its {boot.COLD_BOOT_SECONDS} s "
         "cold boot",
-        f"  boot: measured (the build log), {boot.COLD_BOOT_SECONDS} s cold, {boot.WARM_BOOT_SECONDS} s warm (an earlier "
-        "arm on this cache disk had the same compile key)",
+        f"  boot: measured (the build log), {boot.COLD_BOOT_SECONDS} s cold, {boot.WARM_BOOT_SECONDS} s warm (an "
+        "earlier arm on this cache disk had the same compile key)",
         "  cells: computed, reps x clients x requests per client x output tokens / the log's aggregate tok/s for the "
         "cell, plus one warm-up request per context at the log's single-stream rate",
         f"  spend: computed, time x the chip's hourly price ({result.arms[0].price_source}), plus the cache disk's "

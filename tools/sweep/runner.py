@@ -1,0 +1,261 @@
+"""The sweep itself: for each arm, set its config by path, `up` (events to a log, one progress line), tunnel, health,
+the cells; then the comparison and the end action. Ctrl-C or any error: cancel the running update, destroy the
+sweep's stack, and say so; a second Ctrl-C says what is left and the exact command that removes it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tools.sweep import bench_step, compare, config_paths, stack_ops
+from tools.sweep.estimate import ArmPlan, Plan
+from tools.sweep.journal import Journal
+
+HEALTH_TIMEOUT_S = 600.0
+# How long a cancelled `up` may take to end before the destroy goes ahead anyway (the destroy then waits on the
+# stack's lock, or fails and says what is left).
+CANCEL_GRACE_S = 120.0
+POLL_S = 0.1
+
+
+class LimitError(Exception):
+    pass
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _event_record(event: Any) -> dict[str, Any]:
+    """One engine event (pulumi.automation.events.EngineEvent) as a log line: which kind, and what it names."""
+    record: dict[str, Any] = {"sequence": event.sequence, "timestamp": event.timestamp}
+    for kind in ("prelude_event", "resource_pre_event", "res_outputs_event", "res_op_failed_event",
+                 "diagnostic_event", "summary_event", "cancel_event", "stdout_event", "policy_event"):
+        found = getattr(event, kind, None)
+        if found is None:
+            continue
+        record["kind"] = kind
+        metadata = getattr(found, "metadata", None)
+        if metadata is not None:
+            record.update(op=str(metadata.op.value), urn=metadata.urn, type=metadata.type)
+        if kind == "diagnostic_event":
+            record.update(severity=found.severity, message=found.message)
+        if kind == "summary_event":
+            record["resource_changes"] = {str(getattr(op, "value", op)): n for op, n in found.resource_changes.items()}
+    return record
+
+
+class Runner:
+    def __init__(self, planned: Plan, out: Path, journal: Journal, stack: stack_ops.SweepStack,
+                 tunnel: Callable[[dict[str, Any]], contextlib.AbstractContextManager[tuple[str, str]]],
+                 ticker: Callable[[str], None] | None):
+        self.planned, self.sweep, self.out, self.journal, self.stack = planned, planned.sweep, out, journal, stack
+        self.tunnel, self.ticker = tunnel, ticker or (lambda phase: None)
+        self.started = time.monotonic()
+        self.billing_since: float | None = None
+        self.usd_per_hour = planned.arms[0].usd_per_hour
+        self.current: ArmPlan | None = None
+        self.phase = "start"
+
+    # ---- progress ----
+
+    def spent(self) -> float:
+        """Computed: the finished arms' node time, and the node time since this run's first `up`, x $/hour."""
+        running = (time.monotonic() - self.billing_since) if self.billing_since is not None else 0.0
+        return self.journal.spent_usd + self.usd_per_hour * running / 3600
+
+    def progress(self, detail: str = "") -> None:
+        arm = self.current
+        where = f"arm {arm.index} of {len(self.planned.arms)} ({arm.arm.name})" if arm else "sweep"
+        elapsed = int(time.monotonic() - self.started)
+        _say(f"[{where}] {self.phase}, {elapsed // 60}m{elapsed % 60:02d}s, ${self.spent():.2f} spent so far "
+             f"(computed){': ' + detail if detail else ''}")
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.progress()
+        self.tick()
+
+    def tick(self) -> None:
+        self.ticker(self.phase)
+        limits = self.sweep.limits
+        if self.spent() > limits.max_spend_usd:
+            raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent (computed)")
+        if time.monotonic() - self.started > limits.max_seconds:
+            raise LimitError(f"limits.maxDuration = {limits.max_duration}: reached")
+
+    # ---- one arm ----
+
+    def arm_dir(self, arm: ArmPlan) -> Path:
+        return self.out / f"{arm.index:02d}-{arm.arm.name}"
+
+    def deploy(self, config: dict[str, Any], events_log: Path) -> None:
+        current = self.journal.applied or self.sweep.base_config
+        to_set, to_remove = config_paths.changes(current, config)
+        self.stack.apply(to_set, to_remove)
+        self.journal.applied = config
+        self.journal.deployed = True
+        self.journal.save()
+        self.enter("up")
+        events_log.parent.mkdir(parents=True, exist_ok=True)
+        with events_log.open("a", encoding="utf-8") as log:
+            def on_event(event: Any) -> None:
+                record = _event_record(event)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                if record.get("kind") == "resource_pre_event":
+                    self.progress(f"{record['op']} {record['type']}")
+
+            def on_output(line: str) -> None:
+                log.write(json.dumps({"output": line}) + "\n")
+
+            if self.billing_since is None:
+                self.billing_since = time.monotonic()
+            self.stack.start_up(on_event, on_output)
+            while not self.stack.wait_up(POLL_S):
+                self.tick()
+
+    def measure(self, arm: ArmPlan) -> Path:
+        settings = arm.arm.loaded.settings
+        self.enter("config")
+        self.deploy(arm.arm.config, self.arm_dir(arm) / "events.jsonl")
+        outputs = self.stack.outputs()
+        self.enter("tunnel")
+        with self.tunnel(outputs) as (base_url, api_key):
+            self.enter("health")
+            bench_step.wait_healthy(base_url, HEALTH_TIMEOUT_S, self.tick)
+            self.enter("cells")
+            kv = settings.kv_budget()
+            result = self.arm_dir(arm) / "bench.json"
+            bench_step.run_cells(base_url, api_key, settings.vllm.model, self.sweep.cells,
+                                 kv.kv_tokens if kv else None, result, arm.arm.name)
+        return result
+
+    def run_arms(self) -> None:
+        limits = self.sweep.limits
+        for arm in self.planned.arms:
+            if arm.arm.name in self.journal.finished:
+                continue
+            self.current = arm
+            if self.spent() + arm.spend_usd > limits.max_spend_usd:
+                raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent and "
+                                 f"arm {arm.arm.name} is expected to cost ${arm.spend_usd:.2f} more (computed)")
+            arm_started = time.monotonic()
+            result = self.measure(arm)
+            self.journal.finished[arm.arm.name] = str(result)
+            self.journal.spent_usd += self.usd_per_hour * (time.monotonic() - arm_started) / 3600
+            self.billing_since = time.monotonic()
+            self.journal.save()
+            self.progress(f"finished: {result}")
+
+    # ---- the end ----
+
+    def finish(self) -> int:
+        rows = [row for arm in self.planned.arms
+                for row in compare.rows_of(arm.arm.name, Path(self.journal.finished[arm.arm.name]), arm.usd_per_hour)]
+        written = compare.write(rows, self.out)
+        print(compare.markdown(rows))
+        _say("comparison: " + ", ".join(str(path) for path in written))
+        self.current, action = None, self.sweep.limits.at_end
+        if action == "destroy":
+            self.destroy()
+            return 0
+        best = compare.winner(rows)
+        name = best.arm if action == "keep-best" and best else self.planned.arms[0].arm.name
+        config = (next(arm.arm.config for arm in self.planned.arms if arm.arm.name == name)
+                  if action == "keep-best" else self.sweep.base_config)
+        self.enter("keep" if action == "keep-best" else "restore")
+        self.deploy(config, self.out / f"{action}-events.jsonl")
+        _say(f"left up on purpose (limits.atEnd = {action}): stack {self.sweep.stack} serves "
+             f"{name if action == 'keep-best' else 'the base'}'s configuration and bills "
+             f"${self.usd_per_hour:.2f}/hour until its run end or until you remove it: "
+             f"{stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack)}")
+        return 0
+
+    def destroy(self) -> None:
+        self.enter("destroy")
+        log = (self.out / "destroy.log").open("a", encoding="utf-8")
+        with log:
+            self.stack.destroy(lambda line: log.write(line + "\n"))
+        self.journal.deployed, self.journal.applied = False, None
+        self.journal.save()
+        self.billing_since = None
+        _say(f"destroyed stack {self.sweep.stack} and removed it: nothing of the sweep is left billing")
+
+    def clean_up(self, reason: str) -> int:
+        """After Ctrl-C or an error: cancel the running update, destroy, say so. 130 after Ctrl-C, else 1."""
+        _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (Ctrl-C again to stop that too).")
+        try:
+            if self.stack.up_running():
+                _say(self.stack.cancel())
+                deadline = time.monotonic() + CANCEL_GRACE_S
+                while time.monotonic() < deadline:
+                    with contextlib.suppress(Exception):
+                        if self.stack.wait_up(POLL_S):
+                            break
+            if self.journal.deployed:
+                self.destroy()
+            else:
+                _say(f"nothing was deployed: nothing of the sweep is billing; stack {self.sweep.stack} holds no "
+                     "resources")
+        except KeyboardInterrupt:
+            self.left_behind()
+            return 130
+        except Exception as error:  # the clean-up itself failed: say what is left, never a traceback
+            _say(f"the clean-up failed: {error.__class__.__name__}: {str(error).strip().splitlines()[-1:]}")
+            self.left_behind()
+            return 1
+        return 130 if reason.startswith("interrupted") else 1
+
+    def left_behind(self) -> None:
+        _say(f"LEFT BEHIND: stack {self.sweep.stack} may still hold a TPU node (${self.usd_per_hour:.2f}/hour, "
+             "flex-start stops it at its run end) and its cache disk (bills until deleted). Remove them with:\n  "
+             + stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack))
+
+
+def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_command: Any = None,
+        tunnel: Callable[[dict[str, Any]], contextlib.AbstractContextManager[tuple[str, str]]] | None = None,
+        ticker: Callable[[str], None] | None = None) -> int:
+    sweep = planned.sweep
+    names = [arm.arm.name for arm in planned.arms]
+    journal_path = out / "journal.json"
+    journal = Journal.load(journal_path) if resume else None
+    if resume and journal is None:
+        _say(f"error: --resume: no sweep to resume in {out} (no journal.json); run it without --resume")
+        return 2
+    if journal is not None and (journal.arms != names or journal.stack != sweep.stack):
+        _say(f"error: --resume: {journal_path} is of another sweep (arms {journal.arms}, stack {journal.stack}); "
+             "run this one without --resume, with another --out")
+        return 2
+    journal = journal or Journal(journal_path, str(sweep.path), sweep.stack, names)
+    command = pulumi_command or stack_ops.pulumi_command(install_cli)
+    stack = stack_ops.SweepStack(sweep.project_dir, sweep.base, sweep.stack, command)
+    try:
+        made = stack.open(resume)
+    except stack_ops.StackExistsError as error:
+        _say(f"error: {error}")
+        return 2
+    if made:
+        journal.applied, journal.deployed = None, False
+    journal.save()
+    runner = Runner(planned, out, journal, stack, tunnel or bench_step.ssh_tunnel, ticker)
+    if journal.finished:
+        _say(f"resuming after {', '.join(journal.finished)}")
+    try:
+        runner.run_arms()
+        return runner.finish()
+    except KeyboardInterrupt:
+        return runner.clean_up("interrupted (Ctrl-C)")
+    except Exception as error:  # any error: nothing may be left billing
+        detail = str(error).strip().splitlines()[-1] if str(error).strip() else ""
+        return runner.clean_up(f"{error.__class__.__name__}: {detail}")
+
+
+@contextlib.contextmanager
+def no_tunnel(base_url: str, api_key: str) -> Iterator[tuple[str, str]]:
+    yield base_url, api_key
