@@ -81,5 +81,23 @@ def changes(current: dict[str, Any], wanted: dict[str, Any]) -> tuple[dict[str, 
     A leaf the new overlay drops goes back to the base's value, so `current` and `wanted` are full configs."""
     now, then = leaves(current), leaves(wanted)
     to_set = {full(path): as_text(value) for path, value in then.items() if now.get(path, object()) != value}
-    to_remove = [full(path) for path in now if path not in then]
+    # Removing a leaf leaves its map behind (an empty `speculativeConfig: {}` still turns the arm on): remove the
+    # highest part of the path the wanted config does not have at all.
+    to_remove = list(dict.fromkeys(full(_highest_absent(path, wanted)) for path in now if path not in then))
     return to_set, to_remove
+
+
+def _parts(path: str) -> list[str | int]:
+    return [int(index) if index else name for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path)]
+
+
+def _highest_absent(path: str, wanted: dict[str, Any]) -> str:
+    node: Any = wanted
+    shown = ""
+    for part in _parts(path):
+        shown = _path(shown, part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return shown
+    return path

@@ -61,6 +61,7 @@ class Runner:
         self.usd_per_hour = planned.arms[0].usd_per_hour
         self.current: ArmPlan | None = None
         self.phase = "start"
+        self.events_log: Any = None
 
     # ---- progress ----
 
@@ -103,22 +104,26 @@ class Runner:
         self.journal.save()
         self.enter("up")
         events_log.parent.mkdir(parents=True, exist_ok=True)
-        with events_log.open("a", encoding="utf-8") as log:
-            def on_event(event: Any) -> None:
-                record = _event_record(event)
+        # Open until the `up` ends, however it ends: after Ctrl-C the cancelled update still reports its events.
+        log = self.events_log = events_log.open("a", encoding="utf-8")
+
+        def write(record: dict[str, Any]) -> None:
+            if not log.closed:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-                if record.get("kind") == "resource_pre_event":
-                    self.progress(f"{record['op']} {record['type']}")
 
-            def on_output(line: str) -> None:
-                log.write(json.dumps({"output": line}) + "\n")
+        def on_event(event: Any) -> None:
+            record = _event_record(event)
+            write(record)
+            if record.get("kind") == "resource_pre_event":
+                self.progress(f"{record['op']} {record['type']}")
 
-            if self.billing_since is None:
-                self.billing_since = time.monotonic()
-            self.stack.start_up(on_event, on_output)
-            while not self.stack.wait_up(POLL_S):
-                self.tick()
+        if self.billing_since is None:
+            self.billing_since = time.monotonic()
+        self.stack.start_up(on_event, lambda line: write({"output": line}))
+        while not self.stack.wait_up(POLL_S):
+            self.tick()
+        log.close()
 
     def measure(self, arm: ArmPlan) -> Path:
         settings = arm.arm.loaded.settings
@@ -198,6 +203,8 @@ class Runner:
                     with contextlib.suppress(Exception):
                         if self.stack.wait_up(POLL_S):
                             break
+            if self.events_log is not None:
+                self.events_log.close()
             if self.journal.deployed:
                 self.destroy()
             else:
