@@ -184,6 +184,7 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
 
     def ticker(now):
         if now == phase and (phase != "up" or fake.up_in_flight.is_set()):
+            fake.interrupt()  # the terminal's SIGINT reaches the CLI too
             raise KeyboardInterrupt
 
     sweep = write_sweep(project, {"base": {}})
@@ -192,11 +193,41 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     assert f"sweep stopped in phase {phase}: interrupted (Ctrl-C)" in err
     assert fake.billing() == []
     if phase == "up":
-        assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
+        assert "the Pulumi CLI got the same Ctrl-C and is cancelling its update" in err
+        assert not any("cancel" in call for call in fake.calls)  # it ended by itself: no `pulumi cancel` needed
     if phase == "config":
         assert "nothing was deployed" in err and not fake.ledger
     else:
         assert "destroyed stack dev-sweep" in err and "dev-sweep" not in fake.stacks
+
+
+def test_an_update_that_goes_on_after_ctrl_c_is_cancelled_through_the_sdk(project, server, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise KeyboardInterrupt  # and the CLI does not stop by itself
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
+    assert "cancelled the running update (pulumi cancel)" in capsys.readouterr().err
+    assert fake.billing() == [] and "dev-sweep" not in fake.stacks
+
+
+def test_an_error_while_up_runs_cancels_it_then_destroys(project, server, capsys):
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise runner.LimitError("limits.maxSpendUsd = 1: $1.01 spent (computed)")
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 1
+    err = capsys.readouterr().err
+    assert "sweep stopped in phase up: LimitError: limits.maxSpendUsd = 1" in err
+    assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
+    assert "cancelled the running update (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
+    assert fake.billing() == []
 
 
 def test_an_error_in_up_ends_in_a_destroy(project, server, capsys):

@@ -138,6 +138,12 @@ class FakePulumiCli(PulumiCommand):
             raise create_command_error(result)
         return result
 
+    def interrupt(self) -> None:
+        """The terminal's SIGINT reaching the CLI too: its first ^C cancels the update gracefully
+        (pkg/backend/cancellation_scope.go: "^C received; cancelling. If you would like to terminate immediately,
+        press ^C again.")."""
+        self._cancel.set()
+
     def billing(self) -> list[str]:
         return [f"{item['kind']}#{item['serial']}" for item in self.ledger if item["billing"]]
 
@@ -204,10 +210,10 @@ class FakePulumiCli(PulumiCommand):
         if head == ["stack", "history"]:
             return 0, json.dumps(list(reversed(stack.history))[:1] if "--page-size" in words else stack.history), ""
         if words[0] == "cancel":
-            if not self.up_in_flight.is_set():
-                return 255, "", "error: no update in progress"
+            # pkg/cmd/pulumi/cancel/cancel.go: the backend's CancelCurrentUpdate, then this line (a DIY backend only
+            # deletes the stack's lock files, pkg/backend/diy/backend.go, and succeeds with no update running).
             self._cancel.set()
-            return 0, "The currently running update for 'sweep' has been canceled!", ""
+            return 0, f"The currently running update for '{stack.name}' has been canceled!", ""
         if words[0] == "up":
             return self._up(stack, words, on_output)
         if words[0] == "destroy":
@@ -267,6 +273,7 @@ class FakePulumiCli(PulumiCommand):
                 changes["replace" if node else "create"] = changes.get("replace" if node else "create", 0) + 1
                 stack.resources.pop("serving", None)
             if self.hold_up:
+                self._cancel.clear()
                 self.up_in_flight.set()
                 if not self._cancel.wait(30):
                     return 255, "", "error: the fake's held update was never cancelled"
@@ -296,7 +303,6 @@ class FakePulumiCli(PulumiCommand):
             return 0, "Resources:", ""
         finally:
             self.up_in_flight.clear()
-            self._cancel.clear()
             events.close()
 
     def _destroy(self, stack: FakeStack, on_output: Any) -> tuple[int, str, str]:

@@ -17,8 +17,8 @@ from tools.sweep.estimate import ArmPlan, Plan
 from tools.sweep.journal import Journal
 
 HEALTH_TIMEOUT_S = 600.0
-# How long a cancelled `up` may take to end before the destroy goes ahead anyway (the destroy then waits on the
-# stack's lock, or fails and says what is left).
+# How long the CLI may take to end its update after Ctrl-C before `pulumi cancel`, and after that before the
+# clean-up gives up and says what is left (a destroy beside a running update would race it).
 CANCEL_GRACE_S = 120.0
 POLL_S = 0.1
 
@@ -192,17 +192,33 @@ class Runner:
         self.billing_since = None
         _say(f"destroyed stack {self.sweep.stack} and removed it: nothing of the sweep is left billing")
 
-    def clean_up(self, reason: str) -> int:
-        """After Ctrl-C or an error: cancel the running update, destroy, say so. 130 after Ctrl-C, else 1."""
+    def wait_for_up(self, seconds: float) -> bool:
+        """True once the `up` ended, however (its error is already being handled)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if self.stack.wait_up(POLL_S):
+                    return True
+            if not self.stack.up_running():
+                return True
+        return False
+
+    def clean_up(self, reason: str, interrupted: bool) -> int:
+        """After Ctrl-C or an error: end the running update, destroy, say so. 130 after Ctrl-C, else 1."""
         _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (Ctrl-C again to stop that too).")
         try:
             if self.stack.up_running():
-                _say(self.stack.cancel())
-                deadline = time.monotonic() + CANCEL_GRACE_S
-                while time.monotonic() < deadline:
-                    with contextlib.suppress(Exception):
-                        if self.stack.wait_up(POLL_S):
-                            break
+                ended = False
+                if interrupted:
+                    # The terminal sent the CLI the same SIGINT: its first ^C cancels the update gracefully,
+                    # finishing the operations in flight (pkg/backend/cancellation_scope.go).
+                    _say("the Pulumi CLI got the same Ctrl-C and is cancelling its update")
+                    ended = self.wait_for_up(CANCEL_GRACE_S)
+                if not ended:
+                    _say(self.stack.cancel())
+                    ended = self.wait_for_up(CANCEL_GRACE_S)
+                if not ended:
+                    raise RuntimeError(f"the update still runs {CANCEL_GRACE_S:.0f} s after `pulumi cancel`")
             if self.events_log is not None:
                 self.events_log.close()
             if self.journal.deployed:
@@ -217,7 +233,7 @@ class Runner:
             _say(f"the clean-up failed: {error.__class__.__name__}: {str(error).strip().splitlines()[-1:]}")
             self.left_behind()
             return 1
-        return 130 if reason.startswith("interrupted") else 1
+        return 130 if interrupted else 1
 
     def left_behind(self) -> None:
         _say(f"LEFT BEHIND: stack {self.sweep.stack} may still hold a TPU node (${self.usd_per_hour:.2f}/hour, "
@@ -257,10 +273,10 @@ def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_com
         runner.run_arms()
         return runner.finish()
     except KeyboardInterrupt:
-        return runner.clean_up("interrupted (Ctrl-C)")
+        return runner.clean_up("interrupted (Ctrl-C)", interrupted=True)
     except Exception as error:  # any error: nothing may be left billing
         detail = str(error).strip().splitlines()[-1] if str(error).strip() else ""
-        return runner.clean_up(f"{error.__class__.__name__}: {detail}")
+        return runner.clean_up(f"{error.__class__.__name__}: {detail}", interrupted=False)
 
 
 @contextlib.contextmanager
