@@ -306,6 +306,8 @@ def test_the_sdk_reads_the_fakes_answers(project):
 def test_the_pinned_cli_is_the_sdks_release_and_meets_the_project(project):
     pinned = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
     assert stack_ops.PULUMI_CLI_VERSION == pinned
+    preview = (ROOT / ".github" / "workflows" / "preview.yml").read_text()
+    assert f'pulumi-version: "{pinned}"' in preview
     required = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["requiredPulumiVersion"]
     minimum = tuple(int(part) for part in required.removeprefix(">=").split("."))
     assert tuple(int(part) for part in pinned.split(".")) >= minimum

@@ -161,13 +161,13 @@ class FakePulumiCli(PulumiCommand):
         head = words[:2]
         if head == ["stack", "select"]:
             name = self._flag(words, "--stack")
-            if name not in self.stacks:
+            if name not in self.stacks:  # pkg/backend/backenderr/backenderr.go StackNotFoundError
                 return 255, "", f"error: no stack named '{name}' found"
             self.selected = name
             return 0, "", ""
         if head == ["stack", "init"]:
             name = words[2]
-            if name in self.stacks:
+            if name in self.stacks:  # backenderr.go StackAlreadyExistsError
                 return 255, "", f"error: stack '{name}' already exists"
             self.stacks[name] = FakeStack(name)
             self.selected = name
@@ -175,8 +175,11 @@ class FakePulumiCli(PulumiCommand):
         if head == ["stack", "rm"]:
             name = next(word for word in words[2:] if not word.startswith("--"))
             if self.stacks[name].resources and "--force" not in words:
+                # pkg/cmd/pulumi/stack/stack_remove.go (pkg/v3.259.0-14)
                 return 255, "", (f"error: '{name}' still has resources; removal rejected. Possible actions:\n"
-                                 "- Make sure that 'pulumi destroy' has been run")
+                                 f"- Make sure that '{name}' is the stack that you want to destroy\n"
+                                 "- Run `pulumi destroy` to delete the resources, then run `pulumi stack rm`\n"
+                                 "- Run `pulumi stack rm --force` to override this error")
             del self.stacks[name]
             return 0, "", ""
         stack = self._stack(words)

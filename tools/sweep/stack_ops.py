@@ -34,8 +34,9 @@ from pulumi.automation import ConfigValue, PulumiCommand
 from pulumi.automation.errors import StackNotFoundError
 from semver import VersionInfo
 
-# The CLI the sweep drives: the release of the SDK requirements.txt pins (the SDK and the CLI ship together);
-# Pulumi.yaml's requiredPulumiVersion (>=3.174.0) holds for it. tests/test_sweep.py checks both.
+# The CLI the sweep drives: the release of the SDK requirements.txt pins (the SDK and the CLI ship together), and
+# the one the preview job installs (.github/workflows/preview.yml pulumi-version); Pulumi.yaml's
+# requiredPulumiVersion (>=3.174.0) holds for it. tests/test_sweep.py checks all three.
 PULUMI_CLI_VERSION = "3.272.0"
 
 
