@@ -198,7 +198,8 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     if phase == "config":
         assert "nothing was deployed" in err and not fake.ledger
     else:
-        assert "destroyed stack dev-sweep" in err and "dev-sweep" not in fake.stacks
+        assert "destroyed stack dev-sweep" in err
+    assert "dev-sweep" not in fake.stacks
 
 
 def test_an_update_that_goes_on_after_ctrl_c_is_cancelled_through_the_sdk(project, server, capsys, monkeypatch):
@@ -272,6 +273,19 @@ def test_resume_goes_on_after_the_last_finished_arm(project, server, capsys):
     rows = json.loads((project / "out" / "comparison.json").read_text())["rows"]
     assert {row["arm"] for row in rows} == {"base", "ngram"}
     assert fake.billing() == []
+
+
+def test_keep_best_leaves_the_winners_configuration_up_and_says_how_to_remove_it(project, server, capsys):
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    sweep = write_sweep(project, {"base": {}, "ngram": FOUR_ARMS["ngram"]}, atEnd="keep-best")
+    assert run_sweep(project, sweep, fake, server) == 0
+    winner = json.loads((project / "out" / "comparison.json").read_text())["winner"]["arm"]
+    err = capsys.readouterr().err
+    assert f"left up on purpose (limits.atEnd = keep-best): stack dev-sweep serves {winner}'s configuration" in err
+    assert f"pulumi destroy --yes --stack dev-sweep --cwd {project}" in err
+    vllm = fake.stacks["dev-sweep"].config["tpu-vllm:vllm"]
+    assert ("speculativeConfig" in vllm) == (winner == "ngram")
+    assert len(fake.billing()) == 2  # its node and its cache disk, on purpose
 
 
 def test_a_fresh_run_refuses_a_stack_left_by_another_sweep(project, server, capsys):

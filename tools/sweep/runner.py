@@ -224,8 +224,11 @@ class Runner:
             if self.journal.deployed:
                 self.destroy()
             else:
-                _say(f"nothing was deployed: nothing of the sweep is billing; stack {self.sweep.stack} holds no "
-                     "resources")
+                self.stack.workspace.remove_stack(self.sweep.stack)
+                self.journal.applied = None
+                self.journal.save()
+                _say(f"nothing was deployed: nothing of the sweep is billing; removed stack {self.sweep.stack}, "
+                     "which held no resources")
         except KeyboardInterrupt:
             self.left_behind()
             return 130
