@@ -176,7 +176,6 @@ def read(path: Path, project_dir: Path) -> Sweep:
     base_raw, project, secret_keys = _base_config(project_dir, parsed.base, where)
     problems: list[str] = []
     arms: list[Arm] = []
-    warnings: list[str] = []
     stack = parsed.stack or f"{parsed.base}-sweep"
     if stack == parsed.base:
         problems.append(f"{where}: stack = {json.dumps(stack)}: the sweep's stack must be its own, not the base; "
@@ -197,10 +196,13 @@ def read(path: Path, project_dir: Path) -> Sweep:
             problems.append(f"{where}: arms.{name}: tpu-vllm:platform = {json.dumps(loaded.settings.platform)}: "
                             "the sweep reuses one node over SSH, which only the vm platform has; sweep a vm stack")
             continue
-        warnings += [f"arms.{name}: {text}" for text in loaded.warnings]
         arms.append(Arm(name, overlay, config, loaded))
     if problems:
         raise SweepFileError(problems)
+    # A warning every arm has (the base's own, e.g. SSH open to any address) is said once.
+    shared = set.intersection(*(set(arm.loaded.warnings) for arm in arms)) if arms else set()
+    warnings = [f"every arm: {text}" for text in arms[0].loaded.warnings if text in shared]
+    warnings += [f"arms.{arm.name}: {text}" for arm in arms for text in arm.loaded.warnings if text not in shared]
     return Sweep(path=path, project_dir=project_dir, base=parsed.base, stack=stack, arms=tuple(arms),
                  base_config=base_raw, cells=parsed.cells, limits=parsed.limits, project=project,
                  warnings=tuple(dict.fromkeys(warnings)))
