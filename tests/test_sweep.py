@@ -325,3 +325,32 @@ def test_the_pinned_cli_is_the_sdks_release_and_meets_the_project(project):
     required = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["requiredPulumiVersion"]
     minimum = tuple(int(part) for part in required.removeprefix(">=").split("."))
     assert tuple(int(part) for part in pinned.split(".")) >= minimum
+
+
+def _golden_node_body(name: str) -> str:
+    """The queued resource's inputs in a golden plan (tests/golden), with the stack's and project's names taken out."""
+    plan = json.loads((ROOT / "tests" / "golden" / f"{name}.json").read_text())
+    inputs = next(r["inputs"] for r in plan["resources"] if r["type"].endswith(":QueuedResource"))
+    text = json.dumps(inputs, sort_keys=True)
+    text = re.sub(rf"tpu-vllm-{name}\b", "tpu-vllm-STACK", text).replace(f'"stack": "{name}"', '"stack": "STACK"')
+    return text.replace("PLACEHOLDER-set-gcp-project", "PROJECT").replace("golden-project", "PROJECT")
+
+
+def _golden_settings(name: str):
+    from tools.sweep.sweep_file import _base_config
+
+    folder = ROOT if name == "dev" else ROOT / "tests" / "golden" / "stacks"
+    raw, _, secret = _base_config(folder, name, "golden")
+    from components.settings.loading import load
+    return load(raw, project="golden-project", stack=name, secret_keys=secret).settings
+
+
+def test_an_arm_the_sweep_runs_on_the_same_node_leaves_the_nodes_request_as_it_was():
+    """The real program's plans (the golden ones) hold the node rule: stacks whose settings differ only outside
+    estimate.NODE_KEYS send the very same queued-resource body; spot (the tpu section) does not."""
+    dev = estimate.node_key(_golden_settings("dev"))
+    same_node = [name for name in ("arms", "textonly", "spot") if estimate.node_key(_golden_settings(name)) == dev]
+    assert same_node == ["arms", "textonly"]
+    for name in same_node:
+        assert _golden_node_body(name) == _golden_node_body("dev"), name
+    assert _golden_node_body("spot") != _golden_node_body("dev")
