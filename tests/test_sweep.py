@@ -33,6 +33,13 @@ def server():
 
 
 @pytest.fixture
+def no_plots(monkeypatch):
+    """Plots cost a few hundred ms of CPU each; one test keeps them (the comparison's), the rest skip them."""
+    monkeypatch.setattr("tools.bench.report.plot", lambda *args, **kwargs: None)
+    monkeypatch.setattr(compare, "_plot", lambda rows, out: [])
+
+
+@pytest.fixture
 def project(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
@@ -117,7 +124,7 @@ def test_a_value_the_cli_would_store_as_another_type_is_refused(project):
 
 # ---- the run ----
 
-def test_order_node_reuse_and_nothing_left_billing(project, server, capsys):
+def test_order_node_reuse_and_nothing_left_billing(no_plots, project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
     sweep = write_sweep(project, FOUR_ARMS)
     assert run_sweep(project, sweep, fake, server) == 0
@@ -150,6 +157,7 @@ def test_the_comparisons_figures_against_a_server_with_known_latencies(project, 
     sweep = write_sweep(project, {"base": {}})
     assert run_sweep(project, sweep, fake, server) == 0
     rows = json.loads((project / "out" / "comparison.json").read_text())["rows"]
+    assert (project / "out" / "comparison.png").stat().st_size and (project / "out" / "01-base" / "bench.png").is_file()
     usd = estimate.plan(read(sweep, project)).arms[0].usd_per_hour
     for row in rows:
         # Causal bounds: the server waits TTFT before the first token and TPOT between tokens, so no request is
@@ -253,7 +261,7 @@ def test_a_second_ctrl_c_says_what_is_left_and_how_to_remove_it(project, server,
     assert fake.billing()  # the fake's node really is left: the message is not a formality
 
 
-def test_resume_goes_on_after_the_last_finished_arm(project, server, capsys):
+def test_resume_goes_on_after_the_last_finished_arm(no_plots, project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
     sweep = write_sweep(project, {"base": {}, "ngram": FOUR_ARMS["ngram"]})
     seen = []
@@ -275,7 +283,7 @@ def test_resume_goes_on_after_the_last_finished_arm(project, server, capsys):
     assert fake.billing() == []
 
 
-def test_keep_best_leaves_the_winners_configuration_up_and_says_how_to_remove_it(project, server, capsys):
+def test_keep_best_leaves_the_winners_configuration_up_and_says_how_to_remove_it(no_plots, project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
     sweep = write_sweep(project, {"base": {}, "ngram": FOUR_ARMS["ngram"]}, atEnd="keep-best")
     assert run_sweep(project, sweep, fake, server) == 0

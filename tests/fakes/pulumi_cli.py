@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import queue
 import re
 import threading
 from datetime import UTC, datetime
@@ -331,22 +332,38 @@ class FakePulumiCli(PulumiCommand):
 
 
 class EventSink:
-    """Engine events to where `--event-log` points: the SDK's gRPC server (tcp://...) or a file."""
+    """Engine events to where `--event-log` points, as they happen: one open `StreamEvents` call to the SDK's gRPC
+    server (tcp://...), or JSON lines appended to a file."""
 
     def __init__(self, target: str | None):
         self.target, self.sequence = target, 0
         self.sent: list[dict[str, Any]] = []
         self._file = None
-        if target and not target.startswith("tcp://"):
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._stream: threading.Thread | None = None
+        if target and target.startswith("tcp://"):
+            self._stream = threading.Thread(target=self._send_all, daemon=True)
+            self._stream.start()
+        elif target:
             self._file = open(target, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+
+    def _send_all(self) -> None:
+        def requests():
+            while (event := self._queue.get()) is not None:
+                yield events_pb2.EventRequest(event=json.dumps(event))
+
+        with grpc.insecure_channel(self.target.removeprefix("tcp://")) as channel:
+            events_pb2_grpc.EventsStub(channel).StreamEvents(requests())
 
     def send(self, body: dict[str, Any]) -> None:
         self.sequence += 1
-        self.sent.append({"sequence": self.sequence, "timestamp": int(datetime.now(UTC).timestamp()),
-                          **body})
+        event = {"sequence": self.sequence, "timestamp": int(datetime.now(UTC).timestamp()), **body}
+        self.sent.append(event)
         if self._file:
-            self._file.write(json.dumps(self.sent[-1]) + "\n")
+            self._file.write(json.dumps(event) + "\n")
             self._file.flush()
+        else:
+            self._queue.put(event)
 
     def step(self, op: str, type_: str, name: str) -> None:
         urn = f"urn:pulumi:sweep::{PROJECT}::{type_}::{name}"
@@ -358,7 +375,6 @@ class EventSink:
         self.send({"cancelEvent": {}})
         if self._file:
             self._file.close()
-        elif self.target:
-            with grpc.insecure_channel(self.target.removeprefix("tcp://")) as channel:
-                stub = events_pb2_grpc.EventsStub(channel)
-                stub.StreamEvents(iter([events_pb2.EventRequest(event=json.dumps(event)) for event in self.sent]))
+        elif self._stream:
+            self._queue.put(None)
+            self._stream.join(10)

@@ -94,14 +94,18 @@ def write(rows: list[Row], out: Path) -> list[Path]:
         "rows": [asdict(row) for row in rows], "winner": asdict(best) if best else None,
         "log_best": {"context": BEST_CELL[0], "clients": BEST_CELL[1], **BEST.as_dict()},
         "verdict": verdict(rows)}, indent=2))
-    written = [out / "comparison.md", out / "comparison.json"]
+    return [out / "comparison.md", out / "comparison.json", *_plot(rows, out)]
+
+
+def _plot(rows: list[Row], out: Path) -> list[Path]:
+    """Every cell at its median TTFT and rate, one colour per arm, the log's best cell as a star."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return written
+        return []
     figure, axis = plt.subplots(figsize=(8, 5))
     for arm in dict.fromkeys(row.arm for row in rows):
         own = [row for row in rows if row.arm == arm and row.output_tok_s and row.ttft_p50_ms is not None]
@@ -116,4 +120,4 @@ def write(rows: list[Row], out: Path) -> list[Path]:
     figure.tight_layout()
     figure.savefig(out / "comparison.png")
     plt.close(figure)
-    return [*written, out / "comparison.png"]
+    return [out / "comparison.png"]
