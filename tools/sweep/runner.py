@@ -187,6 +187,8 @@ class Runner:
         log = (self.out / "destroy.log").open("a", encoding="utf-8")
         with log:
             self.stack.destroy(lambda line: log.write(line + "\n"))
+        # The interrupted arm's node time is spent too: a resumed sweep counts it against maxSpendUsd.
+        self.journal.spent_usd = self.spent()
         self.journal.deployed, self.journal.applied = False, None
         self.journal.save()
         self.billing_since = None
