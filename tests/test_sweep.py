@@ -296,6 +296,15 @@ def test_keep_best_leaves_the_winners_configuration_up_and_says_how_to_remove_it
     assert len(fake.billing()) == 2  # its node and its cache disk, on purpose
 
 
+def test_without_a_cli_the_run_says_how_to_get_the_pinned_one(project, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(project))  # no `pulumi` here: PulumiCommand's `pulumi version` fails
+    sweep = write_sweep(project, {"base": {}})
+    assert cli.main([str(sweep), "--project-dir", str(project), "--out", str(project / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "the sweep needs the Pulumi CLI 3.272.0 or a later 3.x (FileNotFoundError" in err
+    assert "--install-cli" in err and "Nothing was started" in err
+
+
 def test_a_fresh_run_refuses_a_stack_left_by_another_sweep(project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project), "dev-sweep": {}})
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from pulumi.automation.errors import InvalidVersionError
 
 from tools.sweep import bench_step, compare, config_paths, stack_ops
 from tools.sweep.estimate import ArmPlan, Plan
@@ -261,7 +264,13 @@ def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_com
              "run this one without --resume, with another --out")
         return 2
     journal = journal or Journal(journal_path, str(sweep.path), sweep.stack, names)
-    command = pulumi_command or stack_ops.pulumi_command(install_cli)
+    try:
+        command = pulumi_command or stack_ops.pulumi_command(install_cli)
+    except (OSError, subprocess.CalledProcessError, InvalidVersionError) as error:
+        _say(f"error: the sweep needs the Pulumi CLI {stack_ops.PULUMI_CLI_VERSION} or a later 3.x "
+             f"({error.__class__.__name__}: {error}); install it (https://www.pulumi.com/docs/install/), or add "
+             "--install-cli to install that version under ~/.pulumi/versions/. Nothing was started.")
+        return 2
     stack = stack_ops.SweepStack(sweep.project_dir, sweep.base, sweep.stack, command)
     try:
         made = stack.open(resume)
