@@ -305,6 +305,14 @@ def test_without_a_cli_the_run_says_how_to_get_the_pinned_one(project, monkeypat
     assert "--install-cli" in err and "Nothing was started" in err
 
 
+def test_a_cli_that_is_not_logged_in_stops_the_sweep_before_anything_is_made(project, server, capsys):
+    fake = FakePulumiCli({"dev": base_stack(project)}, logged_out=True)
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2
+    err = capsys.readouterr().err
+    assert "the Pulumi CLI refused to open stack dev-sweep: error: PULUMI_ACCESS_TOKEN must be set" in err
+    assert "Traceback" not in err and not fake.ledger
+
+
 def test_a_fresh_run_refuses_a_stack_left_by_another_sweep(project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project), "dev-sweep": {}})
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2

@@ -106,7 +106,7 @@ class FakeStack:
 
 class FakePulumiCli(PulumiCommand):
     def __init__(self, stacks: dict[str, dict[str, Any]], version: str = "3.272.0",
-                 hold_up: bool = False, fail_up: str | None = None):
+                 hold_up: bool = False, fail_up: str | None = None, logged_out: bool = False):
         self.command = "pulumi"
         self.version = _parse_and_validate_pulumi_version(_MINIMUM_VERSION, version, False)
         self.stacks = {name: FakeStack(name, copy.deepcopy(config)) for name, config in stacks.items()}
@@ -119,6 +119,8 @@ class FakePulumiCli(PulumiCommand):
         self.hold_up = hold_up
         """`up` makes the node, then waits until `pulumi cancel` (a long update to interrupt)."""
         self.fail_up = fail_up
+        self.logged_out = logged_out
+        """No credentials for the backend: every stack command fails as the CLI does (backenderr.go)."""
         self.up_in_flight = threading.Event()
         self._cancel = threading.Event()
         self._lock = threading.Lock()
@@ -160,6 +162,8 @@ class FakePulumiCli(PulumiCommand):
 
     def _dispatch(self, words: list[str], on_output: Any) -> tuple[int, str, str]:
         head = words[:2]
+        if self.logged_out:  # pkg/backend/backenderr/backenderr.go MissingEnvVarForNonInteractiveError
+            return 255, "", "error: PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions"
         if head == ["stack", "select"]:
             name = self._flag(words, "--stack")
             if name not in self.stacks:  # pkg/backend/backenderr/backenderr.go StackNotFoundError

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pulumi.automation.errors import InvalidVersionError
+from pulumi.automation.errors import CommandError, InvalidVersionError
 
 from tools.sweep import bench_step, compare, config_paths, stack_ops
 from tools.sweep.estimate import ArmPlan, Plan
@@ -276,6 +276,11 @@ def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_com
         made = stack.open(resume)
     except stack_ops.StackExistsError as error:
         _say(f"error: {error}")
+        return 2
+    except CommandError as error:  # e.g. not logged in: nothing was made yet
+        said = str(error).rpartition("stderr:")[2].strip()  # CommandResult.__str__: code, stdout, stderr
+        _say(f"error: the Pulumi CLI refused to open stack {sweep.stack}: {said}. Log in "
+             "(pulumi login) and check the base stack exists. Nothing was started.")
         return 2
     if made:
         journal.applied, journal.deployed = None, False
