@@ -82,6 +82,9 @@ def test_dry_run_of_the_shipped_sweep_needs_no_cli(monkeypatch, tmp_path, capsys
     assert re.search(r"^ 1  base +1 \(new\) +cold", out, re.M)
     assert re.search(r"^ 2  precompile-8 +1 \(reused\) +warm", out, re.M)  # serving-only variable: same compile key
     assert "total" in out and "refused" not in out
+    # docs/arms.md shows this very table.
+    table = "\n".join(out.splitlines()[2:9])
+    assert table in (ROOT / "docs" / "arms.md").read_text()
 
 
 def test_dry_run_refuses_a_sweep_over_its_spend_limit(project, capsys):
