@@ -382,3 +382,17 @@ def test_an_arm_the_sweep_runs_on_the_same_node_leaves_the_nodes_request_as_it_w
     for name in same_node:
         assert _golden_node_body(name) == _golden_node_body("dev"), name
     assert _golden_node_body("spot") != _golden_node_body("dev")
+
+
+def test_cells_default_to_the_logs_12_and_a_bad_limit_names_itself(project):
+    path = project / "plain.yaml"
+    path.write_text("base: dev\narms: {base: {}}\nlimits: {maxSpendUsd: 3, maxDuration: 4h}\n")
+    sweep = read(path, project)
+    assert (sweep.cells.contexts, sweep.cells.clients, sweep.cells.reps) == ([128, 1024, 8192], [1, 4, 16, 64], 3)
+    assert sweep.limits.at_end == "destroy" and sweep.stack == "dev-sweep"
+    path.write_text("base: dev\narms: {base: {}}\nlimits: {maxSpendUsd: 3, maxDuration: forever, atEnd: keep}\n")
+    with pytest.raises(SweepFileError) as raised:
+        read(path, project)
+    assert f'{path}: limits.maxDuration = "forever": cannot read \'forever\' as a duration' in str(raised.value)
+    assert f"{path}: limits.atEnd = \"keep\": Input should be 'destroy', 'keep-best' or 'restore-base'" in str(
+        raised.value)
