@@ -316,6 +316,18 @@ def test_a_cli_that_is_not_logged_in_stops_the_sweep_before_anything_is_made(pro
     assert "Traceback" not in err and not fake.ledger
 
 
+def test_an_arm_that_would_outlive_its_nodes_run_end_stops_the_sweep(no_plots, project, server, capsys,
+                                                                      monkeypatch):
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    first_done = project / "out" / "01-base" / "bench.json"  # the clock stands still until arm 1 measured, then
+    monkeypatch.setattr(runner, "clock", lambda: 3 * 3600 + 55 * 60 if first_done.exists() else 0.0)  # +3h55m
+    sweep = write_sweep(project, {"base": {}, "precompile-8": FOUR_ARMS["precompile-8"]})
+    assert run_sweep(project, sweep, fake, server) == 1
+    err = capsys.readouterr().err
+    assert "arm precompile-8 would run past node 1's run end: it has run 235 min of its 4h" in err
+    assert len(fake.serving_runs) == 1 and fake.billing() == []
+
+
 def test_a_fresh_run_refuses_a_stack_left_by_another_sweep(project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project), "dev-sweep": {}})
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2

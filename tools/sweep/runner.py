@@ -26,6 +26,11 @@ CANCEL_GRACE_S = 120.0
 POLL_S = 0.1
 
 
+def clock() -> float:
+    """The sweep's own clock: elapsed time, spend so far and each node's run end are read on it."""
+    return time.monotonic()
+
+
 class LimitError(Exception):
     pass
 
@@ -59,24 +64,25 @@ class Runner:
                  ticker: Callable[[str], None] | None):
         self.planned, self.sweep, self.out, self.journal, self.stack = planned, planned.sweep, out, journal, stack
         self.tunnel, self.ticker = tunnel, ticker or (lambda phase: None)
-        self.started = time.monotonic()
+        self.started = clock()
         self.billing_since: float | None = None
         self.usd_per_hour = planned.arms[0].usd_per_hour
         self.current: ArmPlan | None = None
         self.phase = "start"
         self.events_log: Any = None
+        self.node_started: float | None = None
 
     # ---- progress ----
 
     def spent(self) -> float:
         """Computed: the finished arms' node time, and the node time since this run's first `up`, x $/hour."""
-        running = (time.monotonic() - self.billing_since) if self.billing_since is not None else 0.0
+        running = (clock() - self.billing_since) if self.billing_since is not None else 0.0
         return self.journal.spent_usd + self.usd_per_hour * running / 3600
 
     def progress(self, detail: str = "") -> None:
         arm = self.current
         where = f"arm {arm.index} of {len(self.planned.arms)} ({arm.arm.name})" if arm else "sweep"
-        elapsed = int(time.monotonic() - self.started)
+        elapsed = int(clock() - self.started)
         _say(f"[{where}] {self.phase}, {elapsed // 60}m{elapsed % 60:02d}s, ${self.spent():.2f} spent so far "
              f"(computed){': ' + detail if detail else ''}")
 
@@ -90,7 +96,7 @@ class Runner:
         limits = self.sweep.limits
         if self.spent() > limits.max_spend_usd:
             raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent (computed)")
-        if time.monotonic() - self.started > limits.max_seconds:
+        if clock() - self.started > limits.max_seconds:
             raise LimitError(f"limits.maxDuration = {limits.max_duration}: reached")
 
     # ---- one arm ----
@@ -122,7 +128,7 @@ class Runner:
                 self.progress(f"{record['op']} {record['type']}")
 
         if self.billing_since is None:
-            self.billing_since = time.monotonic()
+            self.billing_since = clock()
         self.stack.start_up(on_event, lambda line: write({"output": line}))
         while not self.stack.wait_up(POLL_S):
             self.tick()
@@ -153,11 +159,20 @@ class Runner:
             if self.spent() + arm.spend_usd > limits.max_spend_usd:
                 raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent and "
                                  f"arm {arm.arm.name} is expected to cost ${arm.spend_usd:.2f} more (computed)")
-            arm_started = time.monotonic()
+            if arm.new_node or self.node_started is None:
+                self.node_started = clock()
+            tpu = arm.arm.loaded.settings.tpu
+            if tpu.provisioning_model == "flex-start" and \
+                    clock() - self.node_started + arm.seconds > tpu.run_seconds:
+                raise LimitError(
+                    f"arm {arm.arm.name} would run past node {arm.node}'s run end: it has run "
+                    f"{(clock() - self.node_started) / 60:.0f} min of its {tpu.max_run_duration} and the arm is "
+                    f"expected to take {arm.seconds / 60:.0f} min (computed); GCP would delete the node mid-arm")
+            arm_started = clock()
             result = self.measure(arm)
             self.journal.finished[arm.arm.name] = str(result)
-            self.journal.spent_usd += self.usd_per_hour * (time.monotonic() - arm_started) / 3600
-            self.billing_since = time.monotonic()
+            self.journal.spent_usd += self.usd_per_hour * (clock() - arm_started) / 3600
+            self.billing_since = clock()
             self.journal.save()
             self.progress(f"finished: {result}")
 
