@@ -408,3 +408,24 @@ def test_cells_default_to_the_logs_12_and_a_bad_limit_names_itself(project):
     assert f'{path}: limits.maxDuration = "forever": cannot read \'forever\' as a duration' in str(raised.value)
     assert f"{path}: limits.atEnd = \"keep\": Input should be 'destroy', 'keep-best' or 'restore-base'" in str(
         raised.value)
+
+
+def test_every_event_the_fake_sends_is_one_the_sdks_event_classes_read():
+    from pulumi.automation.events import EngineEvent, OpType
+
+    from tests.fakes.pulumi_cli import EventSink
+
+    sink = EventSink(None)
+    sink.send({"preludeEvent": {"config": {"tpu-vllm:vllm": "{}"}}})
+    sink.step("replace", "tpu-vllm:vm:TpuNode", "tpu")
+    sink.send({"diagnosticEvent": {"message": "update canceled", "severity": "error", "color": "never"}})
+    sink.send({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {"replace": 1},
+                                "PolicyPacks": {}}})
+    sink.close()
+    parsed = [EngineEvent.from_json(json.loads(json.dumps(event))) for event in sink.sent]
+    assert parsed[0].prelude_event.config == {"tpu-vllm:vllm": "{}"}
+    assert parsed[1].resource_pre_event.metadata.op is OpType.REPLACE
+    assert parsed[2].res_outputs_event.metadata.type == "tpu-vllm:vm:TpuNode"
+    assert parsed[3].diagnostic_event.severity == "error"
+    assert parsed[4].summary_event.resource_changes == {"replace": 1}
+    assert parsed[-1].cancel_event is not None and [e.sequence for e in parsed] == [1, 2, 3, 4, 5, 6]
