@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
@@ -19,10 +19,12 @@ class CacheSettings(_Section):
     config_key: ClassVar[str] = "cache"
 
     size_gb: int = Field(50, ge=10, le=65536, description=(
-        "pd-balanced at $0.11/GB-month, run or no run ($5.50/month at 50); holds the ~197 MB compile cache with "
-        "room, and the 9.54 GiB weights with `vllm.weightsOnDisk` (then at least 20)"))
-    disk_type: Literal["pd-balanced"] = Field("pd-balanced", description=(
-        "the only type v5e attaches (anything else is an error)"))
+        "billed run or no run (pd-balanced at $0.11/GB-month in us-west4: $5.50/month at 50); holds the ~197 MB "
+        "compile cache with room, and the 9.54 GiB weights with `vllm.weightsOnDisk` (then at least 20)"))
+    disk_type: str | None = Field(None, description=(
+        "unset: the shape's data disk, `pd-balanced` on v5e, `hyperdisk-balanced` on v6e (Google's TPU storage "
+        "page: v5e takes Balanced Persistent Disk and Hyperdisk ML, v6e Hyperdisk Balanced and Hyperdisk ML; "
+        "Hyperdisk ML is read-mostly, so the stack does not use it); any other type is an error"))
     keep_on_destroy: bool = Field(False, description=(
         "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
         "`pulumi destroy` and bills until you delete it"))
