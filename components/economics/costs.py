@@ -188,6 +188,9 @@ def shape_summary(settings: Settings) -> dict[str, Any]:
         "tpu_price_source": str(price.source) if price else None,
         "tensor_parallel_size": settings.tensor_parallel_size,
     }
+    if settings.platform == "gke":
+        summary["gke_machine_type"] = settings.gke_machine_type
+        summary["gke_tpu_topology"] = tpu.shape.gke_topology
     if fitted is not None and "kv_tokens" in fitted.figures:
         chosen = fitted.figures.get("kv_tokens_measured") or fitted.figures["kv_tokens"]
         summary["kv_tokens_how"] = chosen.how
