@@ -69,7 +69,8 @@ class TpuSettings(_Section):
         if re.search(r"v5\s*e|v5lite(?!pod)", value, re.IGNORECASE):
             chips = re.search(r"(\d+)$", value)
             raise InvalidSettingError(
-                "v5e is spelled v5litepod-N in every API call and CLI argument ('v5e' is prose only)",
+                f"v5e is spelled v5litepod-{chips.group(1) if chips else 1} in every API call and CLI argument "
+                "('v5e' is prose only)",
                 f"set it to v5litepod-{chips.group(1) if chips else 1}",
             )
         if catalog.shape(value) is None:
