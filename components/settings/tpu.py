@@ -83,21 +83,9 @@ class TpuSettings(_Section):
 
     @field_validator("zone")
     @classmethod
-    def _zone_shape(cls, value: str, info: ValidationInfo) -> str:
+    def _zone_shape(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
-        shape = catalog.shape(info.data.get("accelerator_type") or "")
-        if shape is None:
-            return value  # the accelerator type's own error says what to fix
-        generation = shape.generation
-        if value not in generation.zones:
-            ran = sorted(shape.flex_start_accepted_zones)
-            raise InvalidSettingError(
-                f"there is no TPU {generation.name} in this zone (the catalog lists {generation.name} in "
-                f"{', '.join(sorted(generation.zones))}, from {generation.zones_source.where})",
-                f"set it to {ran[0] if ran else sorted(generation.zones)[0]}, where flex-start "
-                f"{shape.accelerator_type} was run",
-            )
         return value
 
     @field_validator("runtime_version")

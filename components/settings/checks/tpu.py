@@ -14,6 +14,18 @@ from components.settings.root import Settings
 def tpu_checks(settings: Settings) -> list[Finding]:
     findings: list[Finding] = []
     tpu, vllm = settings.tpu, settings.vllm
+    shape = tpu.shape
+    # The zones in the order someone saw flex-start accepted (the first is the fix the messages give).
+    accepted = [seen.zone for seen in shape.generation.flex_start if seen.accepted]
+    exists = tpu.zone in shape.generation.zones
+    if not exists:
+        findings.append(Finding(
+            "tpu.zone", tpu.zone,
+            f"there is no TPU {shape.generation.name} in this zone (the catalog lists {shape.generation.name} in "
+            f"{', '.join(sorted(shape.generation.zones))}, from {shape.generation.zones_source.where})",
+            f"set it to {accepted[0]}, where flex-start {shape.accelerator_type} was run",
+            also_keys=("tpu.acceleratorType",),
+        ))
     if tpu.provisioning_model == "flex-start":
         seconds = tpu.run_seconds
         deploy_seconds = boot.COLD_BOOT_SECONDS + vllm.health_timeout_seconds
@@ -30,22 +42,20 @@ def tpu_checks(settings: Settings) -> list[Finding]:
                 "vllm.healthTimeout",
                 also_keys=("vllm.healthTimeout",),
             ))
-        shape = tpu.shape
-        accepted = sorted(shape.flex_start_accepted_zones)
-        if tpu.zone in shape.flex_start_refused_zones:
+        if exists and tpu.zone in shape.flex_start_refused_zones:
             findings.append(Finding(
                 "tpu.zone", tpu.zone,
                 "the API rejects this there, whatever the quota: 'FLEX_START provisioning model is not supported "
                 f"for accelerator type \"{tpu.accelerator_type}\"'",
                 f"set it to {accepted[0]}",
             ))
-        elif tpu.zone not in shape.flex_start_accepted_zones:
+        elif exists and tpu.zone not in shape.flex_start_accepted_zones:
             listed = (f" (Google's flex-start page lists {tpu.zone})"
                       if tpu.zone in shape.generation.flex_start_listed else "")
             findings.append(Finding.warning(
                 "tpu.zone", tpu.zone,
-                f"flex-start {tpu.accelerator_type} is only verified in {', '.join(accepted)}; other zones may "
-                f"reject it at the API{listed}",
+                f"flex-start {tpu.accelerator_type} is only verified in {', '.join(sorted(accepted))}; other zones "
+                f"may reject it at the API{listed}",
                 f"use {accepted[0]} to be sure of it",
             ))
     else:
