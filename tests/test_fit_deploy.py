@@ -198,3 +198,19 @@ def test_costs_are_the_catalogs_chip_price_times_chips_in_the_region():
     assert cfg.tpu_usd_per_hour() == pytest.approx(4 * 1.35)
     assert cfg.tpu_usd_per_hour("spot") == pytest.approx(4 * 1.4033)
     assert load().settings.tpu_usd_per_hour() == pytest.approx(0.60)
+
+
+# --- The cache disk in the plan -------------------------------------------------------------------
+
+def golden_disk_inputs(stack: str) -> dict:
+    from tests.golden import GOLDEN_DIR
+    plan = json.loads((GOLDEN_DIR / f"{stack}.json").read_text(encoding="utf-8"))
+    [disk] = [resource for resource in plan["resources"] if resource["type"] == "gcp:compute/disk:Disk"]
+    return disk["inputs"]
+
+
+def test_the_v6e_cache_disk_is_hyperdisk_at_its_free_baseline_and_the_v5e_one_is_the_logs():
+    v6e = golden_disk_inputs("qwenv6e")
+    assert (v6e["type"], v6e["provisionedIops"], v6e["provisionedThroughput"]) == ("hyperdisk-balanced", 3000, 140)
+    v5e = golden_disk_inputs("dev")
+    assert v5e["type"] == "pd-balanced" and "provisionedIops" not in v5e and "provisionedThroughput" not in v5e

@@ -77,7 +77,8 @@ BAD = [
     # tpu.acceleratorType names the shape on both platforms: another shape's machine is refused with the fix.
     (with_gke(machineType="ct5lp-hightpu-4t"), "gke.machineType", "ct5lp-hightpu-4t",
      "set tpu.acceleratorType to v5litepod-4"),
-    (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t", "its machine is ct5lp-hightpu-1t"),
+    (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t",
+     "its machine is ct5lp-hightpu-1t"),
     (with_gke(machineType="a2-highgpu-1g"), "gke.machineType", "a2-highgpu-1g",
      "remove the key to follow tpu.acceleratorType"),
     (with_gke(nodeLocations=["us-west4-a", "us-east5-b"]), "gke.nodeLocations", "us-east5-b",

@@ -77,8 +77,10 @@ class VllmSettings(_Section):
         "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
         "as written"))
     model: str = Field(DEFAULT_MODEL, description=(
-        "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
-        "without measured geometry warns what goes unchecked (see *Changing the model*)"))
+        "a Hugging Face id or a path the container reads; a catalogued id (docs/models.md) is sized on "
+        "`tpu.acceleratorType` and refused, naming the smallest shape that fits, when it cannot fit; parsers and "
+        "multimodal limits follow its family; any other model needs `modelConfig`, or warns what goes unchecked "
+        "(see *Changing the model or the chip*)"))
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
     kv_cache_dtype: str = Field("auto", description=(
         "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
