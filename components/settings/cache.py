@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from components import catalog
 from components.settings.facts import SYSTEM_MOUNT_ROOTS
 from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
@@ -29,11 +30,31 @@ class CacheSettings(_Section):
         "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
         "`pulumi destroy` and bills until you delete it"))
     device_name: str = Field("persistent-disk-1", description=(
-        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`); change it only if "
-        "your image names it otherwise"))
+        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`; letters, digits, `-`, "
+        "`_`); change it only if your image names it otherwise"))
     mount_point: str = Field("/mnt/tpu-vllm-cache", description=(
         "where the VM mounts the cache disk; system directories (`/`, `/etc`, `/usr`, `/var`, `/home`, `/tmp`, "
         "`/lib*`, ... and what lies under them, however spelled) are refused"))
+
+    @field_validator("device_name")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        # The boot script finds the disk at /dev/disk/by-id/google-<name>: one plain path segment.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}", value):
+            raise InvalidSettingError(
+                "not a disk device name (1 to 63 letters, digits, '-' and '_', starting with a letter or digit; "
+                "it names /dev/disk/by-id/google-<name>)", "use persistent-disk-1, the TPU VM's name for its first "
+                "data disk")
+        return value
+
+    @field_validator("disk_type")
+    @classmethod
+    def _a_tpu_data_disk(cls, value: str | None) -> str | None:
+        known = sorted({disk for shape in catalog.all_shapes() for disk in shape.generation.data_disk_types})
+        if value is not None and value not in known:
+            raise InvalidSettingError(f"not a data disk type a TPU VM takes (the catalog's: {', '.join(known)})",
+                                      "remove the key: it follows tpu.acceleratorType")
+        return value
 
     @field_validator("mount_point")
     @classmethod

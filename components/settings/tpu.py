@@ -10,7 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from components import catalog
 from components.basis import naming
 from components.settings.facts import MAX_USER_LABELS
-from components.settings.fields import Duration, _Section, parse_duration
+from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
 SHAPE_NAMES = tuple(shape.accelerator_type for shape in catalog.all_shapes())
@@ -84,15 +84,22 @@ class TpuSettings(_Section):
     @field_validator("zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
+        if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
         return value
 
     @field_validator("runtime_version")
     @classmethod
     def _runtime_for_the_shape(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        # It is a field of the TPU API's body, and is shown in the plan: a plain image name only.
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{0,62}", value):
+            raise InvalidSettingError("not a TPU runtime version name (lowercase letters, digits, '.' and '-')",
+                                      "set it to v2-alpha-tpuv5-lite, or remove the key to follow "
+                                      "tpu.acceleratorType")
         shape = catalog.shape(info.data.get("accelerator_type") or "")
-        if value is None or shape is None:
+        if shape is None:
             return value
         if shape.generation.runtime_tag not in value:
             raise InvalidSettingError(
@@ -116,7 +123,7 @@ class TpuSettings(_Section):
     @field_validator("network")
     @classmethod
     def _network_shape(cls, value: str) -> str:
-        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?global/networks/)?([^/]*)", value)
+        name = re.fullmatch(rf"(?:(?:projects/{PROJECT_IN_PATH}/)?global/networks/)?([^/]*)", value)
         if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
             raise InvalidSettingError(
                 "a VPC network is named with 1-63 lowercase letters, digits and '-', starting "
@@ -130,7 +137,8 @@ class TpuSettings(_Section):
     def _subnetwork_shape(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?regions/[a-z]+-[a-z]+\d+/subnetworks/)?([^/]*)", value)
+        name = re.fullmatch(rf"(?:(?:projects/{PROJECT_IN_PATH}/)?regions/[a-z]+-[a-z]+[0-9]+/subnetworks/)?([^/]*)",
+                            value)
         if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
             raise InvalidSettingError(
                 "a subnetwork is named with 1-63 lowercase letters, digits and '-', starting "
