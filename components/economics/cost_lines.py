@@ -107,7 +107,8 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
                      "(see the cacheDiskBilling output)")
     else:
         lines.append("  pulumi destroy deletes the disk (cache.keepOnDestroy is false)")
-    lines.append(f"  at the log's peak, 1,496.5 output tok/s: "
+    other = " (the rate E2B reached on v5e-1, not measured for this pair)" if "tpu_chips" in budget else ""
+    lines.append(f"  at the log's peak, 1,496.5 output tok/s{other}: "
                  f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
     return lines
 

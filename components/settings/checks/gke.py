@@ -69,7 +69,8 @@ def gke_checks(settings: Settings) -> list[Finding]:
     if gke.is_regional and not gke.node_locations:
         findings.append(Finding(
             "gke.nodeLocations", [], f"a regional cluster ({gke.location}) needs the zones its TPU nodes may use",
-            f"list v5e zones, e.g. pulumi config set --path 'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a",
+            f"list {settings.tpu.shape.generation.name} zones, e.g. pulumi config set --path "
+            f"'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a",
             also_keys=("gke.location",),
         ))
     outside = [zone for zone in gke.node_locations if zone.rsplit("-", 1)[0] != gke.region]
