@@ -214,3 +214,27 @@ def test_the_v6e_cache_disk_is_hyperdisk_at_its_free_baseline_and_the_v5e_one_is
     assert (v6e["type"], v6e["provisionedIops"], v6e["provisionedThroughput"]) == ("hyperdisk-balanced", 3000, 140)
     v5e = golden_disk_inputs("dev")
     assert v5e["type"] == "pd-balanced" and "provisionedIops" not in v5e and "provisionedThroughput" not in v5e
+
+
+# --- /dev/shm follows the checkpoint ---------------------------------------------------------------
+
+def test_shm_holds_the_checkpoint_with_the_logs_headroom_and_stays_the_logs_for_e2b():
+    from components.serving import spec
+    assert spec.shm_bytes_for(None) == spec.shm_bytes_for(8 * 1024**3) == 16 * 1024**3
+    assert spec.shm_bytes_for(16_381_470_720) == 26 * 1024**3  # Qwen3-8B: 15.26 GiB x 16/9.54, whole GiB
+
+
+@pytest.mark.parametrize("model", catalog.catalog_models(), ids=lambda model: model.name)
+def test_the_pod_with_its_shm_fits_every_machine_the_model_fits(model):
+    from components import sizing
+    from components.gke import pod_resources
+    from components.serving import spec
+    for fitted in sizing.fits_by_shape(model, 32768):
+        if not fitted.fits:
+            continue
+        vllm = pod_resources.vllm_size(spec.shm_bytes_for(int(fitted.figures["weights"].value)))
+        memory = (vllm.memory_bytes + pod_resources.FRONT.memory_bytes + pod_resources.METRICS_DOOR.memory_bytes
+                  + pod_resources.FUSE_SIDECAR_MEMORY_BYTES)
+        cpu, capacity = pod_resources.node_capacity(fitted.shape)
+        room = pod_resources.allocatable_memory_bytes(capacity) - pod_resources.SYSTEM_PODS_MEMORY_BYTES
+        assert memory <= room, (fitted.shape.accelerator_type, memory, room)
