@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from components import catalog, sizing
 from components.basis import chip_memory
 from components.sizing.kv import KV_DTYPE_BITS
 
-if TYPE_CHECKING:
-    from components.settings.root import Settings
+# components.settings.root.Settings, which calls these for its properties (root imports this module, so not back).
+Settings = Any
 
 # Hugging Face's sharded-checkpoint index, written beside config.json (transformers' SAFE_WEIGHTS_INDEX_NAME); its
 # metadata.total_size is the bytes of every tensor of the checkpoint.
