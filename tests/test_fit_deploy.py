@@ -238,3 +238,15 @@ def test_the_pod_with_its_shm_fits_every_machine_the_model_fits(model):
         cpu, capacity = pod_resources.node_capacity(fitted.shape)
         room = pod_resources.allocatable_memory_bytes(capacity) - pod_resources.SYSTEM_PODS_MEMORY_BYTES
         assert memory <= room, (fitted.shape.accelerator_type, memory, room)
+
+
+def test_a_model_config_whose_weights_nobody_can_count_asks_for_the_index(tmp_path):
+    """Gemma 4's layout is not counted from its config: without the index the weights are unknown, and refused."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(catalog.catalog_model("google/gemma-4-E2B-it").config), encoding="utf-8")
+    message = one_problem(tpu=V6E_1, vllm={"model": "acme/my-gemma", "modelConfig": str(config)})
+    assert "weights' size is not known" in message and "model.safetensors.index.json beside" in message
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 10_246_000_000}}), encoding="utf-8")
+    cfg = load(tpu=V6E_1, vllm={"model": "acme/my-gemma", "modelConfig": str(config)}).settings
+    assert cfg.fit.fits and (cfg.vllm.tool_call_parser, cfg.vllm.reasoning_parser) == ("gemma4", "gemma4")

@@ -156,7 +156,8 @@ class VllmSettings(_Section):
         "a local path to the model's Hugging Face `config.json`, for a model the catalog does not hold: its "
         "geometry is read by tpu-inference's rules, its weights from a `model.safetensors.index.json` beside it "
         "(`metadata.total_size`) or counted from the config (Llama, Qwen3), and the fit, the memory budget, the "
-        "parsers and `--tensor-parallel-size` follow (see docs/models.md); a missing file or bad JSON is an error"))
+        "parsers and `--tensor-parallel-size` follow (see docs/models.md); a relative path is read from the directory "
+        "`pulumi` runs in; a missing file or bad JSON is an error"))
     model_geometry: ModelGeometrySetting | None = Field(None, description=(
         "hand-typed geometry (`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, "
         "optional `maxTokensPerMmItem`, `kvElementBytes` (2)), sized against one chip; still read, with a warning: "

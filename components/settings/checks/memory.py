@@ -151,7 +151,9 @@ def fit_checks(settings: Settings) -> list[Finding]:
     reasons = [reason for reason in fitted.reasons if "max_position_embeddings" not in reason]
     if reasons:
         smallest = fitting.smallest_shape(settings)
-        fix = (f"set tpu.acceleratorType to {smallest.accelerator_type}, the smallest shape it fits "
+        fix = (f"put the checkpoint's {fitting.SAFETENSORS_INDEX} beside {vllm.hf_config} (its "
+               "metadata.total_size is the weights' bytes)" if fitted.figures["weights"].value is None else
+               f"set tpu.acceleratorType to {smallest.accelerator_type}, the smallest shape it fits "
                f"(python -m tools.fit --model {vllm.model} compares them)" if smallest is not None and
                smallest.accelerator_type != tpu.accelerator_type else
                "no catalogued shape holds it at this vllm.maxModelLen: lower it, or pick a smaller model "
