@@ -250,3 +250,10 @@ def test_a_model_config_whose_weights_nobody_can_count_asks_for_the_index(tmp_pa
         json.dumps({"metadata": {"total_size": 10_246_000_000}}), encoding="utf-8")
     cfg = load(tpu=V6E_1, vllm={"model": "acme/my-gemma", "modelConfig": str(config)}).settings
     assert cfg.fit.fits and (cfg.vllm.tool_call_parser, cfg.vllm.reasoning_parser) == ("gemma4", "gemma4")
+
+
+def test_gke_tpu_zones_must_hold_the_generation():
+    message = one_problem(platform="gke", tpu={**V6E_1, "maxRunDuration": "1d"},
+                          gke={"location": "us-west4-a", "nodeLocations": ["us-west4-a"]})
+    assert "tpu-vllm:gke.nodeLocations" in message and "no TPU v6e in us-west4-a" in message
+    assert "us-east5-a" in message
