@@ -257,3 +257,11 @@ def test_gke_tpu_zones_must_hold_the_generation():
                           gke={"location": "us-west4-a", "nodeLocations": ["us-west4-a"]})
     assert "tpu-vllm:gke.nodeLocations" in message and "no TPU v6e in us-west4-a" in message
     assert "us-east5-a" in message
+
+
+def test_the_unbounded_billing_warning_prices_the_shape():
+    """v6e's spot is dearer than its flex-start (the article's prices), the reverse of v5e."""
+    v6e = load(tpu={**V6E_1, "provisioningModel": "spot"}).warnings
+    assert any("costs $84" in w and "3.8% less than spot" in w for w in v6e)  # 60 h x $1.4033
+    v5e = load(tpu={"provisioningModel": "spot"}).warnings
+    assert any("3.8% more than spot" in w for w in v5e)
