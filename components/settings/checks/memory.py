@@ -3,21 +3,31 @@ cache disk's room for the weights."""
 
 from __future__ import annotations
 
+import math
+
 from components import sizing
 from components.basis import chip_memory
 from components.settings import fitting
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 
+WEIGHTS_DISK_GB = 20
+LOG_CHECKPOINT_BYTES = int(9.54 * chip_memory.GIB)
+
 
 def memory_checks(settings: Settings) -> list[Finding]:
     """KV pool, context and planned load against the model's geometry, or say what is unchecked."""
     findings: list[Finding] = []
     vllm, geometry = settings.vllm, settings.geometry
-    if vllm.weights_on_disk and settings.cache.size_gb < 20:
+    weights = settings.fit.figures["weights"].value if settings.fit is not None else None
+    # The log's room: 20 GB for its 9.54 GiB checkpoint and the compile cache; a larger checkpoint, the same ratio.
+    need = max(WEIGHTS_DISK_GB, math.ceil(WEIGHTS_DISK_GB * (weights or 0) / LOG_CHECKPOINT_BYTES))
+    if vllm.weights_on_disk and settings.cache.size_gb < need:
+        checkpoint = "the 9.54 GiB checkpoint" if need == WEIGHTS_DISK_GB else \
+            f"the {chip_memory.gib(int(weights)):.2f} GiB checkpoint"
         findings.append(Finding(
             "cache.sizeGb", settings.cache.size_gb,
-            "weightsOnDisk needs room for the 9.54 GiB checkpoint and the compile cache", "use at least 20",
+            f"weightsOnDisk needs room for {checkpoint} and the compile cache", f"use at least {need}",
             also_keys=("vllm.weightsOnDisk",),
         ))
     if vllm.model_geometry is not None:
