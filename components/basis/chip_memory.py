@@ -98,8 +98,8 @@ def outside_cap_bytes(gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BY
     return hbm_bytes - hbm_cap_bytes(gpu_memory_utilization, hbm_bytes)
 
 
-def kv_pool_bytes(geometry: ModelGeometry, gpu_memory_utilization: float) -> int:
-    return hbm_cap_bytes(gpu_memory_utilization) - geometry.weights_bytes
+def kv_pool_bytes(geometry: ModelGeometry, gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BYTES) -> int:
+    return hbm_cap_bytes(gpu_memory_utilization, hbm_bytes) - geometry.weights_bytes
 
 
 def block_size_for(max_model_len: int) -> int:
@@ -170,17 +170,18 @@ def kv_budget(
     gpu_memory_utilization: float,
     max_model_len: int,
     kv_pool_override_bytes: int | None = None,
+    hbm_bytes: int = V5E_HBM_BYTES,
 ) -> KvBudget:
-    """Whole blocks only: the engine allocates the pool in blocks of block_size tokens."""
+    """Whole blocks only: the engine allocates the pool in blocks of block_size tokens. hbm_bytes: one chip's."""
     per_token = kv_bytes_per_token(geometry)
-    pool = kv_pool_override_bytes or kv_pool_bytes(geometry, gpu_memory_utilization)
+    pool = kv_pool_override_bytes or kv_pool_bytes(geometry, gpu_memory_utilization, hbm_bytes)
     block_size = block_size_for(max_model_len)
     blocks = max(pool, 0) // (per_token * block_size)
     return KvBudget(
         kv_bytes_per_token=per_token,
-        hbm_cap_bytes=hbm_cap_bytes(gpu_memory_utilization),
+        hbm_cap_bytes=hbm_cap_bytes(gpu_memory_utilization, hbm_bytes),
         kv_pool_bytes=pool,
-        outside_cap_bytes=outside_cap_bytes(gpu_memory_utilization),
+        outside_cap_bytes=outside_cap_bytes(gpu_memory_utilization, hbm_bytes),
         block_size=block_size,
         kv_blocks=blocks,
         kv_tokens=blocks * block_size,

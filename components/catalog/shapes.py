@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.catalog.sources import (
+    FLEX_START_PAGE,
+    HOST_TABLE_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
     TPU_REGIONS_PAGE,
+    TPU_STORAGE_PAGE,
     V5E_CONFIG_PAGE,
     V5E_LOG_SOURCE,
     V6E_ARTICLE_SOURCE,
@@ -18,6 +21,7 @@ from components.catalog.sources import (
 )
 
 GIB = 1024**3
+GB = 10**9
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,13 @@ class Generation:
     quota_source: Source
     price_region: str
     """The region the catalog's measured prices are for (components/catalog/prices.py)."""
+    flex_start_listed: frozenset[str] = frozenset()
+    """Zones Google's flex-start page lists for this generation (FLEX_START_PAGE); not an observation."""
+
+    @property
+    def runtime_tag(self) -> str:
+        """What every runtime image of this generation names: tpuv5-lite, tpuv6e."""
+        return self.runtime_version.removeprefix("v2-alpha-")
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,9 @@ class Shape:
     gke_machine_type: str
     gke_topology: str
     config_source: Source
+    host_vcpus: int = 0
+    host_memory_bytes: int = 0
+    """The host VM's vCPUs and memory (GB counted as 10^9 bytes, the smaller reading); HOST_TABLE_PAGE."""
 
     @property
     def hbm_bytes_per_chip(self) -> int:
@@ -114,9 +128,10 @@ V5E = Generation(
     gke_accelerator="tpu-v5-lite-podslice",
     gke_accelerator_source=Source("GoogleCloudPlatform accelerated-platforms custom-compute-tpu-v5e-1x1.yaml "
                                   "(components/gke/compute_class.py TPU_TYPE)", "read 2026-11"),
-    # "v5e: Balanced Persistent Disk", 128 disks per VM with the boot disk.
-    data_disk_types=("pd-balanced",),
-    data_disk_source=TPU_DISK_PAGE,
+    # "TPU v5e: Balanced Persistent Disk, Hyperdisk ML" (the storage-options page; the Hyperdisk page lists only
+    # Balanced Persistent Disk). Hyperdisk ML is read-mostly and unpriced here, so the stack keeps pd-balanced.
+    data_disk_types=("pd-balanced", "hyperdisk-ml"),
+    data_disk_source=Source(TPU_STORAGE_PAGE.where + "; " + TPU_DISK_PAGE.where, TPU_STORAGE_PAGE.date),
     # The v5e rows of Google's page as it has been published (current: us-central1-a, us-south1-a, us-west1-c,
     # us-west4-a; listed as single-tenant or in earlier versions: us-east5-a/-b/-c, us-west4-b, europe-west4-b),
     # and europe-west4-a, where the log's API refusal names v5litepod-1 with v5e quota in the zone.
@@ -136,6 +151,8 @@ V5E = Generation(
     spot_quota_id="TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI",
     quota_source=Source(V5E_LOG_SOURCE.where + "; the v6e article's spelling table", V5E_LOG_SOURCE.date),
     price_region="us-west4",
+    # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
+    flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
 )
 
 V6E = Generation(
@@ -156,8 +173,11 @@ V6E = Generation(
     # Google's page: us-central1-b, us-east1-d, us-east5-a, us-east5-b (North America), europe-west4-a; the
     # article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start). The article counts 18
     # zones offering v6e-1 in `gcloud compute tpus accelerator-types list` without naming them.
-    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "us-south1-a"}),
-    zones_source=Source(TPU_REGIONS_PAGE.where + "; " + V6E_ARTICLE_SOURCE.where, TPU_REGIONS_PAGE.date),
+    # asia-northeast1-b: Google's flex-start page lists it for v6e ("training and serving").
+    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "us-south1-a",
+                     "asia-northeast1-b"}),
+    zones_source=Source(TPU_REGIONS_PAGE.where + "; " + V6E_ARTICLE_SOURCE.where + "; " + FLEX_START_PAGE.where,
+                        TPU_REGIONS_PAGE.date),
     flex_start=(
         ZoneObservation("us-east5-a", True, V6E_ARTICLE_SOURCE, "accepted (the article's 'Confirmed accepting')"),
         ZoneObservation("us-east5-b", True, V6E_ARTICLE_SOURCE, "accepted; the article's runs"),
@@ -171,6 +191,7 @@ V6E = Generation(
     spot_quota_id="TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
     quota_source=V6E_ARTICLE_SOURCE,
     price_region="us-east5",
+    flex_start_listed=frozenset({"asia-northeast1-b", "us-east5-a"}),
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
@@ -178,13 +199,14 @@ TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB}
 TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
 
 SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
-    Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE),
-    Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE),
-    Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE),
-    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE),
-    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE),
-    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE),
+    Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE, 24, 48 * GB),
+    Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE, 112, 192 * GB),
+    Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE, 224, 384 * GB),
+    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE, 44, 176 * GB),
+    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE, 180, 720 * GB),
+    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE, 180, 1440 * GB),
 )}
+HOST_SOURCE = HOST_TABLE_PAGE
 
 GENERATIONS: dict[str, Generation] = {"v5e": V5E, "v6e": V6E}
 

@@ -83,7 +83,9 @@ def untested_arms(settings: Settings) -> list[Arm]:
             f"checkpoint and tpu-inference marks it fully passing, and decode here sits at "
             f"{DECODE_BANDWIDTH_SHARE} of memory bandwidth (8.02 ms against a 3.94 ms floor), so there is "
             "headroom; what it buys depends on how often replies repeat the prompt (tool arguments do)"))
-    if not vllm.multimodal_enabled:
+    family = settings.family
+    # A text-only family (Qwen3, Llama 3) serves text only by nature: no trade, no arm.
+    if not vllm.multimodal_enabled and (family is None or family.modalities):
         arms.append(_text_only_arm(settings))
     if tpu_inference.attn_bucketized_num_reqs:
         arms.append(Arm(
