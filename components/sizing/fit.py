@@ -155,7 +155,8 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
     figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
                             str(shape.generation.hbm_source) if used_chips == 1 else
                             f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
-                            f"({shape.generation.hbm_source.where})")
+                            f"({shape.generation.hbm_source.where}; assumed the same per chip on a "
+                            f"{shape.chips}-chip host: measured on 1-chip hosts only)")
     cap = hbm * gpu_memory_utilization
     figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
     weights = spec.weights
