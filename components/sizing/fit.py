@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.catalog import measured as catalog_measured
+from components.catalog import paging
 from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ModelGeometry, geometry_from_file
 from components.catalog.models import CatalogModel, Family, Weights, family_for
@@ -192,8 +193,8 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
         figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // (block_size x kv_bytes_per_token)")
         # vLLM's "GPU KV cache size" (v1/core/kv_cache_utils.py get_kv_cache_capacity): the pages over the pages
         # one max-model-len request takes, times max-model-len (kv_blocks x block_size when it divides evenly).
-        per_request = -(-max_model_len // block)
-        tokens = int(blocks / per_request * max_model_len)
+        per_request = paging.pages_per_request(max_model_len, block)
+        tokens = paging.capacity_tokens(blocks, block, max_model_len)
         figures["kv_tokens"] = Figure(tokens, "tokens", False,
                                       "int(kv_blocks / ceil(max_model_len / block_size) x max_model_len)")
         if pool > 0 and blocks < per_request:
