@@ -55,3 +55,29 @@ def test_the_check_bites_on_a_planner_that_forgets_the_padding(answers):
     unpadded = sizing.unpadded_kv_bytes_per_token(model.geometry)
     assert answers[model.config_file]["bytes"]["4:auto"] != unpadded
     assert answers[model.config_file]["bytes"]["1:auto"] == unpadded == 18_432
+
+
+LOADER_LISTS = """
+import ast, importlib.util, json, pathlib
+package = pathlib.Path(importlib.util.find_spec("tpu_inference").submodule_search_locations[0])
+tree = ast.parse((package / "models" / "common" / "model_loader.py").read_text())
+preferred, registry = None, set()
+for node in ast.walk(tree):
+    if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_VLLM_PREFERRED_ARCHITECTURES":
+        preferred = sorted(element.value for element in node.value.args[0].elts)
+    if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
+            and getattr(node.targets[0].value, "id", "") == "_MODEL_REGISTRY"
+            and isinstance(node.targets[0].slice, ast.Constant)):  # not register_model's plug-in entry
+        registry.add(node.targets[0].slice.value)
+print(json.dumps({"preferred": preferred, "registry": sorted(registry)}))
+"""
+
+
+def test_the_model_path_lists_are_tpu_inferences_own():
+    # tpu_inference/models/common/model_loader.py, read from the installed file (its module imports JAX).
+    from components.sizing import implementation
+    completed = vllm_venv.run(["-c", LOADER_LISTS], text=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lists = json.loads(completed.stdout)
+    assert set(lists["preferred"]) == implementation.VLLM_PREFERRED_ARCHITECTURES
+    assert set(lists["registry"]) == implementation.JAX_REGISTERED_ARCHITECTURES

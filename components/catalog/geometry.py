@@ -74,6 +74,10 @@ class ModelGeometry:
     sliding_window: int | None
     parameter_count: int | None
     """Parameters counted from the config (dense and Qwen3-MoE decoders only); None for other layouts."""
+    uses_sliding_window: bool = False
+    """The config sets a sliding window and does not turn it off (use_sliding_window: false): a model class may
+    window some layers. Whether the cache keeps the window is tpu-inference's call (components/sizing/
+    implementation.py)."""
 
     @property
     def kv_heads(self) -> frozenset[int]:
@@ -263,6 +267,8 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
         dtype=str(dtype or "bfloat16"),
         sliding_window=text.get("sliding_window") if isinstance(text.get("sliding_window"), int) else None,
         parameter_count=parameter_count(text),
+        uses_sliding_window=(isinstance(text.get("sliding_window"), int) and text["sliding_window"] > 0
+                             and text.get("use_sliding_window") is not False),
     )
 
 

@@ -18,7 +18,7 @@ from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ModelGeometry, geometry_from_file
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
-from components.sizing import kv
+from components.sizing import implementation, kv
 
 GIB = 1024**3
 # vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
@@ -105,8 +105,8 @@ class Fit:
     @property
     def kv_tokens(self) -> int:
         """The pool in tokens: the measured figure where a boot measured this pair, else the computed one."""
-        chosen = self.figures.get("kv_tokens_measured") or self.figures["kv_tokens"]
-        return int(chosen.value or 0)
+        chosen = self.figures.get("kv_tokens_measured") or self.figures.get("kv_tokens")
+        return int(chosen.value or 0) if chosen is not None else 0
 
     @property
     def measured_here(self) -> bool:
@@ -173,7 +173,13 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
     block = kv.block_size(max_model_len)
     figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
                                    "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / 512)")
-    if tp is not None:
+    unsized = implementation.unsized_sliding_windows(geometry)
+    if unsized:
+        reasons.append(unsized)
+        tp_sized = None
+    else:
+        tp_sized = tp
+    if tp_sized is not None:
         per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype)
         heads = min(geometry.kv_heads)
         replication = max(1, tp // heads) if heads < tp else 1
@@ -182,7 +188,7 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
             f"x head_dim padded to 128 x {kv.kv_bits(kv_cache_dtype) // 8} B x TP"))
         if replication > 1:
             notes.append(f"{heads} KV head(s) padded to TP {tp}: every token's KV is stored {replication} times")
-    if tp is not None and weights is not None:
+    if tp_sized is not None and weights is not None:
         pool = int(cap - weights.bytes)
         figures["kv_pool"] = Figure(pool, "bytes", False, "cap - weights")
         if pool <= 0:
