@@ -112,7 +112,8 @@ class Shape:
     def hbm_bytes(self) -> int:
         """Every chip of the host (what tpu-inference sums when all chips serve one model: worker/tpu_worker.py
         determine_available_memory). Assumed on 4- and 8-chip hosts: the per-chip limit was measured on 1-chip
-        hosts only (tpu-inference's own table, TPU_INFERENCE_HBM_TABLE, is per chip whatever the host)."""
+        hosts only; Google's v6e page gives "HBM capacity per chip 16 GB (v5e), 32 GB (v6e)" whatever the slice,
+        and tpu-inference's own table (TPU_INFERENCE_HBM_TABLE) is per chip too."""
         return self.generation.hbm_bytes_per_chip * self.chips
 
     @property
