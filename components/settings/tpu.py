@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from components.basis import naming
+from components.catalog.shapes import V5E
 from components.settings.facts import MAX_USER_LABELS, V5E_ZONES
 from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
@@ -88,9 +89,9 @@ class TpuSettings(_Section):
         if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
         if value not in V5E_ZONES:
+            # The catalog's words: its zone list is Google's pages as read, not proof a zone has no v5e.
             raise InvalidSettingError(
-                "there is no TPU v5e in this zone (Google's TPU regions and zones page lists v5e "
-                f"in {', '.join(sorted(V5E_ZONES))})",
+                V5E.zone_not_listed(value),
                 "set it to us-west4-a, the only zone where flex-start v5litepod-1 was run",
             )
         return value
