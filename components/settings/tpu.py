@@ -22,7 +22,8 @@ class TpuSettings(_Section):
     zone: str = Field("us-west4-a", description=(
         "flex-start `v5litepod-1` is only accepted here; `europe-west4-a/-b` reject it at the API (error); other "
         "v5e zones (`us-central1-a`, `us-south1-a`, `us-west1-c`, `us-west4-b`, `us-east5-a/b/c`) warn; a zone "
-        "with no v5e is an error"))
+        "outside the v5e zones Google's pages listed (as of 2026-12, in `components/catalog/shapes.py`) is an error "
+        "that says how to add one Google lists now"))
     accelerator_type: str = Field("v5litepod-1", description=(
         "one v5e chip; `v5e` is spelled `v5litepod` in every API call (`v5e-1` is an error)"))
     runtime_version: str = Field("v2-alpha-tpuv5-lite", description="the v5e TPU VM image")
