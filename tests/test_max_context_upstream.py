@@ -30,6 +30,13 @@ def llama(max_positions: int, **fields) -> dict:
     return config
 
 
+def nested_linear() -> dict:
+    config = json.loads((catalog_models.CONFIGS / "google--gemma-4-E2B-it.json").read_text())
+    config["text_config"]["rope_parameters"]["full_attention"] = {"rope_type": "linear", "factor": 2.0,
+                                                                  "rope_theta": 1000000.0}
+    return config
+
+
 GEMMA3_TEXT = {
     "model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360, "num_hidden_layers": 48,
     "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 262208,
@@ -48,13 +55,15 @@ SYNTHETIC = {
     "gemma3-text": copy.deepcopy(GEMMA3_TEXT),
     "gemma3-multimodal": {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
                           "text_config": copy.deepcopy(GEMMA3_TEXT)},
+    # transformers 5's per-layer-type rope_parameters (Gemma 4's copy), one type given a linear factor.
+    "nested-rope-parameters": nested_linear(),
     "gpt2-n-positions": {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_positions": 1024,
                          "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257},
 }
 # What each synthetic config must come to (vLLM's answer is the authority; these say the rule each one tests).
 EXPECTED = {"linear-legacy-type": 16384, "dynamic": 8192, "yarn": 16384, "llama3": 131072,
             "rope-parameters-linear": 16384, "qwen3-yarn": 40960, "gemma3-text": 131072,
-            "gemma3-multimodal": 131072, "gpt2-n-positions": 1024}
+            "gemma3-multimodal": 131072, "nested-rope-parameters": 262144, "gpt2-n-positions": 1024}
 
 
 @pytest.fixture(scope="module")
