@@ -462,7 +462,9 @@ def test_well_formed_projects_pass(project):
 @pytest.mark.parametrize("zone", ["us-east4-a", "europe-west1-b", "asia-northeast1-a"])
 def test_a_zone_with_no_v5e_is_an_error(zone):
     message = one_problem(tpu={"zone": zone})
-    assert f'tpu-vllm:tpu.zone = "{zone}"' in message and "no TPU v5e" in message and "us-west4-a" in message
+    assert f'tpu-vllm:tpu.zone = "{zone}"' in message and "us-west4-a" in message
+    # Google's pages as read, not a claim that the zone has no v5e (their stored copies lack the Asia rows).
+    assert "is not in the zones Google's pages listed for TPU v5e as of" in message and "no TPU v5e" not in message
 
 
 @pytest.mark.parametrize("zone", ["us-central1-a", "us-south1-a", "us-west1-c"])

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 from components.catalog.sources import (
     FLEX_START_PAGE,
+    FLEX_START_QUOTA_PAGE,
     HOST_TABLE_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
     TPU_REGIONS_PAGE,
     TPU_STORAGE_PAGE,
+    TPU_ZONES_PAGE_V6E,
     V5E_CONFIG_PAGE,
     V5E_LOG_SOURCE,
     V6E_ARTICLE_SOURCE,
@@ -22,6 +24,12 @@ from components.catalog.sources import (
 
 GIB = 1024**3
 GB = 10**9
+# Which quota each provisioning model draws on (Cloud TPU API): flex-start takes the preemptible quota, as spot does
+# (Google's flex-start page: "sufficient preemptible quota to use Flex-start"); on-demand its own. The committed-use
+# models are not read here.
+PREEMPTIBLE_QUOTA_MODELS = frozenset({"spot", "flex-start"})
+ON_DEMAND_QUOTA_MODELS = frozenset({"on-demand"})
+QUOTA_MODEL_SOURCE = FLEX_START_QUOTA_PAGE
 
 
 @dataclass(frozen=True)
@@ -57,8 +65,9 @@ class Generation:
     zones_source: Source
     flex_start: tuple[ZoneObservation, ...]
     quota_id: str
-    """The per-zone chip quota on-demand and flex-start draw on (Cloud TPU API)."""
+    """The per-zone chip quota on-demand draws on (Cloud TPU API). Flex-start does not: flex_start_quota_id."""
     spot_quota_id: str
+    """The per-zone preemptible chip quota: spot and flex-start draw on it (QUOTA_MODEL_SOURCE)."""
     quota_source: Source
     price_region: str
     """The region the catalog's measured prices are for (components/catalog/prices.py)."""
@@ -69,6 +78,27 @@ class Generation:
     def runtime_tag(self) -> str:
         """What every runtime image of this generation names: tpuv5-lite, tpuv6e."""
         return self.runtime_version.removeprefix("v2-alpha-")
+
+    @property
+    def flex_start_quota_id(self) -> str:
+        """The quota a flex-start request consumes: the preemptible one (QUOTA_MODEL_SOURCE)."""
+        return self.spot_quota_id
+
+    def quota_id_for(self, provisioning_model: str) -> str | None:
+        """The quota id this provisioning model draws on, or None where the catalog has not read it."""
+        if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
+            return self.spot_quota_id
+        if provisioning_model in ON_DEMAND_QUOTA_MODELS:
+            return self.quota_id
+        return None
+
+    def zone_not_listed(self, zone: str) -> str:
+        """What to tell someone whose zone is not in `zones`: the list is Google's pages as read, not the truth
+        today (their stored copies cut the Asia rows off, and Google adds zones)."""
+        return (f"{zone} is not in the zones Google's pages listed for TPU {self.name} as of "
+                f"{self.zones_source.date.removeprefix('read ')} ({', '.join(sorted(self.zones))}; "
+                f"{self.zones_source.where}); if Google lists it now, add it to components/catalog/shapes.py "
+                f"({self.name}'s zones) with the source")
 
 
 @dataclass(frozen=True)
@@ -92,7 +122,10 @@ class Shape:
 
     @property
     def hbm_bytes(self) -> int:
-        """Every chip of the host (what tpu-inference sums when all chips serve one model)."""
+        """Every chip of the host (what tpu-inference sums when all chips serve one model: worker/tpu_worker.py
+        determine_available_memory). Assumed on 4- and 8-chip hosts: the per-chip limit was measured on 1-chip
+        hosts only; Google's v6e page gives "HBM capacity per chip 16 GB (v5e), 32 GB (v6e)" whatever the slice,
+        and tpu-inference's own table (TPU_INFERENCE_HBM_TABLE) is per chip too."""
         return self.generation.hbm_bytes_per_chip * self.chips
 
     @property
@@ -134,7 +167,9 @@ V5E = Generation(
     data_disk_source=Source(TPU_STORAGE_PAGE.where + "; " + TPU_DISK_PAGE.where, TPU_STORAGE_PAGE.date),
     # The v5e rows of Google's page as it has been published (current: us-central1-a, us-south1-a, us-west1-c,
     # us-west4-a; listed as single-tenant or in earlier versions: us-east5-a/-b/-c, us-west4-b, europe-west4-b),
-    # and europe-west4-a, where the log's API refusal names v5litepod-1 with v5e quota in the zone.
+    # and europe-west4-a, which no stored Google page lists for v5e: it is here only because the log's flex-start
+    # refusal names v5litepod-1 in that zone (a refusal proves nothing about the zone's hardware). The stored copies
+    # cut the Asia-Pacific rows off, so an Asia zone Google lists may be missing (zone_not_listed says so).
     zones=frozenset({
         "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
         "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
@@ -170,14 +205,15 @@ V6E = Generation(
     # "v6e: Hyperdisk Balanced, Hyperdisk ML" (32 disks per VM with the boot disk): pd-balanced does not attach.
     data_disk_types=("hyperdisk-balanced", "hyperdisk-ml"),
     data_disk_source=TPU_DISK_PAGE,
-    # Google's page: us-central1-b, us-east1-d, us-east5-a, us-east5-b (North America), europe-west4-a; the
-    # article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start). The article counts 18
-    # zones offering v6e-1 in `gcloud compute tpus accelerator-types list` without naming them.
-    # asia-northeast1-b: Google's flex-start page lists it for v6e ("training and serving").
-    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "us-south1-a",
-                     "asia-northeast1-b"}),
-    zones_source=Source(TPU_REGIONS_PAGE.where + "; " + V6E_ARTICLE_SOURCE.where + "; " + FLEX_START_PAGE.where,
-                        TPU_REGIONS_PAGE.date),
+    # Google's page (TPU_ZONES_PAGE_V6E), USA: us-central1-b, us-east1-d, us-east5-a, us-east5-b, and single-tenant
+    # us-east5-c, us-east4-a, us-east4-b, us-west1-c; europe-west4-a (earlier versions of the page; the article ran
+    # flex-start there); the article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start);
+    # Google's flex-start page lists asia-northeast1-b. The article counts 18 zones offering v6e-1 in `gcloud
+    # compute tpus accelerator-types list` without naming them.
+    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "us-east5-c", "us-east4-a",
+                     "us-east4-b", "us-west1-c", "europe-west4-a", "us-south1-a", "asia-northeast1-b"}),
+    zones_source=Source(TPU_ZONES_PAGE_V6E.where + "; " + V6E_ARTICLE_SOURCE.where + "; " + FLEX_START_PAGE.where,
+                        TPU_ZONES_PAGE_V6E.date),
     flex_start=(
         ZoneObservation("us-east5-a", True, V6E_ARTICLE_SOURCE, "accepted (the article's 'Confirmed accepting')"),
         ZoneObservation("us-east5-b", True, V6E_ARTICLE_SOURCE, "accepted; the article's runs"),

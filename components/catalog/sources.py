@@ -49,5 +49,15 @@ FLEX_START_PAGE = Source("cloud.google.com/tpu/docs/request-using-flex-start, Li
 # 180 / 720, 180 / 1440). Not seen whole in a stored excerpt: confirm before relying on more than a share of them.
 HOST_TABLE_PAGE = Source("cloud.google.com/tpu/docs/v5e and /v6e, 'VM types' (vCPUs and RAM per VM); not seen in a "
                          "stored excerpt", "read 2026-12")
+# The same page, Before you begin: "You should also ensure you have sufficient preemptible quota to use Flex-start.
+# The default preemptible quota for TPU v5e and v6e is 64 cores." Flex-start and spot draw on one quota.
+FLEX_START_QUOTA_PAGE = Source("cloud.google.com/tpu/docs/request-using-flex-start, Before you begin ('sufficient "
+                               "preemptible quota to use Flex-start')", "read 2026-12")
+# Google's regions-and-zones page as stored (cloud-dot-devsite-v2-prod.appspot.com/tpu/docs/types-zones?hl=de), its
+# v6e rows for the US: us-central1-b, us-east1-d, us-east5-a, us-east5-b, us-east5-c, us-east4-a, us-east4-b (the
+# last three single-tenant), us-west1-c (single-tenant, except spot quota); its Europe and Asia rows are cut off
+# in the stored copy.
+TPU_ZONES_PAGE_V6E = Source("cloud.google.com/tpu/docs/types-zones (v6e, USA), as stored by the search tool",
+                            "read 2026-12")
 TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
 VLLM = "vllm-project/vllm 0.33.0"

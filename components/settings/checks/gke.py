@@ -103,8 +103,7 @@ def gke_checks(settings: Settings) -> list[Finding]:
         if absent:
             findings.append(Finding(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
-                f"there is no TPU {shape.generation.name} in {', '.join(absent)} (the catalog lists "
-                f"{', '.join(sorted(shape.generation.zones))})",
+                "; ".join(shape.generation.zone_not_listed(zone) for zone in absent),
                 f"list {', '.join(verified)} (where flex-start {shape.accelerator_type} was run)",
                 also_keys=("gke.location", "tpu.acceleratorType"),
             ))

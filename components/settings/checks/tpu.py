@@ -21,8 +21,8 @@ def tpu_checks(settings: Settings) -> list[Finding]:
     if not exists:
         findings.append(Finding(
             "tpu.zone", tpu.zone,
-            f"there is no TPU {shape.generation.name} in this zone (the catalog lists {shape.generation.name} in "
-            f"{', '.join(sorted(shape.generation.zones))}, from {shape.generation.zones_source.where})",
+            # The catalog's words: its zone list is Google's pages as read, not proof the zone has none.
+            shape.generation.zone_not_listed(tpu.zone),
             f"set it to {accepted[0]}, where flex-start {shape.accelerator_type} was run",
             also_keys=("tpu.acceleratorType",),
         ))
