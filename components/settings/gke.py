@@ -6,7 +6,7 @@ import json
 import re
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from components.basis import price_list
 from components.settings.facts import (
@@ -22,6 +22,7 @@ from components.settings.facts import (
 )
 from components.settings.fields import Duration, Zone, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
+from components.settings.gateway import InferenceGatewaySetting
 
 # A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
 # once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
@@ -89,6 +90,11 @@ class GkeSettings(_Section):
     allow_external_load_balancer: bool = Field(False, description=(
         "explicit opt-in: an external load balancer (needs `access.servingSourceRanges`, which limit it) instead "
         "of an internal one"))
+    inference_gateway: InferenceGatewaySetting | None = Field(None, description=(
+        "opt-in: a GKE Gateway (regional internal Application Load Balancer) whose endpoint picker sends each "
+        "request to a replica by queue, KV-cache use and prefix match, instead of the passthrough load balancer, "
+        "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true`, or "
+        "`proxyOnlySubnet` (an existing one to adopt) / `proxyOnlyRange`; internal only"))
     allow_unbounded_billing: bool = Field(False, description=(
         "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
         "stops their billing"))
@@ -120,6 +126,20 @@ class GkeSettings(_Section):
                                       f"list each fallback once, in the order to try them, e.g. "
                                       f"{json.dumps(list(GKE_FALLBACK_MODELS))}")
         return values
+
+    @field_validator("inference_gateway", mode="before")
+    @classmethod
+    def _gateway_switch(cls, value: object, info: ValidationInfo) -> object:
+        """`true` is every default, `false` is off; the gateway is internal, so not with an external balancer."""
+        if value is True:
+            value = {}
+        if value is False or value is None:
+            return None
+        if info.data.get("allow_external_load_balancer"):
+            raise InvalidSettingError(
+                "the inference gateway is a regional internal Application Load Balancer; it has no external form "
+                "here", "turn off gke.allowExternalLoadBalancer, or turn off gke.inferenceGateway")
+        return value
 
     @field_validator("recycling_lead_time")
     @classmethod
