@@ -49,6 +49,7 @@ STACKS = (
     GoldenStack("arms", VARIANT_STACKS_DIR, "vm with every untested arm and every tpu-inference variable set"),
     GoldenStack("textonly", VARIANT_STACKS_DIR, "vm as the text-only trade (no media, the 2048 bucket)"),
     GoldenStack("gkearms", VARIANT_STACKS_DIR, "gke with tpu-inference variables and n-gram speculative decoding"),
+    GoldenStack("gkegateway", VARIANT_STACKS_DIR, "gke with the opt-in inference gateway (Gateway, pool, picker)"),
 )
 
 

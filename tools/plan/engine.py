@@ -31,6 +31,7 @@ from tools.plan.placeholders import (
     MOCK_GKE_VERSION,
     MOCK_IMAGE_DIGEST_HEX,
     MOCK_INTERNAL_IP,
+    MOCK_GATEWAY_IP,
     MOCK_LOAD_BALANCER_IP,
     MOCK_NODE_UID,
     MOCK_PROJECT_NUMBER,
@@ -222,6 +223,8 @@ class StackMocks(pulumi.runtime.Mocks):
             return {"version": MOCK_GKE_VERSION, "instanceGroupUrls": []}
         if typ == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
             return {"status": {"loadBalancer": {"ingress": [{"ip": MOCK_LOAD_BALANCER_IP}]}}}
+        if typ == "gcp:compute/address:Address" and inputs.get("addressType") == "INTERNAL":
+            return {"address": MOCK_GATEWAY_IP}
         return {}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
