@@ -162,10 +162,10 @@ class InferenceGateway(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=after)
         ns = args.namespace
         sources = [args.proxy_only_range, *HEALTH_CHECK_RANGES]
+        picker_ports = [inference_pool.EXT_PROC_PORT, inference_pool.HEALTH_PORT]
         for manifest in [network_policy.gateway_network_policy(ns, args.selector_labels, args.front_port, sources,
                                                                inference_pool.PICKER_LABELS),
-                         network_policy.picker_network_policy(ns, inference_pool.PICKER_LABELS, sources,
-                                                              [inference_pool.EXT_PROC_PORT, inference_pool.HEALTH_PORT]),
+                         network_policy.picker_network_policy(ns, inference_pool.PICKER_LABELS, sources, picker_ports),
                          *inference_pool.picker_access(ns), inference_pool.picker_config_map(ns),
                          inference_pool.picker_deployment(ns, args.picker_image), inference_pool.picker_service(ns),
                          inference_pool.inference_pool(ns, args.selector_labels, args.front_port),
@@ -181,7 +181,8 @@ class InferenceGateway(pulumi.ComponentResource):
         self.address = reserved.address
         self.outputs = {
             "inferenceGateway": {"class": INTERNAL_CLASS, "address": self.address, "gateway": GATEWAY_NAME,
-                                 "inferencePool": inference_pool.POOL_NAME, "endpointPicker": inference_pool.PICKER_NAME,
+                                 "inferencePool": inference_pool.POOL_NAME,
+                                 "endpointPicker": inference_pool.PICKER_NAME,
                                  "pickerImage": args.picker_image, "proxyOnlySubnet": self.subnet,
                                  "proxyOnlySubnetAdopted": args.adopted_subnet is not None,
                                  "failureMode": inference_pool.FAILURE_MODE},

@@ -25,13 +25,13 @@ from pulumi.runtime.mocks import MockMonitor
 from tools.plan import provider_answers
 from tools.plan.placeholders import (
     MOCK_EXTERNAL_IP,
+    MOCK_GATEWAY_IP,
     MOCK_GKE_CA,
     MOCK_GKE_CHANNEL_DEFAULTS,
     MOCK_GKE_ENDPOINT,
     MOCK_GKE_VERSION,
     MOCK_IMAGE_DIGEST_HEX,
     MOCK_INTERNAL_IP,
-    MOCK_GATEWAY_IP,
     MOCK_LOAD_BALANCER_IP,
     MOCK_NODE_UID,
     MOCK_PROJECT_NUMBER,
