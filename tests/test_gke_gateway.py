@@ -240,3 +240,38 @@ def test_the_objects_are_the_charts_with_the_stacks_stated_differences():
     assert service["ports"] == [{"name": "grpc-ext-proc", "protocol": "TCP", "port": 9002}]
     for kind in ("HealthCheckPolicy", "GCPBackendPolicy"):
         assert one(program, kind)["spec"]["targetRef"] == gateway.pool_target_ref()
+
+
+GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+
+
+def test_the_gateway_stack_passes_every_policy():
+    from tests.test_gke_policy import every_violation, with_urns
+
+    assert every_violation(with_urns(gateway_program().registrations)) == []
+
+
+@pytest.mark.parametrize("external_class", ["gke-l7-regional-external-managed", "gke-l7-global-external-managed"])
+def test_an_external_gateway_class_is_reported_unless_the_policy_config_allows_it(external_class):
+    from policy import gke_rules
+
+    props = copy.deepcopy(one(gateway_program(), "Gateway"))
+    assert gke_rules.no_external_load_balancer(GATEWAY_TYPE, props) == []
+    props["spec"]["gatewayClassName"] = external_class
+    [message] = gke_rules.no_external_load_balancer(GATEWAY_TYPE, props)
+    assert f"Gateway vllm-gateway uses the class {external_class}" in message and "gke-l7-rilb" in message
+    assert gke_rules.no_external_load_balancer(GATEWAY_TYPE, props, {"allowExternalLoadBalancer": True}) == []
+
+
+@pytest.mark.parametrize("widen", [{"resources": ["secrets"]}, {"verbs": ["create"]}, {"resources": ["*"]}])
+def test_the_pickers_role_passes_only_while_it_reads_pods_and_the_pool(widen):
+    from tests.test_gke_policy import every_violation, with_urns
+
+    triples = with_urns(gateway_program().registrations)
+    widened = []
+    for type_, props, urn in triples:
+        if type_.endswith(":Role") and props["metadata"]["name"] == inference_pool.PICKER_NAME:
+            props = copy.deepcopy(props)
+            props["rules"][0].update(widen)
+        widened.append((type_, props, urn))
+    assert any(f"RoleBinding {inference_pool.PICKER_NAME}" in m for m in every_violation(widened))
