@@ -93,8 +93,9 @@ class GkeSettings(_Section):
     inference_gateway: InferenceGatewaySetting | None = Field(None, description=(
         "opt-in: a GKE Gateway (regional internal Application Load Balancer) whose endpoint picker sends each "
         "request to a replica by queue, KV-cache use and prefix match, instead of the passthrough load balancer, "
-        "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true`, or "
-        "`proxyOnlySubnet` (an existing one to adopt) / `proxyOnlyRange`; internal only"))
+        "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true` (the stack "
+        "makes the region's proxy-only subnet), or `proxyOnlySubnet` (an existing one to adopt) and `proxyOnlyRange` "
+        "(its range; default 10.129.0.0/23, /26 or larger); internal only, not with `allowExternalLoadBalancer`"))
     allow_unbounded_billing: bool = Field(False, description=(
         "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
         "stops their billing"))
