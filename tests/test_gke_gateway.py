@@ -275,3 +275,20 @@ def test_the_pickers_role_passes_only_while_it_reads_pods_and_the_pool(widen):
             props["rules"][0].update(widen)
         widened.append((type_, props, urn))
     assert any(f"RoleBinding {inference_pool.PICKER_NAME}" in m for m in every_violation(widened))
+
+
+def test_the_costs_show_the_regional_proxy_and_the_picker_only_with_the_gateway():
+    from components import settings
+    from components.economics import costs
+    from tests.test_gke_settings import with_gke
+
+    plain = settings.load(with_gke(), "my-proj", "gke").settings
+    gated = settings.load(with_gke(inferenceGateway=True), "my-proj", "gke").settings
+    assert costs.baseline(gated).usd_per_hour == pytest.approx(costs.baseline(plain).usd_per_hour + 0.025)
+    assert "inferenceGatewayCost" not in costs.gke_costs(plain)
+    assert not [key for key in costs.gke_plan_summary(plain) if key.startswith("gke_gateway_")]
+    line = costs.gke_costs(gated)["inferenceGatewayCost"]
+    assert line["proxyUsdPerHourAtLeast"] == 0.025 and line["processedUsdPerGib"] == 0.008
+    # 0.25 vCPU x $0.024553 + 0.5 GiB x $0.003291 (E2 in us-west4, components/basis/price_list.py).
+    assert line["pickerShareOfSystemPoolUsdPerHour"] == pytest.approx(0.25 * 0.024553 + 0.5 * 0.003291, abs=1e-4)
+    assert gateway_program().output("inferenceGatewayCost")["value"]["how"].startswith("computed")

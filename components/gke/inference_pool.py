@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 
 from components.gke import manifests, metrics_door, picker_config
+from components.settings.gateway import PICKER_MEMORY_LIMIT, PICKER_REQUESTS
 
 POOL_GROUP = "inference.networking.k8s.io"
 POOL_API_VERSION = f"{POOL_GROUP}/v1"
@@ -44,10 +45,9 @@ METRICS_PORT_FLAG = f"--model-server-metrics-port={metrics_door.METRICS_PORT}"
 # 20 a second per replica would be a log bill. 500 ms stays well inside the 2 s staleness threshold
 # (MetricsStalenessThreshold) after which the picker ignores a pod's metrics.
 REFRESH_METRICS_INTERVAL = "500ms"
-# Sized for the system pool (e2-standard-2: 2 vCPU, 8 GB, shared with kube-system, the metrics adapter and the
-# collectors), not the chart's 8 CPUs / 8 GiB, which no such node can place. A handful of replicas and the prefix
-# index of a few agents' prompts fit well below this; no CPU limit, as the chart, so it may burst.
-PICKER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
+# Sized for the system pool (components/settings/gateway.py PICKER_REQUESTS says why); no CPU limit, as the chart,
+# so it may burst.
+PICKER_RESOURCES = {"requests": dict(PICKER_REQUESTS), "limits": {"memory": PICKER_MEMORY_LIMIT}}
 # As the chart: mirrors the longest grace of the pods it serves, conservatively.
 PICKER_GRACE_SECONDS = 130
 

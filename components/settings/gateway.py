@@ -24,6 +24,12 @@ from components.settings.findings import InvalidSettingError
 DEFAULT_PROXY_ONLY_RANGE = "10.129.0.0/23"
 # The smallest proxy-only subnet the load balancers accept (proxy-only-subnets, "at least /26").
 PROXY_ONLY_MIN_PREFIX = 26
+# The endpoint picker's requests, sized for the system pool (gke.systemMachineType, e2-standard-2 by default:
+# 2 vCPU, 8 GB, shared with kube-system, the metrics adapter and the collectors), not llm-d's chart's 8 CPUs and
+# 8 GiB (config/charts/routerlib/values.yaml, v0.9.0), which no such node can place. A handful of replicas and the
+# prefix index of a few agents' prompts fit well below this. Here, not in the wing, so the costs can price it.
+PICKER_REQUESTS = {"cpu": "250m", "memory": "512Mi"}
+PICKER_MEMORY_LIMIT = "1Gi"
 
 
 class InferenceGatewaySetting(_Section):
