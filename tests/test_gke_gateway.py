@@ -292,3 +292,17 @@ def test_the_costs_show_the_regional_proxy_and_the_picker_only_with_the_gateway(
     # 0.25 vCPU x $0.024553 + 0.5 GiB x $0.003291 (E2 in us-west4, components/basis/price_list.py).
     assert line["pickerShareOfSystemPoolUsdPerHour"] == pytest.approx(0.25 * 0.024553 + 0.5 * 0.003291, abs=1e-4)
     assert gateway_program().output("inferenceGatewayCost")["value"]["how"].startswith("computed")
+
+
+def test_the_vendored_schemas_are_the_upstream_copies_the_readme_names():
+    import hashlib
+    import re
+    from pathlib import Path
+
+    schemas = Path(__file__).resolve().parent / "schemas"
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([0-9a-f]{64}) \|$", (schemas / "README.md").read_text(), re.M)
+    assert {name for name, _ in rows} >= {"gateway.networking.k8s.io_gateways.yaml", "healthcheckpolicy_v1.json",
+                                          "gateway.networking.k8s.io_httproutes.yaml", "gcpbackendpolicy_v1.json",
+                                          "inference.networking.k8s.io_inferencepools.yaml"}
+    for name, digest in rows:
+        assert hashlib.sha256((schemas / name).read_bytes()).hexdigest() == digest, name
