@@ -36,7 +36,8 @@ def run() -> Loaded:
     # What the pull-request preview job's identity must be granted (docs/review.md).
     pulumi.export("previewIam", preview_identity_access(settings.platform, settings.resource_prefix,
                                                         settings.stack_manages_hf_token,
-                                                        monitoring=settings.monitoring.enabled))
+                                                        monitoring=settings.monitoring.enabled,
+                                                        docker_hub_mirror=settings.gke.docker_hub_mirror))
     return loaded
 
 

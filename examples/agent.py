@@ -409,6 +409,14 @@ def main(argv: list[str] | None = None) -> int:
             raise AgentError(explain(error, one_line(base_url, 100), args.timeout)) from None
     except AgentError as error:
         sys.exit(f"agent: {printable(str(error))}")
+    except KeyboardInterrupt:
+        print("\nagent: interrupted", file=sys.stderr)
+        return 130  # the shell's status for a command ended by SIGINT (128 + 2)
+    except BrokenPipeError:
+        # The reader (| head) is gone: as Python's signal docs advise, point stdout at /dev/null so the
+        # interpreter's final flush cannot raise again, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -57,7 +57,12 @@ ADAPTER_KSA = ("custom-metrics", "custom-metrics-stackdriver-adapter")
 # - on gke, object reads and (prefix-conditioned) creation on the stack's own compile-cache bucket for the serving
 #   pods' identity (docs/gke.md: the XLA cache every replica shares; components/gke/compile_cache.py);
 CACHE_BUCKET_ROLES = ("roles/storage.objectViewer", "roles/storage.objectCreator")
-CACHE_BUCKET_ROLE = " / ".join(CACHE_BUCKET_ROLES)
+#   with vllm.weightsOnDisk also object writes and deletes (huggingface_hub renames each downloaded file, and gcsfuse
+#   renames by copy and delete) on the bucket's checkpoint prefix, and only there: the grant's IAM condition must be
+#   exactly that prefix's, or unknown at preview (judged at `up`);
+WEIGHTS_ROLE = "roles/storage.objectUser"
+WEIGHTS_PREFIX = "huggingface/"
+CACHE_BUCKET_ROLE = " / ".join(CACHE_BUCKET_ROLES) + f" ({WEIGHTS_ROLE} on {WEIGHTS_PREFIX} alone)"
 BUCKET_TYPE = "gcp:storage/bucket:Bucket"
 BUCKET_GRANT_TYPES = {f"gcp:storage/bucketIAM{kind}:BucketIAM{kind}" for kind in ("Member", "Binding")}
 # - on vm, the Ops Agent's two roles on the whole project for the TPU VM's own account, and no other account
@@ -242,6 +247,14 @@ def _same_repository(one: tuple[str | None, str | None, str], other: tuple[str |
     return one[2] == other[2] and all(a is None or b is None or a == b for a, b in zip(one[:2], other[:2], strict=True))
 
 
+def _condition_unknown(props: Mapping[str, Any]) -> bool:
+    """The grant has a condition whose expression a preview left unknown."""
+    if "condition" not in props:
+        return False
+    condition = dict(known_items(props)).get("condition")
+    return not isinstance(condition, Mapping) or "expression" not in dict(known_items(condition))
+
+
 def _scope_of(type_: str) -> str:
     return IAM_GRANT_TYPES.get(type_) or type_.rsplit(":", 1)[-1]
 
@@ -272,7 +285,11 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                                             config: Mapping[str, Any] | None = None) -> list[str]:
     """Stack-wide: every grant naming one of the stack's identities, by any of their names, is on the allow-list
     above, and no grant lets anyone but the stack act as them."""
-    resources = [Seen(resource.type, _known_copy(resource.props), resource.urn) for resource in as_seen(resources)]
+    seen = as_seen(resources)
+    # A preview may leave a grant's condition unknown (it is written from the bucket's name): judged at `up`.
+    unknown_conditions = {resource.urn for resource in seen if resource.type in BUCKET_GRANT_TYPES
+                          and _condition_unknown(resource.props)}
+    resources = [Seen(resource.type, _known_copy(resource.props), resource.urn) for resource in seen]
     identities = _stack_identities(resources)
     if not identities:
         return []
@@ -297,13 +314,18 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
     own_repositories = [_repository_key(r.props.get("repositoryId"), r.props.get("project"), r.props.get("location"))
                         for r in resources if r.type == REPOSITORY_TYPE and r.props.get("repositoryId")]
 
-    def allowed(type_: str, props: Mapping[str, Any], role: str, email: str) -> bool:
+    def allowed(type_: str, props: Mapping[str, Any], role: str, email: str, urn: str = "") -> bool:
         if type_ in REPOSITORY_GRANT_TYPES:
             granted = _repository_key(props.get("repository"), props.get("project"), props.get("location"))
             return (role == MIRROR_READER_ROLE and email in node_accounts
                     and any(_same_repository(granted, own) for own in own_repositories))
         if type_ in BUCKET_GRANT_TYPES:
             bucket = str(props.get("bucket") or "").removeprefix("b/")
+            if role == WEIGHTS_ROLE:
+                expression = (props.get("condition") or {}).get("expression")
+                limited = urn in unknown_conditions or expression == (
+                    f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{WEIGHTS_PREFIX}")')
+                return limited and bucket in own_buckets and reads_the_secrets(email)
             return role in CACHE_BUCKET_ROLES and bucket in own_buckets and reads_the_secrets(email)
         if type_ in SECRET_GRANT_TYPES:
             return role == ACCESSOR_ROLE and _is_own_secret(props, own_secrets) and reads_the_secrets(email)
@@ -367,7 +389,7 @@ def stack_identities_hold_only_their_grants(resources: Iterable[Seen | tuple],
                      and resource.type not in SERVICE_ACCOUNT_GRANT_TYPES]
         for role, member in named:
             email = next(e for e in _emails_in(member) if ours(e))
-            if allowed(resource.type, resource.props, role, email):
+            if allowed(resource.type, resource.props, role, email, resource.urn):
                 continue
             what = where
             if resource.type in SECRET_GRANT_TYPES and role == ACCESSOR_ROLE:

@@ -8,13 +8,21 @@
 # mounts the compile-cache disk (formatting it only if it is blank everywhere a
 # filesystem keeps a signature), starts pulling the image, and writes a status
 # file that the deploy and the containers' units wait on: `ready`, or
-# `failed: <what> (line N)` for any exit, expected or not, SIGTERM included;
+# `failed: <what> (line N)` for any exit, expected or not, a stop included;
 # kept under /run and stamped with this boot's id, so no boot inherits another's.
+#
+# One run at a time, and a stop always ends in a status. The guest agent's unit
+# (google-startup-scripts.service) is Type=oneshot with KillMode=process: a stop
+# signals only the unit's main process, and the runner that started this script
+# forwards nothing. So a run holds a lock for its life (a second run waits for it,
+# then runs alone), and a watcher stops the run when a process that started it
+# is gone, or writes the status itself when the run was killed outright.
 #
 # Test hooks (the variables Google's own clients honour, plus a path prefix):
 #   GCE_METADATA_HOST                              metadata server host[:port]
 #   CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER  Secret Manager root URL
 #   STARTUP_ROOT                                   prefix for every path read or written
+#   STARTUP_LOCK_WAIT_SECONDS, STARTUP_WATCH_SECONDS  how long a second run waits, how often the watcher looks
 #
 # Executed, it runs `main`; sourced (tests), it only defines its functions and settings.
 set -Eeuo pipefail
@@ -33,6 +41,13 @@ STATUS_FILE="$STATUS_DIR/startup-status"
 # Where earlier versions kept it (it survived reboots); removed so nothing reads a stale `ready`.
 LEGACY_STATUS_FILE="$ROOT/var/lib/tpu-vllm/startup-status"
 BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
+# Held (flock) by the run that owns the status; it says which pid that is.
+LOCK_FILE="$STATUS_DIR/startup.lock"
+# A restart of the unit stops the old run once its current command ends (a curl: 30 s at most; a mkfs.ext4 is
+# let finish, so no disk is left half formatted); the new run waits that long, and more, before it gives up.
+LOCK_WAIT_SECONDS="${STARTUP_LOCK_WAIT_SECONDS:-600}"
+WATCH_SECONDS="${STARTUP_WATCH_SECONDS:-1}"
+RERUN="rerun with: sudo systemctl restart google-startup-scripts"
 ATTEMPTS="${STARTUP_ATTEMPTS:-8}"
 BACKOFF_SECONDS="${STARTUP_BACKOFF_SECONDS:-2}"
 # Blank-disk check: how much of each place a filesystem or partition table keeps its signature is read.
@@ -48,11 +63,23 @@ STEP="starting"
 BOOT_ID=""
 WORK_DIR=""
 PAUSE_PID=""
+LOCK_FD=""
+LOCK_HELD=""
+WATCHER_PID=""
+MAIN_PID="$$"
+# The processes that started this run (record_ancestors): pid, start time, name.
+ANCESTOR_PIDS=()
+ANCESTOR_STARTS=()
+ANCESTOR_NAMES=()
 
-say() { printf 'tpu-vllm-startup: %s\n' "$*" >&2; }
+# A log line that cannot be written (its reader, the runner, is gone) is not the step failing: the PIPE trap
+# reports the stop instead.
+say() { printf 'tpu-vllm-startup: %s\n' "$*" >&2 || true; }
 
 # write_status STATE: STATE, then `boot <id>` (the boot-ready check and serve.sh compare it with theirs).
+# Only the run that holds the lock writes: a second run never overwrites the first's status.
 write_status() {
+  [[ -n "$LOCK_HELD" ]] || return 0
   mkdir -p "$STATUS_DIR"
   printf '%s\nboot %s\n' "$1" "$BOOT_ID" >"$STATUS_FILE.tmp"
   chmod 0644 "$STATUS_FILE.tmp"
@@ -73,8 +100,11 @@ die() {
 # (unexpanded), so it carries no secret.
 on_error() {
   local code="$1" line="$2" command="$3"
-  # A child killed by the same stop (systemd signals the whole group) fails with 128+15: report the stop.
+  # A child killed by the same stop (a signal to the whole group) fails with 128+15, one writing to the log of a
+  # runner that is gone with 128+13: report the stop. So does a command that ended after the watcher asked.
   ((code != 143)) || on_signal TERM
+  ((code != 141)) || on_signal PIPE
+  [[ -z "$WORK_DIR" || ! -s "$WORK_DIR/stop-reason" ]] || on_signal TERM
   trap - ERR
   command="${command%%$'\n'*}"
   already_failed || write_status "failed: $STEP: \`${command:0:160}\` exited $code (line $line)"
@@ -82,33 +112,140 @@ on_error() {
   exit "$code"
 }
 
-# A systemd stop or timeout (SIGTERM), or Ctrl-C by hand: the deploy must see `failed:` at once, not wait
-# its whole timeout on `running`.
+# A stop: SIGTERM from the watcher (a process that started the run is gone), from systemd or by hand, SIGHUP
+# or Ctrl-C, or SIGPIPE (the runner that read the log is gone). The deploy must see `failed:` at once, not wait
+# its whole timeout on `running`. Further signals are ignored while the status is written, and a log line
+# that cannot be written fails quietly.
 on_signal() {
-  trap - ERR TERM INT
+  trap '' TERM INT HUP PIPE
+  trap - ERR
   [[ -z "$PAUSE_PID" ]] || kill "$PAUSE_PID" 2>/dev/null || true
-  already_failed || write_status "failed: $STEP: stopped by SIG$1 (a systemd stop or timeout?); rerun with: sudo systemctl restart google-startup-scripts"
-  say "FAILED: $STEP: stopped by SIG$1"
+  local why="stopped by SIG$1 (a systemd stop or timeout?)"
+  [[ "$1" != PIPE ]] || why="stopped by SIGPIPE: the runner that read its log is gone"
+  if [[ -n "$WORK_DIR" && -s "$WORK_DIR/stop-reason" ]]; then
+    why="stopped: $(<"$WORK_DIR/stop-reason")"
+  fi
+  already_failed || write_status "failed: $STEP: $why; $RERUN"
+  say "FAILED: $STEP: $why"
   exit 143
 }
 
-cleanup() { [[ -z "$WORK_DIR" ]] || rm -rf "$WORK_DIR"; }
+cleanup() {
+  # The watcher has nothing left to do once the script itself ends (it only acts while the script lives, or
+  # after it was killed outright, when this never runs).
+  [[ -z "$WATCHER_PID" ]] || kill -KILL "$WATCHER_PID" 2>/dev/null || true
+  [[ -z "$WORK_DIR" ]] || rm -rf "$WORK_DIR"
+}
 
-# A sleep the traps can interrupt: bash runs a trap only between commands, and `wait` is one.
+# proc_stat PID: sets PROC_NAME, PROC_STATE, PROC_PPID, PROC_SESSION and PROC_START from /proc/PID/stat
+# (proc(5): fields 2, 3, 4, 6 and 22; the fields after the name are counted from its last `)`, since a name may
+# hold spaces); fails when there is no such process. Builtins only: the watcher calls it every second.
+proc_stat() {
+  local line
+  local -a fields
+  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
+  read -r -a fields <<<"${line##*) }"
+  PROC_NAME="${line#*(}" PROC_NAME="${PROC_NAME%)*}"
+  PROC_STATE="${fields[0]}" PROC_PPID="${fields[1]}" PROC_SESSION="${fields[3]}" PROC_START="${fields[19]}"
+}
+
+# record_ancestors: the processes that started this run, within its own session: the script runner
+# (google_metadata_script_runner, which runs the script with exec.Command: same session, same process group)
+# and whatever started the runner up to the session's leader, which systemd makes of a unit's main process
+# (the runner itself, or since guest-agent 20250324.00 a shell that runs it). Kept with their start times, so
+# a pid used again is not taken for the one that is gone. A run that leads its own session (setsid) follows
+# nothing. A parent already gone is recorded as one that can never be found.
+record_ancestors() {
+  local pid="$PPID" session
+  proc_stat "$MAIN_PID" || return 0
+  session="$PROC_SESSION"
+  ((session != MAIN_PID)) || return 0
+  if ! proc_stat "$pid"; then
+    ANCESTOR_PIDS+=("$pid") ANCESTOR_STARTS+=("gone") ANCESTOR_NAMES+=("its parent")
+    return 0
+  fi
+  while ((pid > 1)) && proc_stat "$pid" && ((PROC_SESSION == session)); do
+    ANCESTOR_PIDS+=("$pid") ANCESTOR_STARTS+=("$PROC_START") ANCESTOR_NAMES+=("$PROC_NAME")
+    ((pid != session)) || break
+    pid="$PROC_PPID"
+  done
+}
+
+# alive PID START: the process is there, not a zombie, and started when it was recorded.
+alive() { proc_stat "$1" && [[ "$PROC_STATE" != Z && "$PROC_START" == "$2" ]]; }
+
+# watch_run: in the background for the run's life, holding its lock. When a process that started the run is gone
+# (the unit stopped, or the runner killed), it asks the script to stop (SIGTERM: its trap writes the status once
+# the command then running has ended); when the script itself is gone without a last status (SIGKILL), it writes
+# one. Until then no second run can start. It writes nothing to the runner's pipe, which the runner reads to
+# its end before it exits.
+watch_run() {
+  trap '' TERM INT HUP PIPE
+  trap - ERR EXIT
+  set +eE
+  exec </dev/null >/dev/null 2>&1
+  local main_start index asked="" idle state="" stamp=""
+  proc_stat "$MAIN_PID" || exit 0
+  main_start="$PROC_START"
+  exec {idle}<> <(:)  # a pipe nobody writes to: `read -t` on it is a sleep without a process
+  while alive "$MAIN_PID" "$main_start"; do
+    for ((index = 0; index < ${#ANCESTOR_PIDS[@]} && !asked; index++)); do
+      alive "${ANCESTOR_PIDS[index]}" "${ANCESTOR_STARTS[index]}" && continue
+      printf '%s (pid %s), which started it, is gone: its unit was stopped or its runner killed\n' \
+        "${ANCESTOR_NAMES[index]}" "${ANCESTOR_PIDS[index]}" >"$WORK_DIR/stop-reason"
+      kill -TERM "$MAIN_PID"
+      asked=1
+    done
+    read -r -t "$WATCH_SECONDS" -u "$idle"
+  done
+  { read -r state && read -r stamp; } <"$STATUS_FILE" 2>/dev/null
+  if [[ "$state" == running && "$stamp" == "boot $BOOT_ID" ]]; then
+    write_status "failed: stopped: the boot script (pid $MAIN_PID) was killed before it could write its status (SIGKILL?); $RERUN"
+  fi
+}
+
+# take_lock: one run at a time. A second run (the unit restarted while a run it no longer tracks goes on, or the
+# runner started by hand) waits for the first to end, then runs alone; it never writes the status or touches
+# the disk beside it. flock(1) locks the open file, so the lock lasts while any process holding it lives: the
+# script, its watcher, the command it runs (closed for what it leaves running in the background).
+take_lock() {
+  local holder=""
+  mkdir -p "$STATUS_DIR"
+  exec {LOCK_FD}<>"$LOCK_FILE"
+  if ! flock -n "$LOCK_FD"; then
+    read -r holder <"$LOCK_FILE" || true
+    say "another run of the boot script (${holder:-pid unknown}) is still going: waiting up to ${LOCK_WAIT_SECONDS}s for it to end"
+    if ! flock -w "$LOCK_WAIT_SECONDS" "$LOCK_FD"; then
+      holder="${holder#pid }"
+      say "FAILED: another run of the boot script (pid ${holder:-unknown}) still holds ${LOCK_FILE#"$ROOT"} after ${LOCK_WAIT_SECONDS}s; not running beside it (its status is its own). Wait for it to end, or stop it (sudo kill ${holder:-PID}, the pid in that file), then $RERUN"
+      exit 75
+    fi
+  fi
+  LOCK_HELD=1
+  printf 'pid %s\n' "$MAIN_PID" >"$LOCK_FILE"
+}
+
+# A sleep the traps can interrupt: bash runs a trap only between commands, and `wait` is one. The sleep does
+# not hold the lock.
 pause() {
-  sleep "$1" &
+  sleep "$1" {LOCK_FD}>&- &
   PAUSE_PID=$!
   wait "$PAUSE_PID"
   PAUSE_PID=""
 }
 
-# The first thing main does, so nothing can fail before a trap is set: the traps, this boot's id, the
-# first status write, then the scratch directory.
+# The first thing main does, so nothing can fail before a trap is set: the traps, what started this run, the
+# lock, this boot's id, the first status write, the scratch directory, then the watcher.
 start_boot() {
   trap 'on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
   trap 'on_signal TERM' TERM
   trap 'on_signal INT' INT
+  trap 'on_signal HUP' HUP
+  trap 'on_signal PIPE' PIPE
   trap cleanup EXIT
+  record_ancestors
+  STEP="waiting for any other run of the boot script"
+  take_lock
   STEP="reading this boot's id"
   BOOT_ID="$(cat "$BOOT_ID_FILE")"
   [[ "$BOOT_ID" =~ ^[0-9a-f-]+$ ]] || die "this boot's id ($BOOT_ID_FILE) is empty or malformed"
@@ -116,6 +253,8 @@ start_boot() {
   rm -f "$LEGACY_STATUS_FILE"
   STEP="starting"
   WORK_DIR="$(mktemp -d)"
+  watch_run &
+  WATCHER_PID=$!
 }
 
 # http_get URL OUT [HEADER_FILE [WHAT]] -> sets HTTP_CODE, and HTTP_TRIES (how many requests it made); retries
@@ -149,18 +288,20 @@ tries_note() {
   if ((HTTP_TRIES > 1)); then printf ' after %s attempts' "$HTTP_TRIES"; else printf ' (not retried)'; fi
 }
 
-# metadata_value PATH -> prints the value, or nothing when the server has no such entry.
+# metadata_value PATH VAR -> sets VAR to the value, or to nothing when the server has no such entry. It sets a
+# variable instead of printing: in a command substitution its retries would pause in a subshell, which holds the
+# script (and the stop the watcher asks for) until every retry is done.
 metadata_value() {
   local out="$WORK_DIR/metadata-value"
   http_get "$METADATA_URL/$1" "$out"
   case "$HTTP_CODE" in
-    200) cat "$out" ;;
-    404) ;;
+    200) printf -v "$2" '%s' "$(<"$out")" ;;
+    404) printf -v "$2" '%s' "" ;;
     *) die "metadata server answered ${HTTP_CODE/#000/nothing} for $1$(tries_note)" ;;
   esac
 }
 
-metadata_attribute() { metadata_value "instance/attributes/$1"; }
+metadata_attribute() { metadata_value "instance/attributes/$1" "$2"; }
 
 fetch_access_token() {
   local out="$WORK_DIR/token.json"
@@ -387,7 +528,7 @@ mount_cache_disk() {
 install_host_key() {
   local secret key_dir="$ROOT/etc/ssh/tpu-vllm" drop_in="$ROOT/etc/ssh/sshd_config.d/00-tpu-vllm-host-key.conf"
   local key_file="$key_dir/ssh_host_ed25519_key" public
-  secret="$(metadata_attribute tpu-vllm-ssh-host-key-secret)"
+  metadata_attribute tpu-vllm-ssh-host-key-secret secret
   if [[ -z "$secret" ]]; then
     say "metadata attribute tpu-vllm-ssh-host-key-secret is missing: sshd keeps the image's host keys, which the stack's clients refuse"
     return 0
@@ -436,23 +577,23 @@ start_metrics_agent() {
         { echo "tpu-vllm-startup: could not install the Ops Agent; the dashboard will have no data" >&2; exit 1; }
     fi
     systemctl restart google-cloud-ops-agent' ops-agent "$OPS_AGENT_REPO_SCRIPT_URL" \
-    >"$STATUS_DIR/ops-agent.log" 2>&1 </dev/null &
+    >"$STATUS_DIR/ops-agent.log" 2>&1 </dev/null {LOCK_FD}>&- &
 }
 
 main() {
   start_boot
   local hf_secret api_secret device_name mount_point image metrics_config
   STEP="reading the metadata"
-  hf_secret="$(metadata_attribute tpu-vllm-hf-token-secret)"
-  api_secret="$(metadata_attribute tpu-vllm-api-key-secret)"
-  device_name="$(metadata_attribute tpu-vllm-cache-device)"
-  mount_point="$(metadata_attribute tpu-vllm-cache-mount)"
-  image="$(metadata_attribute tpu-vllm-image)"
-  metrics_config="$(metadata_attribute tpu-vllm-ops-agent-config)"
+  metadata_attribute tpu-vllm-hf-token-secret hf_secret
+  metadata_attribute tpu-vllm-api-key-secret api_secret
+  metadata_attribute tpu-vllm-cache-device device_name
+  metadata_attribute tpu-vllm-cache-mount mount_point
+  metadata_attribute tpu-vllm-image image
+  metadata_attribute tpu-vllm-ops-agent-config metrics_config
   mount_point="${mount_point:-/mnt/tpu-vllm-cache}"
   [[ -n "$hf_secret" ]] || die "metadata attribute tpu-vllm-hf-token-secret is missing"
   [[ -n "$api_secret" ]] || die "metadata attribute tpu-vllm-api-key-secret is missing"
-  SERVICE_ACCOUNT="$(metadata_value instance/service-accounts/default/email)"
+  metadata_value instance/service-accounts/default/email SERVICE_ACCOUNT
   SERVICE_ACCOUNT="${SERVICE_ACCOUNT:-the node service account}"
   check_mount_point "$mount_point"
   install_host_key
@@ -469,7 +610,7 @@ main() {
   if [[ -n "$image" ]] && command -v docker >/dev/null 2>&1; then
     # Start the multi-GB pull now; the deploy's docker run finds it done or joins it.
     say "pulling $image in the background"
-    nohup docker pull "$image" >"$STATUS_DIR/image-pull.log" 2>&1 &
+    nohup docker pull "$image" >"$STATUS_DIR/image-pull.log" 2>&1 {LOCK_FD}>&- &
   fi
 
   STEP="reading the secrets"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -308,3 +309,40 @@ def test_without_the_endpoint_it_says_what_to_export_and_never_falls_back_to_ope
     done = run_agent(server, **unset)
     assert done.returncode != 0 and f"{next(iter(unset))} is not set" in done.stderr
     assert server.chat_bodies == []
+
+
+def _agent_process(server, **popen) -> subprocess.Popen:
+    """The agent as `python examples/agent.py` in a process of its own (a signal or a closed pipe needs one)."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+    environment.update({"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": KEY_CANARY})
+    return subprocess.Popen([sys.executable, "examples/agent.py", "--timeout", "30"], cwd=ROOT, env=environment,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)
+
+
+def test_ctrl_c_while_waiting_is_one_line_and_the_shells_status(serve):
+    server = serve(hostile="silent")
+    agent = _agent_process(server, stdout=subprocess.PIPE)
+    try:
+        for _ in range(3000):  # until the request is in, so the signal lands while the SDK waits
+            if server.chat_requests or agent.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert server.chat_requests, agent.stderr.read() if agent.poll() is not None else "no request"
+        agent.send_signal(signal.SIGINT)
+        _, stderr = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+    assert agent.returncode == 130, stderr
+    assert b"Traceback" not in stderr and stderr.strip().splitlines()[-1] == b"agent: interrupted", stderr
+
+
+def test_a_reader_that_goes_away_ends_the_agent_without_a_traceback(server):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -c 0`: nobody reads what the agent prints
+    try:
+        agent = _agent_process(server, stdout=write_end)
+    finally:
+        os.close(write_end)
+    _, stderr = agent.communicate(timeout=60)
+    assert agent.returncode == 1, stderr
+    assert b"Traceback" not in stderr and b"BrokenPipeError" not in stderr, stderr

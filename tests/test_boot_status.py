@@ -6,9 +6,13 @@ on this boot's `ready`. A reboot is a new id in $STARTUP_ROOT/proc/sys/kernel/ra
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +119,196 @@ def test_sigterm_during_a_retry_ends_failed_not_running(tmp_path, servers):
     assert process.returncode == 143
     assert node.status.startswith("failed: reading the metadata: stopped by SIGTERM")
     assert node.status_lines[1] == f"boot {BOOT_ID}"
+
+
+# ---- a stop under the guest agent: KillMode=process, and a runner that forwards nothing ----
+
+# google-startup-scripts.service, GoogleCloudPlatform/guest-agent 20260724.00 (and every tag since d57d1f7,
+# 2020): `Type=oneshot`, `KillMode=process`, so a stop signals the unit's main process alone; since 20250324.00
+# that main process is a shell (google_metadata_script_runner_adapt) that runs the runner as its child.
+# google_metadata_script_runner/main.go (same tag): setupAndRunScript writes the value to
+# RunDir/metadata-scripts*/startup-script (0755, leading whitespace trimmed), runScript starts it with
+# exec.Command(DefaultShell, "-c", path) (no Setpgid, no Setsid, no Pdeathsig, no signal forwarding), and runCmd
+# gives it one pipe for stdout and stderr, logging each line as "startup-script: LINE". This runner does the same.
+RUNNER = r'''
+import os, subprocess, sys, tempfile
+value = open(sys.argv[1]).read().lstrip(" \n\v\f\t\r")
+directory = tempfile.mkdtemp(prefix="metadata-scripts", dir=os.environ["RUNNER_RUN_DIR"])
+path = os.path.join(directory, "startup-script")
+with open(path, "w") as script:
+    script.write(value)
+os.chmod(path, 0o755)
+read, write = os.pipe()
+child = subprocess.Popen(["/bin/bash", "-c", path], stdout=write, stderr=write)
+os.close(write)
+with os.fdopen(read, errors="replace") as lines:
+    for line in lines:
+        print(f"startup-script: {line.rstrip()}", flush=True)
+child.wait()
+'''
+# google_metadata_script_runner_adapt (guest-agent 20260724.00): bash, the runner its child, not exec'd.
+ADAPT = '''#!/usr/bin/env bash
+if [ -e /usr/bin/gce_compat_metadata_script_runner ]; then
+  /usr/bin/gce_compat_metadata_script_runner $1
+else
+  "$RUNNER_PYTHON" "$RUNNER_FILE" "$STARTUP_SCRIPT_FILE"
+fi
+'''
+SCRIPT = Path(__file__).resolve().parent.parent / "startup" / "startup.sh"
+RERUN = "rerun with: sudo systemctl restart google-startup-scripts"
+# Bounds on waiting for what the test caused, never assertions on time.
+SETTLE_SECONDS = 60
+
+
+class Unit:
+    """The unit's main process as systemd starts it (a session and process group of its own), running the runner
+    (`runner`) or the adapt shell that runs it (`adapt`), which runs startup.sh."""
+
+    def __init__(self, node: Run, directory: Path, main: str):
+        (directory / "run-dir").mkdir(parents=True)
+        runner, adapt = directory / "runner.py", directory / "adapt"
+        runner.write_text(RUNNER)
+        adapt.write_text(ADAPT)
+        env = {**node.env, "RUNNER_RUN_DIR": str(directory / "run-dir"), "RUNNER_PYTHON": sys.executable,
+               "RUNNER_FILE": str(runner), "STARTUP_SCRIPT_FILE": str(SCRIPT)}
+        argv = [sys.executable, str(runner), str(SCRIPT)] if main == "runner" else ["bash", str(adapt), "startup"]
+        self.process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        start_new_session=True)
+        self.log = ""
+
+    def wait_for(self, text: str) -> None:
+        for line in self.process.stdout:
+            self.log += line
+            if text in line:
+                return
+        raise AssertionError(f"the run ended without {text!r}: {self.log}")
+
+    def end(self) -> None:
+        """Everything the test started in this unit's process group (the unit's own cgroup, on a node)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def lock_holder(node: Run) -> int:
+    return int((node.root / contract.BOOT_LOCK_FILE.lstrip("/")).read_text().split()[1])
+
+
+def settled_status(node: Run) -> str:
+    """The status once it no longer says `running` (or, after SETTLE_SECONDS, whatever it says)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while node.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return node.status
+
+
+def lock_is_free(node: Run) -> bool:
+    """True once nothing holds the run's lock any more (waits up to SETTLE_SECONDS for it)."""
+    lock = node.root / contract.BOOT_LOCK_FILE.lstrip("/")
+    deadline = time.monotonic() + SETTLE_SECONDS
+    with lock.open() as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.02)
+
+
+@pytest.fixture
+def stalled(tmp_path, servers):
+    """A node whose metadata server never answers: the boot script sits in a 600 s back-off until stopped."""
+    metadata, secretmanager = servers(FakeMetadata(attributes(), unavailable_first=10_000), good_secrets())
+    node = Run(tmp_path, metadata.url, secretmanager.url, STARTUP_BACKOFF_SECONDS="600",
+               STARTUP_WATCH_SECONDS="0.05", STARTUP_LOCK_WAIT_SECONDS="0")
+    return node, metadata
+
+
+@pytest.mark.parametrize(("main", "stop"), [("runner", signal.SIGTERM), ("runner", signal.SIGKILL),
+                                            ("adapt", signal.SIGTERM)],
+                         ids=["runner-SIGTERM", "runner-SIGKILL", "adapt-shell-SIGTERM"])
+def test_a_stop_of_the_units_main_process_alone_ends_the_run_with_a_stopped_status_and_no_second_run_beside_it(
+        tmp_path, stalled, main, stop):
+    node, metadata = stalled
+    unit = Unit(node, tmp_path / "unit", main)
+    try:
+        unit.wait_for("startup-script: tpu-vllm-startup: GET")  # its first metadata read failed; now it backs off
+        assert node.status == "running"
+        first = lock_holder(node)
+        asked = len(metadata.requests)
+        # A second run while the first lives (a restart, or the runner started by hand): it refuses to join it.
+        second = node()
+        assert second.returncode == 75
+        assert f"another run of the boot script (pid {first}) is still going" in second.stderr
+        assert "not running beside it" in second.stderr
+        assert node.status_lines == ["running", f"boot {BOOT_ID}"] and len(metadata.requests) == asked
+
+        os.kill(unit.process.pid, stop)  # KillMode=process: the unit's main process, and nothing else
+        unit.process.wait()
+        status = settled_status(node)
+        assert status.startswith("failed: reading the metadata: stopped: ")
+        assert f"(pid {unit.process.pid}), which started it, is gone: its unit was stopped or its runner killed" \
+            in status
+        assert status.endswith(RERUN)
+        assert lock_is_free(node)  # the run and its watcher are gone: the restart the status advises can run
+    finally:
+        unit.end()
+
+
+def test_a_restart_while_a_run_goes_on_waits_for_it_to_stop_then_runs_alone_to_ready(tmp_path, servers):
+    metadata, secretmanager = servers(FakeMetadata(attributes(), unavailable_first=1), good_secrets())
+    node = Run(tmp_path, metadata.url, secretmanager.url, STARTUP_BACKOFF_SECONDS="600",
+               STARTUP_WATCH_SECONDS="0.05")
+    old = Unit(node, tmp_path / "old", "adapt")
+    try:
+        old.wait_for("retry 1/")
+        first = lock_holder(node)
+        new = Unit(node, tmp_path / "new", "runner")
+        try:
+            new.wait_for(f"another run of the boot script (pid {first}) is still going: waiting up to 600s")
+            asked = len(metadata.requests)
+            os.kill(old.process.pid, signal.SIGTERM)  # what `systemctl restart` sends the old run's unit
+            new.process.wait(timeout=SETTLE_SECONDS)
+            new.log += new.process.stdout.read()
+            assert new.process.returncode == 0, new.log
+            assert node.status_lines == ["ready", f"boot {BOOT_ID}"]
+            assert lock_holder(node) != first and len(metadata.requests) > asked
+        finally:
+            new.end()
+    finally:
+        old.end()
+
+
+def test_a_boot_script_killed_outright_is_reported_by_its_watcher(tmp_path, stalled):
+    node, _ = stalled
+    process = subprocess.Popen(["bash", str(SCRIPT)], env=node.env, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        for line in process.stderr:
+            if "retry 1/" in line:
+                break
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        status = settled_status(node)
+        assert status == (f"failed: stopped: the boot script (pid {process.pid}) was killed before it could write "
+                          f"its status (SIGKILL?); {RERUN}")
+        assert lock_is_free(node)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_a_boot_script_whose_log_reader_is_gone_ends_stopped_not_running(stalled):
+    """The runner killed before the watcher looks: the script's next log line meets a pipe with no reader."""
+    node, _ = stalled
+    process = subprocess.Popen(["bash", str(SCRIPT)], env=node.env, stderr=subprocess.PIPE, start_new_session=True)
+    process.stderr.close()
+    try:
+        assert process.wait(timeout=SETTLE_SECONDS) == 143
+        assert node.status.startswith("failed: reading the metadata: stopped by SIGPIPE: the runner that read its "
+                                      "log is gone")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

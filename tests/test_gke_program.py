@@ -289,8 +289,9 @@ def test_the_custom_metrics_adapter_is_deployed_with_its_own_reader_identity(gke
     assert services == {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
                         "v1beta1.external.metrics.k8s.io"}
     deployment = gke.named("autoscaling-adapter-deployment-custom-metrics-stackdriver-adapter")["inputs"]
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
-        "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9")
+    # k8s-stackdriver's manifest at af49d863 (the release tag cm-sd-adapter-v0.16.9 still names v0.16.7-gke.0).
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0")
     role = gke.named("autoscaling-adapter-monitoring-viewer")["inputs"]
     assert role["role"] == "roles/monitoring.viewer"
     assert "autoscaling-adapter-apiservice-v1beta2.custom.metrics.k8s.io" in gke.named("autoscaling-hpa")[

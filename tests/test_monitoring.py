@@ -394,7 +394,9 @@ def test_bad_monitoring_settings_are_refused_naming_the_key(values, says):
 
 
 def test_the_channel_name_and_a_plain_address_are_accepted():
-    settings = load({"monitoring": {"notificationEmail": " ops@example.com ",
-                                    "notificationChannel": "projects/p-1/notificationChannels/123"}})
+    # One at a time: both at once is an error (tests/test_settings_that_say_nothing.py).
+    channel = load({"monitoring": {"notificationChannel": "projects/p-1/notificationChannels/123"}})
+    assert channel.monitoring.notification_channel == "projects/p-1/notificationChannels/123"
+    settings = load({"monitoring": {"notificationEmail": " ops@example.com "}})
     assert settings.monitoring.notification_email == "ops@example.com"
     assert dataclasses.is_dataclass(vm_scope(settings))

@@ -15,6 +15,7 @@ from policy import identity_grants
 from tests import program as harness
 from tests.policy_venv import entry_reports
 from tests.test_gke_policy import with_urns as gke_urns
+from tests.test_gke_weights_on_bucket import WEIGHTS_CONFIG
 from tests.test_policy import STACK_URN, program_resources
 
 RULE = "stack-identities-hold-only-their-grants"
@@ -332,6 +333,33 @@ MULTI_VARIANTS = {
                      member="user:alice@example.com")], None),
 }
 VARIANTS.update({name: (stack, added, says) for name, (stack, added, says) in MULTI_VARIANTS.items()})
+# gke with vllm.weightsOnDisk: the pods write the checkpoint's prefix of their own bucket, nothing more.
+CACHE_BUCKET = "tpu-vllm-gke-xla-my-proj"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # a preview's unknown value (policy/resource_view.py)
+
+
+def weights_grant(expression: str | None, bucket: str = CACHE_BUCKET, who: str = WORKLOAD):
+    condition = {} if expression is None else {"condition": {"title": "t", "expression": expression}}
+    return grant("gcp:storage/bucketIAMMember:BucketIAMMember", bucket=bucket, role="roles/storage.objectUser",
+                 member=f"serviceAccount:{who}", **condition)
+
+
+def on_prefix(prefix: str, bucket: str = CACHE_BUCKET) -> str:
+    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")'
+
+
+VARIANTS.update({
+    "gke weights: the checkpoint grant again": ("gke-weights", weights_grant(on_prefix("huggingface/")), None),
+    "gke weights: its condition unknown at preview (judged at up)": ("gke-weights", weights_grant(UNKNOWN), None),
+    "gke weights: object writes on the whole cache bucket": (
+        "gke-weights", weights_grant(None), "roles/storage.objectUser on BucketIAMMember"),
+    "gke weights: object writes on the compile cache's entries": (
+        "gke-weights", weights_grant(on_prefix("xla/")), "roles/storage.objectUser on BucketIAMMember"),
+    "gke weights: the checkpoint prefix or anything": (
+        "gke-weights", weights_grant(f'{on_prefix("huggingface/")} || true'), "roles/storage.objectUser"),
+    "gke weights: the metrics adapter writes the checkpoint": (
+        "gke-weights", weights_grant(on_prefix("huggingface/"), who=ADAPTER), "roles/storage.objectUser"),
+})
 # gke with gke.dockerHubMirror: the nodes read the stack's own mirror, nothing more.
 MIRROR_ID = "tpu-vllm-gke-dockerhub"
 
@@ -383,14 +411,15 @@ VARIANTS.update({
 @pytest.fixture(scope="module")
 def stacks(gke_program):
     mirror = harness.run(harness.with_section(harness.gke_config(), "gke", dockerHubMirror=True), stack="gke")
+    weights = harness.run(WEIGHTS_CONFIG, stack="gke")  # the run tests/test_gke_weights_on_bucket.py makes
     return {"vm": program_resources(harness.dev_config()), "gke": gke_urns(gke_program.registrations),
-            "gke-mirror": gke_urns(mirror.registrations)}
+            "gke-mirror": gke_urns(mirror.registrations), "gke-weights": gke_urns(weights.registrations)}
 
 
 @pytest.fixture(scope="module")
 def cases(stacks):
     built = {"vm stack": (stacks["vm"], {}), "gke stack": (stacks["gke"], {}),
-             "gke mirror stack": (stacks["gke-mirror"], {})}
+             "gke mirror stack": (stacks["gke-mirror"], {}), "gke weights stack": (stacks["gke-weights"], {})}
     for name, (stack, added, _) in VARIANTS.items():
         resources = copy.deepcopy(stacks[stack])
         for item in added if isinstance(added, list) else [added]:
@@ -411,7 +440,7 @@ def check(found: list[str], name: str) -> None:
 
 
 def test_both_stacks_as_the_program_makes_them_pass(cases):
-    for name in ("vm stack", "gke stack", "gke mirror stack"):
+    for name in ("vm stack", "gke stack", "gke mirror stack", "gke weights stack"):
         resources, _ = cases[name]
         assert identity_grants.stack_identities_hold_only_their_grants(resources) == [], name
 
@@ -457,7 +486,7 @@ def test_each_grant_through_the_pack_entry(through_the_entry, name):
 
 def test_the_stacks_pass_through_the_pack_entry(through_the_entry):
     assert through_the_entry["vm stack"][RULE] == [] and through_the_entry["gke stack"][RULE] == []
-    assert through_the_entry["gke mirror stack"][RULE] == []
+    assert through_the_entry["gke mirror stack"][RULE] == [] and through_the_entry["gke weights stack"][RULE] == []
 
 
 def test_the_allow_list_is_what_the_stacks_grant(stacks):
@@ -470,7 +499,7 @@ def test_the_allow_list_is_what_the_stacks_grant(stacks):
                     granted.add(role)
     assert granted == {identity_grants.ACCESSOR_ROLE, identity_grants.GKE_NODE_ROLE, identity_grants.ADAPTER_ROLE,
                        *identity_grants.CACHE_BUCKET_ROLES, *identity_grants.OPS_AGENT_ROLES,
-                       identity_grants.MIRROR_READER_ROLE}
+                       identity_grants.MIRROR_READER_ROLE, identity_grants.WEIGHTS_ROLE}
 
 
 def test_a_preview_with_unknown_members_is_judged_without_an_advisory_note(preview, pack_reports):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import http.client
+import json
 import re
 import socket
 import uuid
@@ -21,7 +22,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from components.vm import queued_resource as qr
 from components.vm import tpu_api, tpu_request
 from tests.discovery_schema import load_document, validate, validate_queued_resource
-from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
+from tests.fakes.tpu_api import RPC_STATUS, FakeTpuApi, Fault, retry_info
 
 PARENT = "projects/proj/locations/us-west4-a"
 NAME = f"{PARENT}/queuedResources/tpu-vllm-dev"
@@ -179,6 +180,23 @@ def test_403_fails_at_once_naming_the_permission(api):
     assert "missing permission: tpu.queuedResources.create" in str(caught.value)
     assert "Permission denied" in str(caught.value)
     assert len(server.requests) == 1
+
+
+def test_the_fake_names_each_error_status_as_code_proto_maps_it(api):
+    """googleapis google/rpc/code.proto: `UNIMPLEMENTED = 12`, "HTTP Mapping: 501 Not Implemented" (not 405)."""
+    server = api()
+    server.inject(Fault("GET", "/queuedResources/", 501))
+    host, port = server.url.removeprefix("http://").split(":")
+    answers = []
+    for method in ("GET", "PATCH"):  # an injected 501, and a method the API has no binding for
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request(method, "/v2alpha1/projects/p/locations/us-west4-a/queuedResources/q")
+        reply = connection.getresponse()
+        answers.append((reply.status, json.loads(reply.read())["error"]))
+        connection.close()
+    assert [(status, body["code"], body["status"]) for status, body in answers] == [
+        (501, 501, "UNIMPLEMENTED"), (501, 501, "UNIMPLEMENTED")]
+    assert RPC_STATUS[501] == "UNIMPLEMENTED" and 502 not in RPC_STATUS
 
 
 def test_400_names_the_field(api):

@@ -51,10 +51,17 @@ def test_say_and_die_mean_the_same_in_both_scripts(tmp_path, script, prefix):
 
 
 def test_startup_die_records_the_first_failure_only(tmp_path):
-    result = sourced(STARTUP, 'BOOT_ID=abc; (die "first") || true; die "second"', tmp_path)
+    result = sourced(STARTUP, 'BOOT_ID=abc; take_lock; (die "first") || true; die "second"', tmp_path)
     assert result.returncode == 1
     status = tmp_path / boot_contract.STATUS_FILE.lstrip("/")
     assert status.read_text() == "failed: first\nboot abc\n"
+
+
+def test_a_run_that_does_not_hold_the_lock_never_writes_the_status(tmp_path):
+    """The status belongs to the run holding the lock: a second run that fails while it waits writes nothing."""
+    result = sourced(STARTUP, 'BOOT_ID=abc; die "not mine"', tmp_path)
+    assert result.returncode == 1 and "FAILED: not mine" in result.stderr
+    assert not (tmp_path / boot_contract.STATUS_FILE.lstrip("/")).exists()
 
 
 def test_backup_groups_are_those_of_sparse_super(tmp_path):
@@ -184,7 +191,7 @@ def test_the_metrics_agent_gets_its_config_and_a_failure_costs_only_the_metrics(
     root = tmp_path / "root"
     shims, calls = agent_shims(tmp_path, installed=installed)
     config = "metrics:\n  receivers: {}"
-    result = sourced(STARTUP, f'BOOT_ID=abc; mkdir -p "$STATUS_DIR"; write_status ready\n'
+    result = sourced(STARTUP, f'BOOT_ID=abc; take_lock; write_status ready\n'
                               f'start_metrics_agent "{config}"; wait; echo "exit $?"', root,
                      PATH=f"{shims}:{os.environ['PATH']}")
     assert result.returncode == 0, result.stderr

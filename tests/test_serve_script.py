@@ -91,8 +91,6 @@ class Node:
             secret = self.root / path.lstrip("/")
             secret.parent.mkdir(parents=True, exist_ok=True)
             secret.write_text(value + "\n")
-        (self.root / "tmp").mkdir()
-        (self.root / "tmp/libtpu_lockfile").touch()
         boot_id = self.root / boot_contract.BOOT_ID_FILE.lstrip("/")
         boot_id.parent.mkdir(parents=True)
         boot_id.write_text(BOOT_ID + "\n")
@@ -190,7 +188,6 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
                              ["reset-failed", "tpu-vllm-front.service", "tpu-vllm.service"],
                              ["restart", "tpu-vllm-front.service", "tpu-vllm.service"]]
     assert "docker rm -f tpu-vllm " in vm.commands and "docker rm -f tpu-vllm-front " in vm.commands
-    assert not (vm.root / "tmp/libtpu_lockfile").exists()
     # The engine got one create per container, with exactly the rendered arguments.
     [vllm_create] = vm.engine.creates(container.CONTAINER_NAME)
     [front_create] = vm.engine.creates(container.FRONT_CONTAINER_NAME)

@@ -1,11 +1,15 @@
-"""The check in front of the serving step: the node's SSH port answers, or the deploy fails with what to do.
+"""The check in front of the serving step: an SSH server answers on the node's port, or the deploy fails with
+what to do.
 
 The unreachable case dials a closed loopback port for real; the message's content is read from the
-resource the program registers (under mocks), so the setting's value and the run end are the stack's.
+resource the program registers (under mocks), so the setting's value and the run end are the stack's. A peer
+that accepts and never speaks is a real listener on 127.0.0.1; the server that must pass is the real sshd of
+tests/test_host_key.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import socket
 import threading
@@ -16,8 +20,9 @@ from pulumi.dynamic import ResourceProvider
 from components.settings.checks.access import NARROW_SSH_COMMAND
 from components.vm import ssh_reachable
 from components.vm.serving_step import SSH_DIAL_TIMEOUT_SECONDS, SSH_DIALS
-from components.vm.ssh_reachable import SshReachableProvider
+from components.vm.ssh_reachable import DialFailure, SshReachableProvider
 from tests import test_program
+from tests.test_host_key import keygen, needs_sshd, start_sshd
 from tools.plan import engine
 
 TYPE = "pulumi-python:dynamic/tpu-vllm:SshReachable"
@@ -67,29 +72,104 @@ def test_the_registered_check_carries_the_stacks_run_end_and_nothing_secret(regi
     assert f"FAILURE_NOTE={shlex.quote(inputs['billing'])}\n" in serve["inputs"]["stdin"]
 
 
-def test_a_listening_port_passes_at_the_first_dial():
+@contextlib.contextmanager
+def peer(answer: bytes | None):
+    """A real listener on 127.0.0.1 that accepts one connection, then sends `answer` and keeps it open, or
+    (None) reads the client's line and closes it. Yields its port."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        accepted = threading.Thread(target=lambda: server.accept()[0].close(), daemon=True)
-        accepted.start()
-        port = server.getsockname()[1]
-        result = SshReachableProvider().create({"host": "127.0.0.1", "port": port, "dials": 1,
-                                                "dialTimeoutSeconds": 5, "cause": "", "billing": ""})
-        accepted.join(timeout=10)
-    assert result.id == f"127.0.0.1:{port}" and not accepted.is_alive()
+        done = threading.Event()
+
+        def serve():
+            connection = server.accept()[0]
+            with connection:
+                if answer is None:
+                    connection.recv(1024)  # read first: closing on unread data would be a reset instead
+                    return
+                connection.sendall(answer)
+                done.wait(timeout=60)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            done.set()
+            thread.join(timeout=10)
+
+
+def check(port: int, timeout: float = 0.5) -> str | None:
+    """The provider's create with one dial of `timeout` seconds: None when it passed, else its message."""
+    props = {"host": "127.0.0.1", "port": port, "dials": 1, "dialTimeoutSeconds": timeout, "backoffSeconds": 0,
+             "cause": "FIREWALL-CAUSE", "billing": "BILLING-NOTE"}
+    try:
+        SshReachableProvider().create(props)
+    except Exception as error:  # noqa: BLE001 - the provider's failure is an Exception with the user's message
+        return str(error)
+    return None
+
+
+def test_a_peer_that_accepts_and_never_speaks_fails_within_the_bound_saying_no_ssh_server_answered():
+    """pulumi-command's client would wait for this peer's identification for good (x/crypto reads it with no
+    deadline): the check must fail instead, within the bound it is given, and not blame the firewall."""
+    with peer(b"") as port:
+        message = check(port, timeout=0.3)
+    assert message is not None
+    assert message.startswith(f"SSH to the TPU node at 127.0.0.1:{port} reached no SSH server after 1 dials of 0.3 s "
+                              "(it accepted the connection but sent no SSH identification within 0.3 s)")
+    assert "would wait for the server's identification with no time limit" in message
+    assert "FIREWALL-CAUSE" not in message and message.endswith("BILLING-NOTE")
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    (None, "it accepted the connection and closed it without an SSH identification"),
+    (b"SSH-1.5-OldServer\r\n", "it identified itself as 'SSH-1.5-OldServer', not SSH 2.0"),
+    (b"HTTP/1.1 400 Bad Request\r\n" * 12, "its first 255 bytes hold no SSH identification line"),
+])
+def test_a_peer_that_is_not_an_ssh_2_server_fails_saying_what_it_did(answer, reason):
+    with peer(answer) as port:
+        message = check(port)
+    assert message is not None and f"reached no SSH server after 1 dials of 0.5 s ({reason})" in message
+
+
+@pytest.mark.parametrize("answer", [b"SSH-2.0-OpenSSH_9.6\r\n", b"SSH-1.99-Compatible\n",
+                                    b"a banner line first\r\nanother\r\nSSH-2.0-Server comment\r\n"])
+def test_an_ssh_2_identification_passes_even_after_other_lines(answer):
+    """RFC 4253 4.2: "The server MAY send other lines of data before sending the version string"; 1.99 is a
+    server that also speaks 2.0 (section 5.1); the CR is optional to x/crypto's readVersion."""
+    with peer(answer) as port:
+        assert check(port) is None
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("reachable-sshd")
+    keygen(directory / "host")
+    _, client_public = keygen(directory / "client")
+    server = start_sshd(directory, [directory / "host"], client_public)
+    yield server
+    server.stop()
+
+
+@needs_sshd
+def test_a_real_sshd_passes_at_the_first_dial(sshd):
+    result = SshReachableProvider().create({"host": "127.0.0.1", "port": sshd.port, "dials": 1,
+                                            "dialTimeoutSeconds": 15, "cause": "", "billing": ""})
+    assert result.id == f"127.0.0.1:{sshd.port}"
 
 
 def test_the_dials_follow_the_serving_steps_bounds():
     """14 dials, 13 waits between them, none over pulumi-command's 5 s: under 5 minutes with 15 s dials."""
     waits, dialled = [], []
     original = ssh_reachable.dial_once
-    ssh_reachable.dial_once = lambda host, port, timeout: dialled.append(timeout) or "no answer"
+    silent = DialFailure("no answer", connected=False)
+    ssh_reachable.dial_once = lambda host, port, timeout: dialled.append(timeout) or silent
     try:
         reason = ssh_reachable.dial("192.0.2.1", 22, SSH_DIALS, SSH_DIAL_TIMEOUT_SECONDS, 1.0, sleep=waits.append)
     finally:
         ssh_reachable.dial_once = original
-    assert reason == "no answer" and dialled == [SSH_DIAL_TIMEOUT_SECONDS] * SSH_DIALS
+    assert reason == silent and dialled == [SSH_DIAL_TIMEOUT_SECONDS] * SSH_DIALS
     assert len(waits) == SSH_DIALS - 1 and max(waits) <= ssh_reachable.MAX_BACKOFF_SECONDS
     assert sum(dialled) + sum(waits) < 300
 

@@ -553,7 +553,7 @@ def test_the_script_reads_every_attribute_the_stack_sets():
     ours = [key for key in metadata if key.startswith("tpu-vllm-")]
     assert len(ours) == 6
     for key in ours:
-        assert f"metadata_attribute {key})" in script, key
+        assert re.search(rf"metadata_attribute {key} \w+\n", script), key
 
 
 def test_the_script_writes_the_secret_files_where_the_containers_mount_them():
@@ -561,5 +561,7 @@ def test_the_script_writes_the_secret_files_where_the_containers_mount_them():
     assert f'SECRETS_DIR="$ROOT{contract.SECRETS_DIR}"' in script
     assert f'LEGACY_ENV_FILE="$ROOT{contract.LEGACY_ENV_FILE}"' in script
     assert f'STATUS_FILE="$STATUS_DIR/{contract.STATUS_FILE.rsplit("/", 1)[1]}"' in script
+    assert contract.BOOT_LOCK_FILE.rsplit("/", 1)[0] == contract.STATUS_FILE.rsplit("/", 1)[0]
+    assert f'LOCK_FILE="$STATUS_DIR/{contract.BOOT_LOCK_FILE.rsplit("/", 1)[1]}"' in script
     names = [path.rsplit("/", 1)[1] for path in (contract.HF_TOKEN_FILE, contract.API_KEY_FILE)]
     assert f"for name in {' '.join(names)}; do" in script

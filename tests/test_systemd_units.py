@@ -71,8 +71,11 @@ def test_the_boot_check_runs_once_per_boot_after_the_boot_script_without_running
 def test_vllm_removes_its_old_container_then_creates_a_fresh_one_and_restarts_with_limits():
     unit = parse(systemd_units.vllm_unit(vm_serving(cfg())))
     pre = values(unit, "Service", "ExecStartPre")
-    assert pre == [f"-docker rm -f {container.CONTAINER_NAME}",  # '-': no container yet is fine
-                   "rm -f /tmp/libtpu_lockfile"]
+    # '-': no container yet is fine. Nothing on the host's /tmp: libtpu's lock is in the container's own.
+    assert pre == [f"-docker rm -f {container.CONTAINER_NAME}"]
+    args = container.docker_run_args(vm_serving(cfg()))
+    mounts = [arg for flag, arg in zip(args[:-1], args[1:], strict=True) if flag == "-v"]
+    assert mounts and not [mount for mount in mounts if mount.split(":")[1] in ("/tmp", "/")]
     assert unit.get("Service", "ExecStart") == f"bash {container.VLLM_RUNNER}"
     assert unit.get("Service", "Restart") == "on-failure"
     assert int(unit.get("Service", "RestartSec")) >= 10

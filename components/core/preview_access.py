@@ -22,10 +22,21 @@ VM_ROLES = {
     "roles/compute.viewer": "the firewall rules, the cache disk and its lookup by name (compute.disks.get)",
     "roles/tpu.viewer": "the queued resource and its node (the provider's read)",
 }
+# Role contents: Google's predefined roles as snapshotted by iann0036/iam-dataset gcp/roles/*.json (head 2073fa52,
+# 2026-08-22). iam.securityReviewer holds storage.buckets.getIamPolicy and artifactregistry.repositories.getIamPolicy
+# but neither resource's get, which a refresh of the bucket (the provider's Buckets.Get) and of the mirror needs.
 GKE_ROLES = {
     "roles/container.viewer": "the cluster, its node pools, the engine versions and every Kubernetes object the "
                               "stack made (read through gke-gcloud-auth-plugin)",
-    "roles/iam.securityReviewer": "the project- and service-account-level IAM bindings (getIamPolicy)",
+    "roles/iam.securityReviewer": "the project-, service-account- and bucket-level IAM bindings (getIamPolicy)",
+    "roles/storage.bucketViewer": "the compile-cache bucket (storage.buckets.get and list only, no object; a beta "
+                                  "role)",
+}
+# gke.dockerHubMirror: the narrowest predefined role with artifactregistry.repositories.get; it also lets the
+# identity pull the images of the project's repositories.
+GKE_MIRROR_ROLES = {
+    "roles/artifactregistry.reader": "the Docker Hub mirror repository (artifactregistry.repositories.get; its "
+                                     "IAM binding through iam.securityReviewer)",
 }
 
 # monitoring.enabled: the dashboard, the alert policies and their channel; on vm also the Ops Agent's two project
@@ -39,9 +50,12 @@ VM_MONITORING_ROLES = {
 
 
 def preview_identity_access(platform: str, prefix: str, stack_keeps_hf_token: bool,
-                            monitoring: bool = False) -> dict[str, Any]:
-    """{"projectRoles": {role: why}, "secretAccessor": {secret id: why}} for the preview identity."""
+                            monitoring: bool = False, docker_hub_mirror: bool = False) -> dict[str, Any]:
+    """{"projectRoles": {role: why}, "secretAccessor": {secret id: why}} for the preview identity;
+    docker_hub_mirror: gke.dockerHubMirror (read on gke only)."""
     roles = {**SHARED_ROLES, **(GKE_ROLES if platform == "gke" else VM_ROLES)}
+    if platform == "gke" and docker_hub_mirror:
+        roles.update(GKE_MIRROR_ROLES)
     if monitoring:
         roles.update(MONITORING_ROLES)
         if platform != "gke":

@@ -30,9 +30,12 @@ HPA_METRIC = f"prometheus.googleapis.com|{QUEUE_METRIC}|gauge"
 # The HPA keeps a replica that took minutes to warm through a dip shorter than a cold start.
 SCALE_DOWN_WINDOW_SECONDS = 900
 
-# Google's custom metrics adapter (GoogleCloudPlatform/k8s-stackdriver, custom-metrics-stackdriver-adapter,
-# release cm-sd-adapter-v0.16.9: deploy/production/adapter_new_resource_model.yaml). The object names and
-# the namespace are the adapter's contract with the API server; keep them.
+# Google's custom metrics adapter (GoogleCloudPlatform/k8s-stackdriver,
+# custom-metrics-stackdriver-adapter/deploy/production/adapter_new_resource_model.yaml at af49d863, 2026-08-17, the
+# commit that moved it to v0.16.9-gke.0: the tag cm-sd-adapter-v0.16.9 still names v0.16.7-gke.0). Its objects as
+# that file has them, less its GPU/TPU tolerations, `imagePullPolicy: Always` and cluster-service labels, plus the
+# Workload Identity annotation. The object names and the namespace are the adapter's contract with the API server;
+# keep them.
 ADAPTER_IMAGE = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
 ADAPTER_NAMESPACE = GKE_METRICS_ADAPTER_NAMESPACE  # gke.namespace may not take it (components/settings/gke.py)
 ADAPTER_NAME = "custom-metrics-stackdriver-adapter"

@@ -25,10 +25,12 @@ a failed write into a warning (jax/_src/compiler.py _cache_write, jax-v0.11.0). 
 entry that stays is complete and right either way.
 
 Who may write: the workload's Google service account reads the bucket (objectViewer) and creates objects only under
-its own configuration's prefix (objectCreator with an IAM condition on the object name); nothing may delete or
-overwrite. Whoever can write a JAX compilation cache can run code in every process that reads it (JAX's own warning:
-jax/_src/compilation_cache.py set_cache_dir, jax-v0.11.0), so the boundary is the configuration: each replica of
-one configuration trusts the others, and none can write another's entries.
+its own configuration's prefix (objectCreator with an IAM condition on the object name); no cache entry may be
+deleted or overwritten. Whoever can write a JAX compilation cache can run code in every process that reads it (JAX's
+own warning: jax/_src/compilation_cache.py set_cache_dir, jax-v0.11.0), so the boundary is the configuration: each
+replica of one configuration trusts the others, and none can write another's entries. With vllm.weightsOnDisk the
+same account also creates, replaces and deletes objects under the checkpoint's prefix, huggingface/ (objectUser,
+conditioned on that prefix: WEIGHTS_ROLE says why), which every configuration of the stack shares.
 """
 
 from __future__ import annotations
@@ -46,8 +48,18 @@ CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Reads: list and get objects anywhere in the bucket (the mount lists its prefix; a list request is checked against
 # the bucket, not an object name, so it cannot be narrowed by an object-name condition).
 READ_ROLE = "roles/storage.objectViewer"
-# Writes: create objects, no delete and no overwrite (an overwrite needs storage.objects.delete), under one prefix.
+# Compile-cache writes: create objects, no delete and no overwrite (an overwrite needs storage.objects.delete), under
+# one prefix. JAX writes each entry once, in place, with no temporary file or rename (jax/_src/lru_cache.py
+# LRUCache.put: `cache_path.write_bytes(value)`, jax-v0.11.0), so creating is all it needs.
 WRITE_ROLE = "roles/storage.objectCreator"
+# Checkpoint writes (vllm.weightsOnDisk): huggingface_hub downloads each file to `<blob>.<id>.incomplete` and then moves
+# it into place (huggingface_hub 2.4.0, requirements-vllm.txt's pin: file_download.py _download_to_tmp_and_move ->
+# _chmod_and_move -> shutil.move), and gcsfuse renames a file by copying its object and deleting the old one
+# (GoogleCloudPlatform/gcsfuse internal/fs/fs.go renameFile -> nonAtomicRename: CloneToChildFile, then
+# DeleteChildFile; atomicRename's move removes the source as well, @005fde9e). The delete needs
+# storage.objects.delete, which objectCreator lacks: objectUser holds it (with create, get, list, update and move),
+# conditioned on the weights' prefix alone.
+WEIGHTS_ROLE = "roles/storage.objectUser"
 # Where the pods mount the bucket: the serving spec's paths (components/serving/spec.py).
 MOUNT_PATH = COMPILE_CACHE_PATH
 WEIGHTS_MOUNT_PATH = WEIGHTS_PATH
@@ -143,13 +155,23 @@ def object_name_prefix(bucket: str, prefix: str) -> str:
     return f"projects/_/buckets/{bucket}/objects/{prefix}/"
 
 
+def prefix_expression(bucket: str, prefixes: list[str]) -> str:
+    """The CEL expression that admits the objects under these prefixes of the bucket, and no other."""
+    return " || ".join(f'resource.name.startsWith("{object_name_prefix(bucket, prefix)}")' for prefix in prefixes)
+
+
 def write_condition(bucket: str, prefixes: list[str]) -> dict[str, str]:
     """The IAM condition that limits object creation to these prefixes of the bucket."""
-    expression = " || ".join(f'resource.name.startsWith("{object_name_prefix(bucket, prefix)}")'
-                             for prefix in prefixes)
     return {"title": "tpu-vllm-own-cache-prefix",
             "description": "creates objects only under this configuration's compile-cache prefix",
-            "expression": expression}
+            "expression": prefix_expression(bucket, prefixes)}
+
+
+def weights_condition(bucket: str) -> dict[str, str]:
+    """The IAM condition that limits the checkpoint's writes (WEIGHTS_ROLE) to its prefix of the bucket."""
+    return {"title": "tpu-vllm-weights-prefix",
+            "description": "creates, replaces and deletes objects only under the shared checkpoint's prefix",
+            "expression": prefix_expression(bucket, [WEIGHTS_PREFIX])}
 
 
 def lifecycle_rules(retention_days: int) -> list[dict[str, Any]]:
@@ -171,7 +193,8 @@ def mount_options(only_dir: str) -> str:
 def csi_volume(name: str, bucket: pulumi.Input[str], options: pulumi.Input[str]) -> dict[str, Any]:
     return {"name": name, "csi": {"driver": CSI_DRIVER, "volumeAttributes": {
         "bucketName": bucket, "mountOptions": options,
-        # The grant is objectUser (no storage.buckets.get): the driver's own bucket check would fail without it.
+        # No grant holds storage.buckets.get (objectViewer, objectCreator and objectUser are object roles): the
+        # driver's own bucket check would fail without this.
         "skipCSIBucketAccessCheck": "true"}}}
 
 
@@ -190,8 +213,9 @@ class CompileCacheArgs:
     workload_service_account_email: pulumi.Input[str]
     """The pods' Google identity: reads the bucket, creates objects under its own prefixes only."""
     write_prefixes: pulumi.Input[list[str]]
-    """The prefixes the pods may create objects under: this configuration's (cache_prefix()), and the weights'
-    (WEIGHTS_PREFIX) when vllm.weightsOnDisk."""
+    """The prefixes the pods may create objects under: this configuration's (cache_prefix())."""
+    weights_on_disk: bool
+    """vllm.weightsOnDisk: the pods also create, replace and delete objects under WEIGHTS_PREFIX (WEIGHTS_ROLE)."""
     labels: dict[str, str]
     """The stack's labels, on the bucket."""
     services: list[pulumi.Resource]
@@ -200,7 +224,8 @@ class CompileCacheArgs:
 
 class CompileCache(pulumi.ComponentResource):
     """The bucket (region of the cluster, uniform access, public access prevented, no soft-delete copies billed,
-    old entries deleted) and the workload identity's two grants on it: read everywhere, create under its prefix."""
+    old entries deleted) and the workload identity's grants on it: read everywhere, create under its prefix, and
+    with weights on disk, write the checkpoint's prefix."""
 
     bucket: pulumi.Output[str]
 
@@ -233,5 +258,9 @@ class CompileCache(pulumi.ComponentResource):
             condition=pulumi.Output.all(bucket.name, args.write_prefixes).apply(
                 lambda values: write_condition(values[0], list(values[1]))),
             opts=pulumi.ResourceOptions(parent=self))
+        if args.weights_on_disk:
+            gcp.storage.BucketIAMMember(
+                f"{name}-weights-writer", bucket=bucket.name, role=WEIGHTS_ROLE, member=member,
+                condition=bucket.name.apply(weights_condition), opts=pulumi.ResourceOptions(parent=self))
         self.bucket = bucket.name
         self.register_outputs({"bucket": self.bucket})

@@ -47,10 +47,9 @@ def configuration_key(spec: ServingSpec) -> str:
 
 
 def write_prefixes(spec: ServingSpec, pinned_image: str) -> list[str]:
-    """Where the pods may create objects: this configuration's compile-cache prefix, and the shared checkpoint's
-    when it is kept on the bucket."""
-    own = [compile_cache.cache_prefix(pinned_image, configuration_key(spec))]
-    return own + ([compile_cache.WEIGHTS_PREFIX] if spec.weights_on_disk else [])
+    """Where the pods may create compile-cache objects: this configuration's prefix (the shared checkpoint's prefix
+    has a grant of its own: CompileCacheArgs.weights_on_disk)."""
+    return [compile_cache.cache_prefix(pinned_image, configuration_key(spec))]
 
 
 def serving_pod(spec: ServingSpec, *, resource_prefix: str, models: list[str], gke: GkeSettings,
@@ -165,6 +164,7 @@ class GkeWing(pulumi.ComponentResource):
             retention_days=gke.cache_retention_days,
             workload_service_account_email=core.identity.email,
             write_prefixes=pulumi.Output.from_input(image).apply(lambda pinned: write_prefixes(spec, pinned)),
+            weights_on_disk=spec.weights_on_disk,
             labels=core.labels, services=core.apis), pulumi.ResourceOptions(parent=self))
         workload = ServingWorkload(
             "serving",

@@ -16,9 +16,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components.gke.image_digest import DOCKER_HUB, parse
-
 READER_ROLE = "roles/artifactregistry.reader"
+# What Docker reads as Docker Hub (distribution/reference normalize.go, splitDockerDomain, at `4ca1403`): a name with
+# no '/', or whose first part is not a domain (no '.' or ':', not localhost, all lowercase), is docker.io's, and
+# the legacy "index.docker.io" is canonicalised to docker.io; on docker.io a one-part name is an official image,
+# under "library/". The same file notes that "actual domain of Docker Hub's registry is registry-1.docker.io":
+# Docker keeps that one as a domain of its own, but it is Docker Hub's registry, its pulls as rate-limited, so its
+# images go through the mirror too.
+DOCKER_HUB_DOMAINS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+OFFICIAL_PREFIX = "library/"
 API = "artifactregistry.googleapis.com"
 
 
@@ -31,13 +37,31 @@ def registry_path(region: str, project: str, repository: str) -> str:
     return f"{region}-docker.pkg.dev/{project}/{repository}"
 
 
+def docker_hub_repository(image: str) -> str | None:
+    """The Docker Hub repository an image reference names, in full (official images under library/), however it
+    spells Docker Hub; None for an image of any other registry."""
+    name = image.partition("@")[0]
+    first, slash, rest = name.partition("/")
+    if not slash:
+        path = name
+    elif first in DOCKER_HUB_DOMAINS:
+        path = rest
+    elif first == "localhost" or any(mark in first for mark in ".:") or first.lower() != first:
+        return None
+    else:
+        path = name
+    head, _, last = path.rpartition("/")
+    repository = f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
+    return repository if "/" in repository else OFFICIAL_PREFIX + repository
+
+
 def through_mirror(pinned: str, mirror: str) -> str:
     """A Docker Hub image pinned by digest, pulled through the mirror: the same manifest digest, the Docker Hub
-    path in full (official images under library/). Images of any other registry are left as they are."""
-    reference = parse(pinned)
-    if reference.registry != DOCKER_HUB or not reference.digest:
+    path in full. Images of any other registry are left as they are."""
+    repository, digest = docker_hub_repository(pinned), pinned.partition("@")[2]
+    if repository is None or not digest:
         return pinned
-    return f"{mirror}/{reference.repository}@{reference.digest}"
+    return f"{mirror}/{repository}@{digest}"
 
 
 @dataclass

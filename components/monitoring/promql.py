@@ -74,8 +74,17 @@ class Scope:
         return self.kv.load_limit_tokens / self.kv.kv_tokens
 
 
+def label_value(value: str) -> str:
+    """A PromQL double-quoted string of value: "In single or double quotes a backslash begins an escape sequence"
+    (prometheus/prometheus docs/querying/basics.md, String literals, at `6dd9868`; Go's escapes), so backslash,
+    quote and newline are escaped, and any other control character is refused (the settings refuse them first)."""
+    if any(ord(character) < 0x20 and character != "\n" or ord(character) == 0x7F for character in value):
+        raise ValueError(f"cannot write {value!r} into a PromQL label matcher: it holds a control character")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def selector(scope: Scope) -> str:
-    inner = ",".join(f'{key}="{value}"' for key, value in sorted(scope.labels.items()))
+    inner = ",".join(f"{key}={label_value(value)}" for key, value in sorted(scope.labels.items()))
     return "{" + inner + "}"
 
 

@@ -11,6 +11,10 @@ from components.settings.fields import SourceRanges, _Section
 from components.settings.findings import InvalidSettingError
 from policy import address_ranges
 
+# authorized_keys' public key form (OpenSSH sshd(8), AUTHORIZED_KEYS FILE FORMAT: keytype, base64-encoded key,
+# comment), narrowed to the types this stack accepted before and a one-line printable-ASCII comment.
+OPENSSH_PUBLIC_KEY = re.compile(r"(?:ssh-ed25519|ssh-rsa|ecdsa-sha2-[a-z0-9-]+) [A-Za-z0-9+/]+={0,3}(?: [ -~]*)?")
+
 
 class AccessSettings(_Section):
     """Who can reach the node (config key `tpu-vllm:access`)."""
@@ -33,7 +37,8 @@ class AccessSettings(_Section):
         "explicit opt-in for serving ranges that reach the internet (only the API key stands in front)"))
     ssh_user: str = Field("tpu-vllm", description="the Linux user Pulumi logs in as")
     ssh_public_key: str | None = Field(None, description=(
-        "your own key instead of the generated one; set `tpu-vllm:sshPrivateKey` with `--secret` too"))
+        "your own key instead of the generated one, one OpenSSH line (type, key, optional printable-ASCII "
+        "comment); set `tpu-vllm:sshPrivateKey` with `--secret` too"))
 
     @field_validator("internal_source_ranges")
     @classmethod
@@ -58,7 +63,10 @@ class AccessSettings(_Section):
     @field_validator("ssh_public_key")
     @classmethod
     def _public_key_shape(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-\S+) \S+", value):
-            raise InvalidSettingError("not an OpenSSH public key",
-                                      "paste an OpenSSH public key line, e.g. 'ssh-ed25519 AAAA...'")
-        return value
+        # The whole line, not its start: the key becomes a line of the node's ssh-keys metadata
+        # (USERNAME:KEY), where a newline in a comment would add a key of its own for any user.
+        if value is not None and not OPENSSH_PUBLIC_KEY.fullmatch(value.strip()):
+            raise InvalidSettingError("not one OpenSSH public key line (type, base64 key, and an optional comment "
+                                      "of printable ASCII)",
+                                      "paste an OpenSSH public key line, e.g. 'ssh-ed25519 AAAA... me@laptop'")
+        return None if value is None else value.strip()

@@ -27,11 +27,22 @@ class CacheSettings(_Section):
         "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
         "`pulumi destroy` and bills until you delete it"))
     device_name: str = Field("persistent-disk-1", description=(
-        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`); change it only if "
-        "your image names it otherwise"))
+        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`; letters, digits, `-`, "
+        "`_`); change it only if your image names it otherwise"))
     mount_point: str = Field("/mnt/tpu-vllm-cache", description=(
         "where the VM mounts the cache disk; system directories (`/`, `/etc`, `/usr`, `/var`, `/home`, `/tmp`, "
         "`/lib*`, ... and what lies under them, however spelled) are refused"))
+
+    @field_validator("device_name")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        # The boot script finds the disk at /dev/disk/by-id/google-<name>: one plain path segment.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}", value):
+            raise InvalidSettingError(
+                "not a disk device name (1 to 63 letters, digits, '-' and '_', starting with a letter or digit; "
+                "it names /dev/disk/by-id/google-<name>)", "use persistent-disk-1, the TPU VM's name for its first "
+                "data disk")
+        return value
 
     @field_validator("mount_point")
     @classmethod

@@ -15,15 +15,18 @@ from components.settings.findings import Finding, InvalidSettingError
 from policy import address_ranges
 
 HOSTNAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
-ZONE = re.compile(r"[a-z]+-[a-z]+\d+-[a-z]")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+# A project id (or number, or a legacy domain-scoped id) inside a resource path: what Resource Manager's ids are made
+# of, so nothing else (a quote, a space, a newline) rides in a path the APIs and the plan show.
+PROJECT_IN_PATH = r"[a-z0-9][a-z0-9.:-]{0,62}"
 DURATION_EXAMPLES = "4h, 90m, 2d or 1h30m"
 
 
 def parse_duration(text: str) -> int:
-    """'4h', '90m', '2d', '1h30m', '3600s' -> seconds."""
+    """'4h', '90m', '2d', '1h30m', '3600s' -> seconds (ASCII digits only: `\\d` would read other scripts' digits)."""
     cleaned = str(text).strip().lower()
-    parts = re.findall(r"(\d+)\s*([dhms])", cleaned)
-    if not parts or re.sub(r"\d+\s*[dhms]", "", cleaned).strip():
+    parts = re.findall(r"([0-9]+) *([dhms])", cleaned)
+    if not parts or re.sub(r"[0-9]+ *[dhms]", "", cleaned).strip(" "):
         raise InvalidSettingError(f"cannot read {text!r} as a duration", f"write it like {DURATION_EXAMPLES}")
     unit_seconds = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     return sum(int(number) * unit_seconds[unit] for number, unit in parts)
@@ -58,7 +61,8 @@ class DurationText:
 
 def _readable_duration(value: str) -> str:
     parse_duration(value)
-    return value
+    # Shown as written in the plan and the dashboard's notes: without the spaces around it.
+    return value.strip()
 
 
 Duration = Annotated[str, AfterValidator(_readable_duration), DurationText()]
@@ -68,7 +72,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 def _zone(value: str) -> str:
-    if not ZONE.fullmatch(value):
+    if len(value) > 63 or not ZONE.fullmatch(value):
         raise InvalidSettingError(f"{value!r} is not a zone", "write zones like us-west4-a")
     return value
 
@@ -82,7 +86,9 @@ _IMAGE_REFERENCE = re.compile(
     r"(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
     r"(?::[0-9]+)?|localhost(?::[0-9]+)?)/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    # distribution/reference's `\w` is Go's, ASCII only; Python's would take other scripts' letters in a tag.
+    re.ASCII,
 )
 
 
@@ -97,7 +103,10 @@ def pullable_image(value: str, example: str) -> str:
             "docker pull by it fails with 'unexpected media type'",
             f"use the repository and a tag, e.g. {example}, or repository@sha256:<manifest digest>",
         )
-    if not _IMAGE_REFERENCE.fullmatch(value):
+    # distribution/reference reference.go (`0965666`), Parse: "repository name must not be more than 255
+    # characters", the path after the domain (its anchoredNameRegexp takes a first part of several as the domain).
+    name = re.split(r"[:@](?=[^/]*$)", value)[0]
+    if not _IMAGE_REFERENCE.fullmatch(value) or len(name.split("/", 1)[-1]) > 255:
         raise InvalidSettingError(
             "not an image reference docker can pull",
             f"write it like {example}, registry.example.com/team/image:v1 or repository@sha256:<digest>",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from components.settings.facts import NAMESPACE
+from components.settings.text import escaped
 
 SECRET_SHOWN = "[secret]"
 MAX_SHOWN_VALUE = 120
@@ -80,10 +81,11 @@ class Finding:
         return (full_key(self.key), *(full_key(key) for key in self.also_keys))
 
     def render(self) -> str:
-        head = full_key(self.key)
+        head = escaped(full_key(self.key))
         if self.value is not NO_VALUE:
             head += f" = {shown_value(self.value, self.secret)}"
-        return f"{head}: {self.message}; {self.fix}" if self.fix else f"{head}: {self.message}"
+        # A message may quote what the user wrote: a newline or an escape in it is shown, never written.
+        return escaped(f"{head}: {self.message}; {self.fix}" if self.fix else f"{head}: {self.message}")
 
 
 class InvalidSettingError(ValueError):

@@ -113,7 +113,9 @@ class GkeSettings(_Section):
     docker_hub_mirror: bool = Field(False, description=(
         "pull the Docker Hub images (`vllm.image`, `front.image`) through an Artifact Registry remote repository "
         "in the cluster's region, which the nodes' service account may read: recycled nodes pull from the region, "
-        "not from Docker Hub's rate-limited anonymous pulls; images of other registries are pulled as written"))
+        "not from Docker Hub's rate-limited anonymous pulls. Every spelling of Docker Hub goes through it (`name`, "
+        "`org/name`, `docker.io/`, `index.docker.io/`, `registry-1.docker.io/`); images of other registries are "
+        "pulled as written"))
     recycling_lead_time: Duration = Field("1h", description=(
         "how long before a flex-start node's run ends GKE brings up its replacement "
         "(`nodeRecycling.leadTimeSeconds`; Google's v5e class uses 1h); at least a node (~600 s allowance) plus "
@@ -169,7 +171,7 @@ class GkeSettings(_Section):
     @field_validator("location")
     @classmethod
     def _zone_or_region(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+\d+(-[a-z])?", value):
+        if len(value) > 63 or not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+(-[a-z])?", value):
             raise InvalidSettingError("neither a zone nor a region",
                           "write a zone (us-west4-a) for a zonal cluster or a region (us-west4) for a regional one")
         return value
@@ -187,6 +189,11 @@ class GkeSettings(_Section):
     def _new_enough(cls, value: str | None) -> str | None:
         if value is None:
             return value
+        # A field of the cluster's body, shown in the plan: a version's characters only.
+        if not re.fullmatch(r"[0-9A-Za-z.-]{1,64}", value):
+            raise InvalidSettingError("not a GKE version (digits, letters, '.' and '-')",
+                                      f"write a full version like {GKE_MIN_VERSION}, a newer minor like 1.34, or "
+                                      "remove the key to take the channel's default")
         newer = gke_version_at_least(value)
         if newer is None:
             raise InvalidSettingError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable
@@ -81,11 +82,14 @@ MOVED_KEYS = (
 )
 
 
-def _with_moved_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Finding]]:
-    """The old keys read as the new ones, with a warning for each; an old key set beside its new one is an error."""
+def _with_moved_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Finding], dict[str, str]]:
+    """The old keys read as the new ones, with a warning for each; an old key set beside its new one is an error.
+    Also returns which new keys were read from an old one ({new: old}), so a finding about one names the key the
+    user wrote."""
     sections = {name for old, _, new, _ in MOVED_KEYS for name in (old, new)}
     moved = {name: dict(raw[name]) for name in sections if isinstance(raw.get(name), dict)}
     findings = []
+    read_from: dict[str, str] = {}
     for old_section, old_key, new_section, new_key in MOVED_KEYS:
         if old_key not in moved.get(old_section, {}) or (new_section in raw and new_section not in moved):
             continue  # nothing to move, or a new section that is not a map (reported as such by validation)
@@ -98,13 +102,55 @@ def _with_moved_keys(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Finding]
                 f"keep one: pulumi config rm --path '{NAMESPACE}:{old}'", also_keys=(new,)))
             continue
         target[new_key] = value
+        read_from[new] = old
         findings.append(Finding(
             old, value, f"is renamed {NAMESPACE}:{new} (the old name said the opposite of what it holds); "
             "read as that for now",
             f"rename it: pulumi config rm --path '{NAMESPACE}:{old}' && "
             f"pulumi config set --path '{NAMESPACE}:{new}' {_shell_word(json.dumps(value))}",
             severity="warning"))
-    return {**raw, **moved}, findings
+    return {**raw, **moved}, findings, read_from
+
+
+def _as_written(finding: Finding, read_from: dict[str, str]) -> Finding:
+    """A finding about a key read from its old name, said about the old name as the stack file spells it, with the
+    new name and how to rename it; another key it reads that came from an old name is said to have."""
+    notes = "; ".join(f"{NAMESPACE}:{key} is read from the old key {NAMESPACE}:{read_from[key]}"
+                      for key in finding.also_keys if key in read_from)
+    message = f"{finding.message} ({notes})" if notes else finding.message
+    old = read_from.get(finding.key)
+    if old is None:
+        return dataclasses.replace(finding, message=message) if notes else finding
+    new = finding.key
+    return dataclasses.replace(
+        finding, key=old, also_keys=(*finding.also_keys, new),
+        message=f"is the old name of {NAMESPACE}:{new}, read as that: {message}",
+        fix=f"{finding.fix}; and rename the key: pulumi config rm --path '{NAMESPACE}:{old}', then set the value "
+            f"with pulumi config set --path '{NAMESPACE}:{new}' VALUE")
+
+
+def _not_text(value: Any, key: str) -> list[Finding]:
+    """A string that is not Unicode text (a lone surrogate: JSON's "\\udc80" decodes to one), which pydantic cannot
+    read at all; said per key, as the user wrote it, instead of a UnicodeEncodeError."""
+    problems: list[Finding] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for part, item in items:
+        inner = f"{key}[{part}]" if isinstance(part, int) else f"{key}.{part}" if key else str(part)
+        if isinstance(part, str) and not _encodes(part) or isinstance(item, str) and not _encodes(item):
+            problems.append(Finding(
+                inner, NO_VALUE if not isinstance(item, str) else item,
+                "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text",
+                "write the value as plain UTF-8 text", secret=inner.split(".")[0] in SECRET_BY_NATURE))
+        problems += _not_text(item, inner)
+    return problems
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _shell_word(text: str) -> str:
@@ -149,6 +195,9 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     config_problems: what is wrong with the stack's other keys (see namespaces.py), listed first.
     """
     config_problems = list(config_problems)
+    not_text = _not_text({"gcp:project": project, **raw}, "")
+    if not_text:
+        raise SettingsError([*config_problems, *not_text])
     # A warning about another key (gcp:zone) is shown with the settings' own; only errors stop the load.
     context: dict[str, Any] = {"warnings": [f for f in config_problems if f.severity == "warning"]}
     problems: list[Finding] = [f for f in config_problems if f.severity != "warning"]
@@ -165,7 +214,7 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
         ))
     raw, flat_problems = _without_flat_keys(raw, secret_keys)
     problems += flat_problems
-    raw, moved_findings = _with_moved_keys(raw)
+    raw, moved_findings, read_from = _with_moved_keys(raw)
     problems += [finding for finding in moved_findings if finding.severity == "error"]
     context["warnings"] += [finding for finding in moved_findings if finding.severity == "warning"]
     document = {"project": project, "stack": stack, **raw}
@@ -181,6 +230,8 @@ def load(raw: dict[str, Any], project: str, stack: str, explicit_hf_secret: bool
     if settings is not None:
         findings += [finding for finding in cross_checks(settings) if not _reads_a_failed_key(finding, failed_keys)]
     problems += [finding for finding in findings if finding.severity == "error"]
+    problems = [_as_written(finding, read_from) for finding in problems]
+    findings = [_as_written(finding, read_from) for finding in findings]
     if problems:
         raise SettingsError(list(dict.fromkeys(problems)))
     # One finding once, however many validators saw it.

@@ -7,13 +7,14 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from components.settings.fields import Duration, _Section, parse_duration
+from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
 # A notification channel's resource name, as Cloud Monitoring gives it (projects.notificationChannels).
-CHANNEL_NAME = re.compile(r"projects/[^/\s]+/notificationChannels/[0-9]+")
-# One address, no display name: Cloud Monitoring's email channel takes a bare `email_address` label.
-EMAIL = re.compile(r"[^@\s,;<>]+@[^@\s,;<>]+\.[^@\s,;<>]+")
+CHANNEL_NAME = re.compile(rf"projects/{PROJECT_IN_PATH}/notificationChannels/[0-9]+")
+# One address, no display name: Cloud Monitoring's email channel takes a bare `email_address` label. Plain ASCII:
+# a local part of letters, digits and . _ + - (no quotes, %, $ or backticks), and a domain of host name labels.
+EMAIL = re.compile(r"[A-Za-z0-9._+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
 
 
 class MonitoringSettings(_Section):
@@ -30,10 +31,12 @@ class MonitoringSettings(_Section):
         "endpoint not scraped, a flex-start run ending under load); needs `enabled`; billed per condition "
         "(the plan's monitoring lines)"))
     notification_email: str | None = Field(None, description=(
-        "where the alerts go: one address, made into an email notification channel; without it (and without "
-        "`notificationChannel`) the alerts open incidents in the console only"))
+        "where the alerts go: one address (letters, digits, `._+-` before the @), made into an email notification "
+        "channel; without it (and without `notificationChannel`) the alerts open incidents in the console only; "
+        "set together with `notificationChannel` is an error, and with `enabled` or `alerts` false a warning"))
     notification_channel: str | None = Field(None, description=(
-        "an existing channel instead, by name: `projects/PROJECT/notificationChannels/ID`"))
+        "an existing channel instead, by name: `projects/PROJECT/notificationChannels/ID`; with `enabled` or "
+        "`alerts` false it warns (nothing is sent)"))
     kv_alert_for: Duration = Field("5m", description=(
         "how long KV-cache use must stay above the rule of thumb (78%) before the alert fires"))
     waiting_alert_for: Duration = Field("5m", description=(

@@ -65,8 +65,8 @@ class Settings(_Section):
         "secret: if set (with `--secret`, not empty), the stack keeps the token in its own Secret Manager secret "
         "(see docs/security.md)"))
     hf_token_secret: str = Field("hf-token", description=(
-        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way); may be set "
-        "with `--secret`"))
+        "otherwise, the bare id of a Secret Manager secret you created with gcloud (the log's way: letters, digits, "
+        "`-`, `_`); may be set with `--secret`"))
     ssh_private_key: SecretStr | None = Field(None, description=(
         "secret: the private half of `access.sshPublicKey` (`pulumi config set --secret tpu-vllm:sshPrivateKey "
         "< KEY_FILE`); not empty"))
@@ -96,8 +96,11 @@ class Settings(_Section):
     @field_validator("hf_token_secret")
     @classmethod
     def _secret_id_shape(cls, value: str) -> str:
-        # Empty, spaces or a resource path: the common slips. Anything else is looked up at preview.
-        if not value.strip() or re.search(r"[\s/]", value):
+        # Secret Manager's secret id: "a string with a maximum length of 255 characters and can contain uppercase
+        # and lowercase letters, numerals, and the hyphen (-) and underscore (_) characters" (google.cloud.
+        # secretmanager_v1 CreateSecretRequest.secret_id, googleapis' secretmanager v1 service.proto). Empty, spaces
+        # or a resource path are the common slips; nothing else may reach the node's metadata and the boot script.
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", value):
             raise InvalidSettingError(
                 "a Secret Manager secret id is one word of letters, digits, - or _ (e.g. hf-token; the stack adds "
                 "projects/<project>/secrets/ itself)",

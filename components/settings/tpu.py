@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from components.basis import naming
 from components.settings.facts import MAX_USER_LABELS, V5E_ZONES
-from components.settings.fields import Duration, _Section, parse_duration
+from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
 
@@ -74,6 +74,10 @@ class TpuSettings(_Section):
     @field_validator("runtime_version")
     @classmethod
     def _runtime_for_v5e(cls, value: str) -> str:
+        # It is a field of the TPU API's body, and is shown in the plan: a plain image name only.
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{0,62}", value):
+            raise InvalidSettingError("not a TPU runtime version name (lowercase letters, digits, '.' and '-')",
+                                      "set it to v2-alpha-tpuv5-lite")
         if "tpuv5-lite" not in value:
             raise InvalidSettingError("a v5litepod node needs a v5e runtime image", "set it to v2-alpha-tpuv5-lite")
         return value
@@ -81,7 +85,7 @@ class TpuSettings(_Section):
     @field_validator("zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", value):
+        if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
         if value not in V5E_ZONES:
             raise InvalidSettingError(
@@ -105,7 +109,7 @@ class TpuSettings(_Section):
     @field_validator("network")
     @classmethod
     def _network_shape(cls, value: str) -> str:
-        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?global/networks/)?([^/]*)", value)
+        name = re.fullmatch(rf"(?:(?:projects/{PROJECT_IN_PATH}/)?global/networks/)?([^/]*)", value)
         if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
             raise InvalidSettingError(
                 "a VPC network is named with 1-63 lowercase letters, digits and '-', starting "
@@ -119,7 +123,8 @@ class TpuSettings(_Section):
     def _subnetwork_shape(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        name = re.fullmatch(r"(?:(?:projects/[^/]+/)?regions/[a-z]+-[a-z]+\d+/subnetworks/)?([^/]*)", value)
+        name = re.fullmatch(rf"(?:(?:projects/{PROJECT_IN_PATH}/)?regions/[a-z]+-[a-z]+[0-9]+/subnetworks/)?([^/]*)",
+                            value)
         if not name or not naming.COMPUTE_NAME.fullmatch(name.group(1)):
             raise InvalidSettingError(
                 "a subnetwork is named with 1-63 lowercase letters, digits and '-', starting "

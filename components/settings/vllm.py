@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -27,6 +28,35 @@ from components.settings.findings import InvalidSettingError
 from components.settings.speculative import SpeculativeSetting
 
 VLLM_IMAGE = "vllm/vllm-tpu:nightly"
+
+# A Hugging Face repo id by the Hub's own rule (huggingface_hub 2.4.0, utils/_validators.py, validate_repo_id and
+# REPO_ID_REGEX, compiled with re.ASCII): "repo_name" or "namespace/repo_name", each part 1-96 of [A-Za-z0-9_.-]
+# starting and ending with a word character (its `\b` at both ends); "--" and ".." are refused, and so is a
+# trailing ".git". Matched whole (its `$`-free fullmatch), so no trailing newline slips through.
+HF_REPO_PART = r"\w(?:[\w.-]{0,94}\w)?"
+HF_REPO_ID = re.compile(rf"(?:{HF_REPO_PART}/)?{HF_REPO_PART}", re.ASCII)
+# A local checkpoint the container reads: an absolute path of plain segments, the same characters.
+MODEL_PATH = re.compile(r"(?:/[A-Za-z0-9_.-]+)+")
+MODEL_PATH_MAX = 1024
+
+
+def model_id_problem(value: str) -> str | None:
+    """Why vllm.model is neither a Hugging Face repo id nor a plain absolute path, or None."""
+    if value.startswith("/"):
+        if len(value) > MODEL_PATH_MAX or not MODEL_PATH.fullmatch(value):
+            return (f"not a plain absolute path (at most {MODEL_PATH_MAX} characters of letters, digits, '.', '_', "
+                    "'-' and '/')")
+        if any(segment in (".", "..") for segment in value.split("/")):
+            return "a path with '.' or '..' segments: name the checkpoint's directory as it is"
+        return None
+    if not HF_REPO_ID.fullmatch(value):
+        return ("not a Hugging Face model id: 'name' or 'org/name', each 1 to 96 of letters, digits, '-', '_' and "
+                "'.', starting and ending with a letter, digit or '_' (huggingface_hub's validate_repo_id)")
+    if "--" in value or ".." in value:
+        return "a Hugging Face model id cannot hold '--' or '..' (huggingface_hub's validate_repo_id)"
+    if value.endswith(".git"):
+        return "a Hugging Face model id cannot end in '.git' (huggingface_hub's validate_repo_id)"
+    return None
 
 
 class KvLayerGroupSetting(_Section):
@@ -86,8 +116,10 @@ class VllmSettings(_Section):
         "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
         "as written"))
     model: str = Field(DEFAULT_MODEL, description=(
-        "a Hugging Face id or a path the container reads; parsers and multimodal limits follow its family; a model "
-        "without measured geometry warns what goes unchecked (see *Changing the model*)"))
+        "a Hugging Face repo id (`name` or `org/name` by the Hub's own rule: letters, digits, `-`, `_`, `.`, no "
+        "`--` or `..`) or an absolute path the container reads (letters, digits, `.`, `_`, `-`, `/`); anything else "
+        "is an error; parsers and multimodal limits follow its family; a model without measured geometry warns what "
+        "goes unchecked (see *Changing the model*)"))
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
     kv_cache_dtype: str = Field("auto", description=(
         "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
@@ -168,6 +200,17 @@ class VllmSettings(_Section):
                 filled[name] = value
         return filled
 
+
+    @field_validator("model")
+    @classmethod
+    def _model_id(cls, value: str) -> str:
+        # It reaches `vllm serve`'s argv, the units' Description= and the dashboard: refused, never quoted there.
+        problem = model_id_problem(value)
+        if problem:
+            raise InvalidSettingError(
+                problem, f"write the id as the Hub shows it (e.g. {DEFAULT_MODEL}) or the checkpoint's absolute path "
+                "in the container (e.g. /models/my-checkpoint)")
+        return value
 
     @field_validator("limit_mm_per_prompt")
     @classmethod

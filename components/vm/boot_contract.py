@@ -25,6 +25,9 @@ API_KEY_FILE = f"{SECRETS_DIR}/api-key"
 # empty at every boot) and stamped with the kernel's boot id, so no boot ever reads another boot's `ready`.
 STATUS_FILE = "/run/tpu-vllm/startup-status"
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+# Held (flock) by the one run of startup.sh that owns the status, for its whole life; it names that run's pid. A
+# second run waits for it: the guest agent's unit (KillMode=process) can start one while another goes on.
+BOOT_LOCK_FILE = "/run/tpu-vllm/startup.lock"
 # Where earlier versions kept the status (it survived reboots); startup.sh deletes it.
 LEGACY_STATUS_FILE = "/var/lib/tpu-vllm/startup-status"
 # The check the containers' units wait on (tpu-vllm-boot-ready.service runs it once per boot).

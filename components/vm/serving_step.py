@@ -33,12 +33,18 @@ SMOKE_TEST_FILE = "/etc/tpu-vllm/smoke-test.py"
 FILE_DELIMITER = "TPU_VLLM_FILE"
 SSH_DIALS = 14
 SSH_DIAL_TIMEOUT_SECONDS = 15
-# The serving step's own dials, once SshReachable has seen the port answer. Until the guest agent has
-# added the user and startup.sh has installed the stack's host key, each handshake fails at once (no
-# timeout): pulumi-command v1.2.1 retries every dial error, retry.Until's delay growing 1.5x from 100 ms to
-# 5 s (pulumi/pulumi sdk/go/common/util/retry/until.go), so 30 dials wait ~26 s + 16 x 5 s, about 2 min. A
-# handshake that hangs instead is bounded too: 30 x 5 s + 29 x 5 s < 5 minutes (a handshake on a live sshd
-# takes well under a second).
+# The serving step's own dials, once SshReachable has seen an SSH server identify itself. Until the guest
+# agent has added the user and startup.sh has installed the stack's host key, each handshake fails at once:
+# pulumi-command v1.2.1 retries every dial error, retry.Until's delay growing 1.5x from 100 ms to 5 s
+# (pulumi/pulumi sdk/go/common/util/retry/until.go). It gives up when try + 1 > dialErrorLimit, try counting
+# from 0 (connection.go reachedDialingErrorLimit), so a limit of 30 is 31 dials and 30 back-offs:
+# ~11 s + 20 x 5 s, about 2 min.
+# perDialTimeout bounds only the TCP connect (it becomes ssh.ClientConfig.Timeout, which golang.org/x/crypto
+# v0.48.0 ssh/client.go Dial hands to net.DialTimeout alone), and dialErrorLimit counts dials that returned an
+# error: a handshake that stalls has neither, and holds the step until `pulumi up` is interrupted. What bounds
+# it is outside pulumi-command: SshReachable, just before, requires the server's identification within its
+# bound (a peer that accepts and never speaks fails there), and OpenSSH's sshd drops a connection not logged
+# in after LoginGraceTime (sshd_config(5): 120 s by default), which ends the dial with an error, retried.
 SSH_HANDSHAKE_DIALS = 30
 SSH_HANDSHAKE_TIMEOUT_SECONDS = 5
 
@@ -85,6 +91,17 @@ def remote_command_text(vm: VmServing) -> str:
     return "sudo bash -s -- " + shlex.join(args)
 
 
+def delimiter_for(body: str) -> str:
+    """FILE_DELIMITER, or a longer word when a line of the file is that word: a quoted here-document ends at the
+    first line that is exactly its delimiter (bash(1), Here Documents), so the file is carried whole whatever it
+    holds."""
+    lines = set(body.splitlines())
+    delimiter = FILE_DELIMITER
+    while delimiter in lines:
+        delimiter += "_"
+    return delimiter
+
+
 def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     """serve.sh, then `stage_file PATH` with each installed file as a quoted here-document, then `main`.
     `failure_note` is what serve.sh prints last when it fails: pulumi-command ends its error with the
@@ -94,10 +111,9 @@ def serve_stdin(vm: VmServing, failure_note: str = "") -> str:
     if failure_note:
         parts.append(f"FAILURE_NOTE={shlex.quote(failure_note)}")
     for path, text in installed_files(vm):
-        if FILE_DELIMITER in text.splitlines():
-            raise ValueError(f"{path} contains the line {FILE_DELIMITER}")
         body = text if text.endswith("\n") else text + "\n"
-        parts.append(f"stage_file {shlex.quote(path)} <<'{FILE_DELIMITER}'\n{body}{FILE_DELIMITER}")
+        delimiter = delimiter_for(body)
+        parts.append(f"stage_file {shlex.quote(path)} <<'{delimiter}'\n{body}{delimiter}")
     parts.append("main")
     return "\n".join(parts) + "\n"
 
@@ -155,7 +171,8 @@ class ServingStep(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         text = args.remote_command
         self.serve_command = args.serve_command
-        # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks.
+        # Fails within the serving step's own dial bounds, with a message pulumi-command's dial error lacks, and
+        # fails a peer that accepts and never identifies itself, which pulumi-command would wait on for good.
         self.ssh_reachable = SshReachable(
             f"{name}-ssh-reachable",
             {"host": args.host, "port": 22, "nodeUid": args.node_uid, "dials": SSH_DIALS,
@@ -178,8 +195,9 @@ class ServingStep(pulumi.ComponentResource):
                 # installs the host key after it reads its secret. A firewall that drops the deployer's
                 # packets (access.sshSourceRanges narrowed past its address) has already failed SshReachable
                 # within ~5 minutes of ACTIVE; pulumi-command v1.2.1 (provider/pkg/provider/remote/
-                # connection.go, Dial/dialWithRetry) then makes at most dialErrorLimit dials of perDialTimeout
-                # seconds each, with retry.Until's back-off (<= 5 s) between them.
+                # connection.go, Dial/dialWithRetry) then makes at most dialErrorLimit failed dials, each TCP
+                # connect bounded by perDialTimeout (the handshake is not: see SSH_HANDSHAKE_DIALS), with
+                # retry.Until's back-off (<= 5 s) between them.
                 dial_error_limit=SSH_HANDSHAKE_DIALS,
                 per_dial_timeout=SSH_HANDSHAKE_TIMEOUT_SECONDS,
             ),

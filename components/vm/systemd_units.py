@@ -15,6 +15,7 @@ the container units require that one. The check passes only on a `ready` stamped
 from __future__ import annotations
 
 from components.serving.spec import ServingSpec
+from components.settings.text import unprintable
 from components.vm import boot_contract, container, metadata_block
 from components.vm.container import VmServing
 
@@ -49,6 +50,18 @@ def escape_path(path: str) -> str:
     return "".join(out)
 
 
+def unit_text(value: str) -> str:
+    """A value for a unit line that takes free text (Description=), carried inertly: systemd resolves specifiers in
+    it, so `%` is written `%%` ("Use "%%" in place of "%" to specify a single percent sign", systemd.unit(5),
+    SPECIFIERS); a line ending in a backslash is joined with the next (systemd.syntax(7)), and a newline, NUL or
+    CR would end the line there, so those are refused (systemd 252, man/systemd.unit.xml and man/systemd.syntax.xml,
+    as Debian's systemd 252.38 ships them). The settings refuse all of these first; this keeps a renderer honest."""
+    bad = unprintable(value)
+    if bad is not None or value.endswith("\\"):
+        raise ValueError(f"cannot write {value!r} into a systemd unit line: it holds {bad or 'a trailing backslash'}")
+    return value.replace("%", "%%")
+
+
 def mount_unit(mount_point: str) -> str:
     return escape_path(mount_point) + ".mount"
 
@@ -78,7 +91,7 @@ def _unit(*, description: str, why: str, requires: str, start_limit: tuple[int, 
     burst, interval = start_limit
     return f"""# Written by the tpu-vllm serving step (serve.sh); the stack renders it, `pulumi up` replaces it.
 [Unit]
-Description={description}
+Description={unit_text(description)}
 # {why}
 Requires={requires}
 After={requires} network-online.target
@@ -101,10 +114,10 @@ def vllm_unit(vm: VmServing) -> str:
         why="The secret files come from the boot script, the compile cache from its own disk: start after both.",
         requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(vm.cache_mount)}",
         start_limit=VLLM_START_LIMIT,
-        service=f"""# Replace, never restart: a new start must not inherit an old container's flags.
+        service=f"""# Replace, never restart: a new start must not inherit an old container's flags. libtpu's lock file
+# (/tmp/libtpu_lockfile, jax-ml/jax issue 10192) is in the container's own /tmp, which no -v mounts: it goes
+# with the old container.
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
-# A crashed run can leave libtpu's lock behind, and the next one then cannot open the chip.
-ExecStartPre=rm -f /tmp/libtpu_lockfile
 ExecStart=bash {container.VLLM_RUNNER}
 ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
 Restart=on-failure

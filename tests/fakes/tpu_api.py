@@ -36,10 +36,11 @@ FIRST_NODE_UID = 7_301_558_120_644_123_000
 CREATE_TIME = "2026-11-29T09:00:00.123456Z"
 
 
-# HTTP status -> google.rpc.Code name, as Google APIs map them (googleapis google/rpc/code.proto; AIP-193).
+# HTTP status -> google.rpc.Code name, as Google APIs map them (googleapis google/rpc/code.proto's "HTTP Mapping"
+# lines, @16b971c4; AIP-193). No code maps to 502: an injected 502 says UNKNOWN.
 RPC_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
               409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
-              501: "NOT_IMPLEMENTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+              501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
 def error(status: int, code: str, message: str, details: list | None = None, headers=None) -> Response:
@@ -222,7 +223,10 @@ class FakeTpuApi(FakeServer):
             return self._get(name)
         if request.method == "DELETE":
             return self._delete(name, request)
-        return error(405, "UNIMPLEMENTED", "unsupported")
+        # No HTTP binding for this method (google/cloud/tpu/v2alpha1/cloud_tpu.proto: only GET and DELETE on a
+        # queued resource, POST on the collection). What Google's front end answers then is not documented: the
+        # fake says UNIMPLEMENTED with code.proto's HTTP mapping for it, 501, in words of its own.
+        return error(501, "UNIMPLEMENTED", f"Method {request.method} is not implemented for {request.path}")
 
     # Operations
     def _new_operation(self, target: str, verb: str) -> Operation:
