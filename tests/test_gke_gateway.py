@@ -306,3 +306,12 @@ def test_the_vendored_schemas_are_the_upstream_copies_the_readme_names():
                                           "inference.networking.k8s.io_inferencepools.yaml"}
     for name, digest in rows:
         assert hashlib.sha256((schemas / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_with_the_docker_hub_mirror_the_picker_stays_on_its_own_registry_pinned():
+    mirrored = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True,
+                                                dockerHubMirror=True), stack="gke")
+    picker = one(mirrored, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]
+    vllm = mirrored.output("vllmImage")["value"]
+    assert "-docker.pkg.dev/" in vllm  # Docker Hub's images come through the mirror
+    assert picker["image"].startswith("ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:")

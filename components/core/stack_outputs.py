@@ -39,7 +39,8 @@ KV_BUDGET = "the model's geometry is known (E2B's is built in)"
 OUTPUTS: tuple[StackOutput, ...] = (
     # Reaching the server.
     _both("internalEndpoint", "the endpoint inside the VPC: `http://<node or internal LB IP>:8000/v1` (the front; the "
-          "key is required); with `gke.inferenceGateway`, `http://<gateway IP>/v1`", only_when="`gke.allowExternalLoadBalancer` is off (gke; the vm always exports it)"),
+          "key is required); with `gke.inferenceGateway`, `http://<gateway IP>/v1`",
+          only_when="`gke.allowExternalLoadBalancer` is off (gke; the vm always exports it)"),
     _both("externalEndpoint", "the endpoint from outside the VPC: `http://<node or load balancer IP>:8000/v1`",
           only_when="vm: `access.servingSourceRanges` is set; gke: `gke.allowExternalLoadBalancer` (in place of "
           "`internalEndpoint`)"),

@@ -188,6 +188,10 @@ class GkeWing(pulumi.ComponentResource):
         gateway = None
         if gke.inference_gateway is not None:
             picker_image = pinned_image("picker-image", PICKER_IMAGE, pulumi.ResourceOptions(parent=self))
+            if gke.docker_hub_mirror:
+                # A no-op while the picker's image is on ghcr.io (the mirror serves Docker Hub only).
+                picker_image = pulumi.Output.from_input(picker_image).apply(
+                    lambda pinned: through_mirror(pinned, mirror.path))
             gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
                 project=cfg.project, region=gke.region, network=cfg.tpu.network,
                 subnetwork=cfg.tpu.subnetwork or cfg.tpu.network, resource_prefix=cfg.resource_prefix,
