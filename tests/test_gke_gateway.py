@@ -315,3 +315,33 @@ def test_with_the_docker_hub_mirror_the_picker_stays_on_its_own_registry_pinned(
     vllm = mirrored.output("vllmImage")["value"]
     assert "-docker.pkg.dev/" in vllm  # Docker Hub's images come through the mirror
     assert picker["image"].startswith("ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:")
+
+
+def _gateway_problem(**gke) -> str:
+    from tests.test_gke_settings import problems_of, with_gke
+
+    [problem] = [p for p in problems_of(with_gke(**gke)) if p.startswith("tpu-vllm:gke.inferenceGateway")]
+    return problem
+
+
+@pytest.mark.parametrize(("gke", "said"), [
+    ({"inferenceGateway": {"proxyOnlyRange": "10.0.0.0/28"}}, "proxyOnlyRange = \"10.0.0.0/28\": smaller than the /26"),
+    ({"inferenceGateway": {"proxyOnlyRange": "8.8.8.0/23"}}, "takes a private IPv4 range"),
+    ({"inferenceGateway": {"proxyOnlyRange": "10.129.0.1/23"}}, "not a CIDR range without host bits"),
+    ({"inferenceGateway": {"proxyOnlySubnet": "Proxy_Subnet"}}, "proxyOnlySubnet = \"Proxy_Subnet\": not a subnetwork"),
+    ({"inferenceGateway": True, "allowExternalLoadBalancer": True}, "turn off gke.allowExternalLoadBalancer"),
+    ({"inferenceGateway": True, "minMasterVersion": "1.34.0-gke.1000000"}, "pin 1.34.0-gke.1626000 or later"),
+    ({"inferenceGateway": "yes"}, "inferenceGateway = \"yes\""),
+])
+def test_bad_gateway_settings_are_refused_with_key_value_and_fix(gke, said):
+    assert said in _gateway_problem(**gke)
+
+
+@pytest.mark.parametrize("value", [True, False, {"proxyOnlySubnet": "shared-proxy", "proxyOnlyRange": "10.200.0.0/26"},
+                                   {"proxyOnlyRange": "172.16.4.0/23"}])
+def test_good_gateway_settings_pass(value):
+    from components import settings
+    from tests.test_gke_settings import with_gke
+
+    loaded = settings.load(with_gke(inferenceGateway=value, minMasterVersion="1.35"), "my-proj", "gke").settings
+    assert (loaded.gke.inference_gateway is None) == (value is False)

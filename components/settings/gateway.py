@@ -22,6 +22,10 @@ from components.settings.findings import InvalidSettingError
 # Google's examples use 10.129.0.0/23 for the proxy-only subnet (load-balancing/docs/l7-internal/setting-up-l7-
 # internal, "Configure the proxy-only subnet"); it must not overlap the VPC's other subnets.
 DEFAULT_PROXY_ONLY_RANGE = "10.129.0.0/23"
+# From this GKE version GKE installs the Gateway API and Inference Extension CRDs itself (llm-d.ai
+# docs/resources/gateway/gke, "GKE automatically installs all GA CRDs for Gateway API and Gateway API Inference
+# Extension on GKE versions 1.34.0-gke.1626000 or later"); the stack installs none.
+GATEWAY_CRDS_VERSION = "1.34.0-gke.1626000"
 # The smallest proxy-only subnet the load balancers accept (proxy-only-subnets, "at least /26").
 PROXY_ONLY_MIN_PREFIX = 26
 # The endpoint picker's requests, sized for the system pool (gke.systemMachineType, e2-standard-2 by default:

@@ -22,7 +22,7 @@ from components.settings.facts import (
 )
 from components.settings.fields import Duration, Zone, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
-from components.settings.gateway import InferenceGatewaySetting
+from components.settings.gateway import GATEWAY_CRDS_VERSION, InferenceGatewaySetting
 
 # A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
 # once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
@@ -142,6 +142,12 @@ class GkeSettings(_Section):
             raise InvalidSettingError(
                 "the inference gateway is a regional internal Application Load Balancer; it has no external form "
                 "here", "turn off gke.allowExternalLoadBalancer, or turn off gke.inferenceGateway")
+        pinned = info.data.get("min_master_version")
+        if pinned and gke_version_at_least(pinned, GATEWAY_CRDS_VERSION) is False:
+            raise InvalidSettingError(
+                f"gke.minMasterVersion {pinned} is older than {GATEWAY_CRDS_VERSION}, from which GKE installs the "
+                "Gateway API and InferencePool CRDs the gateway's objects need",
+                f"pin {GATEWAY_CRDS_VERSION} or later (e.g. 1.35), or remove gke.minMasterVersion")
         return value
 
     @field_validator("recycling_lead_time")
