@@ -60,8 +60,9 @@ def pool_target_ref() -> dict[str, str]:
 
 
 def gateway(namespace: str, address_name: str) -> dict[str, Any]:
-    """On the stack's reserved internal address (GKE's gateway guide, "Configure a static IP address": a
-    NamedAddress names a regional internal address), so the endpoint is known from the plan on and outlives the
+    """On the stack's reserved internal address, named by a `NamedAddress` (the Gateway API v1.5.1 CRD allows the
+    type; that GKE's controller takes a reserved regional internal address so is its documentation's, not read
+    here: docs/gke.md lists it unverified), so the endpoint is known from the first `pulumi up` and outlives the
     Gateway's replacement; Pulumi reads no status of a custom resource."""
     return {
         "apiVersion": GATEWAY_API_VERSION, "kind": "Gateway",
