@@ -163,10 +163,14 @@ def plan(sweep: Sweep) -> Plan:
                             boot_s=boot.WARM_BOOT_SECONDS if warm else boot.COLD_BOOT_SECONDS,
                             cells_s=cells_s, usd_per_hour=usd, price_source=source))
     base = sweep.arms[0].loaded.settings
-    disk_type, size = base.cache.disk_type, base.cache.size_gb
+    # The shape's disk when cache.diskType is unset (Settings.cache_disk_type); Hyperdisk Balanced has no price read.
+    disk_type, size = base.cache_disk_type, base.cache.size_gb
     found = disk_price(disk_type, region_of(base.tpu.zone))
-    per_gb_month = found.usd_per_gb_month if found else spending.disk_usd_per_month(disk_type, 1)
+    per_gb_month = found.usd_per_gb_month if found else spending.disk_usd_per_gb_month(disk_type)
     result = Plan(sweep=sweep, arms=arms, disk_usd=0.0)
+    if per_gb_month is None:
+        result.notes.append(f"the {disk_type} cache disk is not priced (no price read): its share is left out")
+        per_gb_month = 0.0
     result.disk_usd = per_gb_month * size * result.seconds / (HOURS_PER_MONTH * 3600)
     _judge(result)
     return result
@@ -238,11 +242,12 @@ def render(result: Plan) -> str:
         f"{sweep.limits.at_end}",
     ]
     for node in sorted({arm.node for arm in result.arms}):
-        tpu = next(arm for arm in result.arms if arm.node == node).arm.loaded.settings.tpu
+        node_settings = next(arm for arm in result.arms if arm.node == node).arm.loaded.settings
+        tpu = node_settings.tpu
         if tpu.provisioning_model == "flex-start":
+            most = node_settings.tpu_usd_per_hour() * tpu.run_seconds / 3600
             lines.append(f"  node {node}: {_minutes(result.node_seconds(node))} of its {tpu.max_run_duration} run "
-                         f"(flex-start stops it by itself at the end: at most "
-                         f"${spending.max_spend_usd(tpu.provisioning_model, tpu.run_seconds):.2f}, computed)")
+                         f"(flex-start stops it by itself at the end: at most ${most:.2f}, computed)")
     lines += [f"note: {note}" for note in result.notes]
     if result.problems:
         lines += ["", "refused:"] + [f"  - {problem}" for problem in result.problems]
