@@ -278,3 +278,12 @@ def test_weights_on_disk_asks_room_for_the_models_checkpoint():
     assert "use at least 32" in message
     assert load(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "weightsOnDisk": True}, cache={"sizeGb": 32}).settings
     assert "9.54 GiB checkpoint" in one_problem(vllm={"weightsOnDisk": True}, cache={"sizeGb": 19})
+
+
+def test_a_pinned_kv_pool_is_bounded_by_the_shapes_chip_not_v5es():
+    """vLLM's --kv-cache-memory is per chip: on a v6e-1 (31.24 GiB) a 20 GiB pool is not over the chip; 40 GiB is."""
+    twenty_gib, forty_gib = 20 * 1024**3, 40 * 1024**3
+    loaded = load(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "kvCacheMemoryBytes": twenty_gib})
+    assert not any("whole HBM" in warning for warning in loaded.warnings)
+    message = one_problem(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "kvCacheMemoryBytes": forty_gib})
+    assert f"tpu-vllm:vllm.kvCacheMemoryBytes = {forty_gib}" in message and "31.24 GiB" in message

@@ -30,6 +30,16 @@ def memory_checks(settings: Settings) -> list[Finding]:
             f"weightsOnDisk needs room for {checkpoint} and the compile cache", f"use at least {need}",
             also_keys=("vllm.weightsOnDisk",),
         ))
+    # vLLM's --kv-cache-memory is "Size of KV Cache per GPU in bytes" (vllm/config/cache.py, 0.33.0): per chip.
+    hbm = settings.tpu.shape.hbm_bytes_per_chip
+    if vllm.kv_cache_memory_bytes is not None and vllm.kv_cache_memory_bytes >= hbm:
+        findings.append(Finding(
+            "vllm.kvCacheMemoryBytes", vllm.kv_cache_memory_bytes,
+            f"more than one {settings.tpu.accelerator_type} chip's whole HBM ({hbm} bytes, "
+            f"{chip_memory.gib(hbm):.2f} GiB) before any weights: vLLM sizes this pool per chip",
+            "remove the key to let gpuMemoryUtilization size it (the log's measured-good value on v5litepod-1 is "
+            "5923602432)", also_keys=("tpu.acceleratorType",),
+        ))
     if vllm.model_geometry is not None:
         measured = chip_memory.geometry_for(vllm.model) is not None or settings.model_spec is not None
         findings.append(Finding.warning(
@@ -69,7 +79,7 @@ def memory_checks(settings: Settings) -> list[Finding]:
     findings += context_checks(settings)
 
     pinned = vllm.kv_cache_memory_bytes
-    if pinned is not None and settings.tpu.shape.hbm_bytes_per_chip == chip_memory.V5E_HBM_BYTES:
+    if pinned is not None and pinned < hbm and hbm == chip_memory.V5E_HBM_BYTES:
         measured = chip_memory.kv_pool_bytes(geometry, chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
         failing = chip_memory.kv_pool_bytes(geometry, chip_memory.FAILING_GPU_MEMORY_UTILIZATION)
         if pinned >= failing:
