@@ -37,7 +37,9 @@ def test_hbm_is_what_the_runtime_reported_not_the_marketing_figure():
 def test_v6e_takes_only_hyperdisk_and_v5e_pd_balanced():
     assert catalog.shape("v6e-1").cache_disk_type == "hyperdisk-balanced"
     assert "pd-balanced" not in catalog.shape("v6e-8").generation.data_disk_types
-    assert catalog.shape("v5litepod-1").generation.data_disk_types == ("pd-balanced",)
+    # Google's storage-options page: "TPU v5e Balanced Persistent Disk, Hyperdisk ML"; the stack's is the first.
+    assert catalog.shape("v5litepod-1").generation.data_disk_types == ("pd-balanced", "hyperdisk-ml")
+    assert catalog.shape("v5litepod-1").cache_disk_type == "pd-balanced"
 
 
 def test_flex_start_observations_are_dated_and_inside_the_zones_the_type_exists_in():

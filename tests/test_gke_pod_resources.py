@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from components import settings
+from components import catalog, settings
 from components.gke import pod_resources, workload
 from tests import program as harness
 from tests.wing_values import gke_pod
@@ -44,12 +44,11 @@ def pod_requests(spec: dict) -> tuple[int, int]:
     return cpu, memory
 
 
-def fits_the_node(spec: dict) -> bool:
+def fits_the_node(spec: dict, capacity: tuple[int, int] = (pod_resources.V5E_1T_CPU_MILLICORES,
+                                                           pod_resources.V5E_1T_MEMORY_BYTES)) -> bool:
     cpu, memory = pod_requests(spec)
-    cpu_free = (pod_resources.allocatable_cpu_millicores(pod_resources.V5E_1T_CPU_MILLICORES)
-                - pod_resources.SYSTEM_PODS_CPU_MILLICORES)
-    memory_free = (pod_resources.allocatable_memory_bytes(pod_resources.V5E_1T_MEMORY_BYTES)
-                   - pod_resources.SYSTEM_PODS_MEMORY_BYTES)
+    cpu_free = pod_resources.allocatable_cpu_millicores(capacity[0]) - pod_resources.SYSTEM_PODS_CPU_MILLICORES
+    memory_free = pod_resources.allocatable_memory_bytes(capacity[1]) - pod_resources.SYSTEM_PODS_MEMORY_BYTES
     return cpu <= cpu_free and memory <= memory_free
 
 
@@ -82,6 +81,14 @@ def test_every_container_asks_for_cpu_and_memory_and_vllms_memory_holds_its_shm(
 
 def test_the_pod_fits_one_node_next_to_the_system_pods():
     assert fits_the_node(rendered_pod())
+
+
+@pytest.mark.parametrize("shape", catalog.all_shapes(), ids=lambda shape: shape.gke_machine_type)
+def test_the_pod_fits_every_shapes_machine(shape):
+    """Every catalogued machine (the catalog's vCPUs and memory, Google's VM-type tables) takes the one pod; the
+    smallest, ct5lp-hightpu-1t, is the bound, and a machine of half its size would not."""
+    assert fits_the_node(rendered_pod(), pod_resources.node_capacity(shape))
+    assert not fits_the_node(rendered_pod(), (12_000, 24 * 10**9))
 
 
 @pytest.mark.parametrize("container, field, value", [

@@ -74,9 +74,13 @@ def test_a_gke_section_on_the_vm_platform_is_ignored_with_a_warning():
 
 BAD = [
     (with_gke(minReplicas=3, maxReplicas=2), "gke.maxReplicas", "2", "raise maxReplicas to at least 3"),
-    (with_gke(machineType="ct5lp-hightpu-4t"), "gke.machineType", "ct5lp-hightpu-4t", "set it to ct5lp-hightpu-1t"),
-    (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t", "not a TPU v5e machine"),
-    (with_gke(machineType="a2-highgpu-1g"), "gke.machineType", "a2-highgpu-1g", "set it to ct5lp-hightpu-1t"),
+    # tpu.acceleratorType names the shape on both platforms: another shape's machine is refused with the fix.
+    (with_gke(machineType="ct5lp-hightpu-4t"), "gke.machineType", "ct5lp-hightpu-4t",
+     "set tpu.acceleratorType to v5litepod-4"),
+    (with_gke(machineType="ct6e-standard-1t"), "gke.machineType", "ct6e-standard-1t",
+     "its machine is ct5lp-hightpu-1t"),
+    (with_gke(machineType="a2-highgpu-1g"), "gke.machineType", "a2-highgpu-1g",
+     "remove the key to follow tpu.acceleratorType"),
     (with_gke(nodeLocations=["us-west4-a", "us-east5-b"]), "gke.nodeLocations", "us-east5-b",
      "use zones like us-west4-a"),
     (with_gke(location="us-west4", nodeLocations=["europe-west4-a"]), "gke.nodeLocations", "europe-west4-a",

@@ -277,7 +277,7 @@ def test_bad_config_exits_2_with_every_problem_and_no_traceback(tmp_path):
     directory = write_stack(tmp_path, {
         "gcp:project": "my-proj",
         "tpu-vllm:tpu": {"acceleratorType": "v5e-1", "zone": "europe-west4-b", "maxRunDuration": "9d"},
-        "tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95, "kvCacheDtype": "int8", "tensorParallelSize": 2,
+        "tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95, "kvCacheDtype": "int8", "tensorParallelSize": 0,
                           "maxNumBatchedTokens": 2048, "blockSize": 16, "maxModelLenn": 1},
     })
     result = plan("--stack", "review", config_dir=directory)

@@ -39,8 +39,8 @@ from pulumi.runtime import proto, rpc
 from pulumi.runtime.proto import provider_pb2_grpc
 
 import components.queued_resource as old_path_module
+from components.vm import create_watchdog, tpu_api, tpu_request
 from components.vm import queued_resource as qr
-from components.vm import tpu_api, tpu_request
 from tests.fakes.tpu_api import FakeTpuApi, Fault, retry_info
 from tests.program import plain_occurrences
 
@@ -677,3 +677,22 @@ def test_a_watchdog_whose_delete_hangs_says_so_and_lets_go_of_the_cli_on_time(wo
         server.faults.clear()
         hang.set()
     wait_for(lambda: server.deleted == [name], "the DELETE once the API answers again")
+
+
+def test_the_watchdog_keeps_every_variable_google_auth_reads_by_name():
+    """google-auth reads most of its variables through environment_vars.py, and a few by a literal name in place
+    (pluggable.py's GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES: without it, credentials from an executable refuse
+    to run and the watchdog could not delete the request). Every literal the installed package reads is kept."""
+    import google.auth
+
+    package = Path(google.auth.__file__).parent
+    read = set()
+    for source in [*package.rglob("*.py"), *(package.parent / "oauth2").rglob("*.py")]:
+        read |= set(re.findall(r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']""",
+                               source.read_text(encoding="utf-8")))
+        read |= set(re.findall(r"""os\.environ\[\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*\]""",
+                               source.read_text(encoding="utf-8")))
+    assert "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES" in read  # the scan finds what it is for
+    host = {name: "1" for name in read} | {"PULUMI_CONFIG_PASSPHRASE": "CANARY"}
+    kept = create_watchdog.watchdog_environment(host)
+    assert sorted(read - set(kept)) == [] and "PULUMI_CONFIG_PASSPHRASE" not in kept

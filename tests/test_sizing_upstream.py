@@ -55,3 +55,89 @@ def test_the_check_bites_on_a_planner_that_forgets_the_padding(answers):
     unpadded = sizing.unpadded_kv_bytes_per_token(model.geometry)
     assert answers[model.config_file]["bytes"]["4:auto"] != unpadded
     assert answers[model.config_file]["bytes"]["1:auto"] == unpadded == 18_432
+
+
+LOADER_LISTS = """
+import ast, importlib.util, json, pathlib
+package = pathlib.Path(importlib.util.find_spec("tpu_inference").submodule_search_locations[0])
+tree = ast.parse((package / "models" / "common" / "model_loader.py").read_text())
+preferred, registry = None, set()
+for node in ast.walk(tree):
+    if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_VLLM_PREFERRED_ARCHITECTURES":
+        preferred = sorted(element.value for element in node.value.args[0].elts)
+    if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)
+            and getattr(node.targets[0].value, "id", "") == "_MODEL_REGISTRY"
+            and isinstance(node.targets[0].slice, ast.Constant)):  # not register_model's plug-in entry
+        registry.add(node.targets[0].slice.value)
+print(json.dumps({"preferred": preferred, "registry": sorted(registry)}))
+"""
+
+
+def test_the_model_path_lists_are_tpu_inferences_own():
+    # tpu_inference/models/common/model_loader.py, read from the installed file (its module imports JAX).
+    from components.sizing import implementation
+    completed = vllm_venv.run(["-c", LOADER_LISTS], text=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lists = json.loads(completed.stdout)
+    assert set(lists["preferred"]) == implementation.VLLM_PREFERRED_ARCHITECTURES
+    assert set(lists["registry"]) == implementation.JAX_REGISTERED_ARCHITECTURES
+
+
+POOL_CHECK = ROOT / "tests" / "tpu_inference_pool_check.py"
+POOL_LENGTHS = (4096, 32768)
+
+
+def chip_divisors(chips: int) -> list[int]:
+    return [size for size in range(1, chips + 1) if chips % size == 0]
+
+
+@pytest.fixture(scope="module")
+def pools() -> list[dict]:
+    requests = [{"config": str(catalog_models.CONFIGS / model.config_file), "model": model.name,
+                 "accelerator_type": shape.accelerator_type, "chips": shape.chips,
+                 "hbm_bytes_per_chip": shape.hbm_bytes_per_chip, "weights_bytes": model.weights.bytes,
+                 "max_model_len": length, "gpu_memory_utilization": sizing.DEFAULT_GPU_MEMORY_UTILIZATION,
+                 "kv_dtype": "auto"}
+                for model in catalog.catalog_models() for shape in catalog.all_shapes() for length in POOL_LENGTHS]
+    completed = vllm_venv.run([str(POOL_CHECK)], input=json.dumps(requests), text=True, timeout=900,
+                              cwd=str(ROOT / "tests"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout)
+
+
+def test_the_planners_tp_sizes_are_the_ones_vllm_and_tpu_inference_run(pools):
+    for answer in pools:
+        model, shape = catalog.catalog_model(answer["model"]), catalog.shape(answer["accelerator_type"])
+        assert sorted(int(size) for size in answer["tp"]) == chip_divisors(shape.chips)
+        runs = tuple(int(size) for size, result in answer["tp"].items() if result["runs"])
+        assert sizing.tensor_parallel_choices(model.geometry, shape.chips) == runs, answer["model"]
+
+
+def test_the_planners_page_pool_and_tokens_are_upstreams_at_every_tp_that_runs(pools):
+    compared = 0
+    for answer in pools:
+        model, shape = catalog.catalog_model(answer["model"]), catalog.shape(answer["accelerator_type"])
+        for size, upstream_pool in answer["tp"].items():
+            if not upstream_pool["runs"]:
+                continue
+            result = sizing.fit(model, shape, answer["max_model_len"], tensor_parallel_size=int(size))
+            where = (answer["model"], answer["accelerator_type"], answer["max_model_len"], size)
+            assert result.figures["block_size"].value == upstream_pool["block_size"], where
+            if "pool_error" in upstream_pool:
+                assert result.figures["kv_pool"].value <= 0 and not result.fits, where
+                continue
+            assert result.figures["kv_pool"].value == upstream_pool["available"], where
+            assert result.figures["kv_blocks"].value == upstream_pool["num_blocks"], where
+            assert result.figures["kv_tokens"].value == upstream_pool["tokens"], where
+            compared += 1
+    assert compared > 100
+
+
+def test_the_pool_check_bites_on_a_planner_that_sums_every_chip_of_the_host(pools):
+    # tpu-inference sums the HBM of the TP devices only: at TP 2 on a v6e-8 the host-wide sum is 4x the pool's HBM.
+    [answer] = [answer for answer in pools if (answer["model"], answer["accelerator_type"],
+                                               answer["max_model_len"]) == ("Qwen/Qwen3-8B", "v6e-8", 32768)]
+    shape, weights = catalog.shape("v6e-8"), catalog.catalog_model("Qwen/Qwen3-8B").weights.bytes
+    host_wide = int(shape.hbm_bytes_per_chip * shape.chips * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
+    two_chips = int(shape.hbm_bytes_per_chip * 2 * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
+    assert answer["tp"]["2"]["available"] == two_chips != host_wide

@@ -33,6 +33,7 @@ ALL_TPU_INFERENCE = {"attnBucketizedNumReqs": True, "sliceRopeCache": True, "num
                      "bucketPaddingGap": 128, "xlaCheckRecompilation": True}
 NGRAM = {"method": "ngram", "numSpeculativeTokens": 3, "promptLookupMax": 5, "promptLookupMin": 3}
 TEXT_ONLY = {"limitMmPerPrompt": {"image": 0, "audio": 0}, "maxNumBatchedTokens": 2048}
+V6E_1 = {"zone": "us-east5-a", "acceleratorType": "v6e-1"}
 
 # The default (the log's final configuration) and each arm of issue 22, alone and all together.
 ARMS = {
@@ -49,6 +50,13 @@ ARMS = {
     "every-arm-text-only": {"vllm": {**TEXT_ONLY, "maxModelLen": 65536, "speculativeConfig": NGRAM}},
     "gke-every-arm": {"platform": "gke", "vllm": {"maxModelLen": 65536, "speculativeConfig": NGRAM},
                       "tpuInference": ALL_TPU_INFERENCE},
+    # The golden stacks qwenv6e and qwenv6egke (tests/golden/stacks), and a multi-chip fit (TP from the fit).
+    "qwen3-8b-v6e-1": {"tpu": V6E_1, "vllm": {"model": "Qwen/Qwen3-8B"}},
+    "gke-qwen3-8b-v6e-1": {"platform": "gke", "tpu": {**V6E_1, "maxRunDuration": "1d"},
+                           "gke": {"location": "us-east5-a", "nodeLocations": ["us-east5-a"], "maxReplicas": 2},
+                           "vllm": {"model": "Qwen/Qwen3-8B"}},
+    "qwen3-32b-v6e-4": {"tpu": {**V6E_1, "acceleratorType": "v6e-4"}, "vllm": {"model": "Qwen/Qwen3-32B"}},
+    "gemma-4-e4b-v6e-1": {"tpu": V6E_1, "vllm": {"model": "google/gemma-4-E4B-it"}},
 }
 # Our settings refuse these lookup windows and sizes; vLLM must refuse them too (and take the others).
 SPECULATIVE_PROBES = {
@@ -120,7 +128,10 @@ def test_vllm_accepts_the_serve_command_and_reads_what_the_stack_meant(verdict, 
     assert parsed["limit_mm_per_prompt"] == vllm.limit_mm_per_prompt
     assert parsed["disable_chunked_mm_input"] is vllm.disable_chunked_mm_input
     assert parsed["enable_auto_tool_choice"] is True
-    assert (parsed["tool_call_parser"], parsed["reasoning_parser"]) == ("gemma4", "gemma4")
+    # The family's parsers (the catalog's), and the fit's tensor-parallel size.
+    assert (parsed["tool_call_parser"], parsed["reasoning_parser"]) == (vllm.tool_call_parser, vllm.reasoning_parser)
+    assert (vllm.tool_call_parser, vllm.reasoning_parser) == (cfg.family.tool_call_parser, cfg.family.reasoning_parser)
+    assert parsed["tensor_parallel_size"] == cfg.fit.tensor_parallel_size
     assert (parsed["host"], parsed["port"]) == ("127.0.0.1", cfg.vllm.server_port)
     assert parsed["block_size"] is None  # the backend picks it
     spec = vllm.speculative_config
@@ -149,6 +160,13 @@ def test_vllm_and_the_settings_agree_on_the_ngram_sizes(verdict, name):
     except settings.SettingsError:
         settings_accept = False
     assert (vllm_accepts, settings_accept) == (valid, valid), verdict["commands"][f"probe-{name}"]
+
+
+def test_the_new_shapes_render_their_own_parsers_and_tensor_parallel_size(verdict):
+    """Not only the log's pair: Qwen3 gets hermes/qwen3, and Qwen3-32B on v6e-4 is split over 4 chips."""
+    assert (verdict["commands"]["qwen3-8b-v6e-1"]["parsed"]["tool_call_parser"],
+            verdict["commands"]["qwen3-8b-v6e-1"]["parsed"]["reasoning_parser"]) == ("hermes", "qwen3")
+    assert verdict["commands"]["qwen3-32b-v6e-4"]["parsed"]["tensor_parallel_size"] == 4
 
 
 def test_the_tool_and_reasoning_parsers_are_registered(verdict):

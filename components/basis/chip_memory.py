@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.catalog import paging
 from components.catalog.measured import KV_LOAD_RULE_OF_THUMB
 from components.catalog.models import GEMMA_4_E2B_WEIGHTS_BYTES
 from components.catalog.shapes import V5E
@@ -21,8 +22,9 @@ V5E_HBM_BYTES = V5E.hbm_bytes_per_chip
 HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION = 0.92
 FAILING_GPU_MEMORY_UTILIZATION = 0.95
 
-# Pallas keeps blocks per request constant as max-model-len grows.
-BLOCKS_PER_REQUEST = 512
+# The most blocks a request may take at vLLM's 256 sequences (tpu-inference's page-table budget): past 8192 tokens
+# the page grows to keep a request within it, so a power-of-two max-model-len takes exactly this many.
+BLOCKS_PER_REQUEST = paging.max_pages_per_request()
 
 # KV_LOAD_RULE_OF_THUMB ("keep clients x context < 250,000 tokens - about 78% of the KV pool") is the
 # catalog's, imported above; modules read it from here too.
@@ -98,13 +100,13 @@ def outside_cap_bytes(gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BY
     return hbm_bytes - hbm_cap_bytes(gpu_memory_utilization, hbm_bytes)
 
 
-def kv_pool_bytes(geometry: ModelGeometry, gpu_memory_utilization: float) -> int:
-    return hbm_cap_bytes(gpu_memory_utilization) - geometry.weights_bytes
+def kv_pool_bytes(geometry: ModelGeometry, gpu_memory_utilization: float, hbm_bytes: int = V5E_HBM_BYTES) -> int:
+    return hbm_cap_bytes(gpu_memory_utilization, hbm_bytes) - geometry.weights_bytes
 
 
 def block_size_for(max_model_len: int) -> int:
-    """The block size the Pallas backend picks: 512 blocks per request, power of two."""
-    return max(16, next_power_of_two(-(-max_model_len // BLOCKS_PER_REQUEST)))
+    """The block size tpu-inference picks (components/catalog/paging.py, the rule components/sizing reads too)."""
+    return paging.page_size(max_model_len)
 
 
 def next_power_of_two(value: int) -> int:
@@ -156,8 +158,8 @@ class KvBudget:
 
     @property
     def blocks_per_request(self) -> int:
-        """What the block size holds constant (512): a longer context takes bigger blocks, not more."""
-        return -(-self.max_model_len // self.block_size)
+        """At most 512 past 8192 tokens (exactly 512 at a power of two): a longer context takes bigger blocks."""
+        return paging.pages_per_request(self.max_model_len, self.block_size)
 
     @property
     def load_limit_tokens(self) -> int:
@@ -170,20 +172,23 @@ def kv_budget(
     gpu_memory_utilization: float,
     max_model_len: int,
     kv_pool_override_bytes: int | None = None,
+    hbm_bytes: int = V5E_HBM_BYTES,
 ) -> KvBudget:
-    """Whole blocks only: the engine allocates the pool in blocks of block_size tokens."""
+    """Whole blocks only: the engine allocates the pool in blocks of block_size tokens; the tokens are vLLM's
+    capacity (the blocks over the blocks one max-model-len request takes, times max-model-len). hbm_bytes: one
+    chip's."""
     per_token = kv_bytes_per_token(geometry)
-    pool = kv_pool_override_bytes or kv_pool_bytes(geometry, gpu_memory_utilization)
+    pool = kv_pool_override_bytes or kv_pool_bytes(geometry, gpu_memory_utilization, hbm_bytes)
     block_size = block_size_for(max_model_len)
     blocks = max(pool, 0) // (per_token * block_size)
     return KvBudget(
         kv_bytes_per_token=per_token,
-        hbm_cap_bytes=hbm_cap_bytes(gpu_memory_utilization),
+        hbm_cap_bytes=hbm_cap_bytes(gpu_memory_utilization, hbm_bytes),
         kv_pool_bytes=pool,
-        outside_cap_bytes=outside_cap_bytes(gpu_memory_utilization),
+        outside_cap_bytes=outside_cap_bytes(gpu_memory_utilization, hbm_bytes),
         block_size=block_size,
         kv_blocks=blocks,
-        kv_tokens=blocks * block_size,
+        kv_tokens=paging.capacity_tokens(blocks, block_size, max_model_len),
         max_model_len=max_model_len,
     )
 

@@ -22,36 +22,48 @@ from components.basis.price_list import (
 FORGOTTEN_WEEKEND_HOURS = 60
 
 
-def cost_per_hour_usd(pricing: str, chips: int = 1) -> float:
-    return USD_PER_CHIP_HOUR[pricing] * chips
+# usd_per_chip_hour: the chip's price where the stack runs (components/settings/fitting.py chip_usd_per_hour, the
+# catalog's per generation and region); unset, the log's v5e price in us-west4.
+def cost_per_hour_usd(pricing: str, chips: int = 1, usd_per_chip_hour: float | None = None) -> float:
+    return (USD_PER_CHIP_HOUR[pricing] if usd_per_chip_hour is None else usd_per_chip_hour) * chips
 
 
-def max_spend_usd(pricing: str, run_seconds: int, chips: int = 1) -> float:
+def max_spend_usd(pricing: str, run_seconds: int, chips: int = 1, usd_per_chip_hour: float | None = None) -> float:
     """The most one run can cost before its run duration stops it."""
-    return cost_per_hour_usd(pricing, chips) * run_seconds / 3600
+    return cost_per_hour_usd(pricing, chips, usd_per_chip_hour) * run_seconds / 3600
 
 
-def usd_per_million_output_tokens(pricing: str, output_tokens_per_second: float) -> float:
-    return cost_per_hour_usd(pricing) / (output_tokens_per_second * 3600) * 1_000_000
+def usd_per_million_output_tokens(pricing: str, output_tokens_per_second: float, chips: int = 1,
+                                  usd_per_chip_hour: float | None = None) -> float:
+    return cost_per_hour_usd(pricing, chips, usd_per_chip_hour) / (output_tokens_per_second * 3600) * 1_000_000
 
 
-def forgotten_weekend_usd(pricing: str) -> float:
-    return cost_per_hour_usd(pricing) * FORGOTTEN_WEEKEND_HOURS
+def forgotten_weekend_usd(pricing: str, chips: int = 1, usd_per_chip_hour: float | None = None) -> float:
+    return cost_per_hour_usd(pricing, chips, usd_per_chip_hour) * FORGOTTEN_WEEKEND_HOURS
 
 
-def disk_usd_per_month(disk_type: str, size_gb: int) -> float:
-    """What the compile-cache disk costs every month it exists, run or no run."""
-    return USD_PER_GB_MONTH[disk_type] * size_gb
+def disk_usd_per_gb_month(disk_type: str) -> float | None:
+    """The price read for this disk type (us-west4), or None: no price read (Hyperdisk Balanced)."""
+    return USD_PER_GB_MONTH.get(disk_type)
 
 
-def disk_usd_for_seconds(disk_type: str, size_gb: int, seconds: int) -> float:
+def disk_usd_per_month(disk_type: str, size_gb: int) -> float | None:
+    """What the compile-cache disk costs every month it exists, run or no run (None: no price read)."""
+    price = disk_usd_per_gb_month(disk_type)
+    return None if price is None else price * size_gb
+
+
+def disk_usd_for_seconds(disk_type: str, size_gb: int, seconds: int) -> float | None:
     """The disk's share of a period, e.g. of one run."""
-    return disk_usd_per_month(disk_type, size_gb) * seconds / (HOURS_PER_MONTH * 3600)
+    month = disk_usd_per_month(disk_type, size_gb)
+    return None if month is None else month * seconds / (HOURS_PER_MONTH * 3600)
 
 
-def max_spend_with_disk_usd(pricing: str, run_seconds: int, disk_type: str, size_gb: int) -> float:
+def max_spend_with_disk_usd(pricing: str, run_seconds: int, disk_type: str, size_gb: int, chips: int = 1,
+                            usd_per_chip_hour: float | None = None) -> float | None:
     """One run at most, TPU and the cache disk's share of those hours (the disk bills on after it)."""
-    return max_spend_usd(pricing, run_seconds) + disk_usd_for_seconds(disk_type, size_gb, run_seconds)
+    share = disk_usd_for_seconds(disk_type, size_gb, run_seconds)
+    return None if share is None else max_spend_usd(pricing, run_seconds, chips, usd_per_chip_hour) + share
 
 
 def system_machine_usd_per_hour(machine_type: str) -> float:
@@ -84,11 +96,11 @@ class GkeCost:
 
 
 def gke_cost(pricing: str, chips: int, system_machine_type: str, system_nodes: int,
-             cluster_fee: bool = True) -> GkeCost:
+             cluster_fee: bool = True, usd_per_chip_hour: float | None = None) -> GkeCost:
     """cluster_fee: False when the stack reuses a cluster it does not pay for."""
     return GkeCost(
         chips=chips,
-        chips_usd_per_hour=cost_per_hour_usd(pricing, chips),
+        chips_usd_per_hour=cost_per_hour_usd(pricing, chips, usd_per_chip_hour),
         cluster_fee_usd_per_hour=GKE_CLUSTER_FEE_USD_PER_HOUR if cluster_fee else 0.0,
         system_pool_usd_per_hour=system_machine_usd_per_hour(system_machine_type) * system_nodes,
     )

@@ -25,6 +25,19 @@ GEMMA4_TEXT_TYPES = frozenset({"gemma4_text"})
 # no factor): _get_and_verify_max_len, vLLM 0.33.0.
 ROPE_TYPES_ALREADY_SCALED = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn",
                                        "deepseek_llama_scaling", "default"})
+# _get_and_verify_max_len skips the factor for any text model_type containing "gemma3" ("Gemma3's max_model_len
+# (128K) is already scaled by RoPE scaling").
+ROPE_FACTOR_SKIPPED_MODEL_TYPE = "gemma3"
+# The keys vLLM derives the longest context from (model_arch_config_convertor.py derive_max_model_len_and_key):
+# the smallest of those present, and model_max_length over all of them when set.
+MAX_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                   "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+# rope_parameters nested by layer type (transformers 5, e.g. {"full_attention": {...}, "sliding_attention": {...}}):
+# vllm/transformers_utils/config.py is_rope_parameters_nested, with transformers' ALLOWED_LAYER_TYPES (5.20.2).
+ROPE_NESTING_KEYS = frozenset({
+    "full_attention", "sliding_attention", "chunked_attention", "window_attention", "indexed_attention",
+    "compressed_sparse_attention", "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe", "hybrid",
+    "hybrid_sliding", "linear_attention", "sparse", "dense", "main", "compress"})
 
 
 class ConfigError(ValueError):
@@ -61,6 +74,10 @@ class ModelGeometry:
     sliding_window: int | None
     parameter_count: int | None
     """Parameters counted from the config (dense and Qwen3-MoE decoders only); None for other layouts."""
+    uses_sliding_window: bool = False
+    """The config sets a sliding window and does not turn it off (use_sliding_window: false): a model class may
+    window some layers. Whether the cache keeps the window is tpu-inference's call (components/sizing/
+    implementation.py)."""
 
     @property
     def kv_heads(self) -> frozenset[int]:
@@ -136,17 +153,48 @@ def base_kv_heads(text: dict[str, Any]) -> int:
     return _positive_int(text, "num_key_value_heads", required=False) or _positive_int(text, "num_attention_heads")
 
 
-def max_context(text: dict[str, Any]) -> int | None:
-    """max_position_embeddings, times the RoPE factor where vLLM applies it (linear, dynamic)."""
-    positions = text.get("max_position_embeddings")
-    if not isinstance(positions, int) or positions <= 0:
+def rope_parameters(text: dict[str, Any]) -> list[dict[str, Any]]:
+    """vLLM's iter_rope_parameters on the config transformers builds: `rope_parameters` (transformers 5), else the
+    legacy `rope_scaling` transformers turns into it; one dict per layer type when nested; `type` read as
+    `rope_type` (patch_legacy_rope_type)."""
+    raw = text.get("rope_parameters")
+    if not isinstance(raw, dict):
+        raw = text.get("rope_scaling")
+    if not isinstance(raw, dict) or not raw:
+        return []
+    if set(raw) <= ROPE_NESTING_KEYS:
+        found = [value for value in raw.values() if isinstance(value, dict) and value]
+    else:
+        found = [raw]
+    return [{**value, "rope_type": value.get("rope_type") or value.get("type") or "default"} for value in found]
+
+
+def max_context(text: dict[str, Any], model_type: str | None = None) -> int | None:
+    """vLLM 0.33.0's derived max_model_len (config/model.py _get_and_verify_max_len): the smallest length key
+    (model_max_length over all), times the RoPE factor of the last rope entry whose type vLLM scales by (none
+    for a gemma3 model_type, null read as 1.0). None when no key is set: vLLM then takes the user's length.
+    `model_type`: the text config's as transformers fills it in (a copy may leave it out of text_config)."""
+    lengths = [text[key] for key in MAX_LENGTH_KEYS
+               if isinstance(text.get(key), (int, float)) and not isinstance(text.get(key), bool)]
+    if not lengths:
         return None
-    scaling = text.get("rope_scaling") or {}
-    rope_type = scaling.get("rope_type") or scaling.get("type")
-    factor = scaling.get("factor")
-    if rope_type and rope_type not in ROPE_TYPES_ALREADY_SCALED and isinstance(factor, (int, float)) and factor:
-        return int(positions * factor)
-    return positions
+    derived = min(lengths)
+    if text.get("model_max_length"):
+        derived = text["model_max_length"]
+    parameters = rope_parameters(text)
+    if parameters and ROPE_FACTOR_SKIPPED_MODEL_TYPE not in str(model_type or text.get("model_type") or ""):
+        factor = 1.0
+        for entry in parameters:
+            if entry["rope_type"] not in ROPE_TYPES_ALREADY_SCALED:
+                factor = entry.get("factor", factor)
+        derived *= 1.0 if factor is None else factor
+    return int(derived)
+
+
+def max_context_of_config(config: dict[str, Any]) -> int | None:
+    """max_context on a whole config.json: its text config, with the model type transformers would give it."""
+    text = text_config(config)
+    return max_context(text, str(text.get("model_type") or config.get("model_type") or ""))
 
 
 def parameter_count(text: dict[str, Any]) -> int | None:
@@ -215,10 +263,12 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
         num_attention_heads=heads,
         kv_layers=tuple(owners),
         kv_shared_layers=shared,
-        max_context_tokens=max_context(text),
+        max_context_tokens=max_context_of_config(config),
         dtype=str(dtype or "bfloat16"),
         sliding_window=text.get("sliding_window") if isinstance(text.get("sliding_window"), int) else None,
         parameter_count=parameter_count(text),
+        uses_sliding_window=(isinstance(text.get("sliding_window"), int) and text["sliding_window"] > 0
+                             and text.get("use_sliding_window") is not False),
     )
 
 

@@ -96,6 +96,17 @@ def counted_weights(config_file: str) -> Weights:
 # the boot log's "total_hbm_used_gb=8.97GiB" unrounded; the v6e boot log reads the same 8.97 GiB.
 GEMMA_4_E2B_WEIGHTS_BYTES = int(V5E.hbm_bytes_per_chip * 0.92) - V5E_E2B_KV_POOL_BYTES
 
+# Gemma 4's layout (per-layer embeddings, vision and audio towers) is not counted by geometry.parameter_count: these
+# are the parameters of transformers 5.20.2's Gemma4ForConditionalGeneration built from each catalogued config.json
+# on the meta device (tests/test_weights_upstream.py recounts them in the vLLM venv). E2B's count (5,104,297,504 x 2 B
+# = 9.51 GiB) is 0.54 GiB above its measured 8.97 GiB resident on TPU, about its audio tower's 0.57 GiB: read the
+# E4B figure as an upper estimate. It replaces a third party's "~16 GiB" from a GPU model card (second reader U1).
+GEMMA_4_E2B_PARAMETERS = 5_104_297_504
+GEMMA_4_E4B_PARAMETERS = 7_941_100_832
+GEMMA_4_COUNT_BASIS = ("parameters of transformers 5.20.2's Gemma4ForConditionalGeneration built from config.json "
+                       "(text, per-layer embeddings, vision and audio towers) x 2 bytes (bf16); an upper estimate: "
+                       "E2B's same count is 9.51 GiB against 8.97 GiB measured resident on TPU")
+
 _LLM_PROF = "github.com/citsjtu2020/LLM-Prof sglang/Model_Config.md @ 8434c8d"
 _STORED = "a public file the project's search tool stores but does not name the repository of"
 
@@ -114,9 +125,8 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
                "google/gemma-4-E4B-it (text_config as Google's; its quantization_config is the fine-tune's and "
                "is not read)", "read 2026-12"),
         # Not measured on TPU. The v6e article: "E4B fits at bf16 here and does not on v5e".
-        Weights(16 * GIB, True, "huggingface.co/terra-cognita-ai/ResAI_Image-to-Text_Round-1 model card: "
-                "'~16 GiB bf16 baseline' weights at load (vLLM, GPU; approximate), read 2026-12"),
-        notes="weights approximate, not measured on TPU",
+        Weights(GEMMA_4_E4B_PARAMETERS * 2, False, GEMMA_4_COUNT_BASIS),
+        notes="weights counted, not measured on TPU (E2B's same count is 6% over its measured bytes)",
     ),
     CatalogModel("Qwen/Qwen3-8B", QWEN_3, "Qwen--Qwen3-8B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-8B.json")),

@@ -48,8 +48,9 @@ CHIP_PRICES: tuple[ChipPrice, ...] = (
 )
 
 # USD per provisioned GB-month of zonal disk, from the Cloud Billing Catalog as compiled in
-# github.com/Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml (compute.storage.*.cost.us-west4.month;
-# generated 2025-03-06, commit 0166a59e). A disk bills for its provisioned size, per second, from creation until
+# github.com/Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml (compute.storage.balanced, `type: pd-balanced`,
+# cost.us-west4.month: 0.11; generated 2025-03-06, commit 0166a59e; re-read 2026-12 through the search tool's
+# stored copy). A disk bills for its provisioned size, per second, from creation until
 # it is deleted, node or no node. Hyperdisk Balanced (v6e's data disk) bills capacity plus IOPS and throughput
 # above a free baseline; no price for it has been read, so it is not here.
 DISK_PRICES: tuple[DiskPrice, ...] = (

@@ -6,9 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.catalog.sources import (
+    FLEX_START_PAGE,
+    FLEX_START_QUOTA_PAGE,
+    HOST_TABLE_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
     TPU_REGIONS_PAGE,
+    TPU_STORAGE_PAGE,
+    TPU_ZONES_PAGE_V6E,
     V5E_CONFIG_PAGE,
     V5E_LOG_SOURCE,
     V6E_ARTICLE_SOURCE,
@@ -18,6 +23,13 @@ from components.catalog.sources import (
 )
 
 GIB = 1024**3
+GB = 10**9
+# Which quota each provisioning model draws on (Cloud TPU API): flex-start takes the preemptible quota, as spot does
+# (Google's flex-start page: "sufficient preemptible quota to use Flex-start"); on-demand its own. The committed-use
+# models are not read here.
+PREEMPTIBLE_QUOTA_MODELS = frozenset({"spot", "flex-start"})
+ON_DEMAND_QUOTA_MODELS = frozenset({"on-demand"})
+QUOTA_MODEL_SOURCE = FLEX_START_QUOTA_PAGE
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,40 @@ class Generation:
     zones_source: Source
     flex_start: tuple[ZoneObservation, ...]
     quota_id: str
-    """The per-zone chip quota on-demand and flex-start draw on (Cloud TPU API)."""
+    """The per-zone chip quota on-demand draws on (Cloud TPU API). Flex-start does not: flex_start_quota_id."""
     spot_quota_id: str
+    """The per-zone preemptible chip quota: spot and flex-start draw on it (QUOTA_MODEL_SOURCE)."""
     quota_source: Source
     price_region: str
     """The region the catalog's measured prices are for (components/catalog/prices.py)."""
+    flex_start_listed: frozenset[str] = frozenset()
+    """Zones Google's flex-start page lists for this generation (FLEX_START_PAGE); not an observation."""
+
+    @property
+    def runtime_tag(self) -> str:
+        """What every runtime image of this generation names: tpuv5-lite, tpuv6e."""
+        return self.runtime_version.removeprefix("v2-alpha-")
+
+    @property
+    def flex_start_quota_id(self) -> str:
+        """The quota a flex-start request consumes: the preemptible one (QUOTA_MODEL_SOURCE)."""
+        return self.spot_quota_id
+
+    def quota_id_for(self, provisioning_model: str) -> str | None:
+        """The quota id this provisioning model draws on, or None where the catalog has not read it."""
+        if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
+            return self.spot_quota_id
+        if provisioning_model in ON_DEMAND_QUOTA_MODELS:
+            return self.quota_id
+        return None
+
+    def zone_not_listed(self, zone: str) -> str:
+        """What to tell someone whose zone is not in `zones`: the list is Google's pages as read, not the truth
+        today (their stored copies cut the Asia rows off, and Google adds zones)."""
+        return (f"{zone} is not in the zones Google's pages listed for TPU {self.name} as of "
+                f"{self.zones_source.date.removeprefix('read ')} ({', '.join(sorted(self.zones))}; "
+                f"{self.zones_source.where}); if Google lists it now, add it to components/catalog/shapes.py "
+                f"({self.name}'s zones) with the source")
 
 
 @dataclass(frozen=True)
@@ -71,6 +112,9 @@ class Shape:
     gke_machine_type: str
     gke_topology: str
     config_source: Source
+    host_vcpus: int = 0
+    host_memory_bytes: int = 0
+    """The host VM's vCPUs and memory (GB counted as 10^9 bytes, the smaller reading); HOST_TABLE_PAGE."""
 
     @property
     def hbm_bytes_per_chip(self) -> int:
@@ -78,7 +122,10 @@ class Shape:
 
     @property
     def hbm_bytes(self) -> int:
-        """Every chip of the host (what tpu-inference sums when all chips serve one model)."""
+        """Every chip of the host (what tpu-inference sums when all chips serve one model: worker/tpu_worker.py
+        determine_available_memory). Assumed on 4- and 8-chip hosts: the per-chip limit was measured on 1-chip
+        hosts only; Google's v6e page gives "HBM capacity per chip 16 GB (v5e), 32 GB (v6e)" whatever the slice,
+        and tpu-inference's own table (TPU_INFERENCE_HBM_TABLE) is per chip too."""
         return self.generation.hbm_bytes_per_chip * self.chips
 
     @property
@@ -114,12 +161,15 @@ V5E = Generation(
     gke_accelerator="tpu-v5-lite-podslice",
     gke_accelerator_source=Source("GoogleCloudPlatform accelerated-platforms custom-compute-tpu-v5e-1x1.yaml "
                                   "(components/gke/compute_class.py TPU_TYPE)", "read 2026-11"),
-    # "v5e: Balanced Persistent Disk", 128 disks per VM with the boot disk.
-    data_disk_types=("pd-balanced",),
-    data_disk_source=TPU_DISK_PAGE,
+    # "TPU v5e: Balanced Persistent Disk, Hyperdisk ML" (the storage-options page; the Hyperdisk page lists only
+    # Balanced Persistent Disk). Hyperdisk ML is read-mostly and unpriced here, so the stack keeps pd-balanced.
+    data_disk_types=("pd-balanced", "hyperdisk-ml"),
+    data_disk_source=Source(TPU_STORAGE_PAGE.where + "; " + TPU_DISK_PAGE.where, TPU_STORAGE_PAGE.date),
     # The v5e rows of Google's page as it has been published (current: us-central1-a, us-south1-a, us-west1-c,
     # us-west4-a; listed as single-tenant or in earlier versions: us-east5-a/-b/-c, us-west4-b, europe-west4-b),
-    # and europe-west4-a, where the log's API refusal names v5litepod-1 with v5e quota in the zone.
+    # and europe-west4-a, which no stored Google page lists for v5e: it is here only because the log's flex-start
+    # refusal names v5litepod-1 in that zone (a refusal proves nothing about the zone's hardware). The stored copies
+    # cut the Asia-Pacific rows off, so an Asia zone Google lists may be missing (zone_not_listed says so).
     zones=frozenset({
         "us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-west4-b",
         "us-east5-a", "us-east5-b", "us-east5-c", "europe-west4-a", "europe-west4-b",
@@ -136,6 +186,8 @@ V5E = Generation(
     spot_quota_id="TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI",
     quota_source=Source(V5E_LOG_SOURCE.where + "; the v6e article's spelling table", V5E_LOG_SOURCE.date),
     price_region="us-west4",
+    # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
+    flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
 )
 
 V6E = Generation(
@@ -153,11 +205,15 @@ V6E = Generation(
     # "v6e: Hyperdisk Balanced, Hyperdisk ML" (32 disks per VM with the boot disk): pd-balanced does not attach.
     data_disk_types=("hyperdisk-balanced", "hyperdisk-ml"),
     data_disk_source=TPU_DISK_PAGE,
-    # Google's page: us-central1-b, us-east1-d, us-east5-a, us-east5-b (North America), europe-west4-a; the
-    # article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start). The article counts 18
-    # zones offering v6e-1 in `gcloud compute tpus accelerator-types list` without naming them.
-    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "us-south1-a"}),
-    zones_source=Source(TPU_REGIONS_PAGE.where + "; " + V6E_ARTICLE_SOURCE.where, TPU_REGIONS_PAGE.date),
+    # Google's page (TPU_ZONES_PAGE_V6E), USA: us-central1-b, us-east1-d, us-east5-a, us-east5-b, and single-tenant
+    # us-east5-c, us-east4-a, us-east4-b, us-west1-c; europe-west4-a (earlier versions of the page; the article ran
+    # flex-start there); the article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start);
+    # Google's flex-start page lists asia-northeast1-b. The article counts 18 zones offering v6e-1 in `gcloud
+    # compute tpus accelerator-types list` without naming them.
+    zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "us-east5-c", "us-east4-a",
+                     "us-east4-b", "us-west1-c", "europe-west4-a", "us-south1-a", "asia-northeast1-b"}),
+    zones_source=Source(TPU_ZONES_PAGE_V6E.where + "; " + V6E_ARTICLE_SOURCE.where + "; " + FLEX_START_PAGE.where,
+                        TPU_ZONES_PAGE_V6E.date),
     flex_start=(
         ZoneObservation("us-east5-a", True, V6E_ARTICLE_SOURCE, "accepted (the article's 'Confirmed accepting')"),
         ZoneObservation("us-east5-b", True, V6E_ARTICLE_SOURCE, "accepted; the article's runs"),
@@ -171,6 +227,7 @@ V6E = Generation(
     spot_quota_id="TPUV6EPreemptiblePerProjectPerZoneForTPUAPI",
     quota_source=V6E_ARTICLE_SOURCE,
     price_region="us-east5",
+    flex_start_listed=frozenset({"asia-northeast1-b", "us-east5-a"}),
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
@@ -178,13 +235,14 @@ TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB}
 TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
 
 SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
-    Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE),
-    Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE),
-    Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE),
-    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE),
-    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE),
-    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE),
+    Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE, 24, 48 * GB),
+    Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE, 112, 192 * GB),
+    Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE, 224, 384 * GB),
+    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE, 44, 176 * GB),
+    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE, 180, 720 * GB),
+    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE, 180, 1440 * GB),
 )}
+HOST_SOURCE = HOST_TABLE_PAGE
 
 GENERATIONS: dict[str, Generation] = {"v5e": V5E, "v6e": V6E}
 

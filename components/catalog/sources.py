@@ -37,5 +37,27 @@ V5E_CONFIG_PAGE = Source("cloud.google.com/tpu/docs/supported-versions, 'Cloud T
                          "(AcceleratorType -> GKE machine type, topologies 1x1, 2x2, 2x4)", "read 2026-12")
 V6E_CONFIG_PAGE = Source("cloud.google.com/tpu/docs/v6e, 'Supported configurations' (topology, chips, GKE "
                          "machine type)", "read 2026-12")
+# The disk table of Google's storage-options page: "TPU v6e Hyperdisk Balanced, Hyperdisk ML", "TPU v5e Balanced
+# Persistent Disk, Hyperdisk ML" (docs.cloud.google.com/tpu/docs/storage-options-compute, as stored).
+TPU_STORAGE_PAGE = Source("cloud.google.com/tpu/docs/storage-options, 'TPU generation and supported disk types'",
+                          "read 2026-12")
+# Google's flex-start page, Limitations: "You can only request Flex-start TPU v6e and v5e in the specified zones:
+# TPU v6e for training and serving: asia-northeast1-b, us-east5-a; TPU v5e for training: us-west4-a; TPU v5e for
+# serving: us-central1-a" (cloud.google.com/tpu/docs/request-using-flex-start, as stored).
+FLEX_START_PAGE = Source("cloud.google.com/tpu/docs/request-using-flex-start, Limitations", "read 2026-12")
+# The hosts' vCPUs and memory: Google's VM-type tables (v5e: 24 vCPU / 48 GB, 112 / 192, 224 / 384; v6e: 44 / 176,
+# 180 / 720, 180 / 1440). Not seen whole in a stored excerpt: confirm before relying on more than a share of them.
+HOST_TABLE_PAGE = Source("cloud.google.com/tpu/docs/v5e and /v6e, 'VM types' (vCPUs and RAM per VM); not seen in a "
+                         "stored excerpt", "read 2026-12")
+# The same page, Before you begin: "You should also ensure you have sufficient preemptible quota to use Flex-start.
+# The default preemptible quota for TPU v5e and v6e is 64 cores." Flex-start and spot draw on one quota.
+FLEX_START_QUOTA_PAGE = Source("cloud.google.com/tpu/docs/request-using-flex-start, Before you begin ('sufficient "
+                               "preemptible quota to use Flex-start')", "read 2026-12")
+# Google's regions-and-zones page as stored (cloud-dot-devsite-v2-prod.appspot.com/tpu/docs/types-zones?hl=de), its
+# v6e rows for the US: us-central1-b, us-east1-d, us-east5-a, us-east5-b, us-east5-c, us-east4-a, us-east4-b (the
+# last three single-tenant), us-west1-c (single-tenant, except spot quota); its Europe and Asia rows are cut off
+# in the stored copy.
+TPU_ZONES_PAGE_V6E = Source("cloud.google.com/tpu/docs/types-zones (v6e, USA), as stored by the search tool",
+                            "read 2026-12")
 TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
 VLLM = "vllm-project/vllm 0.33.0"

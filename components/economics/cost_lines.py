@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from components import catalog
 from components.basis import price_list
-from components.basis.spending import disk_usd_per_month
-from components.economics.costs import GKE_MACHINE
+from components.basis.spending import disk_usd_per_gb_month, disk_usd_per_month
+from components.economics.costs import LOG_SHAPE
 
 
 def cache_disk_billing(disk_type: str, size_gb: int, keep_on_destroy: bool, *, disk_name: str, zone: str,
                        project: str) -> str:
     """One sentence on what the disk costs and when that stops (the stack output and the plan)."""
-    text = (f"{disk_type} {size_gb} GB x ${price_list.USD_PER_GB_MONTH[disk_type]}/GB-month = "
-            f"${disk_usd_per_month(disk_type, size_gb):.2f}/month from creation until deleted, "
-            "whether or not a run is active")
+    price, month = disk_usd_per_gb_month(disk_type), disk_usd_per_month(disk_type, size_gb)
+    if price is None or month is None:
+        # Hyperdisk Balanced bills its capacity by the GiB-month; the stack provisions only its free baseline IOPS
+        # and throughput (components/vm/cache_disk.py), and no capacity price has been read.
+        text = (f"{disk_type} {size_gb} GB, billed by the GB-month from creation until deleted, whether or not a "
+                "run is active (no price read for this type: see the Compute Engine disk pricing page)")
+    else:
+        text = (f"{disk_type} {size_gb} GB x ${price}/GB-month = ${month:.2f}/month from creation until deleted, "
+                "whether or not a run is active")
     if keep_on_destroy:
         return (f"{text}; cache.keepOnDestroy is set, so it outlives pulumi destroy and bills on until you "
                 f"delete it: gcloud compute disks delete {disk_name} --zone={zone} --project={project}")
@@ -64,7 +71,10 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     """The plan's cost lines for one VM, from the plan's budget (JSON as well)."""
     lines: list[str] = []
     pricing = budget["pricing"]
-    lines.append(f"  TPU v5litepod-1, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour")
+    shape = budget.get("tpu_accelerator_type", LOG_SHAPE)
+    rate = (f" ({budget['tpu_chips']} chip(s) x ${budget['tpu_usd_per_chip_hour']}/chip-hour in "
+            f"{budget['tpu_price_region']})" if "tpu_chips" in budget else "")
+    lines.append(f"  TPU {shape}, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour{rate}")
     if budget["max_spend_usd"] is not None:
         hours = f"{budget['run_hours']:g}h"
         lines.append(f"  one run stops by itself after {hours} (tpu.maxRunDuration): at most "
@@ -72,13 +82,18 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"  nothing stops the TPU until pulumi destroy: a forgotten weekend costs "
                      f"{_money(budget['forgotten_weekend_usd'])}")
-    lines.append(f"  compile-cache disk ({budget['cache_disk_type']}, {budget['cache_disk_gb']} GB x "
-                 f"${budget['cache_disk_usd_per_gb_month']}/GB-month): {_money(budget['cache_disk_usd_per_month'])}"
-                 "/month, billed whether or not a run is active")
+    if budget["cache_disk_usd_per_month"] is None:
+        lines.append(f"  compile-cache disk ({budget['cache_disk_type']}, {budget['cache_disk_gb']} GB): no price read "
+                     "for this type, billed by the GB-month whether or not a run is active")
+    else:
+        lines.append(f"  compile-cache disk ({budget['cache_disk_type']}, {budget['cache_disk_gb']} GB x "
+                     f"${budget['cache_disk_usd_per_gb_month']}/GB-month): "
+                     f"{_money(budget['cache_disk_usd_per_month'])}/month, billed whether or not a run is active")
     if budget["max_spend_with_disk_usd"] is not None:
         lines.append(f"  one run with the disk's share of those hours ({_money(budget['cache_disk_usd_per_run'])}): "
                      f"at most {_money(budget['max_spend_with_disk_usd'])}")
-    idle = [f"the cache disk ({_money(budget['cache_disk_usd_per_month'])}/month)"]
+    idle = [f"the cache disk ({_money(budget['cache_disk_usd_per_month'])}/month)"
+            if budget["cache_disk_usd_per_month"] is not None else "the cache disk (unpriced)"]
     if budget["secret_versions"]:
         idle.append(f"{budget['secret_versions']} Secret Manager secret version(s) "
                     f"({_money(budget['secret_versions_usd_per_month'])}/month; the first 6 a month are free "
@@ -86,12 +101,14 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     lines.append(f"  with no run, still billing: {' and '.join(idle)}; about "
                  f"{_money(budget['idle_usd_per_month'])}/month")
     if budget["cache_disk_outlives_destroy"]:
+        month = budget["cache_disk_usd_per_month"]
         lines.append("  cache.keepOnDestroy: the disk outlives pulumi destroy and bills "
-                     f"{_money(budget['cache_disk_usd_per_month'])}/month until you delete it "
+                     f"{_money(month) + '/month' if month is not None else 'by the GB-month'} until you delete it "
                      "(see the cacheDiskBilling output)")
     else:
         lines.append("  pulumi destroy deletes the disk (cache.keepOnDestroy is false)")
-    lines.append(f"  at the log's peak, 1,496.5 output tok/s: "
+    other = " (the rate E2B reached on v5e-1, not measured for this pair)" if "tpu_chips" in budget else ""
+    lines.append(f"  at the log's peak, 1,496.5 output tok/s{other}: "
                  f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
     return lines
 
@@ -102,7 +119,10 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     cluster fee, the system pool, the boot disks, the cache bucket and the secrets bill until `pulumi destroy`."""
     least, most = summary["gke_min_replicas"], summary["gke_max_replicas"]
     disk_month = summary["gke_boot_disk_usd_per_month_per_node"]
-    lines = [f"  TPU v5e chip (one per replica, {GKE_MACHINE}), {summary['pricing']}: "
+    shape = catalog.shape(summary.get("tpu_accelerator_type", LOG_SHAPE))
+    chips = (f"{shape.generation.name} chip (one per replica" if shape.chips == 1 else
+             f"{shape.generation.name} {shape.accelerator_type} ({shape.chips} chips per replica")
+    lines = [f"  TPU {chips}, {shape.gke_machine_type}), {summary['pricing']}: "
              f"{_money(summary['cost_per_hour_usd'])}/hour each, plus its node's boot disk "
              f"({summary['gke_boot_disk']}, {_money(disk_month)}/month)"]
     if summary["gke_recycling_lead_hours"] is not None:

@@ -10,12 +10,13 @@ from components.basis import boot, chip_memory, price_list, spending
 from components.basis.price_list import GKE_BOOT_DISK_GB as BOOT_DISK_GB
 from components.basis.price_list import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
 from components.monitoring import alerts, scrape
-from components.settings import Settings, untested_arms
+from components.settings import Settings, fitting, untested_arms
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
 
-# ct5lp-hightpu-1t: one v5e chip per node (the only machine the settings accept; compute_class.CHIPS_PER_NODE).
-CHIPS_PER_NODE = 1
-GKE_MACHINE = "ct5lp-hightpu-1t"
+# The log's shape and price region: its plan's budget is the log's, field for field; any other shape adds the
+# tpu_* fields that say which (plan_budget).
+LOG_SHAPE = "v5litepod-1"
+LOG_PRICE_REGION = "us-west4"
 
 
 def boot_disk_usd_per_hour() -> float:
@@ -34,7 +35,7 @@ def recycling_factor(settings: Settings, model: str) -> float:
 
 def replica_usd_per_hour(settings: Settings, model: str) -> float:
     """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap."""
-    node = spending.cost_per_hour_usd(model, CHIPS_PER_NODE) + boot_disk_usd_per_hour()
+    node = settings.tpu_usd_per_hour(model) + boot_disk_usd_per_hour()
     return node * recycling_factor(settings, model)
 
 
@@ -170,6 +171,33 @@ def monitoring_summary(settings: Settings) -> dict[str, Any]:
     }
 
 
+def shape_summary(settings: Settings) -> dict[str, Any]:
+    """Which shape, fit and price the budget is for: empty for the log's shape priced in the log's region (its budget
+    stays the log's, field for field), else the tpu_* fields the cost lines name."""
+    tpu, fitted = settings.tpu, settings.fit
+    price = fitting.chip_usd_per_hour(settings, tpu.provisioning_model)
+    if (tpu.accelerator_type, price.region if price else None) == (LOG_SHAPE, LOG_PRICE_REGION) \
+            and fitted is not None and fitted.measured_here:
+        return {}
+    summary: dict[str, Any] = {
+        "tpu_accelerator_type": tpu.accelerator_type,
+        "tpu_generation": tpu.shape.generation.name,
+        "tpu_chips": tpu.shape.chips,
+        "tpu_usd_per_chip_hour": price.usd_per_chip_hour if price else None,
+        "tpu_price_region": price.region if price else None,
+        "tpu_price_source": str(price.source) if price else None,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+    }
+    if settings.platform == "gke":
+        summary["gke_machine_type"] = settings.gke_machine_type
+        summary["gke_tpu_topology"] = tpu.shape.gke_topology
+    if fitted is not None and "kv_tokens" in fitted.figures:
+        chosen = fitted.figures.get("kv_tokens_measured") or fitted.figures["kv_tokens"]
+        summary["kv_tokens_how"] = chosen.how
+        summary["kv_measured_on_this_shape"] = fitted.measured_here
+    return summary
+
+
 def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy: bool | None) -> dict[str, Any]:
     """The offline plan's cost, memory and load figures (snake_case); None where a figure does not apply.
 
@@ -177,31 +205,36 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
     """
     pricing = settings.tpu.provisioning_model
     run_seconds = settings.tpu.run_seconds if pricing == "flex-start" else None
-    cache = settings.cache
-    disk_per_month = spending.disk_usd_per_month(cache.disk_type, cache.size_gb)
+    cache, disk_type = settings.cache, settings.cache_disk_type
+    chips, rate = settings.tpu.shape.chips, settings.usd_per_chip_hour(pricing)
+    disk_per_month = spending.disk_usd_per_month(disk_type, cache.size_gb)
+    disk_per_run = spending.disk_usd_for_seconds(disk_type, cache.size_gb, run_seconds) if run_seconds else None
+    with_disk = (spending.max_spend_with_disk_usd(pricing, run_seconds, disk_type, cache.size_gb, chips, rate)
+                 if run_seconds else None)
+    secrets_month = secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH
     summary: dict[str, Any] = {
         "pricing": pricing,
-        "cost_per_hour_usd": spending.cost_per_hour_usd(pricing),
+        "cost_per_hour_usd": spending.cost_per_hour_usd(pricing, chips, rate),
         "run_hours": run_seconds / 3600 if run_seconds else None,
-        "max_spend_usd": round(spending.max_spend_usd(pricing, run_seconds), 4) if run_seconds else None,
-        "forgotten_weekend_usd": None if run_seconds else round(spending.forgotten_weekend_usd(pricing), 2),
+        "max_spend_usd": round(spending.max_spend_usd(pricing, run_seconds, chips, rate), 4) if run_seconds else None,
+        "forgotten_weekend_usd": (None if run_seconds else
+                                  round(spending.forgotten_weekend_usd(pricing, chips, rate), 2)),
         "usd_per_million_output_tokens_at_1496_5_tok_s": round(
-            spending.usd_per_million_output_tokens(pricing, 1496.5), 4),
-        "cache_disk_type": cache.disk_type,
+            spending.usd_per_million_output_tokens(pricing, 1496.5, chips, rate), 4),
+        "cache_disk_type": disk_type,
         "cache_disk_gb": cache.size_gb,
-        "cache_disk_usd_per_gb_month": price_list.USD_PER_GB_MONTH[cache.disk_type],
-        "cache_disk_usd_per_month": round(disk_per_month, 4),
-        "cache_disk_usd_per_run": (round(spending.disk_usd_for_seconds(cache.disk_type, cache.size_gb, run_seconds), 4)
-                                   if run_seconds else None),
-        "max_spend_with_disk_usd": (round(spending.max_spend_with_disk_usd(pricing, run_seconds, cache.disk_type,
-                                                                         cache.size_gb), 4)
-                                    if run_seconds else None),
+        # None: no price read for this disk type (Hyperdisk Balanced); the plan says so instead of guessing.
+        "cache_disk_usd_per_gb_month": spending.disk_usd_per_gb_month(disk_type),
+        "cache_disk_usd_per_month": None if disk_per_month is None else round(disk_per_month, 4),
+        "cache_disk_usd_per_run": None if disk_per_run is None else round(disk_per_run, 4),
+        "max_spend_with_disk_usd": None if with_disk is None else round(with_disk, 4),
         "cache_disk_outlives_destroy": (cache.keep_on_destroy if disk_outlives_destroy is None
                                         else disk_outlives_destroy),
         "secret_versions": secret_versions,
-        "secret_versions_usd_per_month": round(secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH, 4),
-        "idle_usd_per_month": round(disk_per_month + secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH, 4),
+        "secret_versions_usd_per_month": round(secrets_month, 4),
+        "idle_usd_per_month": round((disk_per_month or 0.0) + secrets_month, 4),
     }
+    summary.update(shape_summary(settings))
     kv = settings.kv_budget()
     if kv is None:
         summary.update(dict.fromkeys(

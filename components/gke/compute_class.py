@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components import catalog
 from components.gke import manifests
 from components.gke.cluster import BOOT_DISK_GB, BOOT_DISK_TYPE
 from components.settings.gke import GkeSettings
@@ -22,9 +23,12 @@ from components.settings.gke import GkeSettings
 COMPUTE_CLASS_API = "cloud.google.com/v1"
 # GKE labels (and taints) every node a class creates with the class's name; pods select it with this key.
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
-TPU_TYPE = "tpu-v5-lite-podslice"
-TPU_TOPOLOGY = "1x1"
-CHIPS_PER_NODE = 1
+# The node's TPU block follows tpu.acceleratorType: the catalog's GKE accelerator label (tpu-v5-lite-podslice,
+# tpu-v6e-slice), topology (1x1, 2x2, 2x4) and chip count, every chip of a single-host node to one pod.
+DEFAULT_SHAPE = catalog.shape("v5litepod-1")
+TPU_TYPE = DEFAULT_SHAPE.generation.gke_accelerator
+TPU_TOPOLOGY = DEFAULT_SHAPE.gke_topology
+CHIPS_PER_NODE = DEFAULT_SHAPE.gke_tpu_count
 # Written from gke.fallback / gke.allowUnboundedBilling only; the policy pack honours it on the stack's own class.
 UNBOUNDED_BILLING_ANNOTATION = "tpu-vllm/unbounded-billing-opt-in"
 # Taints GKE puts on the nodes of each model (the pods tolerate the ones their class can make).
@@ -32,8 +36,8 @@ MODEL_TAINTS = {"flex-start": "cloud.google.com/gke-flex-start", "spot": "cloud.
 TPU_RESOURCE = "google.com/tpu"
 
 
-def class_name(resource_prefix: str) -> str:
-    return f"{resource_prefix}-tpu-v5e-1x1"
+def class_name(resource_prefix: str, shape: catalog.Shape = DEFAULT_SHAPE) -> str:
+    return f"{resource_prefix}-tpu-{shape.generation.name}-{shape.gke_topology}"
 
 
 def models(provisioning_model: str, gke: GkeSettings) -> list[str]:
@@ -47,9 +51,14 @@ def unbounded_models(models_in_order: list[str]) -> list[str]:
     return [model for model in models_in_order if model != "flex-start"]
 
 
-def priority(model: str, gke: GkeSettings, run_seconds: int) -> dict[str, Any]:
+def tpu_block(shape: catalog.Shape) -> dict[str, Any]:
+    """The priority's TPU: the accelerator label, the topology and the chips of one node."""
+    return {"type": shape.generation.gke_accelerator, "topology": shape.gke_topology, "count": shape.gke_tpu_count}
+
+
+def priority(model: str, gke: GkeSettings, run_seconds: int, shape: catalog.Shape = DEFAULT_SHAPE) -> dict[str, Any]:
     rule: dict[str, Any] = {
-        "tpu": {"type": TPU_TYPE, "topology": TPU_TOPOLOGY, "count": CHIPS_PER_NODE},
+        "tpu": tpu_block(shape),
         "location": {"zones": list(gke.tpu_zones)},
         # GKE's default boot disk, stated so the plan prices exactly it.
         "storage": {"bootDiskSize": BOOT_DISK_GB, "bootDiskType": BOOT_DISK_TYPE},
@@ -64,7 +73,7 @@ def priority(model: str, gke: GkeSettings, run_seconds: int) -> dict[str, Any]:
 
 
 def compute_class(name: str, models_in_order: list[str], gke: GkeSettings, run_seconds: int,
-                  node_service_account: Any) -> dict[str, Any]:
+                  node_service_account: Any, shape: catalog.Shape = DEFAULT_SHAPE) -> dict[str, Any]:
     """name: class_name(); models_in_order: models(); run_seconds: tpu.maxRunDuration in seconds."""
     unbounded = unbounded_models(models_in_order)
     annotations = {UNBOUNDED_BILLING_ANNOTATION: ",".join(unbounded)} if unbounded else None
@@ -72,7 +81,7 @@ def compute_class(name: str, models_in_order: list[str], gke: GkeSettings, run_s
         "apiVersion": COMPUTE_CLASS_API, "kind": "ComputeClass",
         "metadata": manifests.metadata(name, annotations=annotations),
         "spec": {
-            "priorities": [priority(model, gke, run_seconds) for model in models_in_order],
+            "priorities": [priority(model, gke, run_seconds, shape) for model in models_in_order],
             # The class makes its own node pools, with the nodes' least-privilege identity (not Compute's default).
             # No imageStreaming (Google's class sets it): it streams Artifact Registry images only, and needs the
             # Container File System API; vllm/vllm-tpu comes from Docker Hub.
@@ -86,11 +95,11 @@ def compute_class(name: str, models_in_order: list[str], gke: GkeSettings, run_s
     }
 
 
-def node_selector(name: str) -> dict[str, str]:
+def node_selector(name: str, shape: catalog.Shape = DEFAULT_SHAPE) -> dict[str, str]:
     """Only nodes this class made carry its label: a pod can land nowhere else."""
     return {COMPUTE_CLASS_LABEL: name,
-            "cloud.google.com/gke-tpu-accelerator": TPU_TYPE,
-            "cloud.google.com/gke-tpu-topology": TPU_TOPOLOGY}
+            "cloud.google.com/gke-tpu-accelerator": shape.generation.gke_accelerator,
+            "cloud.google.com/gke-tpu-topology": shape.gke_topology}
 
 
 def tolerations(name: str, models_in_order: list[str]) -> list[dict[str, str]]:
@@ -101,17 +110,18 @@ def tolerations(name: str, models_in_order: list[str]) -> list[dict[str, str]]:
     return found
 
 
-def chip_quota(max_replicas: int, namespace: str, surge_pods: int) -> dict[str, Any]:
+def chip_quota(max_replicas: int, namespace: str, surge_pods: int, chips_per_node: int = CHIPS_PER_NODE
+               ) -> dict[str, Any]:
     """The namespace's pods may request at most gke.maxReplicas chips plus the rollout's surge pods: the cap the
     API server enforces. Without the surge chip a rollout at maxReplicas could not create its new pod, and would
     wait (maxUnavailable 0) until the HPA scaled down."""
     return {
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": manifests.metadata("tpu-chips", namespace),
-        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(peak_chips(max_replicas, surge_pods))}},
+        "spec": {"hard": {f"requests.{TPU_RESOURCE}": str(peak_chips(max_replicas, surge_pods, chips_per_node))}},
     }
 
 
-def peak_chips(max_replicas: int, surge_pods: int) -> int:
+def peak_chips(max_replicas: int, surge_pods: int, chips_per_node: int = CHIPS_PER_NODE) -> int:
     """The most chips the namespace holds at once: every replica the HPA may ask for, and a rollout's surge."""
-    return (max_replicas + surge_pods) * CHIPS_PER_NODE
+    return (max_replicas + surge_pods) * chips_per_node

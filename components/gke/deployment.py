@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components import catalog
 from components.basis import naming
 from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
@@ -51,15 +52,17 @@ def write_prefixes(spec: ServingSpec, pinned_image: str) -> list[str]:
 
 
 def serving_pod(spec: ServingSpec, *, resource_prefix: str, models: list[str], gke: GkeSettings,
-                front_image: pulumi.Input[str] | None = None) -> ServingPod:
-    """One serving pod's values: the spec, and where it runs (the gke section, the class of `models`);
-    front_image: the spec's front image pinned to its digest (as written when not given)."""
-    name = compute_class.class_name(resource_prefix)
+                front_image: pulumi.Input[str] | None = None,
+                shape: catalog.Shape = compute_class.DEFAULT_SHAPE) -> ServingPod:
+    """One serving pod's values: the spec, and where it runs (the gke section, the class of `models` on nodes of
+    `shape`, every chip of one node to the pod); front_image: the spec's front image pinned to its digest (as
+    written when not given)."""
+    name = compute_class.class_name(resource_prefix, shape)
     return ServingPod(
         selector_labels=selector_labels(resource_prefix), spec=spec,
         front_image=spec.front_image if front_image is None else front_image,
-        node_selector=compute_class.node_selector(name), tolerations=compute_class.tolerations(name, models),
-        termination_grace_seconds=gke.termination_grace_seconds)
+        node_selector=compute_class.node_selector(name, shape), tolerations=compute_class.tolerations(name, models),
+        termination_grace_seconds=gke.termination_grace_seconds, tpu_chips=shape.gke_tpu_count)
 
 
 def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: str, serving_port: int,
@@ -112,6 +115,7 @@ class GkeWing(pulumi.ComponentResource):
         cfg, gke, core = args.settings, args.settings.gke, args.core
         # The server, derived once; the pods render it (components/serving/spec.py).
         spec = serving_spec(cfg)
+        shape = cfg.tpu.shape
         class_models = compute_class.models(cfg.tpu.provisioning_model, gke)
         after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         cluster_name = gke.cluster_name or cfg.resource_prefix
@@ -136,8 +140,8 @@ class GkeWing(pulumi.ComponentResource):
                 use_existing=gke.use_existing_cluster, labels=core.labels),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
-            "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix), class_models, gke,
-                                                     cfg.tpu.run_seconds, nodes.email),
+            "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix, shape), class_models,
+                                                     gke, cfg.tpu.run_seconds, nodes.email, shape),
             pulumi.ResourceOptions(parent=self, provider=cluster.provider, depends_on=cluster.ready))
         image = pinned_image("vllm-image", spec.vllm_image, pulumi.ResourceOptions(parent=self))
         # The front's nginx (and the metrics door's) pinned the same way: a recycled node runs the build the
@@ -167,9 +171,9 @@ class GkeWing(pulumi.ComponentResource):
             ServingWorkloadArgs(
                 project=cfg.project, namespace=gke.namespace,
                 pod=serving_pod(spec, resource_prefix=cfg.resource_prefix, models=class_models, gke=gke,
-                                front_image=pulled_front_image),
+                                front_image=pulled_front_image, shape=shape),
                 ready_timeout_seconds=cfg.tpu.queue_seconds + spec.health_timeout_seconds,
-                chip_quota=compute_class.chip_quota(gke.max_replicas, gke.namespace, SURGE_PODS),
+                chip_quota=compute_class.chip_quota(gke.max_replicas, gke.namespace, SURGE_PODS, shape.gke_tpu_count),
                 configuration_key=configuration_key(spec),
                 google_service_account_email=core.identity.email,
                 hf_token_secret_name=core.secrets.hf_token_secret_name,
@@ -207,7 +211,7 @@ class GkeWing(pulumi.ComponentResource):
             "clusterLocation": gke.location,
             "credentialsCommand": cluster.name.apply(lambda n: credentials_command(n, gke.location, cfg.project)),
             "namespace": gke.namespace,
-            "computeClass": compute_class.class_name(cfg.resource_prefix),
+            "computeClass": compute_class.class_name(cfg.resource_prefix, shape),
             "computeClassPriorities": class_models,
             "tpuZones": gke.tpu_zones,
             "nodeRunDuration": cfg.tpu.max_run_duration if cfg.tpu.provisioning_model == "flex-start" else None,

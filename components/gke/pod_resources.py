@@ -12,12 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components import catalog
+
 MIB = 1024**2
 GIB = 1024**3
 
-# ct5lp-hightpu-1t. "48 GB" counted as 10^9 bytes: the smaller reading, so the fit holds whichever GCE means.
-V5E_1T_CPU_MILLICORES = 24_000
-V5E_1T_MEMORY_BYTES = 48 * 10**9
+# Each TPU machine's vCPUs and memory are the catalog's (components/catalog/shapes.py, Google's VM-type tables;
+# "48 GB" counted as 10^9 bytes: the smaller reading, so the fit holds whichever GCE means). The smallest host,
+# ct5lp-hightpu-1t (24 vCPU, 48 GB), bounds the pod: one size fits every shape's node.
+_SMALLEST = catalog.shape("v5litepod-1")
+V5E_1T_CPU_MILLICORES = _SMALLEST.host_vcpus * 1000
+V5E_1T_MEMORY_BYTES = _SMALLEST.host_memory_bytes
+
+
+def node_capacity(shape: catalog.Shape) -> tuple[int, int]:
+    """(millicores, bytes) of the shape's GKE machine."""
+    return shape.host_vcpus * 1000, shape.host_memory_bytes
 
 # GKE's reservations: (size of the band, share reserved), in order.
 MEMORY_BANDS = ((4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06), (None, 0.02))

@@ -68,6 +68,8 @@ class ServingPod:
     """The ComputeClass's taints the pods tolerate (compute_class.tolerations)."""
     termination_grace_seconds: int
     """gke.terminationGraceSeconds: how long a stopping pod may drain its streams."""
+    tpu_chips: int = 1
+    """google.com/tpu: every chip of the node (tpu.acceleratorType's, a single-host shape)."""
 
 
 # Each secret file is 0400, owned by root (the add-on writes as root): only a root process of a container that
@@ -158,11 +160,11 @@ def vllm_drain_command(front_port: int, grace_seconds: int) -> list[str]:
                           f"&& [ \"$(date +%s)\" -lt \"$end\" ]; do sleep 2; done"]
 
 
-def tpu_container_resources(size: pod_resources.ContainerSize) -> dict[str, dict[str, str]]:
-    """The chip (an extended resource: its request and limit must be equal) with the container's CPU and memory."""
+def tpu_container_resources(size: pod_resources.ContainerSize, chips: int = 1) -> dict[str, dict[str, str]]:
+    """The chips (an extended resource: its request and limit must be equal) with the container's CPU and memory."""
     resources = size.resources()
-    return {"requests": {TPU_RESOURCE: "1", **resources["requests"]},
-            "limits": {TPU_RESOURCE: "1", **resources.get("limits", {})}}
+    return {"requests": {TPU_RESOURCE: str(chips), **resources["requests"]},
+            "limits": {TPU_RESOURCE: str(chips), **resources.get("limits", {})}}
 
 
 def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[str], cache_bucket: pulumi.Input[str],
@@ -198,7 +200,7 @@ def pod_template(pod: ServingPod, *, service_account: str, image: pulumi.Input[s
             "command": list(spec.vllm_entry),
             "args": list(spec.serve_args),
             "env": env,
-            "resources": tpu_container_resources(pod_resources.vllm_size(spec.shm_bytes)),
+            "resources": tpu_container_resources(pod_resources.vllm_size(spec.shm_bytes), pod.tpu_chips),
             "volumeMounts": mounts,
             # A cold start compiles for ~14 min; the probe gives it vllm.healthTimeout.
             "startupProbe": {**probe, "periodSeconds": PROBE_PERIOD_SECONDS,

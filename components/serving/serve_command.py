@@ -36,7 +36,7 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         "--kv-cache-dtype", vllm.kv_cache_dtype,
         "--max-model-len", str(vllm.max_model_len),
         "--max-num-batched-tokens", str(vllm.max_num_batched_tokens),
-        "--tensor-parallel-size", str(vllm.tensor_parallel_size),
+        "--tensor-parallel-size", str(settings.tensor_parallel_size),
         "--gpu-memory-utilization", f"{vllm.gpu_memory_utilization:g}",
         "--enable-prefix-caching" if vllm.enable_prefix_caching else "--no-enable-prefix-caching",
     ]

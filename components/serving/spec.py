@@ -46,6 +46,17 @@ SHM_PATH = "/dev/shm"
 # files and a larger revision; the build log's 10 GiB (`--shm-size 10gb`) left half a GiB. GKE counts it in vLLM's
 # memory request (components/gke/pod_resources.py vllm_size: 16 + 8 GiB fits the ct5lp-hightpu-1t's allocatable).
 SHM_BYTES = 16 * 1024**3
+GIB = 1024**3
+# The log's headroom: 16 GiB for its 9.54 GiB checkpoint. A larger checkpoint (the fit's weights: the catalog's, or
+# the safetensors index beside vllm.modelConfig) gets the same ratio, in whole GiB; never less than the log's 16.
+SHM_HEADROOM = 16 / 9.54
+
+
+def shm_bytes_for(weights_bytes: int | None) -> int:
+    """The memory-backed /dev/shm for a checkpoint of this many bytes (None: unknown, the log's size)."""
+    if not weights_bytes:
+        return SHM_BYTES
+    return max(SHM_BYTES, -(-int(weights_bytes * SHM_HEADROOM) // GIB) * GIB)
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,11 @@ def health_command(host: str, port: int) -> tuple[str, ...]:
             f"import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=4)")
 
 
+def _weights_bytes(settings: Settings) -> int | None:
+    fitted = settings.fit
+    return int(fitted.figures["weights"].value or 0) or None if fitted is not None else None
+
+
 def serving_spec(settings: Settings) -> ServingSpec:
     """The one place the server is derived from the settings; pure (no cloud call, no file read)."""
     vllm = settings.vllm
@@ -141,7 +157,7 @@ def serving_spec(settings: Settings) -> ServingSpec:
         api_key_file=API_KEY_FILE,
         hf_token_file=HF_TOKEN_FILE,
         compile_cache_path=COMPILE_CACHE_PATH,
-        shm_bytes=SHM_BYTES,
+        shm_bytes=shm_bytes_for(_weights_bytes(settings)),
         weights_on_disk=vllm.weights_on_disk,
         hf_home=WEIGHTS_PATH if vllm.weights_on_disk else SHM_PATH,
         health_timeout_seconds=vllm.health_timeout_seconds,

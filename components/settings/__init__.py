@@ -7,7 +7,8 @@ warnings.
 
 One file per concern: facts.py (the measured facts and their sources), fields.py (shared
 types), one file per section (tpu, vllm, cache, access, front, gke, planned_load), root.py
-(the whole configuration and its derived ids), checks/ (cross-key rules by subject),
+(the whole configuration and its derived ids), fitting.py (the model on tpu.acceleratorType as
+components/sizing sizes it: TP, KV budget, chip price), checks/ (cross-key rules by subject),
 findings.py (Finding, the one rendering, SettingsError), errors.py (pydantic's errors as findings),
 loading.py (from Pulumi config), docs.py (docs/settings.md's table, from the fields' descriptions).
 This module re-exports the names the rest of the stack uses.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from components import catalog
 from components.settings.facts import SYSTEM_MOUNT_ROOTS
 from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
@@ -19,10 +20,12 @@ class CacheSettings(_Section):
     config_key: ClassVar[str] = "cache"
 
     size_gb: int = Field(50, ge=10, le=65536, description=(
-        "pd-balanced at $0.11/GB-month, run or no run ($5.50/month at 50); holds the ~197 MB compile cache with "
-        "room, and the 9.54 GiB weights with `vllm.weightsOnDisk` (then at least 20)"))
-    disk_type: Literal["pd-balanced"] = Field("pd-balanced", description=(
-        "the only type v5e attaches (anything else is an error)"))
+        "billed run or no run (pd-balanced at $0.11/GB-month in us-west4: $5.50/month at 50); holds the ~197 MB "
+        "compile cache with room, and the 9.54 GiB weights with `vllm.weightsOnDisk` (then at least 20)"))
+    disk_type: str | None = Field(None, description=(
+        "unset: the shape's data disk, `pd-balanced` on v5e, `hyperdisk-balanced` on v6e (Google's TPU storage "
+        "page: v5e takes Balanced Persistent Disk and Hyperdisk ML, v6e Hyperdisk Balanced and Hyperdisk ML; "
+        "Hyperdisk ML is read-mostly, so the stack does not use it); any other type is an error"))
     keep_on_destroy: bool = Field(False, description=(
         "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
         "`pulumi destroy` and bills until you delete it"))
@@ -42,6 +45,15 @@ class CacheSettings(_Section):
                 "not a disk device name (1 to 63 letters, digits, '-' and '_', starting with a letter or digit; "
                 "it names /dev/disk/by-id/google-<name>)", "use persistent-disk-1, the TPU VM's name for its first "
                 "data disk")
+        return value
+
+    @field_validator("disk_type")
+    @classmethod
+    def _a_tpu_data_disk(cls, value: str | None) -> str | None:
+        known = sorted({disk for shape in catalog.all_shapes() for disk in shape.generation.data_disk_types})
+        if value is not None and value not in known:
+            raise InvalidSettingError(f"not a data disk type a TPU VM takes (the catalog's: {', '.join(known)})",
+                                      "remove the key: it follows tpu.acceleratorType")
         return value
 
     @field_validator("mount_point")

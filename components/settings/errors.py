@@ -103,9 +103,10 @@ def _said(error: dict[str, Any], key: str) -> tuple[str, str]:
         "dict_type": ("must be a map", f"set it like {json.dumps(example) if example else MAP_EXAMPLE}, entries with "
                                        f"pulumi config set --path '{path[1:-1]}.NAME' VALUE"),
         "list_type": ("must be a list", f"set items with pulumi config set --path '{path[1:-1]}[0]' VALUE"),
-        "too_short": (f"needs at least {ctx.get('min_length')} item(s)", "see docs/settings.md, Changing the model"),
+        "too_short": (f"needs at least {ctx.get('min_length')} item(s)",
+                      "see docs/settings.md, Changing the model or the chip"),
         "missing": ("is required", f"set it with pulumi config set --path {path} VALUE (see docs/settings.md, "
-                                   "Changing the model)"),
+                                   "Changing the model or the chip)"),
         "value_error": (str(error["msg"]).removeprefix("Value error, "), like),
     }
     return said.get(kind) or (str(error["msg"]), "docs/settings.md lists the values it takes")

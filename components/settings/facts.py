@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from components.catalog import models as catalog_models
 from components.catalog import shapes as catalog_shapes
 
 NAMESPACE = "tpu-vllm"
@@ -88,23 +89,44 @@ class ModelFamily:
 
 # vLLM's gemma4_mm.py: image and video always, audio only with an audio tower (the E2B/E4B
 # checkpoints). The log's contract is {"image": 4, "audio": 1}.
+# The parsers and modalities are the catalog's (components/catalog/models.py, vLLM 0.33.0's registries).
 GEMMA_4 = ModelFamily(
     name="Gemma 4", pattern=re.compile(r"gemma[-_]?4", re.IGNORECASE),
-    tool_call_parser="gemma4", reasoning_parser="gemma4",
-    modalities=frozenset({"image", "video", "audio"}), limit_mm_per_prompt={"image": 4, "audio": 1},
+    tool_call_parser=catalog_models.GEMMA_4.tool_call_parser, reasoning_parser=catalog_models.GEMMA_4.reasoning_parser,
+    modalities=catalog_models.GEMMA_4.modalities, limit_mm_per_prompt={"image": 4, "audio": 1},
 )
 GEMMA_4_WITH_AUDIO = re.compile(r"gemma[-_]?4[-_]e\d+b", re.IGNORECASE)
-MODEL_FAMILIES = (GEMMA_4,)
-# Parsers that read one family's output format and nothing else.
+# Qwen3 (dense and MoE): Hermes-style <tool_call> JSON and <think> reasoning; text only.
+QWEN_3 = ModelFamily(
+    name="Qwen3", pattern=re.compile(r"qwen[-_]?3(?![-_.]?(?:vl|omni|coder|next|\.5))", re.IGNORECASE),
+    tool_call_parser=catalog_models.QWEN_3.tool_call_parser, reasoning_parser=catalog_models.QWEN_3.reasoning_parser,
+    modalities=catalog_models.QWEN_3.modalities, limit_mm_per_prompt={},
+)
+# Llama 3.1/3.2 text models: JSON tool calls, no reasoning channel.
+LLAMA_3 = ModelFamily(
+    name="Llama 3", pattern=re.compile(r"llama[-_]?3\.[12](?![-_.]?\d*[-_]?vision)", re.IGNORECASE),
+    tool_call_parser=catalog_models.LLAMA_3.tool_call_parser, reasoning_parser=catalog_models.LLAMA_3.reasoning_parser,
+    modalities=catalog_models.LLAMA_3.modalities, limit_mm_per_prompt={},
+)
+MODEL_FAMILIES = (GEMMA_4, QWEN_3, LLAMA_3)
+_BY_CATALOG_FAMILY = {catalog_models.GEMMA_4: GEMMA_4, catalog_models.QWEN_3: QWEN_3, catalog_models.LLAMA_3: LLAMA_3}
+# Parsers that read one family's output format and nothing else (hermes and llama3_json read any model's JSON).
 FAMILY_PARSERS = {"gemma4": GEMMA_4}
 
 
-def family_of(model: str) -> ModelFamily | None:
+def family_of(model: str, model_type: str | None = None) -> ModelFamily | None:
+    """The family of vllm.model: the catalog's for a catalogued id, the config's model_type for a vllm.modelConfig,
+    else by the id's name."""
+    catalogued = catalog_models.catalog_model(model)
+    if catalogued is not None:
+        return _BY_CATALOG_FAMILY.get(catalogued.family)
+    if model_type is not None and (by_type := catalog_models.family_for(model_type)) is not None:
+        return _BY_CATALOG_FAMILY.get(by_type)
     return next((family for family in MODEL_FAMILIES if family.pattern.search(model)), None)
 
 
-def _family_limits(model: str) -> dict[str, int]:
-    family = family_of(model)
+def _family_limits(model: str, model_type: str | None = None) -> dict[str, int]:
+    family = family_of(model, model_type)
     if family is None:
         return {}
     if family is GEMMA_4 and not GEMMA_4_WITH_AUDIO.search(model):

@@ -41,7 +41,8 @@ class _Section(BaseModel):
 
     @classmethod
     def key_of(cls, info: ValidationInfo) -> str:
-        name = to_camel(info.field_name or "")
+        field = cls.model_fields.get(info.field_name or "")
+        name = (field.alias if field is not None and field.alias else None) or to_camel(info.field_name or "")
         return f"{cls.config_key}.{name}" if cls.config_key else name
 
 

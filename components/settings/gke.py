@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from components import catalog
 from components.basis import price_list
 from components.settings.facts import (
     GKE_FALLBACK_MODELS,
@@ -17,7 +18,6 @@ from components.settings.facts import (
     GKE_MIN_VERSION,
     GKE_MIN_VERSION_REASON,
     GKE_RELEASE_CHANNELS,
-    GKE_V5E_ONE_CHIP_MACHINE,
     gke_version_at_least,
 )
 from components.settings.fields import Duration, Zone, _Section, parse_duration
@@ -64,8 +64,10 @@ class GkeSettings(_Section):
     min_master_version: str | None = Field(None, description=(
         "pin the cluster's minimum version (e.g. `1.34`); older or uncomparable pins are errors; unset takes the "
         "channel's default"))
-    machine_type: str = Field(GKE_V5E_ONE_CHIP_MACHINE, description=(
-        "one v5e chip per replica (the only shape this stack's memory budget fits); any other machine is an error"))
+    machine_type: str | None = Field(None, description=(
+        "unset: `tpu.acceleratorType`'s GKE machine (`ct5lp-hightpu-1t/-4t/-8t`, `ct6e-standard-1t/-4t/-8t`), "
+        "one per replica with every chip of it; one that names another shape is an error (set "
+        "`tpu.acceleratorType` instead)"))
     min_replicas: int = Field(1, ge=1, description=(
         "replicas the HPA keeps (each is one chip, billed while it runs); at least 1, at most `maxReplicas`"))
     max_replicas: int = Field(4, ge=1, description=(
@@ -133,18 +135,13 @@ class GkeSettings(_Section):
 
     @field_validator("machine_type")
     @classmethod
-    def _one_v5e_chip(cls, value: str) -> str:
-        if value == GKE_V5E_ONE_CHIP_MACHINE:
+    def _catalogued_machine(cls, value: str | None) -> str | None:
+        if value is None or catalog.shape_for_gke_machine(value) is not None:
             return value
-        if value.startswith("ct5lp-"):
-            raise InvalidSettingError(
-                "one replica is one v5e chip here (the memory budget is measured on one chip, and the model's "
-                "single KV head is replicated, not sharded, across chips)",
-                f"set it to {GKE_V5E_ONE_CHIP_MACHINE}",
-            )
+        machines = ", ".join(shape.gke_machine_type for shape in catalog.all_shapes())
         raise InvalidSettingError(
-            "not a TPU v5e machine; this stack serves on v5e only (v5litepod-1 on the VM path)",
-            f"set it to {GKE_V5E_ONE_CHIP_MACHINE}",
+            "not the GKE machine of a single-host TPU shape this stack knows",
+            f"remove the key to follow tpu.acceleratorType, or use one of {machines}",
         )
 
     @field_validator("location")

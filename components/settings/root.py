@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
+from components import sizing
 from components.basis import chip_memory, naming
+from components.settings import fitting
 from components.settings.access import AccessSettings
 from components.settings.cache import CacheSettings
 from components.settings.facts import NAMESPACE, ModelFamily, family_of
@@ -160,21 +162,61 @@ class Settings(_Section):
 
     @property
     def family(self) -> ModelFamily | None:
-        return family_of(self.vllm.model)
+        return family_of(self.vllm.model, self.model_spec.geometry.model_type if self.model_spec else None)
+
+    @property
+    def model_spec(self) -> sizing.ModelSpec | None:
+        """The model as sizing reads it: vllm.modelConfig's, the catalog's, or None (unknown)."""
+        return fitting.model_spec(self)
+
+    @property
+    def fit(self) -> sizing.Fit | None:
+        """The model on tpu.acceleratorType, as `python -m tools.fit` says (None: an unknown model)."""
+        return fitting.deployed_fit(self)
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """vllm.tensorParallelSize, else the fit's choice, else 1 (an unknown model)."""
+        if self.vllm.tensor_parallel_size is not None:
+            return self.vllm.tensor_parallel_size
+        fitted = self.fit
+        return fitted.tensor_parallel_size if fitted is not None and fitted.tensor_parallel_size else 1
+
+    def usd_per_chip_hour(self, provisioning_model: str | None = None) -> float:
+        """One chip of the shape at this provisioning model (tpu.provisioningModel's by default): the catalog's
+        price in the zone's region, else in the region it has prices for."""
+        price = fitting.chip_usd_per_hour(self, provisioning_model or self.tpu.provisioning_model)
+        if price is None:
+            raise ValueError(f"no {self.tpu.shape.generation.name} price for {provisioning_model} in the catalog")
+        return price.usd_per_chip_hour
+
+    def tpu_usd_per_hour(self, provisioning_model: str | None = None) -> float:
+        """The host's chips (one VM, or one gke replica's node) per hour."""
+        return self.usd_per_chip_hour(provisioning_model) * self.tpu.shape.chips
+
+    @property
+    def cache_disk_type(self) -> str:
+        """cache.diskType, else the shape's data disk (pd-balanced on v5e, hyperdisk-balanced on v6e)."""
+        return self.cache.disk_type or self.tpu.shape.cache_disk_type
+
+    @property
+    def gke_machine_type(self) -> str:
+        """gke.machineType, else the shape's GKE machine."""
+        return self.gke.machine_type or self.tpu.shape.gke_machine_type
 
     @property
     def geometry(self) -> chip_memory.ModelGeometry | None:
-        """The geometry given in vllm.modelGeometry, else the log's measured one, else None."""
+        """The geometry given in vllm.modelGeometry, else the log's measured one, else None (the v5e budget's
+        hand-typed form; any other model is sized by `fit`)."""
         if self.vllm.model_geometry is not None:
             return self.vllm.model_geometry.to_geometry()
         return chip_memory.geometry_for(self.vllm.model)
 
     def kv_budget(self) -> chip_memory.KvBudget | None:
-        if self.geometry is None:
-            return None
-        return chip_memory.kv_budget(
-            self.geometry,
-            self.vllm.gpu_memory_utilization,
-            self.vllm.max_model_len,
-            self.vllm.kv_cache_memory_bytes,
-        )
+        """The KV budget the stack plans with: vllm.modelGeometry's (one chip of the shape), else the fit's."""
+        pinned = self.vllm.kv_cache_memory_bytes
+        if self.vllm.model_geometry is not None:
+            return chip_memory.kv_budget(self.vllm.model_geometry.to_geometry(), self.vllm.gpu_memory_utilization,
+                                         self.vllm.max_model_len, pinned, hbm_bytes=self.tpu.shape.hbm_bytes_per_chip)
+        fitted = self.fit
+        return fitting.kv_budget_of(fitted, pinned) if fitted is not None else None

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
+from components import catalog
 from components.basis import naming
-from components.settings.facts import MAX_USER_LABELS, V5E_ZONES
+from components.settings.facts import MAX_USER_LABELS
 from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
+
+SHAPE_NAMES = tuple(shape.accelerator_type for shape in catalog.all_shapes())
 
 
 class TpuSettings(_Section):
@@ -18,13 +21,19 @@ class TpuSettings(_Section):
 
     config_key: ClassVar[str] = "tpu"
 
-    zone: str = Field("us-west4-a", description=(
-        "flex-start `v5litepod-1` is only accepted here; `europe-west4-a/-b` reject it at the API (error); other "
-        "v5e zones (`us-central1-a`, `us-south1-a`, `us-west1-c`, `us-west4-b`, `us-east5-a/b/c`) warn; a zone "
-        "with no v5e is an error"))
     accelerator_type: str = Field("v5litepod-1", description=(
-        "one v5e chip; `v5e` is spelled `v5litepod` in every API call (`v5e-1` is an error)"))
-    runtime_version: str = Field("v2-alpha-tpuv5-lite", description="the v5e TPU VM image")
+        "the shape on both platforms: `v5litepod-1`, `-4`, `-8` (v5e; `v5e-1` is an error: the API spells it "
+        "v5litepod) or `v6e-1`, `-4`, `-8`; the runtime, the cache disk's type, GKE's machine, topology and chip "
+        "count, `--tensor-parallel-size` and the memory budget follow from it (`python -m tools.fit` compares them; "
+        "see docs/models.md)"))
+    zone: str = Field("us-west4-a", description=(
+        "a zone where the shape's generation exists (the catalog's, from Google's regions page); with flex-start, "
+        "zones where the API refused it are errors (v5e: `europe-west4-a/-b`; v6e: `us-central1-b`, "
+        "`us-south1-a`) and zones nobody ran it in warn (v5e ran in `us-west4-a`, and Google's flex-start page "
+        "lists v5e for serving in `us-central1-a`; v6e ran in `us-east5-a/-b` and `europe-west4-a`)"))
+    runtime_version: str | None = Field(None, description=(
+        "the TPU VM image; unset: the shape's (`v2-alpha-tpuv5-lite` for v5e, `v2-alpha-tpuv6e` for v6e); one of "
+        "another generation is an error"))
     provisioning_model: Literal["flex-start", "spot", "on-demand"] = Field("flex-start", description=(
         "the only model that stops billing by itself; `spot`/`on-demand` warn with the forgotten-weekend cost"))
     max_run_duration: Duration = Field("4h", description=(
@@ -60,26 +69,16 @@ class TpuSettings(_Section):
         if re.search(r"v5\s*e|v5lite(?!pod)", value, re.IGNORECASE):
             chips = re.search(r"(\d+)$", value)
             raise InvalidSettingError(
-                "v5e is spelled v5litepod-1 in every API call and CLI argument ('v5e' is prose only)",
+                f"v5e is spelled v5litepod-{chips.group(1) if chips else 1} in every API call and CLI argument "
+                "('v5e' is prose only)",
                 f"set it to v5litepod-{chips.group(1) if chips else 1}",
             )
-        if value != "v5litepod-1":
+        if catalog.shape(value) is None:
             raise InvalidSettingError(
-                "this stack serves on exactly one v5e chip, v5litepod-1: its memory budget is measured there, "
-                "and gemma-4-E2B has one KV head, so more chips replicate the KV cache instead of sharding it",
-                "set it to v5litepod-1",
+                "not a single-host shape this stack knows (the catalog, components/catalog/shapes.py, holds each "
+                "one's HBM, runtime, disks, GKE machine and prices)",
+                f"set it to one of {', '.join(SHAPE_NAMES)} (python -m tools.fit says which fit your model)",
             )
-        return value
-
-    @field_validator("runtime_version")
-    @classmethod
-    def _runtime_for_v5e(cls, value: str) -> str:
-        # It is a field of the TPU API's body, and is shown in the plan: a plain image name only.
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{0,62}", value):
-            raise InvalidSettingError("not a TPU runtime version name (lowercase letters, digits, '.' and '-')",
-                                      "set it to v2-alpha-tpuv5-lite")
-        if "tpuv5-lite" not in value:
-            raise InvalidSettingError("a v5litepod node needs a v5e runtime image", "set it to v2-alpha-tpuv5-lite")
         return value
 
     @field_validator("zone")
@@ -87,11 +86,26 @@ class TpuSettings(_Section):
     def _zone_shape(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
-        if value not in V5E_ZONES:
+        return value
+
+    @field_validator("runtime_version")
+    @classmethod
+    def _runtime_for_the_shape(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        # It is a field of the TPU API's body, and is shown in the plan: a plain image name only.
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{0,62}", value):
+            raise InvalidSettingError("not a TPU runtime version name (lowercase letters, digits, '.' and '-')",
+                                      "set it to v2-alpha-tpuv5-lite, or remove the key to follow "
+                                      "tpu.acceleratorType")
+        shape = catalog.shape(info.data.get("accelerator_type") or "")
+        if shape is None:
+            return value
+        if shape.generation.runtime_tag not in value:
             raise InvalidSettingError(
-                "there is no TPU v5e in this zone (Google's TPU regions and zones page lists v5e "
-                f"in {', '.join(sorted(V5E_ZONES))})",
-                "set it to us-west4-a, the only zone where flex-start v5litepod-1 was run",
+                f"a {shape.accelerator_type} node needs a {shape.generation.name} runtime image (its name says "
+                f"{shape.generation.runtime_tag}); another generation's image does not drive its chips",
+                f"set it to {shape.runtime_version}, or remove the key to follow tpu.acceleratorType",
             )
         return value
 
@@ -163,3 +177,15 @@ class TpuSettings(_Section):
     @property
     def region(self) -> str:
         return self.zone.rsplit("-", 1)[0]
+
+    @property
+    def shape(self) -> catalog.Shape:
+        """The catalogued shape tpu.acceleratorType names (validated to exist)."""
+        found = catalog.shape(self.accelerator_type)
+        assert found is not None
+        return found
+
+    @property
+    def runtime(self) -> str:
+        """tpu.runtimeVersion, else the shape's runtime image."""
+        return self.runtime_version or self.shape.runtime_version

@@ -12,13 +12,15 @@ from typing import Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from components import catalog
 from components.basis import chip_memory
 from components.settings.fields import _Section, warn
 from components.settings.findings import InvalidSettingError
 
 # The host of one v5e chip, on both platforms (v5litepod-1's VM and GKE's node): ct5lp-hightpu-1t,
-# 24 vCPUs and 48 GB (cloud.google.com/tpu/docs/v5e, "VM types").
-V5E_ONE_CHIP_HOST_VCPUS = 24
+# 24 vCPUs and 48 GB (the catalog's, cloud.google.com/tpu/docs/v5e, "VM types"): the smallest host of any shape,
+# so a bound that holds on every one.
+V5E_ONE_CHIP_HOST_VCPUS = catalog.shape("v5litepod-1").host_vcpus
 
 
 @dataclass(frozen=True)

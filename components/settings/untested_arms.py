@@ -83,7 +83,9 @@ def untested_arms(settings: Settings) -> list[Arm]:
             f"checkpoint and tpu-inference marks it fully passing, and decode here sits at "
             f"{DECODE_BANDWIDTH_SHARE} of memory bandwidth (8.02 ms against a 3.94 ms floor), so there is "
             "headroom; what it buys depends on how often replies repeat the prompt (tool arguments do)"))
-    if not vllm.multimodal_enabled:
+    family = settings.family
+    # A text-only family (Qwen3, Llama 3) serves text only by nature: no trade, no arm.
+    if not vllm.multimodal_enabled and (family is None or family.modalities):
         arms.append(_text_only_arm(settings))
     if tpu_inference.attn_bucketized_num_reqs:
         arms.append(Arm(
@@ -114,14 +116,16 @@ def _long_context_arm(settings: Settings) -> Arm:
     if kv is None:
         sums = "with no measured geometry for this model the KV pool cannot be shown"
     else:
-        sums = (f"block size {kv.block_size} x {kv.blocks_per_request} blocks per request = {length}, and the KV "
+        held = kv.block_size * kv.blocks_per_request
+        covers = f"= {length}" if held == length else f"= {held}, the first whole block past {length}"
+        sums = (f"block size {kv.block_size} x {kv.blocks_per_request} blocks per request {covers}, and the KV "
                 f"pool stays {chip_memory.gib(kv.kv_pool_bytes):.2f} GiB: {kv.kv_blocks:,} blocks x {kv.block_size} "
                 f"= {kv.kv_tokens:,} tokens (at 32768: 5,021 x 64 = 321,344)")
     return Arm(
         "vllm.maxModelLen", length, f"--max-model-len {length}",
-        f"{named}The backend scales the block size with the context to keep "
-        f"{chip_memory.BLOCKS_PER_REQUEST} blocks per request, which is why 16384 and 32768 cost no KV (321,376 and "
-        f"321,344 tokens, TPOT 8.05 and 8.02 ms); so {sums}, and it may be free too")
+        f"{named}Past 8192 tokens the backend raises the block size with the context so a request takes at most "
+        f"{chip_memory.BLOCKS_PER_REQUEST} blocks (exactly that at a power of two), which is why 16384 and 32768 cost "
+        f"no KV (321,376 and 321,344 tokens, TPOT 8.05 and 8.02 ms); so {sums}, and it may be free too")
 
 
 def _padding_gap_arm(settings: Settings) -> Arm:

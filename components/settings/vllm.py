@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from components import catalog
 from components.basis import boot, chip_memory
 from components.settings.facts import (
     DEFAULT_MODEL,
@@ -69,7 +70,8 @@ class KvLayerGroupSetting(_Section):
 
 
 class ModelGeometrySetting(_Section):
-    """A model's memory geometry, for a model the log did not measure (`vllm.modelGeometry`)."""
+    """A model's memory geometry typed by hand (`vllm.modelGeometry`); `vllm.modelConfig` reads it from the model's
+    config.json instead, by tpu-inference's own rules. Kept working, with a warning that points there."""
 
     weights_gib: float = Field(gt=0)
     """Resident weights in GiB: the boot log's total_hbm_used_gb (`Memory statistics` line)."""
@@ -81,17 +83,6 @@ class ModelGeometrySetting(_Section):
     """The largest multimodal item in tokens: the server's 'max_tokens_per_mm_item (N)' error."""
     kv_element_bytes: Literal[1, 2, 4] = 2
     """2 for bf16/fp16 KV (auto on a bf16 checkpoint)."""
-
-    @field_validator("weights_gib")
-    @classmethod
-    def _fits_the_chip(cls, value: float) -> float:
-        cap = chip_memory.gib(chip_memory.hbm_cap_bytes(chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION))
-        if value >= cap:
-            raise InvalidSettingError(
-                f"the weights alone fill the {cap:.2f} GiB one v5e chip can give weights and KV (15.75 GiB x 0.92)",
-                "pick a smaller model (the log's E2B is 8.97 GiB)",
-            )
-        return value
 
     def to_geometry(self) -> chip_memory.ModelGeometry:
         return chip_memory.ModelGeometry(
@@ -118,8 +109,9 @@ class VllmSettings(_Section):
     model: str = Field(DEFAULT_MODEL, description=(
         "a Hugging Face repo id (`name` or `org/name` by the Hub's own rule: letters, digits, `-`, `_`, `.`, no "
         "`--` or `..`) or an absolute path the container reads (letters, digits, `.`, `_`, `-`, `/`); anything else "
-        "is an error; parsers and multimodal limits follow its family; a model without measured geometry warns what "
-        "goes unchecked (see *Changing the model*)"))
+        "is an error; a catalogued id (docs/models.md) is sized on `tpu.acceleratorType` and refused, naming the "
+        "smallest shape that fits, when it cannot fit; parsers and multimodal limits follow its family; any other "
+        "model needs `modelConfig`, or warns what goes unchecked (see *Changing the model or the chip*)"))
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
     kv_cache_dtype: str = Field("auto", description=(
         "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
@@ -131,8 +123,10 @@ class VllmSettings(_Section):
         "powers of two only (2496 compiles as 4096, -24.7%); below 2496 the server refuses to start with "
         "multimodal on; above 4096 (the log's 8192 arm) warns as untested; with `tpuInference.bucketPaddingGap` "
         "the buckets step by the gap"))
-    tensor_parallel_size: int = Field(1, description=(
-        "one chip; one KV head is replicated, not sharded (anything else is an error)"))
+    tensor_parallel_size: int | None = Field(None, ge=1, description=(
+        "unset: the fit's choice for the model on `tpu.acceleratorType` (the largest size that splits its "
+        "attention and KV heads over the host's chips; `python -m tools.fit`); a size the shape does not allow "
+        "for the model is an error"))
     # No `le=1`: a pydantic "at most 1" would send 92 to 1.0, which the check below refuses; it says the real bound.
     gpu_memory_utilization: float = Field(0.92, gt=0, description=(
         "0.95 fails XLA program allocation after ~691 s (error); 0.93-0.94 untested (warning)"))
@@ -157,10 +151,17 @@ class VllmSettings(_Section):
     kv_cache_memory_bytes: int | None = Field(None, description=(
         "pins the pool (`--kv-cache-memory`); the log's measured-good value is 5923602432 (0.92's pool); above it "
         "warns, from the 0.95 run's 5.99 GiB pool up (or over the chip, or not positive) is an error"))
+    # `model_config` is pydantic's own name: the field is hf_config, the key vllm.modelConfig.
+    hf_config: str | None = Field(None, alias="modelConfig", description=(
+        "a local path to the model's Hugging Face `config.json`, for a model the catalog does not hold: its "
+        "geometry is read by tpu-inference's rules, its weights from a `model.safetensors.index.json` beside it "
+        "(`metadata.total_size`) or counted from the config (Llama, Qwen3), and the fit, the memory budget, the "
+        "parsers and `--tensor-parallel-size` follow (see docs/models.md); a relative path is read from the directory "
+        "`pulumi` runs in; a missing file or bad JSON is an error"))
     model_geometry: ModelGeometrySetting | None = Field(None, description=(
-        "`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, optional "
-        "`maxTokensPerMmItem`, `kvElementBytes` (2): brings the KV, memory and context checks to a model the log "
-        "did not measure"))
+        "hand-typed geometry (`weightsGib`, `kvLayers` (`layers`, `kvHeads`, `headDim`), `maxContextTokens`, "
+        "optional `maxTokensPerMmItem`, `kvElementBytes` (2)), sized against one chip; still read, with a warning: "
+        "use `modelConfig`"))
     server_port: Port = Field(8001, description=(
         "vLLM's own port, on 127.0.0.1 behind the front (was `front.upstreamPort`, still read, with a warning); "
         "not `front.listenPort` nor 22"))
@@ -188,11 +189,12 @@ class VllmSettings(_Section):
         model = data.get("model", DEFAULT_MODEL)
         if not isinstance(model, str):
             return data
-        family = family_of(model)
+        model_type = _config_model_type(data.get("modelConfig", data.get("hf_config")))
+        family = family_of(model, model_type)
         derived = {
             "tool_call_parser": family.tool_call_parser if family else None,
             "reasoning_parser": family.reasoning_parser if family else None,
-            "limit_mm_per_prompt": _family_limits(model),
+            "limit_mm_per_prompt": _family_limits(model, model_type),
         }
         filled = dict(data)
         for name, value in derived.items():
@@ -312,16 +314,19 @@ class VllmSettings(_Section):
             )
         return value
 
-    @field_validator("tensor_parallel_size")
+    @field_validator("hf_config")
     @classmethod
-    def _one_chip(cls, value: int) -> int:
-        if value != 1:
+    def _readable_config(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            catalog.geometry_from_file(value)
+        except catalog.ConfigError as error:
             raise InvalidSettingError(
-                "there is one chip; and gemma-4-E2B has one KV head (full MQA), which "
-                "cannot be sharded: runtimes replicate it to a multiple of the TP size, so "
-                "more chips multiply KV memory instead of dividing it",
-                "set it to 1",
-            )
+                str(error),
+                "point it at the model's config.json on this machine (e.g. downloaded with `hf download MODEL "
+                "config.json model.safetensors.index.json --local-dir DIR`)",
+            ) from None
         return value
 
     @field_validator("block_size")
@@ -362,6 +367,17 @@ class VllmSettings(_Section):
     @property
     def multimodal_enabled(self) -> bool:
         return any(count > 0 for count in self.limit_mm_per_prompt.values())
+
+
+def _config_model_type(path: Any) -> str | None:
+    """The model_type of vllm.modelConfig's config.json, for the family; None when unreadable (its own validator
+    says why)."""
+    if not isinstance(path, str):
+        return None
+    try:
+        return catalog.geometry_from_file(path).model_type
+    except catalog.ConfigError:
+        return None
 
 
 def _registered(value: str | None, registered: frozenset[str], what: str) -> str | None:

@@ -23,6 +23,8 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
     block_size(max_model_len, max_num_seqs=256) -> int
     padded_head_dim(head_dim), padded_kv_heads(kv_heads, tp), layer_bytes_per_token(head_dim, kv_heads, tp, bits)
     SizingError (bad KV dtype or TP), DEFAULT_GPU_MEMORY_UTILIZATION (0.92), LOAD_RULE (0.78)
+    model_implementation(architectures) -> "flax_nnx" | "vllm"   tpu-inference's path for the architecture
+    unsized_sliding_windows(geometry) -> str | None   "not sized: ..." for a vLLM-path model that keeps its windows
 """
 
 from components.sizing.fit import (
@@ -36,6 +38,7 @@ from components.sizing.fit import (
     fits_by_shape,
     smallest_fitting_shape,
 )
+from components.sizing.implementation import model_implementation, unsized_sliding_windows
 from components.sizing.kv import (
     KV_DTYPE_BITS,
     SizingError,
@@ -53,5 +56,5 @@ __all__ = [
     "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_RUN_HOURS", "KV_DTYPE_BITS", "LOAD_RULE", "Figure", "Fit",
     "ModelSpec", "SizingError", "block_size", "fit", "fits_by_shape", "kv_bytes_per_token", "layer_bytes_per_token",
     "padded_head_dim", "padded_kv_heads", "planned_tensor_parallel", "smallest_fitting_shape",
-    "tensor_parallel_choices", "unpadded_kv_bytes_per_token",
+    "tensor_parallel_choices", "unpadded_kv_bytes_per_token", "model_implementation", "unsized_sliding_windows",
 ]

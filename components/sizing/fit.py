@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from components.catalog import measured as catalog_measured
+from components.catalog import paging
 from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ModelGeometry, geometry_from_file
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
-from components.sizing import kv
+from components.sizing import implementation, kv
 
 GIB = 1024**3
 # vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
@@ -104,8 +105,8 @@ class Fit:
     @property
     def kv_tokens(self) -> int:
         """The pool in tokens: the measured figure where a boot measured this pair, else the computed one."""
-        chosen = self.figures.get("kv_tokens_measured") or self.figures["kv_tokens"]
-        return int(chosen.value or 0)
+        chosen = self.figures.get("kv_tokens_measured") or self.figures.get("kv_tokens")
+        return int(chosen.value or 0) if chosen is not None else 0
 
     @property
     def measured_here(self) -> bool:
@@ -155,7 +156,8 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
     figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
                             str(shape.generation.hbm_source) if used_chips == 1 else
                             f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
-                            f"({shape.generation.hbm_source.where})")
+                            f"({shape.generation.hbm_source.where}; assumed the same per chip on a "
+                            f"{shape.chips}-chip host: measured on 1-chip hosts only)")
     cap = hbm * gpu_memory_utilization
     figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
     weights = spec.weights
@@ -171,7 +173,13 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
     block = kv.block_size(max_model_len)
     figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
                                    "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / 512)")
-    if tp is not None:
+    unsized = implementation.unsized_sliding_windows(geometry)
+    if unsized:
+        reasons.append(unsized)
+        tp_sized = None
+    else:
+        tp_sized = tp
+    if tp_sized is not None:
         per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype)
         heads = min(geometry.kv_heads)
         replication = max(1, tp // heads) if heads < tp else 1
@@ -180,7 +188,7 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
             f"x head_dim padded to 128 x {kv.kv_bits(kv_cache_dtype) // 8} B x TP"))
         if replication > 1:
             notes.append(f"{heads} KV head(s) padded to TP {tp}: every token's KV is stored {replication} times")
-    if tp is not None and weights is not None:
+    if tp_sized is not None and weights is not None:
         pool = int(cap - weights.bytes)
         figures["kv_pool"] = Figure(pool, "bytes", False, "cap - weights")
         if pool <= 0:
@@ -191,8 +199,8 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
         figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // (block_size x kv_bytes_per_token)")
         # vLLM's "GPU KV cache size" (v1/core/kv_cache_utils.py get_kv_cache_capacity): the pages over the pages
         # one max-model-len request takes, times max-model-len (kv_blocks x block_size when it divides evenly).
-        per_request = -(-max_model_len // block)
-        tokens = int(blocks / per_request * max_model_len)
+        per_request = paging.pages_per_request(max_model_len, block)
+        tokens = paging.capacity_tokens(blocks, block, max_model_len)
         figures["kv_tokens"] = Figure(tokens, "tokens", False,
                                       "int(kv_blocks / ceil(max_model_len / block_size) x max_model_len)")
         if pool > 0 and blocks < per_request:

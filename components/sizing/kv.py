@@ -9,17 +9,19 @@
   128 lanes), and the mesh multiplies the head axis by the TP size (runner/kv_cache.py
   get_kv_cache_shape_with_mesh); a page's bytes are bits x product(shape) / 8 (get_attention_page_size_bytes);
 - sliding-window layers get full-length pages on the JAX path (kv_cache_manager.get_kv_cache_spec sets
-  sliding_window=None), and KV-shared layers get none (components/catalog/geometry.py drops them).
+  sliding_window=None), and KV-shared layers get none (components/catalog/geometry.py drops them). A model tpu-inference
+  serves through vLLM's model keeps its windows unless its head sizes differ: components/sizing/implementation.py
+  decides the path and fit() refuses to size that case ("not sized: ...").
 """
 
 from __future__ import annotations
 
+from components.catalog import paging
 from components.catalog.geometry import ModelGeometry
 
 TPU_HEAD_SIZE_ALIGNMENT = 128
-# tpu-inference's default max_num_seqs budget for its page table: 1 MiB / 2 / max_num_seqs / 4 pages per request
-# (layers/vllm/backends/flash_attn.py get_min_page_size). vLLM's default max_num_seqs on TPU is 256 (the log).
-DEFAULT_MAX_NUM_SEQS = 256
+# vLLM's default max_num_seqs on TPU is 256 (the log); the page table's budget follows from it (catalog/paging.py).
+DEFAULT_MAX_NUM_SEQS = paging.DEFAULT_MAX_NUM_SEQS
 
 # --kv-cache-dtype -> bits per element. "auto" takes the checkpoint's dtype (bf16 for every catalogued model). On v6e
 # tpu-inference logs "Automatically using fp8_e5m2 for FP8 KV cache" with auto, yet allocates bfloat16 (the v6e
@@ -35,8 +37,7 @@ def align_to(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
-def next_power_of_two(value: int) -> int:
-    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+next_power_of_two = paging.next_power_of_two
 
 
 def padded_head_dim(head_dim: int) -> int:
@@ -117,13 +118,7 @@ def planned_tensor_parallel(geometry: ModelGeometry, chips: int) -> int | None:
 
 
 def block_size(max_model_len: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
-    """The page size tpu-inference picks when --block-size is not set (platforms/tpu_platform.py with
-    flash_attn.py get_page_size and get_min_page_size): 16 past 8192 tokens, else next_pow2(len) / 16 within
-    [16, 256]; raised to the page that keeps a request within the page table (512 pages at 256 sequences)."""
-    if max_model_len > 8192:
-        page = 16
-    else:
-        page = min(max(next_power_of_two(max_model_len) // 16, 16), 256)
-    pages_per_request = 1024 * 1024 // 2 // max_num_seqs // 4
-    minimum = next_power_of_two(-(-max_model_len // pages_per_request))
-    return max(page, minimum)
+    """The page size tpu-inference picks when --block-size is not set (components/catalog/paging.py, the one copy
+    of the rule): 16 past 8192 tokens, else next_pow2(len) / 16 within [16, 256]; raised to the page that keeps a
+    request within the page table (512 pages at 256 sequences)."""
+    return paging.page_size(max_model_len, max_num_seqs)

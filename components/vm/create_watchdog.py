@@ -39,12 +39,15 @@ HTTP_TIMEOUT_SECONDS = 10.0
 
 # What the watchdog needs of the host's environment, and nothing more: the host's holds the CLI's secrets
 # (PULUMI_CONFIG_PASSPHRASE, PULUMI_ACCESS_TOKEN, a CI runner's GITHUB_TOKEN, pulumi-gcp's GOOGLE_CREDENTIALS).
-# Every variable google-auth's default credentials read (google/auth/environment_vars.py, google-auth 2.63.0),
-# where the TPU API is, the proxy and CA settings httplib2 honours, and what a process needs to start.
+# Every variable google-auth's default credentials read (google/auth/environment_vars.py, google-auth 2.63.0,
+# and the few it names in place: pluggable.py's GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES, without which
+# executable-sourced credentials refuse to run; _cloud_sdk.py's APPDATA and SystemDrive, gcloud's config on
+# Windows), where the TPU API is, the proxy and CA settings httplib2 honours, and what a process needs to start.
 _PROCESS = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _NETWORK = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
 _TPU_API = ("TPU_VLLM_TPU_API_ENDPOINT",)
+_GOOGLE_AUTH_IN_PLACE = ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", "APPDATA", "SystemDrive")
 
 
 def _google_auth_names() -> tuple[str, ...]:
@@ -56,7 +59,7 @@ def _google_auth_names() -> tuple[str, ...]:
 
 def watchdog_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The host's environment, cut to what the watchdog's TPU client reads."""
-    wanted = {*_PROCESS, *_NETWORK, *_TPU_API, *_google_auth_names()}
+    wanted = {*_PROCESS, *_NETWORK, *_TPU_API, *_GOOGLE_AUTH_IN_PLACE, *_google_auth_names()}
     return {name: value for name, value in environ.items() if name in wanted}
 
 

@@ -83,7 +83,7 @@ class VmWing(pulumi.ComponentResource):
         cache = CacheDisk(
             "cache",
             CacheDiskArgs(project=cfg.project, zone=cfg.tpu.zone, name=cfg.cache_disk_name,
-                          size_gb=cfg.cache.size_gb, disk_type=cfg.cache.disk_type,
+                          size_gb=cfg.cache.size_gb, disk_type=cfg.cache_disk_type,
                           keep_on_destroy=cfg.cache.keep_on_destroy, labels=labels,
                           owner_labels={key: labels[key] for key in ("app", "stack")}),
             after_services,
@@ -126,7 +126,7 @@ class VmWing(pulumi.ComponentResource):
             zone=cfg.tpu.zone,
             node_id=cfg.node_id,
             accelerator_type=cfg.tpu.accelerator_type,
-            runtime_version=cfg.tpu.runtime_version,
+            runtime_version=cfg.tpu.runtime,
             provisioning_model=cfg.tpu.provisioning_model,
             run_seconds=cfg.tpu.run_seconds,
             queue_seconds=cfg.tpu.queue_seconds,
@@ -156,7 +156,7 @@ class VmWing(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services])),
         )
-        usd_per_hour = spending.cost_per_hour_usd(cfg.tpu.provisioning_model)
+        usd_per_hour = cfg.tpu_usd_per_hour()
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
         stdin = billing_note.apply(lambda note: serve_stdin(serving, note))
         server = ServingStep(
@@ -175,7 +175,8 @@ class VmWing(pulumi.ComponentResource):
         if cfg.monitoring.enabled:
             flex = cfg.tpu.provisioning_model == "flex-start"
             self._monitoring(cfg.project, cfg.monitoring,
-                             monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget()), core,
+                             monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget(),
+                                              usd_per_hour=usd_per_hour, disk_type=cfg.cache_disk_type), core,
                              node.termination_time if flex else None)
         port = spec.listen_port
         key_file = f"~/.ssh/{prefix}"
@@ -209,16 +210,20 @@ class VmWing(pulumi.ComponentResource):
         outputs["hfTokenSource"] = secrets.hf_token_source
         outputs["vllmServeCommand"] = server.serve_command
         outputs["dockerRunCommand"] = container.render_docker_command(serving)
-        outputs["costPerHourUsd"] = spending.cost_per_hour_usd(pricing)
+        chips, disk_type = cfg.tpu.shape.chips, cfg.cache_disk_type
+        outputs["costPerHourUsd"] = spending.cost_per_hour_usd(pricing, chips, cfg.usd_per_chip_hour())
         if pricing == "flex-start":
-            outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds), 2)
+            outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds, chips,
+                                                                        cfg.usd_per_chip_hour()), 2)
             # The TPU's part stops with the run; this adds the cache disk's share of the run's hours.
-            outputs["maxSpendPerRunUsdWithDisk"] = round(spending.max_spend_with_disk_usd(
-                pricing, cfg.tpu.run_seconds, cfg.cache.disk_type, cfg.cache.size_gb), 2)
-        # The disk bills by the GB-month from creation to deletion, run or no run.
-        outputs["cacheDiskUsdPerMonth"] = round(spending.disk_usd_per_month(cfg.cache.disk_type, cfg.cache.size_gb), 2)
+            with_disk = spending.max_spend_with_disk_usd(pricing, cfg.tpu.run_seconds, disk_type, cfg.cache.size_gb,
+                                                         chips, cfg.usd_per_chip_hour())
+            outputs["maxSpendPerRunUsdWithDisk"] = None if with_disk is None else round(with_disk, 2)
+        # The disk bills by the GB-month from creation to deletion, run or no run (None: no price read for its type).
+        disk_month = spending.disk_usd_per_month(disk_type, cfg.cache.size_gb)
+        outputs["cacheDiskUsdPerMonth"] = None if disk_month is None else round(disk_month, 2)
         outputs["cacheDiskBilling"] = cache.disk.name.apply(lambda disk_name: cost_lines.cache_disk_billing(
-            cfg.cache.disk_type, cfg.cache.size_gb, cfg.cache.keep_on_destroy, disk_name=disk_name,
+            disk_type, cfg.cache.size_gb, cfg.cache.keep_on_destroy, disk_name=disk_name,
             zone=cfg.tpu.zone, project=cfg.project))
         if kv is not None:
             outputs["kvBytesPerToken"] = kv.kv_bytes_per_token
@@ -245,17 +250,19 @@ class VmWing(pulumi.ComponentResource):
 
 
 def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: CacheSettings,
-                     kv: KvBudget | None) -> Scope:
-    """What the VM's dashboard and alerts watch, and the notes they carry."""
+                     kv: KvBudget | None, *, usd_per_hour: float | None = None, disk_type: str | None = None) -> Scope:
+    """What the VM's dashboard and alerts watch, and the notes they carry. usd_per_hour: the host's chips
+    (Settings.tpu_usd_per_hour; unset, the log's v5e-1); disk_type: the cache disk's (Settings.cache_disk_type)."""
     pricing = tpu.provisioning_model
     flex = pricing == "flex-start"
-    usd_per_hour = spending.cost_per_hour_usd(pricing)
+    usd_per_hour = spending.cost_per_hour_usd(pricing) if usd_per_hour is None else usd_per_hour
+    disk_month = spending.disk_usd_per_month(disk_type or tpu.shape.cache_disk_type, cache.size_gb)
     notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
     if flex:
+        disk = (f"bills ${disk_month:.2f}/month run or no run" if disk_month is not None else
+                "bills by the GB-month run or no run (no price read for its type)")
         notes.append(f"Each run lasts {tpu.max_run_duration} and costs at most "
-                     f"${spending.max_spend_usd(pricing, tpu.run_seconds):.2f} of TPU time; the cache disk "
-                     f"bills ${spending.disk_usd_per_month(cache.disk_type, cache.size_gb):.2f}/month "
-                     "run or no run")
+                     f"${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time; the cache disk {disk}")
     return Scope(title=f"tpu-vllm {stack} (vm)",
                  labels={"job": ops_agent.job_name(resource_prefix)}, kv=kv, replicas=False,
                  usd_per_hour=usd_per_hour, run_seconds=tpu.run_seconds if flex else None,

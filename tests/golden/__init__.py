@@ -49,6 +49,8 @@ STACKS = (
     GoldenStack("arms", VARIANT_STACKS_DIR, "vm with every untested arm and every tpu-inference variable set"),
     GoldenStack("textonly", VARIANT_STACKS_DIR, "vm as the text-only trade (no media, the 2048 bucket)"),
     GoldenStack("gkearms", VARIANT_STACKS_DIR, "gke with tpu-inference variables and n-gram speculative decoding"),
+    GoldenStack("qwenv6e", VARIANT_STACKS_DIR, "vm: Qwen3-8B on v6e-1 in us-east5-a (v6e runtime, Hyperdisk, parsers)"),
+    GoldenStack("qwenv6egke", VARIANT_STACKS_DIR, "gke: Qwen3-8B on v6e-1 (ct6e-standard-1t, tpu-v6e-slice)"),
 )
 
 

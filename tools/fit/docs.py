@@ -31,7 +31,7 @@ def _zones(zones) -> str:
 def shapes_rows() -> list[str]:
     lines = ["| shape | chips | HBM per chip (runtime) | runtime | GKE machine, topology, `google.com/tpu` "
              "| data disks | flex-start accepted | flex-start refused | exists in (besides) "
-             "| quota ids (on-demand/flex, spot) |",
+             "| quota ids (on-demand; spot and flex-start: preemptible) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for shape in catalog.all_shapes():
         generation = shape.generation
@@ -42,7 +42,8 @@ def shapes_rows() -> list[str]:
             f"`{shape.gke_machine_type}`, `{shape.gke_topology}`, {shape.gke_tpu_count} | "
             f"{', '.join(f'`{disk}`' for disk in generation.data_disk_types)} | "
             f"{_zones(shape.flex_start_accepted_zones)} | {_zones(shape.flex_start_refused_zones)} | "
-            f"{_zones(others)} | `{generation.quota_id}`, `{generation.spot_quota_id}` |")
+            f"{_zones(others)} | `{generation.quota_id_for('on-demand')}`; "
+            f"`{generation.quota_id_for('flex-start')}` |")
     return lines
 
 

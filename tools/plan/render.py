@@ -88,7 +88,10 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
     from components.economics.cost_lines import plan_cost_lines
 
     budget = plan["budget"]
-    lines = ["cost (USD, us-west4 list prices; sources in components/basis/price_list.py):", *plan_cost_lines(budget)]
+    # The log's shape adds no tpu_* fields to the budget (components/economics/costs.py shape_summary).
+    region = budget.get("tpu_price_region", "us-west4")
+    lines = [f"cost (USD, {region} list prices; sources in components/basis/price_list.py and "
+             "components/catalog/prices.py):", *plan_cost_lines(budget)]
     if budget.get("platform") == "gke":
         lines += ["", "gke (the cluster as a whole, between gke.minReplicas and gke.maxReplicas):"]
         lines += [f"  {key}: {budget[key]}" for key in (
@@ -96,7 +99,12 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
             "gke_baseline_usd_per_hour", "gke_max_spend_per_run_usd",
             "gke_usd_per_month_at_min_replicas", "kv_tokens_at_max_replicas", "load_limit_tokens_at_max_replicas")
             if key in budget]
-    lines += ["", "memory and load (one v5e chip):"]
+    host = (f"{budget['tpu_accelerator_type']}, tensor-parallel size {budget['tensor_parallel_size']}"
+            if "tpu_accelerator_type" in budget else "one v5e chip")
+    lines += ["", f"memory and load ({host}):"]
+    for key in ("kv_tokens_how", "kv_measured_on_this_shape"):
+        if key in budget:
+            lines.append(f"  {key}: {budget[key]}")
     for key in ("kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib", "kv_pool_gib",
                 "outside_cap_gib", "load_limit_tokens", "planned_load_tokens"):
         lines.append(f"  {key}: {budget[key]}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from components.basis import boot, spending
+from components import catalog
+from components.basis import boot
 from components.settings.facts import (
-    FLEX_START_VERIFIED_ZONES,
     GKE_FALLBACK_MODELS,
     GKE_NODE_UP_ALLOWANCE_SECONDS,
     GKE_ROLLOUT_SURGE_PODS,
@@ -24,20 +24,33 @@ def gke_checks(settings: Settings) -> list[Finding]:
                                     "platform ignores it", "remove it, or set tpu-vllm:platform gke")]
         return []
     findings: list[Finding] = []
+    shape = settings.tpu.shape
+    if gke.machine_type is not None and gke.machine_type != shape.gke_machine_type:
+        named = catalog.shape_for_gke_machine(gke.machine_type)
+        findings.append(Finding(
+            "gke.machineType", gke.machine_type,
+            f"it is {named.accelerator_type if named else 'another'}'s machine, and tpu.acceleratorType "
+            f"({settings.tpu.accelerator_type}) names the shape on both platforms: its machine is "
+            f"{shape.gke_machine_type}",
+            "remove the key to follow tpu.acceleratorType"
+            + (f", or set tpu.acceleratorType to {named.accelerator_type}" if named else ""),
+            also_keys=("tpu.acceleratorType",),
+        ))
     if gke.max_replicas < gke.min_replicas:
         findings.append(Finding(
             "gke.maxReplicas", gke.max_replicas,
             f"below gke.minReplicas ({gke.min_replicas}); the HPA needs min <= max",
             f"raise maxReplicas to at least {gke.min_replicas} or lower minReplicas", also_keys=("gke.minReplicas",),
         ))
-    peak = gke.max_replicas + GKE_ROLLOUT_SURGE_PODS
+    peak = (gke.max_replicas + GKE_ROLLOUT_SURGE_PODS) * shape.chips
     if peak > gke.max_tpu_chips:
+        per_replica = "one chip" if shape.chips == 1 else f"{shape.chips} chips ({shape.accelerator_type})"
+        fits = gke.max_tpu_chips // shape.chips - GKE_ROLLOUT_SURGE_PODS
         findings.append(Finding(
-            "gke.maxReplicas", gke.max_replicas, f"each replica is one chip, and a rollout adds "
-            f"{GKE_ROLLOUT_SURGE_PODS} more while its new replica starts: {peak} chips, over the gke.maxTpuChips "
-            f"cap ({gke.max_tpu_chips})",
-            f"lower maxReplicas to {gke.max_tpu_chips - GKE_ROLLOUT_SURGE_PODS} or raise maxTpuChips to {peak} if "
-            f"you mean to pay for {peak} chips",
+            "gke.maxReplicas", gke.max_replicas, f"each replica is {per_replica}, and a rollout adds "
+            f"{GKE_ROLLOUT_SURGE_PODS} more replica while its new one starts: {peak} chips, over the "
+            f"gke.maxTpuChips cap ({gke.max_tpu_chips})",
+            f"lower maxReplicas to {fits} or raise maxTpuChips to {peak} if you mean to pay for {peak} chips",
             also_keys=("gke.maxTpuChips",),
         ))
     if gke.min_replicas == 1 and settings.tpu.provisioning_model == "flex-start":
@@ -48,14 +61,16 @@ def gke_checks(settings: Settings) -> list[Finding]:
             "of a warm start (~"
             f"{boot.WARM_BOOT_SECONDS // 60} min, {boot.WARM_BOOT_SECONDS} s) with nothing serving; a change "
             "of flags or image does not gap (the rollout starts the new replica first)",
-            f"set gke.minReplicas to 2 (one more chip, ${spending.cost_per_hour_usd('flex-start', 1):.2f}/h): the "
+            f"set gke.minReplicas to 2 ({'one more chip' if shape.chips == 1 else 'one more node'}, "
+            f"${settings.tpu_usd_per_hour('flex-start'):.2f}/h): the "
             "PodDisruptionBudget then moves one replica at a time and the other keeps serving",
             also_keys=("tpu.maxRunDuration",),
         ))
     if gke.is_regional and not gke.node_locations:
         findings.append(Finding(
             "gke.nodeLocations", [], f"a regional cluster ({gke.location}) needs the zones its TPU nodes may use",
-            f"list v5e zones, e.g. pulumi config set --path 'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a",
+            f"list {settings.tpu.shape.generation.name} zones, e.g. pulumi config set --path "
+            f"'tpu-vllm:gke.nodeLocations[0]' {gke.location}-a",
             also_keys=("gke.location",),
         ))
     outside = [zone for zone in gke.node_locations if zone.rsplit("-", 1)[0] != gke.region]
@@ -70,8 +85,8 @@ def gke_checks(settings: Settings) -> list[Finding]:
     if model != "flex-start" and not gke.allow_unbounded_billing:
         findings.append(Finding(
             "tpu.provisioningModel", model,
-            f"on gke the pool can hold {gke.max_replicas} chips with nothing to stop their billing "
-            f"(${spending.cost_per_hour_usd(model, gke.max_replicas):.2f}/h)",
+            f"on gke the pool can hold {gke.max_replicas * shape.chips} chips with nothing to stop their billing "
+            f"(${settings.tpu_usd_per_hour(model) * gke.max_replicas:.2f}/h)",
             "use flex-start, or set gke.allowUnboundedBilling true if you mean it",
             also_keys=("gke.maxReplicas",),
         ))
@@ -82,13 +97,22 @@ def gke_checks(settings: Settings) -> list[Finding]:
             "read only by the vm platform (its cache disk); on gke the compile cache is a Cloud Storage bucket, "
             "billed for what it holds", "remove it"))
     if model == "flex-start":
-        unverified = [zone for zone in gke.tpu_zones if zone not in FLEX_START_VERIFIED_ZONES]
-        if unverified:
+        verified = sorted(shape.flex_start_accepted_zones)
+        unverified = [zone for zone in gke.tpu_zones if zone not in shape.flex_start_accepted_zones]
+        absent = [zone for zone in gke.tpu_zones if zone not in shape.generation.zones]
+        if absent:
+            findings.append(Finding(
+                "gke.nodeLocations", gke.node_locations or NO_VALUE,
+                "; ".join(shape.generation.zone_not_listed(zone) for zone in absent),
+                f"list {', '.join(verified)} (where flex-start {shape.accelerator_type} was run)",
+                also_keys=("gke.location", "tpu.acceleratorType"),
+            ))
+        elif unverified:
             findings.append(Finding.warning(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
-                f"flex-start v5e is only verified in {', '.join(sorted(FLEX_START_VERIFIED_ZONES))}; "
-                f"{', '.join(unverified)} may have no v5e capacity or no flex-start for it",
-                f"list {', '.join(sorted(FLEX_START_VERIFIED_ZONES))} first, or accept the risk",
+                f"flex-start {shape.generation.name} is only verified in {', '.join(verified)}; "
+                f"{', '.join(unverified)} may have no {shape.generation.name} capacity or no flex-start for it",
+                f"list {', '.join(verified)} first, or accept the risk",
             ))
     if "container_access" in settings.vllm.model_fields_set:
         findings.append(Finding.warning(

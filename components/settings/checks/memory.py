@@ -3,36 +3,57 @@ cache disk's room for the weights."""
 
 from __future__ import annotations
 
+import math
+
+from components import sizing
 from components.basis import chip_memory
+from components.settings import fitting
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
+
+WEIGHTS_DISK_GB = 20
+LOG_CHECKPOINT_BYTES = int(9.54 * chip_memory.GIB)
 
 
 def memory_checks(settings: Settings) -> list[Finding]:
     """KV pool, context and planned load against the model's geometry, or say what is unchecked."""
     findings: list[Finding] = []
-    vllm, geometry, load = settings.vllm, settings.geometry, settings.load
-    if vllm.weights_on_disk and settings.cache.size_gb < 20:
+    vllm, geometry = settings.vllm, settings.geometry
+    weights = settings.fit.figures["weights"].value if settings.fit is not None else None
+    # The log's room: 20 GB for its 9.54 GiB checkpoint and the compile cache; a larger checkpoint, the same ratio.
+    need = max(WEIGHTS_DISK_GB, math.ceil(WEIGHTS_DISK_GB * (weights or 0) / LOG_CHECKPOINT_BYTES))
+    if vllm.weights_on_disk and settings.cache.size_gb < need:
+        checkpoint = "the 9.54 GiB checkpoint" if need == WEIGHTS_DISK_GB else \
+            f"the {chip_memory.gib(int(weights)):.2f} GiB checkpoint"
         findings.append(Finding(
             "cache.sizeGb", settings.cache.size_gb,
-            "weightsOnDisk needs room for the 9.54 GiB checkpoint and the compile cache", "use at least 20",
+            f"weightsOnDisk needs room for {checkpoint} and the compile cache", f"use at least {need}",
             also_keys=("vllm.weightsOnDisk",),
         ))
-    if vllm.model_geometry is not None and chip_memory.geometry_for(vllm.model) is not None:
+    if vllm.model_geometry is not None:
+        measured = chip_memory.geometry_for(vllm.model) is not None or settings.model_spec is not None
         findings.append(Finding.warning(
-            "vllm.modelGeometry", NO_VALUE, f"replaces the log's measured geometry of {vllm.model}",
-            "remove it to use the measured one",
+            "vllm.modelGeometry", NO_VALUE,
+            ("replaces the catalog's geometry of " + vllm.model if measured else "hand-typed geometry")
+            + ", sized against one chip with no tensor-parallel padding; vllm.modelConfig reads it from the "
+            "model's config.json by tpu-inference's own rules",
+            "replace it with vllm.modelConfig: PATH/config.json (docs/models.md)" if not measured else
+            "remove it to use the catalog's",
         ))
-    if geometry is None:
+    else:
+        findings += fit_checks(settings)
+    if geometry is None and settings.fit is None:
         findings.append(Finding.warning(
             "vllm.model", vllm.model,
-            "no measured geometry, so these go unchecked: whether the weights fit the chip, the KV pool and its "
-            "token count (kvTokens), the planned load against it, maxModelLen against the model's context, "
-            "kvCacheMemoryBytes against what is left, and the multimodal batch floor",
-            "supply it as vllm.modelGeometry (weightsGib, kvLayers, maxContextTokens; see docs/settings.md, "
-            "Changing the model)",
+            "not in the catalog and no vllm.modelConfig, so these go unchecked: whether the weights fit the chip, "
+            "the KV pool and its token count (kvTokens), the planned load against it, maxModelLen against the "
+            "model's context, kvCacheMemoryBytes against what is left, the multimodal batch floor, and "
+            "--tensor-parallel-size (1 unless vllm.tensorParallelSize says)",
+            "set vllm.modelConfig to the model's config.json (docs/models.md, Moving to another model)",
         ))
         return findings
+    if geometry is None:
+        return findings + context_checks(settings) + load_checks(settings)
 
     floor = geometry.max_tokens_per_mm_item
     if (vllm.disable_chunked_mm_input and vllm.multimodal_enabled and floor
@@ -45,18 +66,10 @@ def memory_checks(settings: Settings) -> list[Finding]:
             f"use {chip_memory.next_power_of_two(floor)}, or set limitMmPerPrompt to zeros for text only",
             also_keys=("vllm.limitMmPerPrompt", "vllm.disableChunkedMmInput", "vllm.modelGeometry"),
         ))
-    context = geometry.max_context_tokens
-    if context and vllm.max_model_len > context:
-        findings.append(Finding(
-            "vllm.maxModelLen", vllm.max_model_len,
-            f"longer than {vllm.model}'s context ({context} tokens, max_position_embeddings in its config.json); "
-            f"the server refuses to start ('User-specified max_model_len ({vllm.max_model_len}) is greater than "
-            "the derived max_model_len')",
-            f"set it to {context} or less (the log's is 32768)", also_keys=("vllm.modelGeometry",),
-        ))
+    findings += context_checks(settings)
 
     pinned = vllm.kv_cache_memory_bytes
-    if pinned is not None:
+    if pinned is not None and settings.tpu.shape.hbm_bytes_per_chip == chip_memory.V5E_HBM_BYTES:
         measured = chip_memory.kv_pool_bytes(geometry, chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
         failing = chip_memory.kv_pool_bytes(geometry, chip_memory.FAILING_GPU_MEMORY_UTILIZATION)
         if pinned >= failing:
@@ -77,15 +90,38 @@ def memory_checks(settings: Settings) -> list[Finding]:
             ))
 
     kv = settings.kv_budget()
-    if pinned is None and kv.kv_tokens <= 0:
+    if pinned is None and kv is not None and kv.kv_tokens <= 0 and vllm.model_geometry is not None:
         findings.append(Finding(
             "vllm.gpuMemoryUtilization", vllm.gpu_memory_utilization,
             f"the cap ({chip_memory.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "
             f"{chip_memory.gib(geometry.weights_bytes):.2f} GiB of weights",
             "use 0.92", also_keys=("vllm.modelGeometry",),
         ))
+    return findings + load_checks(settings)
+
+
+def context_checks(settings: Settings) -> list[Finding]:
+    """vllm.maxModelLen against the model's context (config.json max_position_embeddings)."""
+    vllm, geometry, spec = settings.vllm, settings.geometry, settings.model_spec
+    context = geometry.max_context_tokens if geometry is not None else spec.geometry.max_context_tokens if spec \
+        else None
+    if context and vllm.max_model_len > context:
+        return [Finding(
+            "vllm.maxModelLen", vllm.max_model_len,
+            f"longer than {vllm.model}'s context ({context} tokens, max_position_embeddings in its config.json); "
+            f"the server refuses to start ('User-specified max_model_len ({vllm.max_model_len}) is greater than "
+            "the derived max_model_len')",
+            f"set it to {context} or less (the log's is 32768)", also_keys=("vllm.modelGeometry",),
+        )]
+    return []
+
+
+def load_checks(settings: Settings) -> list[Finding]:
+    """The planned load against 78% of the pool (the log's rule), and each client's context against the model's."""
+    findings: list[Finding] = []
+    vllm, load, kv = settings.vllm, settings.load, settings.kv_budget()
     planned = load.clients * load.context_tokens
-    if kv.kv_tokens > 0 and planned > kv.load_limit_tokens:
+    if kv is not None and kv.kv_tokens > 0 and planned > kv.load_limit_tokens:
         findings.append(Finding.warning(
             "load", {"clients": load.clients, "contextTokens": load.context_tokens},
             f"{load.clients} clients x {load.context_tokens} tokens = {planned:,} KV tokens, over ~78% of the "
@@ -97,5 +133,54 @@ def memory_checks(settings: Settings) -> list[Finding]:
         findings.append(Finding(
             "load.contextTokens", load.context_tokens, f"longer than vllm.maxModelLen ({vllm.max_model_len})",
             "lower it or raise maxModelLen", also_keys=("vllm.maxModelLen",),
+        ))
+    return findings
+
+
+def fit_checks(settings: Settings) -> list[Finding]:
+    """The model on tpu.acceleratorType as tools.fit sizes it: refused when it cannot fit (naming the smallest
+    shape that can), an explicit tensor-parallel size the shape does not allow, and a pair nobody measured."""
+    fitted, vllm, tpu = settings.fit, settings.vllm, settings.tpu
+    if fitted is None:
+        return []
+    findings: list[Finding] = []
+    geometry = settings.model_spec.geometry
+    choices = sizing.tensor_parallel_choices(geometry, tpu.shape.chips)
+    if vllm.tensor_parallel_size is not None and vllm.tensor_parallel_size not in choices:
+        planned = sizing.planned_tensor_parallel(geometry, tpu.shape.chips)
+        findings.append(Finding(
+            "vllm.tensorParallelSize", vllm.tensor_parallel_size,
+            f"{tpu.accelerator_type} has {tpu.shape.chips} chip(s), and {vllm.model}'s attention and KV heads split "
+            f"over tensor-parallel sizes {', '.join(map(str, choices)) or 'none'} there",
+            f"set it to {planned} (the fit's choice) or remove the key" if planned else
+            "remove the key, or pick another tpu.acceleratorType (python -m tools.fit)",
+            also_keys=("tpu.acceleratorType",),
+        ))
+        return findings
+    # The context's own check (context_checks) says what is wrong with maxModelLen past the model's context.
+    reasons = [reason for reason in fitted.reasons if "max_position_embeddings" not in reason]
+    if reasons:
+        smallest = fitting.smallest_shape(settings)
+        fix = (f"put the checkpoint's {fitting.SAFETENSORS_INDEX} beside {vllm.hf_config} (its "
+               "metadata.total_size is the weights' bytes)" if fitted.figures["weights"].value is None else
+               f"set tpu.acceleratorType to {smallest.accelerator_type}, the smallest shape it fits "
+               f"(python -m tools.fit --model {vllm.model} compares them)" if smallest is not None and
+               smallest.accelerator_type != tpu.accelerator_type else
+               "no catalogued shape holds it at this vllm.maxModelLen: lower it, or pick a smaller model "
+               "(python -m tools.fit)")
+        findings.append(Finding(
+            "vllm.model", vllm.model,
+            f"does not fit {tpu.accelerator_type} at maxModelLen {vllm.max_model_len}: " + "; ".join(reasons)
+            + " (computed by tpu-inference's rules, before any cloud call)",
+            fix, also_keys=("tpu.acceleratorType",),
+        ))
+    elif not fitted.measured_here:
+        findings.append(Finding.warning(
+            "vllm.model", vllm.model,
+            f"nobody has measured {vllm.model} on {tpu.accelerator_type}: its {fitted.kv_tokens:,}-token KV pool "
+            "is computed by tpu-inference's rules, not read from a boot; the first deploy is the measurement",
+            "after it boots, record the boot log's 'Memory statistics' and 'GPU KV cache size' lines as a measured "
+            "point in the catalog (docs/models.md, Recording a measured point)",
+            also_keys=("tpu.acceleratorType",),
         ))
     return findings

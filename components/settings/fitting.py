@@ -1,0 +1,100 @@
+"""What `python -m tools.fit` says of this stack's model on its shape, for everything the stack deploys: the model
+(catalogued by its Hugging Face id, read from `vllm.modelConfig`, or unknown), its fit (components/sizing) and
+what follows from it: the tensor-parallel size, the KV budget, the chip's price. No second copy of any fact: the
+catalog and sizing hold them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components import catalog, sizing
+from components.basis import chip_memory
+from components.sizing.kv import KV_DTYPE_BITS
+
+# components.settings.root.Settings, which calls these for its properties (root imports this module, so not back).
+Settings = Any
+
+# Hugging Face's sharded-checkpoint index, written beside config.json (transformers' SAFE_WEIGHTS_INDEX_NAME); its
+# metadata.total_size is the bytes of every tensor of the checkpoint.
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def index_weights_bytes(config_path: str) -> int | None:
+    """metadata.total_size of the safetensors index beside vllm.modelConfig, or None (no index, or unreadable)."""
+    index = Path(config_path).expanduser().parent / SAFETENSORS_INDEX
+    try:
+        total = json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return total if isinstance(total, int) and total > 0 else None
+
+
+def model_spec(settings: Settings) -> sizing.ModelSpec | None:
+    """vllm.modelConfig's model (weights: the index beside it, else counted from the config), else the catalog's
+    model of vllm.model, else None (an unknown model: only vllm.modelGeometry, or nothing, sizes it)."""
+    vllm = settings.vllm
+    if vllm.hf_config is not None:
+        spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model,
+                                                 weights_bytes=index_weights_bytes(vllm.hf_config))
+        if spec.weights is not None and spec.weights.basis == "given":
+            spec = sizing.ModelSpec(spec.name, spec.geometry, catalog.Weights(
+                spec.weights.bytes, False, f"{SAFETENSORS_INDEX} metadata.total_size beside {vllm.hf_config}"),
+                spec.family)
+        return spec
+    catalogued = catalog.catalog_model(vllm.model)
+    return sizing.ModelSpec.of(catalogued) if catalogued is not None else None
+
+
+def sized_kv_dtype(kv_cache_dtype: str) -> str:
+    """The KV dtype sizing knows; the others (warned or refused by the vllm section) are sized as auto."""
+    return kv_cache_dtype if kv_cache_dtype in KV_DTYPE_BITS else "auto"
+
+
+def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None) -> sizing.Fit | None:
+    """The model on tpu.acceleratorType at vllm.maxModelLen, as tools.fit computes it; None for an unknown model."""
+    spec = model_spec(settings)
+    if spec is None:
+        return None
+    vllm, tpu = settings.vllm, settings.tpu
+    return sizing.fit(spec, tpu.shape, vllm.max_model_len, gpu_memory_utilization=vllm.gpu_memory_utilization,
+                      kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype), context_tokens=settings.load.context_tokens,
+                      clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
+                      tensor_parallel_size=tensor_parallel_size or vllm.tensor_parallel_size)
+
+
+def smallest_shape(settings: Settings) -> catalog.Shape | None:
+    spec = model_spec(settings)
+    if spec is None:
+        return None
+    vllm = settings.vllm
+    return sizing.smallest_fitting_shape(spec, vllm.max_model_len,
+                                         gpu_memory_utilization=vllm.gpu_memory_utilization,
+                                         kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype))
+
+
+def kv_budget_of(fit: sizing.Fit, pinned_pool_bytes: int | None) -> chip_memory.KvBudget | None:
+    """The fit's pool as the stack's KV budget (the tokens measured where a boot measured them); a pinned
+    --kv-cache-memory replaces the pool and the pages follow."""
+    figures = fit.figures
+    if "kv_pool" not in figures:
+        return None
+    per_token, block = int(figures["kv_bytes_per_token"].value), int(figures["block_size"].value)
+    cap, hbm = int(figures["cap"].value), int(figures["hbm"].value)
+    pool, blocks, tokens = int(figures["kv_pool"].value), int(figures["kv_blocks"].value), fit.kv_tokens
+    if pinned_pool_bytes is not None:
+        pool = pinned_pool_bytes
+        blocks = max(pool, 0) // (per_token * block)
+        tokens = int(blocks / -(-fit.max_model_len // block) * fit.max_model_len)
+    return chip_memory.KvBudget(kv_bytes_per_token=per_token, hbm_cap_bytes=cap, kv_pool_bytes=pool,
+                                outside_cap_bytes=hbm - cap, block_size=block, kv_blocks=blocks, kv_tokens=tokens,
+                                max_model_len=fit.max_model_len)
+
+
+def chip_usd_per_hour(settings: Settings, provisioning_model: str) -> catalog.ChipPrice | None:
+    """One chip of the shape's generation at this provisioning model: the zone's region's price, else the region
+    the catalog has prices for (the price is then another region's: the plan says so)."""
+    generation = settings.tpu.shape.generation
+    return (catalog.chip_price(generation.name, settings.tpu.region, provisioning_model)
+            or catalog.chip_price(generation.name, generation.price_region, provisioning_model))

@@ -1,0 +1,5 @@
+import sys
+
+from tools.sweep.cli import main
+
+sys.exit(main())

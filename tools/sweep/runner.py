@@ -1,0 +1,318 @@
+"""The sweep itself: for each arm, set its config by path, `up` (events to a log, one progress line), tunnel, health,
+the cells; then the comparison and the end action. Ctrl-C or any error: cancel the running update, destroy the
+sweep's stack, and say so; a second Ctrl-C says what is left and the exact command that removes it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pulumi.automation.errors import CommandError, InvalidVersionError
+
+from tools.sweep import bench_step, compare, config_paths, stack_ops
+from tools.sweep.estimate import ArmPlan, Plan
+from tools.sweep.journal import Journal
+
+HEALTH_TIMEOUT_S = 600.0
+# How long the CLI may take to end its update after Ctrl-C before `pulumi cancel`, and after that before the
+# clean-up gives up and says what is left (a destroy beside a running update would race it).
+CANCEL_GRACE_S = 120.0
+POLL_S = 0.1
+
+
+def clock() -> float:
+    """The sweep's own clock: elapsed time, spend so far and each node's run end are read on it."""
+    return time.monotonic()
+
+
+class LimitError(Exception):
+    pass
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _event_record(event: Any) -> dict[str, Any]:
+    """One engine event (pulumi.automation.events.EngineEvent) as a log line: which kind, and what it names."""
+    record: dict[str, Any] = {"sequence": event.sequence, "timestamp": event.timestamp}
+    for kind in ("prelude_event", "resource_pre_event", "res_outputs_event", "res_op_failed_event",
+                 "diagnostic_event", "summary_event", "cancel_event", "stdout_event", "policy_event"):
+        found = getattr(event, kind, None)
+        if found is None:
+            continue
+        record["kind"] = kind
+        metadata = getattr(found, "metadata", None)
+        if metadata is not None:
+            record.update(op=str(metadata.op.value), urn=metadata.urn, type=metadata.type)
+        if kind == "diagnostic_event":
+            record.update(severity=found.severity, message=found.message)
+        if kind == "summary_event":
+            record["resource_changes"] = {str(getattr(op, "value", op)): n for op, n in found.resource_changes.items()}
+    return record
+
+
+class Runner:
+    def __init__(self, planned: Plan, out: Path, journal: Journal, stack: stack_ops.SweepStack,
+                 tunnel: Callable[[dict[str, Any]], contextlib.AbstractContextManager[tuple[str, str]]],
+                 ticker: Callable[[str], None] | None):
+        self.planned, self.sweep, self.out, self.journal, self.stack = planned, planned.sweep, out, journal, stack
+        self.tunnel, self.ticker = tunnel, ticker or (lambda phase: None)
+        self.started = clock()
+        self.billing_since: float | None = None
+        self.usd_per_hour = planned.arms[0].usd_per_hour
+        self.current: ArmPlan | None = None
+        self.phase = "start"
+        self.events_log: Any = None
+        self.node_started: float | None = None
+
+    # ---- progress ----
+
+    def spent(self) -> float:
+        """Computed: the finished arms' node time, and the node time since this run's first `up`, x $/hour."""
+        running = (clock() - self.billing_since) if self.billing_since is not None else 0.0
+        return self.journal.spent_usd + self.usd_per_hour * running / 3600
+
+    def progress(self, detail: str = "") -> None:
+        arm = self.current
+        where = f"arm {arm.index} of {len(self.planned.arms)} ({arm.arm.name})" if arm else "sweep"
+        elapsed = int(clock() - self.started)
+        _say(f"[{where}] {self.phase}, {elapsed // 60}m{elapsed % 60:02d}s, ${self.spent():.2f} spent so far "
+             f"(computed){': ' + detail if detail else ''}")
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.progress()
+        self.tick()
+
+    def tick(self) -> None:
+        self.ticker(self.phase)
+        limits = self.sweep.limits
+        if self.spent() > limits.max_spend_usd:
+            raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent (computed)")
+        if clock() - self.started > limits.max_seconds:
+            raise LimitError(f"limits.maxDuration = {limits.max_duration}: reached")
+
+    # ---- one arm ----
+
+    def arm_dir(self, arm: ArmPlan) -> Path:
+        return self.out / f"{arm.index:02d}-{arm.arm.name}"
+
+    def deploy(self, config: dict[str, Any], events_log: Path) -> None:
+        current = self.journal.applied or self.sweep.base_config
+        to_set, to_remove = config_paths.changes(current, config)
+        self.stack.apply(to_set, to_remove)
+        self.journal.applied = config
+        self.journal.deployed = True
+        self.journal.save()
+        self.enter("up")
+        events_log.parent.mkdir(parents=True, exist_ok=True)
+        # Open until the `up` ends, however it ends: after Ctrl-C the cancelled update still reports its events.
+        log = self.events_log = events_log.open("a", encoding="utf-8")
+
+        def write(record: dict[str, Any]) -> None:
+            if not log.closed:
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+
+        def on_event(event: Any) -> None:
+            record = _event_record(event)
+            write(record)
+            if record.get("kind") == "resource_pre_event":
+                self.progress(f"{record['op']} {record['type']}")
+
+        if self.billing_since is None:
+            self.billing_since = clock()
+        self.stack.start_up(on_event, lambda line: write({"output": line}))
+        while not self.stack.wait_up(POLL_S):
+            self.tick()
+        log.close()
+
+    def measure(self, arm: ArmPlan) -> Path:
+        settings = arm.arm.loaded.settings
+        self.enter("config")
+        self.deploy(arm.arm.config, self.arm_dir(arm) / "events.jsonl")
+        outputs = self.stack.outputs()
+        self.enter("tunnel")
+        with self.tunnel(outputs) as (base_url, api_key):
+            self.enter("health")
+            bench_step.wait_healthy(base_url, HEALTH_TIMEOUT_S, self.tick)
+            self.enter("cells")
+            kv = settings.kv_budget()
+            result = self.arm_dir(arm) / "bench.json"
+            bench_step.run_cells(base_url, api_key, settings.vllm.model, self.sweep.cells,
+                                 kv.kv_tokens if kv else None, result, arm.arm.name)
+        return result
+
+    def run_arms(self) -> None:
+        limits = self.sweep.limits
+        for arm in self.planned.arms:
+            if arm.arm.name in self.journal.finished:
+                continue
+            self.current = arm
+            if self.spent() + arm.spend_usd > limits.max_spend_usd:
+                raise LimitError(f"limits.maxSpendUsd = {limits.max_spend_usd:g}: ${self.spent():.2f} spent and "
+                                 f"arm {arm.arm.name} is expected to cost ${arm.spend_usd:.2f} more (computed)")
+            if arm.new_node or self.node_started is None:
+                self.node_started = clock()
+            tpu = arm.arm.loaded.settings.tpu
+            if tpu.provisioning_model == "flex-start" and \
+                    clock() - self.node_started + arm.seconds > tpu.run_seconds:
+                raise LimitError(
+                    f"arm {arm.arm.name} would run past node {arm.node}'s run end: it has run "
+                    f"{(clock() - self.node_started) / 60:.0f} min of its {tpu.max_run_duration} and the arm is "
+                    f"expected to take {arm.seconds / 60:.0f} min (computed); GCP would delete the node mid-arm")
+            arm_started = clock()
+            result = self.measure(arm)
+            self.journal.finished[arm.arm.name] = str(result)
+            self.journal.spent_usd += self.usd_per_hour * (clock() - arm_started) / 3600
+            self.billing_since = clock()
+            self.journal.save()
+            self.progress(f"finished: {result}")
+
+    # ---- the end ----
+
+    def finish(self) -> int:
+        rows = [row for arm in self.planned.arms
+                for row in compare.rows_of(arm.arm.name, Path(self.journal.finished[arm.arm.name]), arm.usd_per_hour)]
+        written = compare.write(rows, self.out)
+        print(compare.markdown(rows))
+        _say("comparison: " + ", ".join(str(path) for path in written))
+        self.current, action = None, self.sweep.limits.at_end
+        if action == "destroy":
+            self.destroy()
+            return 0
+        best = compare.winner(rows)
+        name = best.arm if action == "keep-best" and best else self.planned.arms[0].arm.name
+        config = (next(arm.arm.config for arm in self.planned.arms if arm.arm.name == name)
+                  if action == "keep-best" else self.sweep.base_config)
+        self.enter("keep" if action == "keep-best" else "restore")
+        self.deploy(config, self.out / f"{action}-events.jsonl")
+        _say(f"left up on purpose (limits.atEnd = {action}): stack {self.sweep.stack} serves "
+             f"{name if action == 'keep-best' else 'the base'}'s configuration and bills "
+             f"${self.usd_per_hour:.2f}/hour until its run end or until you remove it: "
+             f"{stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack)}")
+        return 0
+
+    def destroy(self) -> None:
+        self.enter("destroy")
+        log = (self.out / "destroy.log").open("a", encoding="utf-8")
+        with log:
+            self.stack.destroy(lambda line: log.write(line + "\n"))
+        # The interrupted arm's node time is spent too: a resumed sweep counts it against maxSpendUsd.
+        self.journal.spent_usd = self.spent()
+        self.journal.deployed, self.journal.applied = False, None
+        self.journal.save()
+        self.billing_since = None
+        _say(f"destroyed stack {self.sweep.stack} and removed it: nothing of the sweep is left billing")
+
+    def wait_for_up(self, seconds: float) -> bool:
+        """True once the `up` ended, however (its error is already being handled)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if self.stack.wait_up(POLL_S):
+                    return True
+            if not self.stack.up_running():
+                return True
+        return False
+
+    def clean_up(self, reason: str, interrupted: bool) -> int:
+        """After Ctrl-C or an error: end the running update, destroy, say so. 130 after Ctrl-C, else 1."""
+        _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (Ctrl-C again to stop that too).")
+        try:
+            if self.stack.up_running():
+                ended = False
+                if interrupted:
+                    # The terminal sent the CLI the same SIGINT: its first ^C cancels the update gracefully,
+                    # finishing the operations in flight (pkg/backend/cancellation_scope.go).
+                    _say("the Pulumi CLI got the same Ctrl-C and is cancelling its update")
+                    ended = self.wait_for_up(CANCEL_GRACE_S)
+                if not ended:
+                    _say(self.stack.cancel())
+                    ended = self.wait_for_up(CANCEL_GRACE_S)
+                if not ended:
+                    raise RuntimeError(f"the update still runs {CANCEL_GRACE_S:.0f} s after `pulumi cancel`")
+            if self.events_log is not None:
+                self.events_log.close()
+            if self.journal.deployed:
+                self.destroy()
+            else:
+                self.stack.workspace.remove_stack(self.sweep.stack)
+                self.journal.applied = None
+                self.journal.save()
+                _say(f"nothing was deployed: nothing of the sweep is billing; removed stack {self.sweep.stack}, "
+                     "which held no resources")
+        except KeyboardInterrupt:
+            self.left_behind()
+            return 130
+        except Exception as error:  # the clean-up itself failed: say what is left, never a traceback
+            _say(f"the clean-up failed: {error.__class__.__name__}: {str(error).strip().splitlines()[-1:]}")
+            self.left_behind()
+            return 1
+        return 130 if interrupted else 1
+
+    def left_behind(self) -> None:
+        _say(f"LEFT BEHIND: stack {self.sweep.stack} may still hold a TPU node (${self.usd_per_hour:.2f}/hour, "
+             "flex-start stops it at its run end) and its cache disk (bills until deleted). Remove them with:\n  "
+             + stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack))
+
+
+def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_command: Any = None,
+        tunnel: Callable[[dict[str, Any]], contextlib.AbstractContextManager[tuple[str, str]]] | None = None,
+        ticker: Callable[[str], None] | None = None) -> int:
+    sweep = planned.sweep
+    names = [arm.arm.name for arm in planned.arms]
+    journal_path = out / "journal.json"
+    journal = Journal.load(journal_path) if resume else None
+    if resume and journal is None:
+        _say(f"error: --resume: no sweep to resume in {out} (no journal.json); run it without --resume")
+        return 2
+    if journal is not None and (journal.arms != names or journal.stack != sweep.stack):
+        _say(f"error: --resume: {journal_path} is of another sweep (arms {journal.arms}, stack {journal.stack}); "
+             "run this one without --resume, with another --out")
+        return 2
+    journal = journal or Journal(journal_path, str(sweep.path), sweep.stack, names)
+    try:
+        command = pulumi_command or stack_ops.pulumi_command(install_cli)
+    except (OSError, subprocess.CalledProcessError, InvalidVersionError) as error:
+        _say(f"error: the sweep needs the Pulumi CLI {stack_ops.PULUMI_CLI_VERSION} or a later 3.x "
+             f"({error.__class__.__name__}: {error}); install it (https://www.pulumi.com/docs/install/), or add "
+             "--install-cli to install that version under ~/.pulumi/versions/. Nothing was started.")
+        return 2
+    stack = stack_ops.SweepStack(sweep.project_dir, sweep.base, sweep.stack, command)
+    try:
+        made = stack.open(resume)
+    except stack_ops.StackExistsError as error:
+        _say(f"error: {error}")
+        return 2
+    except CommandError as error:  # e.g. not logged in: nothing was made yet
+        said = str(error).rpartition("stderr:")[2].strip()  # CommandResult.__str__: code, stdout, stderr
+        _say(f"error: the Pulumi CLI refused to open stack {sweep.stack}: {said}. Log in "
+             "(pulumi login) and check the base stack exists. Nothing was started.")
+        return 2
+    if made:
+        journal.applied, journal.deployed = None, False
+    journal.save()
+    runner = Runner(planned, out, journal, stack, tunnel or bench_step.ssh_tunnel, ticker)
+    if journal.finished:
+        _say(f"resuming after {', '.join(journal.finished)}")
+    try:
+        runner.run_arms()
+        return runner.finish()
+    except KeyboardInterrupt:
+        return runner.clean_up("interrupted (Ctrl-C)", interrupted=True)
+    except Exception as error:  # any error: nothing may be left billing
+        detail = str(error).strip().splitlines()[-1] if str(error).strip() else ""
+        return runner.clean_up(f"{error.__class__.__name__}: {detail}", interrupted=False)
+
+
+@contextlib.contextmanager
+def no_tunnel(base_url: str, api_key: str) -> Iterator[tuple[str, str]]:
+    yield base_url, api_key
