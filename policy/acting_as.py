@@ -165,6 +165,20 @@ STACK_BINDINGS = frozenset({
     ("custom-metrics", "custom-metrics-stackdriver-adapter", "clusterrole", "custom-metrics-resource-reader"),
 })
 
+# The inference gateway's endpoint picker (components/gke/inference_pool.py): its own ServiceAccount in the stack's
+# namespace, bound to its own Role of the same name there, which may only read pods and the pool's objects (llm-d's
+# chart grants it the same, config/charts/routerlib/templates/_rbac.yaml and llm-d-router-gateway rbac.yaml, v0.9.0).
+PICKER_ACCOUNT = "vllm-pool-epp"
+PICKER_READS = frozenset({"pods", "inferencepools", "inferenceobjectives", "inferencemodelrewrites"})
+READ_VERBS = frozenset({"get", "list", "watch"})
+
+
+def _picker_reads_only(rules: Any) -> bool:
+    return bool(rules) and all(
+        isinstance(rule, Mapping) and {str(v) for v in rule.get("verbs") or []} <= READ_VERBS
+        and {str(r) for r in rule.get("resources") or []} <= PICKER_READS and not rule.get("nonResourceURLs")
+        for rule in rules)
+
 
 def _kind(type_: str) -> str:
     return type_.rsplit(":", 1)[-1] if type_.startswith(RBAC_GROUP) else ""
@@ -234,6 +248,10 @@ def rbac_violations(resources: list[Any], accounts: StackAccounts) -> list[str]:
         where = f"{kind} {metadata.get('name', '')}" + (f" in {namespace}" if namespace else "")
         for written, pair in _subjects_covering(resource.props, namespace or "default", namespaces, pairs):
             if pair is not None and (*pair, ref_kind, ref_name) in STACK_BINDINGS:
+                continue
+            # The picker holds no Google identity (no Workload Identity binding): only its read-only Role.
+            if (written == f"ServiceAccount {namespace}/{PICKER_ACCOUNT}" and ref_kind == "role"
+                    and ref_name == PICKER_ACCOUNT and _picker_reads_only(roles.get(("role", namespace, ref_name)))):
                 continue
             violations.append(f"{where} binds {written} (the stack's Kubernetes identities) to {ref_kind} "
                               f"{ref_name}: the stack's identities hold only the grants the stack makes; remove it, "

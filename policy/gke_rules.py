@@ -48,6 +48,13 @@ EXTERNAL_LB_ANNOTATION = "tpu-vllm/external-load-balancer"
 EXTERNAL_LB_OPT_IN = "opted-in by tpu-vllm:gke.allowExternalLoadBalancer"
 INTERNAL_LB_ANNOTATIONS = ("networking.gke.io/load-balancer-type", "cloud.google.com/load-balancer-type")
 INTERNAL_INGRESS_CLASS = "gce-internal"
+# Gateway API Gateways (the stack's inference gateway, components/gke/gateway.py): GKE's internal classes, the
+# regional internal Application Load Balancer and its multi-cluster form (kubernetes-engine/docs/concepts/
+# gateway-api, "GatewayClass capabilities"); every other class (gke-l7-global-external-managed,
+# gke-l7-regional-external-managed, gke-l7-gxlb, ...) faces the internet.
+GATEWAY_TYPES = {"kubernetes:gateway.networking.k8s.io/v1:Gateway",
+                 "kubernetes:gateway.networking.k8s.io/v1beta1:Gateway"}
+INTERNAL_GATEWAY_CLASSES = ("gke-l7-rilb", "gke-l7-rilb-mc")
 
 CONFIG_PROPERTIES = {
     "maxTpuChips": {"type": "integer", "default": 8},
@@ -249,8 +256,9 @@ def _stack_opted_in(type_: str, props: Mapping[str, Any], urn: str) -> bool:
 
 def no_external_load_balancer(type_: str, props: Mapping[str, Any],
                               config: Mapping[str, Any] | None = None, urn: str = "") -> list[str]:
-    """A Service of type LoadBalancer is internal, and an Ingress uses the internal class, unless allowed: by the
-    policy config, or by the stack's settings (gke.allowExternalLoadBalancer) on the Service it made itself."""
+    """A Service of type LoadBalancer is internal, and an Ingress or a Gateway uses an internal class, unless allowed:
+    by the policy config, or by the stack's settings (gke.allowExternalLoadBalancer) on the Service it made itself
+    (the stack makes no external Gateway, so only the policy config lets one through)."""
     config = _config(config)
     metadata = props.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
@@ -270,6 +278,13 @@ def no_external_load_balancer(type_: str, props: Mapping[str, Any],
             return []
         return [f"Ingress {name} makes an external load balancer; use the {INTERNAL_INGRESS_CLASS} class, or opt "
                 "in with the policy config allowExternalLoadBalancer: true"]
+    if type_ in GATEWAY_TYPES:
+        gateway_class = (props.get("spec") or {}).get("gatewayClassName")
+        if gateway_class in INTERNAL_GATEWAY_CLASSES:
+            return []
+        return [f"Gateway {name} uses the class {gateway_class}, an external load balancer; use "
+                f"{INTERNAL_GATEWAY_CLASSES[0]} (tpu-vllm:gke.inferenceGateway does), or opt in with the policy config "
+                "allowExternalLoadBalancer: true"]
     return []
 
 

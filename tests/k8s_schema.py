@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
+import yaml
 
 from tools.plan.engine import unwrap
 
@@ -66,6 +67,45 @@ CUSTOM_RESOURCE_SCHEMAS[("cloud.google.com/v1", "ComputeClass")] = json.loads(
     (SCHEMAS / "computeclass_v1.json").read_text())
 
 
+def strict(schema: Any, in_combinator: bool = False) -> Any:
+    """A CRD's structural schema as the API server prunes it: a field no `properties` lists is refused (here an
+    error, there silently dropped), except under x-kubernetes-preserve-unknown-fields or additionalProperties. A
+    branch of oneOf/anyOf/allOf/not only adds constraints to the structural schema beside it, so it stays open."""
+    if isinstance(schema, list):
+        return [strict(item, in_combinator) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: strict(value, key in ("oneOf", "anyOf", "allOf", "not")) for key, value in schema.items()}
+    if ("properties" in out and "additionalProperties" not in out and not in_combinator
+            and not out.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
+def crd_schema(file_name: str, version: str) -> dict[str, Any]:
+    """The openAPIV3Schema of one served version of a CRD vendored whole in tests/schemas (its README says from
+    where); CEL rules (x-kubernetes-validations) are not evaluated here. libyaml's loader when there is one: the
+    HTTPRoute CRD alone takes ~0.5 s to parse in pure Python."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load((SCHEMAS / file_name).read_text(), Loader=loader)
+    [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    return strict(served["schema"]["openAPIV3Schema"])
+
+
+# Read when an object of the kind is first validated, not at import (every module that imports this one).
+CRD_FILES = {
+    ("gateway.networking.k8s.io/v1", "Gateway"): "gateway.networking.k8s.io_gateways.yaml",
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): "gateway.networking.k8s.io_httproutes.yaml",
+    ("inference.networking.k8s.io/v1", "InferencePool"): "inference.networking.k8s.io_inferencepools.yaml",
+}
+# GKE publishes no CRD repository: datreeio/CRDs-catalog's JSON Schemas of the CRDs a GKE 1.33 cluster serves
+# (as computeclass_v1.json).
+CUSTOM_RESOURCE_SCHEMAS[("networking.gke.io/v1", "HealthCheckPolicy")] = json.loads(
+    (SCHEMAS / "healthcheckpolicy_v1.json").read_text())
+CUSTOM_RESOURCE_SCHEMAS[("networking.gke.io/v1", "GCPBackendPolicy")] = json.loads(
+    (SCHEMAS / "gcpbackendpolicy_v1.json").read_text())
+
+
 def _integral(value: Any) -> Any:
     """The engine carries every number as a double; the API server receives JSON integers."""
     if isinstance(value, float) and value.is_integer():
@@ -99,6 +139,8 @@ def _custom_resource_validator(key: tuple[str, str], schema: dict[str, Any]) -> 
 
 def validation_errors(manifest: dict[str, Any]) -> list[str]:
     key = (manifest.get("apiVersion"), manifest.get("kind"))
+    if key in CRD_FILES and key not in CUSTOM_RESOURCE_SCHEMAS:
+        CUSTOM_RESOURCE_SCHEMAS[key] = crd_schema(CRD_FILES[key], "v1")
     schema = CUSTOM_RESOURCE_SCHEMAS.get(key)
     try:
         if schema is not None:

@@ -190,6 +190,9 @@ def test_a_missing_or_bad_model_config_is_refused_clearly(tmp_path):
     message = one_problem(tpu=V6E_1, vllm={"model": "acme/q", "modelConfig": str(bad), "toolCallParser": "hermes"})
     assert "tpu-vllm:vllm.modelConfig" in message and "is not JSON" in message
     assert "Traceback" not in message
+    bad.write_bytes(b'{"model_type": "qwen3", "note": "\xff"}')  # not UTF-8: a ValueError, not an OSError
+    message = one_problem(tpu=V6E_1, vllm={"model": "acme/q", "modelConfig": str(bad), "toolCallParser": "hermes"})
+    assert "tpu-vllm:vllm.modelConfig" in message and "is not UTF-8" in message
 
 
 # --- Costs ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from tests import test_program
 from tests.fakes.gcp_metadata import FakeMetadata, FakeSecretManager
 from tests.test_program import KEY_CANARY
 from tests.test_startup_script import API_CANARY, API_SECRET, HF_CANARY, HF_SECRET, Run, attributes
-from tools import status
+from tools import status, status_node
 
 SSHD = "/usr/sbin/sshd"
 HOST_KEY_SECRET = "projects/proj/secrets/tpu-vllm-dev-ssh-host-key"
@@ -337,8 +337,8 @@ def test_status_reads_the_node_only_behind_the_stacks_host_key(node, outputs, of
     target = status.ssh_target({"sshCommand": outputs["sshCommand"], "sshPrivateKey": node["client_private"],
                                 "sshKnownHosts": known_hosts}, "127.0.0.1", "stack dev")
     target.user, target.port = "root", sshd.port
-    monkeypatch.setattr(status, "PROBE_SCRIPT", "echo startup_status=ready\n")
-    monkeypatch.setattr(status, "remote_command", lambda port: "bash -s")
+    monkeypatch.setattr(status_node, "PROBE_SCRIPT", "echo startup_status=ready\n")
+    monkeypatch.setattr(status_node, "remote_command", lambda port: "bash -s")
     if reached:
         assert status.read_node(target, 8000).startup_status == "ready"
     else:
@@ -469,8 +469,8 @@ def test_status_ignores_a_user_config_that_vouches_for_an_impostor(hostile_home,
                                 "sshKnownHosts": (hostile_home["home"] / "tpu-vllm-dev.known_hosts").read_text()},
                                "127.0.0.1", "stack dev")
     target.user, target.port = "root", sshd.port
-    monkeypatch.setattr(status, "PROBE_SCRIPT", "echo startup_status=ready\n")
-    monkeypatch.setattr(status, "remote_command", lambda port: "bash -s")
+    monkeypatch.setattr(status_node, "PROBE_SCRIPT", "echo startup_status=ready\n")
+    monkeypatch.setattr(status_node, "remote_command", lambda port: "bash -s")
     run = subprocess.run
     monkeypatch.setattr(subprocess, "run", lambda argv, **kwargs: run(
         as_the_user(hostile_home["home_dir"], argv) if argv[0] == "ssh" else argv, **kwargs))

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from components.core import outputs_docs, stack_outputs
-from tests import test_gke_program, test_program
+from tests import test_gke_gateway, test_gke_program, test_program
 
 # tests/test_gke_program.py's every-other-choice run (an external load balancer among them) and tests/test_program.py's
 # run with a serving range: the same fixtures, the same requests, so tests/shared_runs.py runs each once a session.
@@ -28,9 +28,12 @@ def vm_runs(served_and_mailed):
 
 @pytest.fixture(scope="module")
 def gke_runs(gke_program, variant):
-    """The gke example stack (internalEndpoint), and with an external load balancer (externalEndpoint instead)."""
+    """The gke example stack (internalEndpoint), with an external load balancer (externalEndpoint instead), and with
+    the inference gateway (its outputs)."""
     assert variant.problems is None and "externalEndpoint" in variant.data["outputs"]
-    return [gke_program, variant]
+    gateway = test_gke_gateway.gateway_program()
+    assert "inferenceGateway" in gateway.data["outputs"]
+    return [gke_program, variant, gateway]
 
 
 def exported(runs) -> list[set[str]]:

@@ -22,7 +22,7 @@ from google.auth.credentials import AnonymousCredentials
 from components.vm import boot_contract, container, tpu_api, tpu_request
 from tests.fakes.tpu_api import FakeTpuApi, Fault
 from tests.shims import make_shims
-from tools import status, status_report
+from tools import status, status_node, status_report
 
 CANARY_API_KEY = "canary-api-key-7d0c5e1b9a"
 CANARY_SSH_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\ncanary-ssh-key-line-one-0f3a9c2e7b\n"
@@ -387,7 +387,7 @@ def test_ssh_uses_the_live_address_a_private_key_file_and_no_prompts(stack, caps
     assert stack.fake("key-seen") == CANARY_SSH_KEY
     assert not Path(stack.fake("key-path").strip()).exists()  # removed after use
     options = stack.fake("options").split()
-    assert {"BatchMode=yes", "IdentitiesOnly=yes", f"ConnectTimeout={status.SSH_CONNECT_TIMEOUT_SECONDS}"} <= set(
+    assert {"BatchMode=yes", "IdentitiesOnly=yes", f"ConnectTimeout={status_node.SSH_CONNECT_TIMEOUT_SECONDS}"} <= set(
         options)
     # Only the stack's host key, from its sshKnownHosts output (the real ssh: tests/test_host_key.py).
     assert {"StrictHostKeyChecking=yes", "HostKeyAlias=tpu-vllm-dev", "GlobalKnownHostsFile=/dev/null"} <= set(options)
@@ -397,7 +397,7 @@ def test_ssh_uses_the_live_address_a_private_key_file_and_no_prompts(stack, caps
     assert stack.fake("config-file") == "none\n"  # -F none: ssh reads no config file
     assert stack.fake("remote-command") == (
         f"sudo -n bash -s -- {boot_contract.STATUS_FILE} {container.CONTAINER_NAME} 8000 "
-        f"'{status.PROGRESS_PATTERN}'")
+        f"'{status_node.PROGRESS_PATTERN}'")
 
 
 def test_a_renamed_container_is_followed_from_its_one_definition(stack, capsys, monkeypatch):
@@ -503,7 +503,7 @@ def test_redaction_covers_each_line_of_a_multi_line_secret():
 
 def test_the_probe_script_passes_shellcheck(tmp_path):
     script = tmp_path / "probe.sh"
-    script.write_text("#!/usr/bin/env bash\n" + status.PROBE_SCRIPT)
+    script.write_text("#!/usr/bin/env bash\n" + status_node.PROBE_SCRIPT)
     shellcheck = Path(sys.executable).parent / "shellcheck"
     completed = subprocess.run([str(shellcheck), "-S", "style", str(script)], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stdout

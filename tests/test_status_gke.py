@@ -52,6 +52,8 @@ else
   case "$what" in
     computeclass) resource=computeclasses.cloud.google.com ;;
     hpa) resource=horizontalpodautoscalers.autoscaling ;;
+    deployment) resource=deployments.apps ;;
+    *.*) resource="$what" ;;
     *) echo "fake kubectl: no NotFound wording for $what" >&2; exit 3 ;;
   esac
   name="${@: -3:1}"
@@ -340,3 +342,67 @@ def test_no_pods_names_the_deployment(cluster, capsys):
     out = shown(capsys)
     assert "the Deployment has no pods" in out and "describe deployment vllm" in out
     assert "StatefulSet" not in out and "statefulset" not in out
+
+
+# The gateway's objects as the API server returns them: the Gateway API v1.5.1 and Inference Extension v1.5.0 CRDs'
+# status fields (tests/schemas), what tools/status_gateway.py reads.
+GATEWAY_OUTPUTS = {**OUTPUTS, "inferenceGateway": {
+    "address": "10.128.0.60", "gateway": "vllm-gateway", "inferencePool": "vllm-pool",
+    "endpointPicker": "vllm-pool-epp", "failureMode": "FailOpen"}}
+
+
+def gateway_object(programmed: str = "True", message: str = "") -> dict:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "vllm-gateway", "namespace": "tpu-vllm"},
+            "status": {"addresses": [{"type": "IPAddress", "value": "10.128.0.60"}],
+                       "conditions": [{"type": "Programmed", "status": programmed,
+                                       "reason": "Programmed" if programmed == "True" else "Invalid",
+                                       "message": message}]}}
+
+
+def pool_object(resolved: str = "True") -> dict:
+    return {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+            "metadata": {"name": "vllm-pool", "namespace": "tpu-vllm"},
+            "spec": {"targetPorts": [{"number": 8000}]},
+            "status": {"parents": [{"parentRef": {"kind": "Gateway", "name": "vllm-gateway"}, "conditions": [
+                {"type": "Accepted", "status": "True"}, {"type": "ResolvedRefs", "status": resolved}]}]}}
+
+
+def ready_pod_at(name: str, ip: str) -> dict:
+    made = pod(name, "ready")
+    made["status"]["podIP"] = ip
+    return made
+
+
+def test_the_gateway_shows_its_address_the_pools_endpoints_and_the_picker(cluster, capsys):
+    cluster.put("outputs", GATEWAY_OUTPUTS)
+    cluster.put("pods", {"items": [ready_pod_at("vllm-a", "10.8.0.11"), ready_pod_at("vllm-b", "10.8.0.12"),
+                                   pod("vllm-c", "compiling")]})
+    cluster.put("gateways.gateway.networking.k8s.io", gateway_object())
+    cluster.put("inferencepools.inference.networking.k8s.io", pool_object())
+    cluster.put("deployment", {"status": {"readyReplicas": 1}})
+    assert run() == status_report.EXIT_READY
+    out = shown(capsys)
+    assert "10.128.0.60 (reserved 10.128.0.60), programmed" in out
+    assert "accepted by the gateway; 2 endpoint(s): 10.8.0.11:8000 (vllm-a), 10.8.0.12:8000 (vllm-b)" in out
+    assert "endpoint picker" in out and "ready (failure mode FailOpen" in out
+    assert (f"kubectl --context {CONTEXT} get gateways.gateway.networking.k8s.io -n tpu-vllm vllm-gateway -o json"
+            in cluster.log.read_text())
+
+
+def test_an_unprogrammed_gateway_or_a_missing_pool_needs_action(cluster, capsys):
+    cluster.put("outputs", GATEWAY_OUTPUTS)
+    cluster.put("pods", {"items": [ready_pod_at("vllm-a", "10.8.0.11")]})
+    cluster.put("gateways.gateway.networking.k8s.io", gateway_object("False", "no proxy-only subnet in us-west4"))
+    cluster.put("deployment", {"status": {}})
+    assert run() == status_report.EXIT_READY  # a replica serves; the way in does not
+    out = shown(capsys)
+    assert "GKE has not programmed the Gateway: no proxy-only subnet in us-west4" in out
+    assert "the InferencePool is missing" in out and "not ready (failure mode FailOpen" in out
+
+
+def test_a_stack_without_the_gateway_reads_no_gateway(cluster, capsys):
+    cluster.put("pods", {"items": [ready_pod_at("vllm-a", "10.8.0.11")]})
+    assert run() == status_report.EXIT_READY
+    assert "gateway" not in shown(capsys)
+    assert "gateway" not in cluster.log.read_text()

@@ -11,212 +11,42 @@ TPU API, and, once the node is up, the boot script's status file, the vLLM conta
 not deployed, queued, provisioning, booting, compiling, ready, run ended (or what went wrong).
 
 Exit codes: 0 ready, 1 not ready yet or needs action, 2 could not find out (with why).
+
+By concern: this module decides and prints; tools/status_outputs.py reads the stack's outputs and settings,
+tools/status_node.py the vm wing's node over SSH, tools/status_gke.py the gke wing with kubectl,
+tools/status_report.py is the report they share.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
-import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from components.vm import boot_contract, container
-from components.vm.host_key import pinned_ssh_options
+from components.vm import container
 from components.vm.queued_resource import WAITING_STATES
 from components.vm.tpu_api import TpuApi, TpuApiError
+from tools.status_node import (
+    NodeFacts,
+    SshHostKeyError,
+    SshRefusedError,
+    SshTarget,
+    SshUnreachableError,
+    read_node,
+    ssh_target,
+)
+from tools.status_outputs import Redactor, request_from_settings, required, serving_port, stack_outputs
 from tools.status_report import EXIT_ERROR, EXIT_READY, Report, StatusError, parse_time, span
 
-# Outputs whose values must never be printed (the tool reads them with --show-secrets).
-SECRET_OUTPUTS = ("apiKey", "sshPrivateKey")
 KEY_SETUP_HINT = 'eval "$(pulumi stack output sshPrivateKeySetup)"'
-SSH_CONNECT_TIMEOUT_SECONDS = 10
-SSH_TIMEOUT_SECONDS = 60
-PULUMI_TIMEOUT_SECONDS = 120
-# Lines worth showing while vLLM starts: tpu-inference's "Precompile <graph> --> {shapes}"
-# (tpu_inference/runner/compilation_manager.py) and the three lines the build log watches.
-PROGRESS_PATTERN = "Precompile |Memory statistics|Init kv-cache|startup complete"
-LOG_TAIL_LINES = 2000
-FACT_LIMIT = 300
 
 QUEUED_RESOURCE_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/queuedResources/([^/]+)$")
 QUEUED_STATES = WAITING_STATES - {"PROVISIONING"}
 ENDED_STATES = {"SUSPENDING", "SUSPENDED"}
 NODE_COMING_UP = {"STATE_UNSPECIFIED", "CREATING", "STARTING", "RESTARTING", "REPAIRING", "REIMAGING"}
-
-# Runs on the node as root, reads only. Arguments: status file, container, port, progress pattern.
-# STARTUP_ROOT prefixes the status file as in startup.sh (tests); ssh and sudo never pass it on.
-PROBE_SCRIPT = r"""set -u
-status_file="${STARTUP_ROOT:-}$1" container="$2" port="$3" pattern="$4"
-limit=@FACT_LIMIT@ tail_lines=@LOG_TAIL_LINES@
-fact() { printf '%s=%s\n' "$1" "$(printf '%s' "$2" | tr '\r\n' '  ' | cut -c "1-$limit")"; }
-fact startup_status "$(head -n 1 "$status_file" 2>/dev/null)"
-state_format='{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}'
-fact container "$(docker inspect -f "$state_format" "$container" 2>/dev/null)"
-fact progress "$(docker logs --tail "$tail_lines" "$container" 2>&1 | grep -E -- "$pattern" | tail -n 1)"
-fact last_log "$(docker logs --tail 1 "$container" 2>&1)"
-fact health "$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null)"
-""".replace("@FACT_LIMIT@", str(FACT_LIMIT)).replace("@LOG_TAIL_LINES@", str(LOG_TAIL_LINES))
-
-
-@dataclass
-class NodeFacts:
-    """What the probe saw on the node."""
-
-    startup_status: str = ""
-    container: str = ""
-    progress: str = ""
-    last_log: str = ""
-    health: str = ""
-
-    @classmethod
-    def parse(cls, text: str) -> NodeFacts:
-        facts = cls()
-        for line in text.splitlines():
-            name, sep, value = line.partition("=")
-            if sep and name in cls.__dataclass_fields__:
-                setattr(facts, name, value.strip())
-        return facts
-
-
-@dataclass
-class SshTarget:
-    user: str
-    host: str
-    private_key: str
-    command_hint: str
-    """The stack's sshCommand, pointed at the live node: what the user types to look closer."""
-    known_hosts: str = ""
-    """The stack's sshKnownHosts output: `<alias> ssh-ed25519 AAAA...`, the only host key accepted."""
-    port: int = 22
-
-
-# ---- the stack's outputs ----
-
-def stack_outputs(stack: str | None) -> dict[str, Any] | None:
-    """The stack's outputs with secrets revealed; None when there is no such stack."""
-    if shutil.which("pulumi") is None:
-        raise StatusError("the Pulumi CLI is not on PATH; install it (https://www.pulumi.com/docs/install/) "
-                          "and log in to the backend that holds the stack")
-    command = ["pulumi", "stack", "output", "--json", "--show-secrets", *(["--stack", stack] if stack else [])]
-    try:
-        # No stdin: a passphrase prompt must fail with Pulumi's own message, not wait for the timeout.
-        completed = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                   timeout=PULUMI_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        raise StatusError(f"`{shlex.join(command[:3])}` did not answer in {PULUMI_TIMEOUT_SECONDS} s; "
-                          "is the Pulumi backend reachable?") from None
-    if completed.returncode != 0:
-        message = _last_line(completed.stderr) or f"exit {completed.returncode}"
-        if "no stack named" in message.lower():
-            return None
-        hint = " (pass --stack NAME)" if "no stack selected" in message.lower() else ""
-        raise StatusError(f"`pulumi stack output` failed: {message}{hint}")
-    try:
-        outputs = json.loads(completed.stdout or "{}")
-    except json.JSONDecodeError:
-        raise StatusError("`pulumi stack output --json` did not print JSON") from None
-    if not isinstance(outputs, dict):
-        raise StatusError("`pulumi stack output --json` did not print an object")
-    return outputs
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def _required(outputs: dict[str, Any], name: str, stack_label: str) -> str:
-    value = outputs.get(name)
-    if not isinstance(value, str) or not value:
-        raise StatusError(f"{stack_label} has no {name} output (it was deployed by an older version of this "
-                          "project); run `pulumi up` once to export it")
-    return value
-
-
-def serving_port(outputs: dict[str, Any], stack_label: str) -> int:
-    port = urlsplit(_required(outputs, "localEndpoint", stack_label)).port
-    if port is None:
-        raise StatusError(f"{stack_label}'s localEndpoint output has no port: {outputs['localEndpoint']!r}")
-    return port
-
-
-def ssh_target(outputs: dict[str, Any], host: str, stack_label: str) -> SshTarget:
-    """The stack's user and key, for the node at `host` (the live address, not the last deploy's)."""
-    command = _required(outputs, "sshCommand", stack_label).split()
-    user = command[-1].rpartition("@")[0]
-    if not user:
-        raise StatusError(f"{stack_label}'s sshCommand output names no user: {' '.join(command)!r}")
-    key = _required(outputs, "sshPrivateKey", stack_label)
-    known_hosts = _required(outputs, "sshKnownHosts", stack_label)
-    return SshTarget(user=user, host=host, private_key=key, known_hosts=known_hosts,
-                     command_hint=" ".join([*command[:-1], f"{user}@{host}"]))
-
-
-# ---- the node, over SSH ----
-
-def remote_command(port: int) -> str:
-    """Arguments only, no secret: the probe script itself arrives on stdin (as serve.sh does)."""
-    return "sudo -n bash -s -- " + shlex.join(
-        [boot_contract.STATUS_FILE, container.CONTAINER_NAME, str(port), PROGRESS_PATTERN])
-
-
-class SshRefusedError(Exception):
-    """The node answered but refused the key."""
-
-
-class SshUnreachableError(Exception):
-    """No SSH answer (yet)."""
-
-
-class SshHostKeyError(Exception):
-    """The node answered with a host key that is not the stack's."""
-
-
-def read_node(target: SshTarget, port: int) -> NodeFacts:
-    """Run the read-only probe on the node with the stack's key in a 0600 file that is removed after."""
-    with tempfile.TemporaryDirectory(prefix="tpu-vllm-status-") as directory:
-        key_file = Path(directory) / "key"
-        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(target.private_key.rstrip("\n") + "\n")  # OpenSSH wants the final newline
-        # Every run is a new node behind a recycled address, but the host key is the stack's (host_key.py):
-        # only it is accepted, named by its alias whatever the address.
-        known_hosts = Path(directory) / "known_hosts"
-        known_hosts.write_text(target.known_hosts.rstrip("\n") + "\n")
-        alias = target.known_hosts.split(maxsplit=1)[0]
-        command = [
-            "ssh", "-i", str(key_file), "-p", str(target.port),
-            "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_SECONDS}",
-            "-o", "IdentitiesOnly=yes", *pinned_ssh_options(str(known_hosts), alias), "-o", "LogLevel=ERROR",
-            f"{target.user}@{target.host}", remote_command(port),
-        ]
-        try:
-            completed = subprocess.run(command, input=PROBE_SCRIPT, capture_output=True, text=True,
-                                       errors="replace", timeout=SSH_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            raise SshUnreachableError(f"no answer in {SSH_TIMEOUT_SECONDS} s") from None
-    if completed.returncode == 255:
-        message = _last_line(completed.stderr) or "ssh failed"
-        if "host key verification failed" in completed.stderr.lower():
-            raise SshHostKeyError(f"{target.host} offered a host key that is not the stack's ({message})")
-        if "permission denied" in message.lower():
-            raise SshRefusedError(message)
-        raise SshUnreachableError(message)
-    if completed.returncode != 0:
-        raise StatusError(f"the status probe failed on the node (exit {completed.returncode}): "
-                          f"{_last_line(completed.stderr) or 'no message'}")
-    return NodeFacts.parse(completed.stdout)
 
 
 # ---- time ----
@@ -231,40 +61,6 @@ def run_end_fact(termination: str, now: datetime) -> tuple[str, str] | None:
 
 
 # ---- deciding ----
-
-def request_from_settings(stack: str, config_dir: Path | None = None) -> str | None:
-    """The queued resource's name as the stack's settings fix it (Pulumi.<stack>.yaml): found without
-    outputs or state, e.g. after an interrupted first `pulumi up`. None when the file does not say."""
-    from components import settings as stack_settings
-    from tools.plan.stack_file import read_stack_config
-
-    path = (config_dir or Path.cwd()) / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        return None
-    config, _ = read_stack_config(path)
-    project = config.get("gcp:project")
-    if not project:
-        return None
-    raw: dict[str, Any] = {}
-    for full_key, value in config.items():
-        namespace, _, key = full_key.partition(":")
-        if namespace != stack_settings.NAMESPACE:
-            continue
-        if isinstance(value, str) and stack_settings.TOP_LEVEL_KEYS.get(key) is not None:
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        raw[key] = value
-    try:
-        loaded = stack_settings.load(raw, project=project, stack=stack, explicit_hf_secret="hfTokenSecret" in raw)
-    except stack_settings.SettingsError:
-        return None
-    cfg = loaded.settings
-    if cfg.platform != "vm":
-        return None
-    return f"projects/{project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}"
-
 
 def untracked(name: str, stack_label: str, api: TpuApi) -> Report | None:
     """A request that exists while the stack tracks none: left by an interrupted first `pulumi up`."""
@@ -304,7 +100,7 @@ def decide(outputs: dict[str, Any] | None, stack_label: str, api: TpuApi, now: d
                       "`pulumi up` (about 20 minutes the first time). If a first `pulumi up` is running now, "
                       "its outputs appear when it finishes; it reports its own progress meanwhile")
 
-    name = _required(outputs, "queuedResourceName", stack_label)
+    name = required(outputs, "queuedResourceName", stack_label)
     match = QUEUED_RESOURCE_NAME.match(name)
     if not match:
         raise StatusError(f"{stack_label}'s queuedResourceName output is not a queued resource's name: {name!r}")
@@ -443,24 +239,6 @@ def _on_node(seen: NodeFacts, target: SshTarget, facts: list[tuple[str, str]], p
 
 
 # ---- output ----
-
-class Redactor:
-    """Removes every secret output's value (and each long line of it) from what is printed."""
-
-    def __init__(self, outputs: dict[str, Any] | None):
-        values: set[str] = set()
-        for name in SECRET_OUTPUTS:
-            value = (outputs or {}).get(name)
-            if isinstance(value, str) and value:
-                values.add(value)
-                values.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 16)
-        self.values = sorted(values, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for value in self.values:
-            text = text.replace(value, "[secret]")
-        return text
-
 
 def render(report: Report, stack_label: str) -> str:
     width = max([len(label) for label, _ in report.facts] + [10])

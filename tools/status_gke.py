@@ -1,6 +1,7 @@
 """Where a gke stack stands: its ComputeClass, the TPU nodes it made (with their run ends), the Deployment's
 rollout (the old and the new ReplicaSet while a surge runs), each replica (queued for capacity, compiling, ready,
-failing) with its revision, and the HPA's replicas and queue metric, each with the next step. Reads the cluster
+failing) with its revision, the HPA's replicas and queue metric, and with the inference gateway its address, the
+pool's endpoints and the picker (tools/status_gateway.py), each with the next step. Reads the cluster
 with kubectl, in the context `gcloud container clusters get-credentials` makes
 (the stack's credentialsCommand output); reads only.
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from components.gke import compute_class
 from components.gke.cluster import credentials_command as get_credentials_command
+from tools.status_gateway import gateway_facts
 from tools.status_report import EXIT_READY, Report, StatusError, parse_time, span
 
 KUBECTL_TIMEOUT_SECONDS = 60
@@ -314,8 +316,12 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
                       + ("" if one.next_step == "nothing" else f"; next: {one.next_step}")))
     more, hpa_problem = hpa_facts(kube.get("hpa", "-n", namespace, HPA_NAME))
     facts += more
+    gateway_problem = None
+    if outputs.get("inferenceGateway"):
+        more, gateway_problem = gateway_facts(kube, outputs, namespace, pods)
+        facts += more
     ready = [r for r in replicas if r.state == "ready"]
-    problems = [p for p in (class_problem, hpa_problem) if p]
+    problems = [p for p in (class_problem, hpa_problem, gateway_problem) if p]
     if ready:
         waiting = len(replicas) - len(ready)
         return Report("ready", f"{len(ready)} of {len(replicas)} replica(s) serving"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from components.vm.deployment import TUNNEL_KEEPALIVE
 from components.vm.host_key import pinned_ssh_options
-from tools import status
+from tools import status, status_outputs
 from tools.status_report import StatusError
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if outputs is None:
             raise StatusError(f"no {label}: deploy it first")
         remote_port = status.serving_port(outputs, label)
-        host = status._required(outputs, "sshCommand", label).split()[-1].rpartition("@")[2]
+        host = status_outputs.required(outputs, "sshCommand", label).split()[-1].rpartition("@")[2]
         target = status.ssh_target(outputs, host, label)
     except StatusError as error:
         print(f"tools.tunnel: {error}", file=sys.stderr)

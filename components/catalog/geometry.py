@@ -9,6 +9,7 @@ Pure: a dict in, a frozen value out. The padding to the TPU's shapes and the byt
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,11 +275,15 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """A config.json from disk, or ConfigError naming the file and what is wrong with it."""
+    if re.search(r"[\x00-\x1f\x7f-\x9f]", str(path)):
+        raise ConfigError(f"the path {str(path)!r} holds a control character: no file is named so on purpose")
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"cannot read {file}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file} is not UTF-8 text, as a config.json is") from None
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:

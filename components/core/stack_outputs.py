@@ -39,7 +39,8 @@ KV_BUDGET = "the model's geometry is known (E2B's is built in)"
 OUTPUTS: tuple[StackOutput, ...] = (
     # Reaching the server.
     _both("internalEndpoint", "the endpoint inside the VPC: `http://<node or internal LB IP>:8000/v1` (the front; the "
-          "key is required)", only_when="`gke.allowExternalLoadBalancer` is off (gke; the vm always exports it)"),
+          "key is required); with `gke.inferenceGateway`, `http://<gateway IP>/v1`",
+          only_when="`gke.allowExternalLoadBalancer` is off (gke; the vm always exports it)"),
     _both("externalEndpoint", "the endpoint from outside the VPC: `http://<node or load balancer IP>:8000/v1`",
           only_when="vm: `access.servingSourceRanges` is set; gke: `gke.allowExternalLoadBalancer` (in place of "
           "`internalEndpoint`)"),
@@ -106,6 +107,11 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _gke("credentialsCommand", "kubectl access (`gcloud container clusters get-credentials ...`)"),
     _gke("portForwardCommand", "the local tunnel to the service"),
     _gke("inClusterEndpoint", "the in-cluster URL"),
+    _gke("inferenceGateway", "the inference gateway: its class, its reserved address (`internalEndpoint` is "
+         "`http://<it>/v1`), the Gateway, InferencePool and endpoint picker, the picker's pinned image, the "
+         "proxy-only subnet (made or adopted), the failure mode", only_when="`gke.inferenceGateway` is on"),
+    _gke("inferenceGatewayCost", "what the gateway adds: the regional proxies per hour at least, per GiB processed, "
+         "the picker's share of the system pool (computed from list prices)", only_when="`gke.inferenceGateway` is on"),
 )
 
 BY_NAME = {output.name: output for output in OUTPUTS}

@@ -9,6 +9,7 @@ from components import catalog
 from components.basis import price_list
 from components.basis.spending import disk_usd_per_gb_month, disk_usd_per_month
 from components.economics.costs import LOG_SHAPE
+from components.economics.gateway_costs import gateway_cost_lines
 
 
 def cache_disk_billing(disk_type: str, size_gb: int, keep_on_destroy: bool, *, disk_name: str, zone: str,
@@ -145,6 +146,7 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
                      f"({summary['gke_system_pool']}) {_money(summary['gke_system_pool_usd_per_hour'])}/hour and its "
                      f"boot disks {_money(summary['gke_system_boot_disks_usd_per_hour'])}/hour: from pulumi up to "
                      "pulumi destroy, with or without a TPU node")
+    lines += gateway_cost_lines(summary)
     lines.append(f"  compile cache (one Cloud Storage bucket every replica shares, "
                  f"~{summary['gke_cache_gb_per_configuration']} GB per configuration served): "
                  f"${summary['gke_cache_usd_per_month']:.4f}/month")
@@ -169,6 +171,8 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     idle = [f"{least} replica(s) (gke.minReplicas) with their boot disks"]
     if not summary["gke_reused_cluster"]:
         idle.append("the cluster fee and the system pool")
+    if "gke_gateway_proxy_usd_per_hour_at_least" in summary:
+        idle.append("the inference gateway's proxies")
     idle.append("the cache bucket")
     if summary["secret_versions"]:
         idle.append(f"{summary['secret_versions']} Secret Manager secret version(s)")

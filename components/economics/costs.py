@@ -9,6 +9,7 @@ from typing import Any
 from components.basis import boot, chip_memory, price_list, spending
 from components.basis.price_list import GKE_BOOT_DISK_GB as BOOT_DISK_GB
 from components.basis.price_list import GKE_BOOT_DISK_TYPE as BOOT_DISK_TYPE
+from components.economics import gateway_costs
 from components.monitoring import alerts, scrape
 from components.settings import Settings, fitting, untested_arms
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
@@ -46,17 +47,20 @@ def cache_usd_per_month(settings: Settings) -> float:
 
 @dataclass(frozen=True)
 class Baseline:
-    """What bills with no TPU node: the fee, the system nodes with their boot disks, the cache bucket."""
+    """What bills with no TPU node: the fee, the system nodes with their boot disks, the cache bucket, and the
+    inference gateway's proxies when it is on."""
 
     cluster_fee_usd_per_hour: float
     system_nodes_usd_per_hour: float
     system_boot_disks_usd_per_hour: float
     cache_usd_per_hour: float
+    gateway_usd_per_hour: float = 0.0
+    """The inference gateway's proxies at their least (gke.inferenceGateway; 0 without it)."""
 
     @property
     def usd_per_hour(self) -> float:
         return (self.cluster_fee_usd_per_hour + self.system_nodes_usd_per_hour + self.system_boot_disks_usd_per_hour
-                + self.cache_usd_per_hour)
+                + self.cache_usd_per_hour + self.gateway_usd_per_hour)
 
 
 def baseline(settings: Settings) -> Baseline:
@@ -68,6 +72,7 @@ def baseline(settings: Settings) -> Baseline:
         system_nodes_usd_per_hour=spending.system_machine_usd_per_hour(gke.system_machine_type) * system_nodes,
         system_boot_disks_usd_per_hour=boot_disk_usd_per_hour() * system_nodes,
         cache_usd_per_hour=cache_usd_per_month(settings) / price_list.HOURS_PER_MONTH,
+        gateway_usd_per_hour=gateway_costs.gateway_usd_per_hour() if gke.inference_gateway is not None else 0.0,
     )
 
 
@@ -97,6 +102,8 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         fallback: {"perReplica": round(replica_usd_per_hour(settings, fallback), 4),
                    "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas, fallback), 4)}
         for fallback in gke.fallback}
+    if gke.inference_gateway is not None:
+        costs.update(gateway_costs.gateway_costs())
     if model == "flex-start":
         # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
         costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
@@ -140,6 +147,8 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_cost_per_hour_usd_during_rollout_at_min_replicas": costs["costPerHourDuringRolloutUsd"]["atMinReplicas"],
         "gke_cost_per_hour_usd_during_rollout_at_max_replicas": costs["costPerHourDuringRolloutUsd"]["atMaxReplicas"],
     }
+    if gke.inference_gateway is not None:
+        summary.update(gateway_costs.gateway_summary())
     if kv is not None:
         summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
         summary["load_limit_tokens_at_max_replicas"] = kv.load_limit_tokens * gke.max_replicas

@@ -125,6 +125,9 @@ class GkeClusterArgs:
     """Reuse the named cluster instead of creating one: no cluster, no system pool, no fee in the plan."""
     labels: dict[str, str] = field(default_factory=dict)
     """GCP labels for the cluster and the system pool's VMs."""
+    gateway_api: bool = False
+    """Turn on GKE's Gateway controller, standard channel (gke.inferenceGateway): it runs the Gateway's load
+    balancer, and from 1.34.0-gke.1626000 GKE installs the Gateway API and InferencePool CRDs with it."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -180,6 +183,9 @@ class GkeCluster(pulumi.ComponentResource):
                 addons_config={"gcs_fuse_csi_driver_config": {"enabled": True}},
                 monitoring_config={"managed_prometheus": {"enabled": True}},
                 resource_labels=args.labels,
+                # Only when asked, so the default cluster's plan is unchanged (terraform-provider-google
+                # container_cluster gateway_api_config.channel, CHANNEL_STANDARD).
+                **({"gateway_api_config": {"channel": "CHANNEL_STANDARD"}} if args.gateway_api else {}),
                 # `pulumi destroy` must be able to remove what `pulumi up` made.
                 deletion_protection=False,
                 opts=child,

@@ -20,7 +20,9 @@ from components.gke.capacity import kv_outputs
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
+from components.gke.gateway import InferenceGateway, InferenceGatewayArgs, gateway_endpoint
 from components.gke.image_digest import pinned_image
+from components.gke.inference_pool import PICKER_IMAGE
 from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (
     APP_NAME,
@@ -71,7 +73,8 @@ def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: 
         namespace=gke.namespace, selector_labels=selector_labels(resource_prefix),
         serving_port=serving_port, allow_external_load_balancer=gke.allow_external_load_balancer,
         internal_source_ranges=list(access.internal_source_ranges),
-        serving_source_ranges=list(access.serving_source_ranges), provider=provider, workload=workload)
+        serving_source_ranges=list(access.serving_source_ranges), provider=provider, workload=workload,
+        passthrough_load_balancer=gke.inference_gateway is None)
 
 
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
@@ -137,7 +140,8 @@ class GkeWing(pulumi.ComponentResource):
                 network=cfg.tpu.network, subnetwork=cfg.tpu.subnetwork,
                 system_machine_type=gke.system_machine_type, system_node_count=gke.system_node_count,
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
-                use_existing=gke.use_existing_cluster, labels=core.labels),
+                use_existing=gke.use_existing_cluster, labels=core.labels,
+                gateway_api=gke.inference_gateway is not None),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix, shape), class_models,
@@ -185,6 +189,21 @@ class GkeWing(pulumi.ComponentResource):
                                                       serving_port=spec.listen_port, provider=cluster.provider,
                                                       workload=workload),
                             pulumi.ResourceOptions(parent=self))
+        gateway = None
+        if gke.inference_gateway is not None:
+            picker_image = pinned_image("picker-image", PICKER_IMAGE, pulumi.ResourceOptions(parent=self))
+            if gke.docker_hub_mirror:
+                # A no-op while the picker's image is on ghcr.io (the mirror serves Docker Hub only).
+                picker_image = pulumi.Output.from_input(picker_image).apply(
+                    lambda pinned: through_mirror(pinned, mirror.path))
+            gateway = InferenceGateway("inference-gateway", InferenceGatewayArgs(
+                project=cfg.project, region=gke.region, network=cfg.tpu.network,
+                subnetwork=cfg.tpu.subnetwork or cfg.tpu.network, resource_prefix=cfg.resource_prefix,
+                namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
+                front_port=spec.listen_port, adopted_subnet=gke.inference_gateway.proxy_only_subnet,
+                proxy_only_range=gke.inference_gateway.proxy_only_range, picker_image=picker_image,
+                provider=cluster.provider, workload=workload, services=core.apis),
+                pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
             project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
             min_replicas=gke.min_replicas, max_replicas=gke.max_replicas,
@@ -204,7 +223,8 @@ class GkeWing(pulumi.ComponentResource):
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = spec.listen_port
-        endpoint = pulumi.Output.concat("http://", exposure.address, f":{port}/v1")
+        endpoint = (gateway_endpoint(gateway.address) if gateway is not None
+                    else pulumi.Output.concat("http://", exposure.address, f":{port}/v1"))
         outputs: dict[str, Any] = {
             "platform": "gke",
             "clusterName": cluster.name,
@@ -225,6 +245,7 @@ class GkeWing(pulumi.ComponentResource):
             "replicas": {"min": gke.min_replicas, "max": gke.max_replicas},
             "externalEndpoint" if gke.allow_external_load_balancer else "internalEndpoint": endpoint,
             "inClusterEndpoint": exposure.in_cluster_url,
+            **(gateway.outputs if gateway is not None else {}),
             "portForwardCommand": f"kubectl -n {gke.namespace} port-forward svc/{CLUSTER_SERVICE} {port}:{port}",
             "localEndpoint": f"http://127.0.0.1:{port}/v1",
             "apiKey": core.secrets.api_key,

@@ -39,6 +39,9 @@ class ExposureArgs:
     """The cluster's Kubernetes provider."""
     workload: pulumi.Resource
     """The serving workload (its namespace must exist first)."""
+    passthrough_load_balancer: bool = True
+    """False when gke.inferenceGateway is on: the gateway (components/gke/gateway.py) is the VPC's way in, and a
+    second, connection-level way in beside it would keep the agents that use it on one replica."""
 
 
 def cluster_service(args: ExposureArgs) -> dict[str, Any]:
@@ -60,16 +63,18 @@ def load_balancer_service(args: ExposureArgs) -> dict[str, Any]:
 
 
 class Exposure(pulumi.ComponentResource):
-    """`address` is the load balancer's IP: the endpoint for agents in the VPC."""
+    """`address` is the load balancer's IP: the endpoint for agents in the VPC (None without one)."""
 
-    address: pulumi.Output[str]
+    address: pulumi.Output[str] | None
     in_cluster_url: str
 
     def __init__(self, name: str, args: ExposureArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:gke:Exposure", name, None, opts)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.workload])
         manifests.declare(f"{name}-cluster-ip", cluster_service(args), k8s_opts)
-        balancer = manifests.declare(f"{name}-load-balancer", load_balancer_service(args), k8s_opts)
-        self.address = balancer.status.apply(lambda status: status.load_balancer.ingress[0].ip)
+        self.address = None
+        if args.passthrough_load_balancer:
+            balancer = manifests.declare(f"{name}-load-balancer", load_balancer_service(args), k8s_opts)
+            self.address = balancer.status.apply(lambda status: status.load_balancer.ingress[0].ip)
         self.in_cluster_url = f"http://{CLUSTER_SERVICE}.{args.namespace}.svc.cluster.local:{args.serving_port}/v1"
         self.register_outputs({"address": self.address})

@@ -27,6 +27,7 @@ BUILT_IN_KINDS = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "autoscaling.v2.HorizontalPodAutoscaler",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "rbac.v1.ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "rbac.v1.ClusterRoleBinding",
+    ("rbac.authorization.k8s.io/v1", "Role"): "rbac.v1.Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rbac.v1.RoleBinding",
     ("apiregistration.k8s.io/v1", "APIService"): "apiregistration.v1.APIService",
 }

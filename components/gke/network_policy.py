@@ -44,3 +44,45 @@ def pod_network_policy(namespace: str, pod_labels: dict[str, str], front_port: i
             ],
         },
     }
+
+
+GATEWAY_POLICY_NAME = "vllm-gateway-ingress"
+PICKER_POLICY_NAME = "vllm-picker-ingress"
+
+
+def _from_ranges(ranges: list[str]) -> list[dict[str, Any]]:
+    return [{"ipBlock": {"cidr": cidr}} for cidr in ranges]
+
+
+def gateway_network_policy(namespace: str, pod_labels: dict[str, str], front_port: int, gateway_sources: list[str],
+                           picker_labels: dict[str, str]) -> dict[str, Any]:
+    """What the inference gateway adds for the serving pods, beside vllm-ingress (Kubernetes admits a connection
+    any policy selecting the pod allows): the gateway's proxies (the proxy-only subnet) and Google's health checks
+    reach the front's port, and the endpoint picker's pods reach the metrics door, the one thing they scrape. The
+    picker is given neither the front nor vLLM."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": manifests.metadata(GATEWAY_POLICY_NAME, namespace, pod_labels),
+        "spec": {
+            "podSelector": {"matchLabels": dict(pod_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": _from_ranges(gateway_sources), "ports": [{"protocol": "TCP", "port": front_port}]},
+                {"from": [{"podSelector": {"matchLabels": dict(picker_labels)}}],
+                 "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]},
+            ],
+        },
+    }
+
+
+def picker_network_policy(namespace: str, picker_labels: dict[str, str], gateway_sources: list[str],
+                          ports: list[int]) -> dict[str, Any]:
+    """The endpoint picker answers the gateway's proxies (ext_proc) and Google's health checks on its own ports,
+    and no one else: nothing in the cluster may steer the routing."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": manifests.metadata(PICKER_POLICY_NAME, namespace, picker_labels),
+        "spec": {"podSelector": {"matchLabels": dict(picker_labels)}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": _from_ranges(gateway_sources),
+                              "ports": [{"protocol": "TCP", "port": port} for port in ports]}]},
+    }

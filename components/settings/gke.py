@@ -6,7 +6,7 @@ import json
 import re
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from components import catalog
 from components.basis import price_list
@@ -22,6 +22,7 @@ from components.settings.facts import (
 )
 from components.settings.fields import Duration, Zone, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
+from components.settings.gateway import GATEWAY_CRDS_VERSION, InferenceGatewaySetting
 
 # A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
 # once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
@@ -91,6 +92,12 @@ class GkeSettings(_Section):
     allow_external_load_balancer: bool = Field(False, description=(
         "explicit opt-in: an external load balancer (needs `access.servingSourceRanges`, which limit it) instead "
         "of an internal one"))
+    inference_gateway: InferenceGatewaySetting | None = Field(None, description=(
+        "opt-in: a GKE Gateway (regional internal Application Load Balancer) whose endpoint picker sends each "
+        "request to a replica by queue, KV-cache use and prefix match, instead of the passthrough load balancer, "
+        "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true` (the stack "
+        "makes the region's proxy-only subnet), or `proxyOnlySubnet` (an existing one to adopt) and `proxyOnlyRange` "
+        "(its range; default 10.129.0.0/23, /26 or larger); internal only, not with `allowExternalLoadBalancer`"))
     allow_unbounded_billing: bool = Field(False, description=(
         "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
         "stops their billing"))
@@ -124,6 +131,26 @@ class GkeSettings(_Section):
                                       f"list each fallback once, in the order to try them, e.g. "
                                       f"{json.dumps(list(GKE_FALLBACK_MODELS))}")
         return values
+
+    @field_validator("inference_gateway", mode="before")
+    @classmethod
+    def _gateway_switch(cls, value: object, info: ValidationInfo) -> object:
+        """`true` is every default, `false` is off; the gateway is internal, so not with an external balancer."""
+        if value is True:
+            value = {}
+        if value is False or value is None:
+            return None
+        if info.data.get("allow_external_load_balancer"):
+            raise InvalidSettingError(
+                "the inference gateway is a regional internal Application Load Balancer; it has no external form "
+                "here", "turn off gke.allowExternalLoadBalancer, or turn off gke.inferenceGateway")
+        pinned = info.data.get("min_master_version")
+        if pinned and gke_version_at_least(pinned, GATEWAY_CRDS_VERSION) is False:
+            raise InvalidSettingError(
+                f"gke.minMasterVersion {pinned} is older than {GATEWAY_CRDS_VERSION}, from which GKE installs the "
+                "Gateway API and InferencePool CRDs the gateway's objects need",
+                f"pin {GATEWAY_CRDS_VERSION} or later (e.g. 1.35), or remove gke.minMasterVersion")
+        return value
 
     @field_validator("recycling_lead_time")
     @classmethod

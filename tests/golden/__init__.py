@@ -51,6 +51,7 @@ STACKS = (
     GoldenStack("gkearms", VARIANT_STACKS_DIR, "gke with tpu-inference variables and n-gram speculative decoding"),
     GoldenStack("qwenv6e", VARIANT_STACKS_DIR, "vm: Qwen3-8B on v6e-1 in us-east5-a (v6e runtime, Hyperdisk, parsers)"),
     GoldenStack("qwenv6egke", VARIANT_STACKS_DIR, "gke: Qwen3-8B on v6e-1 (ct6e-standard-1t, tpu-v6e-slice)"),
+    GoldenStack("gkegateway", VARIANT_STACKS_DIR, "gke with the opt-in inference gateway (Gateway, pool, picker)"),
 )
 
 

@@ -3,6 +3,8 @@
     python -m tools.bench                          # this stack's endpoint, through the SSH tunnel
     python -m tools.bench --base-url http://127.0.0.1:8000/v1 --api-key ... --json out.json
     python -m tools.bench --json b.json --compare a.json    # one configuration beside another
+    python -m tools.bench --agent-fleet --base-url http://GATEWAY/v1 --compare-url http://ILB:8000/v1
+                                                            # agents resending their prefixes, TTFT side by side
 
 Streaming /v1/chat/completions with prompts of an exact token length (calibrated with the server's
 /tokenize, or its reported usage), a fixed output length, a warm-up, and requests drawn from one queue at
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tools.bench import reference, report
+from tools.bench import fleet, reference, report
 from tools.bench.request import CalibrationError, Endpoint
 from tools.bench.results import CellResult
 from tools.bench.sweep import DEFAULT_OUTPUT_TOKENS, DEFAULT_REQUESTS_PER_CLIENT, SweepOptions, default_kv_tokens, sweep
@@ -117,6 +119,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"PNG plot (default: beside --json with a .png suffix, else {DEFAULT_PLOT})")
     add("--no-plot", action="store_true", help="write no plot (default: off)")
     add("--quiet", action="store_true", help="no progress bar (default: off, one on stderr)")
+    agents = parser.add_argument_group("agent fleet (--agent-fleet): tools/bench/fleet.py")
+    agents.add_argument("--agent-fleet", action="store_true",
+                        help="instead of the sweep: agents that each resend their own long system prompt and tool "
+                             "schemas over kept connections; reports TTFT on first and later calls (default: off)")
+    agents.add_argument("--agents", type=_positive_int, default=fleet.DEFAULT_AGENTS,
+                        help=f"agents at once (default: {fleet.DEFAULT_AGENTS})")
+    agents.add_argument("--turns", type=_positive_int, default=fleet.DEFAULT_TURNS,
+                        help=f"calls per agent, one after another (default: {fleet.DEFAULT_TURNS})")
+    agents.add_argument("--system-tokens", type=_positive_int, default=fleet.DEFAULT_SYSTEM_TOKENS, metavar="N",
+                        help=f"each agent's system prompt, in tokens (default: {fleet.DEFAULT_SYSTEM_TOKENS})")
+    agents.add_argument("--tools", type=_positive_int, default=fleet.DEFAULT_TOOLS, metavar="N",
+                        help=f"tool schemas each agent sends on every call (default: {fleet.DEFAULT_TOOLS})")
+    agents.add_argument("--connections-per-agent", type=_positive_int, default=fleet.DEFAULT_CONNECTIONS,
+                        metavar="N", help=f"each agent's kept connections (default: {fleet.DEFAULT_CONNECTIONS})")
+    agents.add_argument("--compare-url", metavar="URL",
+                        help="a second endpoint for the same fleet, e.g. the passthrough load balancer's beside the "
+                             "gateway's (default: none)")
+    agents.add_argument("--compare-label", default="compared endpoint",
+                        help="its name in the table (default: 'compared endpoint')")
     return parser
 
 
@@ -146,8 +167,35 @@ async def _run(args: argparse.Namespace) -> list[CellResult]:
             return await sweep(endpoint, options, progress, warn=lambda text: tqdm.write(text, file=sys.stderr))
 
 
+def fleet_main(args: argparse.Namespace) -> int:
+    options = fleet.FleetOptions(agents=args.agents, turns=args.turns, system_tokens=args.system_tokens,
+                                 tools=args.tools, connections_per_agent=args.connections_per_agent)
+    endpoints = [(args.label, args.base_url)] + ([(args.compare_label, args.compare_url)] if args.compare_url else [])
+    results = []
+    for label, url in endpoints:  # one after the other: the two fleets must not load each other's replicas
+        try:
+            results.append(asyncio.run(fleet.run_fleet(label, url, args.api_key, args.model, args.output_tokens,
+                                                       args.timeout, options)))
+        except CalibrationError as error:
+            print(f"error: {url} refused the requests that size the prompts: {error}. Check --api-key and --model.",
+                  file=sys.stderr)
+            return 2
+        except (aiohttp.ClientError, TimeoutError) as error:
+            print(f"error: could not reach {url}: {error.__class__.__name__}: {error}", file=sys.stderr)
+            return 2
+    print(fleet.render(results, options))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(fleet.to_json(results, options))
+    return 1 if any(result.errors for result in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.agent_fleet:
+        args.base_url = args.base_url or _stack_output("localEndpoint") or DEFAULT_BASE_URL
+        args.api_key = args.api_key or os.environ.get("OPENAI_API_KEY") or _stack_output("apiKey", secret=True) or ""
+        return fleet_main(args)
     compare = None
     if args.compare:
         try:

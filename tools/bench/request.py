@@ -194,10 +194,14 @@ class Endpoint:
         self.filler_words[context] = words
         return words
 
-    async def request(self, words: int) -> RequestResult:
+    async def request(self, words: int, messages: list[dict[str, str]] | None = None,
+                      tools: list[dict[str, Any]] | None = None) -> RequestResult:
+        """One timed stream: `words` filler words under a unique head, or the given messages (and tools), as an
+        agent sends them (tools/bench/fleet.py)."""
         self.nonce += 1
         body = {
-            "model": self.model, "messages": self.messages(words, self.nonce), "stream": True,
+            "model": self.model, "messages": messages or self.messages(words, self.nonce), "stream": True,
+            **({"tools": tools} if tools else {}),
             "stream_options": {"include_usage": True},
             # A fixed output length: vLLM's own extensions, ignored by servers that lack them.
             "max_tokens": self.output_tokens, "min_tokens": self.output_tokens, "ignore_eos": True,

@@ -25,6 +25,7 @@ from pulumi.runtime.mocks import MockMonitor
 from tools.plan import provider_answers
 from tools.plan.placeholders import (
     MOCK_EXTERNAL_IP,
+    MOCK_GATEWAY_IP,
     MOCK_GKE_CA,
     MOCK_GKE_CHANNEL_DEFAULTS,
     MOCK_GKE_ENDPOINT,
@@ -222,6 +223,8 @@ class StackMocks(pulumi.runtime.Mocks):
             return {"version": MOCK_GKE_VERSION, "instanceGroupUrls": []}
         if typ == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
             return {"status": {"loadBalancer": {"ingress": [{"ip": MOCK_LOAD_BALANCER_IP}]}}}
+        if typ == "gcp:compute/address:Address" and inputs.get("addressType") == "INTERNAL":
+            return {"address": MOCK_GATEWAY_IP}
         return {}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:

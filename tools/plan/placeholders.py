@@ -22,6 +22,7 @@ MOCK_GKE_VERSION = "1.34.1-gke.1829001"
 MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_VERSION,
                              "STABLE": "1.33.5-gke.1308000"}
 MOCK_LOAD_BALANCER_IP = "10.128.0.50"
+MOCK_GATEWAY_IP = "10.128.0.60"
 # The manifest digest a floating tag resolves to at the first `pulumi up` (components/gke/image_digest.py).
 MOCK_IMAGE_DIGEST_HEX = "d16e57" * 10 + "d16e"
 MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
@@ -43,6 +44,7 @@ PLACEHOLDERS = {
     MOCK_NODE_UID: "<node-uid>",
     MOCK_GKE_ENDPOINT: "<cluster-endpoint>",
     MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
+    MOCK_GATEWAY_IP: "<gateway-ip>",
     MOCK_IMAGE_DIGEST_HEX: "<image-digest>",
 }
 # A state is a common word: only a whole value equal to it is a placeholder.
@@ -58,6 +60,7 @@ PLACEHOLDER_MEANINGS = {
     "<node-uid>": "the TPU node's own id, new for every node GCP creates",
     "<cluster-endpoint>": "the GKE control plane's address",
     "<load-balancer-ip>": "the internal load balancer's address, given when it is created",
+    "<gateway-ip>": "the inference gateway's internal address, reserved when it is created",
     "<image-digest>": "the sha256 manifest digest vllm.image's tag resolves to at the first pulumi up, then pinned "
                       "in state (every replica and recycled node pulls it)",
 }

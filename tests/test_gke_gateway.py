@@ -1,0 +1,347 @@
+"""The opt-in inference gateway: every object valid against its upstream schema at the pinned versions, the
+endpoint picker's configuration as its own loader reads it, the objects as llm-d's chart renders them, the
+network policies, and the default gke stack without any of it."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+
+import pytest
+import yaml
+
+from components.gke import gateway, inference_pool, metrics_door, network_policy, picker_config
+from tests import program as harness
+from tests.k8s_schema import kubernetes_objects, validation_errors
+
+GATEWAY_KINDS = {"Gateway", "HTTPRoute", "InferencePool", "HealthCheckPolicy", "GCPBackendPolicy"}
+
+
+@functools.cache
+def gateway_program():
+    return harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True), stack="gke")
+
+
+@functools.cache
+def default_program():
+    return harness.run(harness.gke_config(), stack="gke")
+
+
+def objects(program) -> list[dict]:
+    return kubernetes_objects(program.registrations)
+
+
+def one(program, kind: str, name: str | None = None) -> dict:
+    [found] = [o for o in objects(program) if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    return found
+
+
+def test_every_gateway_object_is_valid_against_its_upstream_schema():
+    found = objects(gateway_program())
+    assert GATEWAY_KINDS <= {o["kind"] for o in found}
+    for manifest in found:
+        assert validation_errors(manifest) == [], manifest["kind"]
+
+
+@pytest.mark.parametrize(("kind", "path", "bad"), [
+    ("InferencePool", ("spec", "endpointPickerRef", "failureMode"), "FailSometimes"),
+    ("InferencePool", ("spec", "targetPorts"), []),
+    ("HTTPRoute", ("spec", "rules", 0, "matches", 0, "path", "type"), "Prefix"),
+    ("Gateway", ("spec", "listeners", 0, "protocol"), 7),
+    ("HealthCheckPolicy", ("spec", "default", "config", "type"), "ICMP"),
+    ("GCPBackendPolicy", ("spec", "default", "timeoutSec"), "an hour"),
+    ("GCPBackendPolicy", ("spec", "default", "notAField"), 1),
+])
+def test_the_schemas_refuse_what_the_api_server_would(kind, path, bad):
+    broken = copy.deepcopy(one(gateway_program(), kind))
+    node = broken
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = bad
+    assert validation_errors(broken), broken
+
+
+def test_the_default_gke_stack_has_no_gateway_and_keeps_its_passthrough_balancer():
+    kinds = {o["kind"] for o in objects(default_program())}
+    assert not kinds & GATEWAY_KINDS
+    services = [o for o in objects(default_program()) if o["kind"] == "Service"]
+    assert any(s["spec"].get("type") == "LoadBalancer" for s in services)
+    assert "inferenceGateway" not in default_program().data["outputs"]
+
+
+def test_with_the_gateway_the_endpoint_is_the_gateway_and_no_passthrough_balancer_remains():
+    program = gateway_program()
+    assert not [o for o in objects(program) if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer"]
+    address = program.output("inferenceGateway")["value"]["address"]
+    assert program.output("internalEndpoint")["value"] == f"http://{address}/v1"
+    [reserved] = program.of_type("gcp:compute/address:Address")
+    assert reserved["inputs"]["addressType"] == "INTERNAL"
+    assert one(program, "Gateway")["spec"]["addresses"] == [{"type": "NamedAddress",
+                                                               "value": reserved["inputs"]["name"]}]
+    [cluster] = program.of_type("gcp:container/cluster:Cluster")
+    assert cluster["inputs"]["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
+
+
+def test_the_route_sends_only_the_openai_paths_to_the_pool_on_the_front_port():
+    program = gateway_program()
+    route, pool = one(program, "HTTPRoute"), one(program, "InferencePool")
+    [rule] = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/v1"}}]
+    assert rule["backendRefs"][0]["kind"] == "InferencePool"
+    front_port = json.loads(harness.gke_config().get("tpu-vllm:front", "{}")).get("listenPort", 8000)
+    assert pool["spec"]["targetPorts"] == [{"number": front_port}]
+    assert pool["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
+    health = one(program, "HealthCheckPolicy")["spec"]["default"]["config"]["httpHealthCheck"]
+    assert health == {"requestPath": "/health", "port": front_port}
+    assert one(program, "GCPBackendPolicy")["spec"]["default"]["timeoutSec"] >= 3600
+
+
+def test_the_proxy_only_subnet_is_made_or_adopted():
+    [subnet] = gateway_program().of_type("gcp:compute/subnetwork:Subnetwork")
+    assert subnet["inputs"]["purpose"] == "REGIONAL_MANAGED_PROXY" and subnet["inputs"]["role"] == "ACTIVE"
+    adopted = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway={
+        "proxyOnlySubnet": "shared-proxy", "proxyOnlyRange": "10.200.0.0/23"}), stack="gke")
+    assert adopted.of_type("gcp:compute/subnetwork:Subnetwork") == []
+    assert adopted.output("inferenceGateway")["value"]["proxyOnlySubnet"] == "shared-proxy"
+    policy = one(adopted, "NetworkPolicy", network_policy.GATEWAY_POLICY_NAME)
+    assert {"ipBlock": {"cidr": "10.200.0.0/23"}} in policy["spec"]["ingress"][0]["from"]
+
+
+def test_the_picker_reaches_only_the_metrics_door_and_only_the_gateway_reaches_the_picker():
+    program = gateway_program()
+    policy = one(program, "NetworkPolicy", network_policy.GATEWAY_POLICY_NAME)
+    front_rule, door_rule = policy["spec"]["ingress"]
+    assert [b["ipBlock"]["cidr"] for b in front_rule["from"]] == ["10.129.0.0/23", "35.191.0.0/16", "130.211.0.0/22"]
+    assert door_rule == {"from": [{"podSelector": {"matchLabels": inference_pool.PICKER_LABELS}}],
+                         "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]}
+    picker = one(program, "NetworkPolicy", network_policy.PICKER_POLICY_NAME)
+    assert [p["port"] for p in picker["spec"]["ingress"][0]["ports"]] == [9002, 9003]
+    # The picker scrapes the door's port, not the pool's (the front, which wants the key on /metrics).
+    args = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--model-server-metrics-port={metrics_door.METRICS_PORT}" in args
+
+
+def test_the_picker_image_is_pinned_by_digest_and_its_requests_fit_the_system_pool():
+    program = gateway_program()
+    container = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]
+    assert "@sha256:" in container["image"] and container["image"].startswith(
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker@")
+    requests = container["resources"]["requests"]
+    # e2-standard-2 allocates ~1.93 CPU and ~5.9 GiB to pods, shared with kube-system and the collectors.
+    assert requests["cpu"] == "250m" and requests["memory"] == "512Mi"
+
+
+# The picker's configuration as its loader reads it (llm-d/llm-d-router v0.9.0, pkg/epp/config/loader/
+# configloader.go decodeRawConfig: strict, unknown fields refused; validation.go: every pluginRef names a plugin,
+# whose name defaults to its type, defaults.go applyStaticDefaults). The fields of EndpointPickerConfig and its
+# parts (apix/config/v1alpha1/endpointpickerconfig_types.go), written here as a schema.
+_REF = {"type": "object", "additionalProperties": False, "required": ["pluginRef"],
+        "properties": {"pluginRef": {"type": "string", "minLength": 1}}}
+PICKER_CONFIG_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "plugins"],
+    "properties": {
+        "apiVersion": {"enum": ["llm-d.ai/v1alpha1", "inference.networking.x-k8s.io/v1alpha1"]},
+        "kind": {"const": "EndpointPickerConfig"},
+        "featureGates": {"type": "array", "items": {"type": "string"}},
+        "plugins": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["type"],
+            "properties": {"name": {"type": "string"}, "type": {"type": "string"}, "parameters": {}}}},
+        "schedulingProfiles": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["name"],
+            "properties": {"name": {"type": "string"}, "plugins": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False,
+                "properties": {"pluginRef": {"type": "string"}, "weight": {"type": "number"}}}}}}},
+        "dataLayer": {"type": "object", "additionalProperties": False, "properties": {
+            "injectDefaults": {"type": "boolean"}, "discovery": _REF,
+            "sources": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["pluginRef"],
+                "properties": {"pluginRef": {"type": "string"}, "extractors": {"type": "array", "items": _REF}}}}}},
+        "flowControl": {"type": "object"}, "requestHandler": {"type": "object"},
+        "saturationDetector": {"type": "object"}, "parser": {"type": "object"},
+    },
+}
+# The plugin types the v0.9.0 runner registers that this configuration names (their Type constants:
+# scorer/queuedepth/queue.go, scorer/kvcacheutilization/kvcache_utilization.go, scorer/prefix/plugin.go,
+# datalayer/source/metrics/datasource.go, datalayer/extractor/metrics/factories.go).
+REGISTERED_TYPES = {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "metrics-data-source",
+                    "core-metrics-extractor"}
+# metricsDatasourceParams (datasource.go): scheme, path, insecureSkipVerify, nothing else.
+METRICS_SOURCE_PARAMETERS = {"scheme", "path", "insecureSkipVerify"}
+
+
+def loader_errors(config: dict) -> list[str]:
+    import jsonschema
+
+    errors = [e.message for e in jsonschema.Draft202012Validator(PICKER_CONFIG_SCHEMA).iter_errors(config)]
+    names = {p.get("name") or p["type"] for p in config.get("plugins", [])}
+    for plugin in config.get("plugins", []):
+        if plugin["type"] not in REGISTERED_TYPES:
+            errors.append(f"unknown plugin type {plugin['type']}")
+        if plugin["type"] == "metrics-data-source" and set(plugin.get("parameters", {})) - METRICS_SOURCE_PARAMETERS:
+            errors.append("unknown metrics-data-source parameter")
+    for profile in config.get("schedulingProfiles", []):
+        for ref in profile.get("plugins", []):
+            if ref.get("pluginRef") not in names:
+                errors.append(f"schedulingProfiles[{profile['name']}] references undefined plugin "
+                              f"'{ref.get('pluginRef')}'")
+    return errors
+
+
+def test_the_picker_configuration_reads_as_its_loader_reads_it():
+    program = gateway_program()
+    data = one(program, "ConfigMap", inference_pool.PICKER_NAME)["data"][picker_config.FILE_NAME]
+    config = yaml.safe_load(data)
+    assert loader_errors(config) == []
+    weights = {ref["pluginRef"]: ref["weight"] for ref in config["schedulingProfiles"][0]["plugins"]}
+    assert weights == {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3}
+
+
+@pytest.mark.parametrize("breakage", ["unknown top-level", "dangling ref", "bad source parameter", "typo type"])
+def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
+    config = picker_config.picker_config()
+    if breakage == "unknown top-level":
+        config["scorers"] = []
+    elif breakage == "dangling ref":
+        config["schedulingProfiles"][0]["plugins"].append({"pluginRef": "no-such-scorer", "weight": 1})
+    elif breakage == "bad source parameter":
+        config["plugins"][3]["parameters"]["port"] = 9090
+    else:
+        config["plugins"][0]["type"] = "queue-scorers"
+    assert loader_errors(config)
+
+
+# What llm-d-router v0.9.0's llm-d-router-gateway chart renders with provider gke and a pool (its templates:
+# routerlib _inferencepool.yaml, _service.yaml, _deployment.yaml, gke.yaml, httproute.yaml), read here as the
+# fields the stack keeps equal; the differences the stack makes are listed in components/gke/inference_pool.py.
+CHART_POOL = {"appProtocol": "http", "endpointPickerRef": {"port": {"number": 9002}, "failureMode": "FailOpen"}}
+CHART_HEALTH = {"timeoutSec": 2, "checkIntervalSec": 2, "config": {"type": "HTTP"}}
+CHART_PICKER_ARGS = ["--pool-name", "--pool-namespace", "--pool-group", "inference.networking.k8s.io",
+                     "--zap-encoder", "json", "--config-file", "--grpc-health-port", "9003", "--tracing=false"]
+CHART_PICKER_PORTS = [{"name": "grpc", "containerPort": 9002}, {"name": "grpc-health", "containerPort": 9003}]
+
+
+def test_the_objects_are_the_charts_with_the_stacks_stated_differences():
+    program = gateway_program()
+    pool = one(program, "InferencePool")["spec"]
+    assert pool["appProtocol"] == CHART_POOL["appProtocol"]
+    assert {k: pool["endpointPickerRef"][k] for k in ("port", "failureMode")} == CHART_POOL["endpointPickerRef"]
+    assert pool["endpointPickerRef"]["name"] == inference_pool.PICKER_NAME == f"{inference_pool.POOL_NAME}-epp"
+    health = one(program, "HealthCheckPolicy")["spec"]["default"]
+    assert {k: health[k] for k in ("timeoutSec", "checkIntervalSec")} == {"timeoutSec": 2, "checkIntervalSec": 2}
+    assert health["config"]["type"] == CHART_HEALTH["config"]["type"]
+    container = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]
+    assert all(arg in container["args"] for arg in CHART_PICKER_ARGS)
+    assert container["ports"] == CHART_PICKER_PORTS
+    assert container["readinessProbe"]["grpc"] == {"port": 9003, "service": "inference-extension"}
+    deployment = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]
+    assert deployment["strategy"] == {"type": "Recreate"} and deployment["replicas"] == 1
+    service = one(program, "Service", inference_pool.PICKER_NAME)["spec"]
+    assert service["ports"] == [{"name": "grpc-ext-proc", "protocol": "TCP", "port": 9002}]
+    for kind in ("HealthCheckPolicy", "GCPBackendPolicy"):
+        assert one(program, kind)["spec"]["targetRef"] == gateway.pool_target_ref()
+
+
+GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+
+
+def test_the_gateway_stack_passes_every_policy():
+    from tests.test_gke_policy import every_violation, with_urns
+
+    assert every_violation(with_urns(gateway_program().registrations)) == []
+
+
+@pytest.mark.parametrize("external_class", ["gke-l7-regional-external-managed", "gke-l7-global-external-managed"])
+def test_an_external_gateway_class_is_reported_unless_the_policy_config_allows_it(external_class):
+    from policy import gke_rules
+
+    props = copy.deepcopy(one(gateway_program(), "Gateway"))
+    assert gke_rules.no_external_load_balancer(GATEWAY_TYPE, props) == []
+    props["spec"]["gatewayClassName"] = external_class
+    [message] = gke_rules.no_external_load_balancer(GATEWAY_TYPE, props)
+    assert f"Gateway vllm-gateway uses the class {external_class}" in message and "gke-l7-rilb" in message
+    assert gke_rules.no_external_load_balancer(GATEWAY_TYPE, props, {"allowExternalLoadBalancer": True}) == []
+
+
+@pytest.mark.parametrize("widen", [{"resources": ["secrets"]}, {"verbs": ["create"]}, {"resources": ["*"]}])
+def test_the_pickers_role_passes_only_while_it_reads_pods_and_the_pool(widen):
+    from tests.test_gke_policy import every_violation, with_urns
+
+    triples = with_urns(gateway_program().registrations)
+    widened = []
+    for type_, props, urn in triples:
+        if type_.endswith(":Role") and props["metadata"]["name"] == inference_pool.PICKER_NAME:
+            props = copy.deepcopy(props)
+            props["rules"][0].update(widen)
+        widened.append((type_, props, urn))
+    assert any(f"RoleBinding {inference_pool.PICKER_NAME}" in m for m in every_violation(widened))
+
+
+def test_the_costs_show_the_regional_proxy_and_the_picker_only_with_the_gateway():
+    from components import settings
+    from components.economics import costs
+    from tests.test_gke_settings import with_gke
+
+    plain = settings.load(with_gke(), "my-proj", "gke").settings
+    gated = settings.load(with_gke(inferenceGateway=True), "my-proj", "gke").settings
+    assert costs.baseline(gated).usd_per_hour == pytest.approx(costs.baseline(plain).usd_per_hour + 0.025)
+    assert "inferenceGatewayCost" not in costs.gke_costs(plain)
+    assert not [key for key in costs.gke_plan_summary(plain) if key.startswith("gke_gateway_")]
+    line = costs.gke_costs(gated)["inferenceGatewayCost"]
+    assert line["proxyUsdPerHourAtLeast"] == 0.025 and line["processedUsdPerGib"] == 0.008
+    # 0.25 vCPU x $0.024553 + 0.5 GiB x $0.003291 (E2 in us-west4, components/basis/price_list.py).
+    assert line["pickerShareOfSystemPoolUsdPerHour"] == pytest.approx(0.25 * 0.024553 + 0.5 * 0.003291, abs=1e-4)
+    assert gateway_program().output("inferenceGatewayCost")["value"]["how"].startswith("computed")
+
+
+def test_the_vendored_schemas_are_the_upstream_copies_the_readme_names():
+    import hashlib
+    import re
+    from pathlib import Path
+
+    schemas = Path(__file__).resolve().parent / "schemas"
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([0-9a-f]{64}) \|$", (schemas / "README.md").read_text(), re.M)
+    assert {name for name, _ in rows} >= {"gateway.networking.k8s.io_gateways.yaml", "healthcheckpolicy_v1.json",
+                                          "gateway.networking.k8s.io_httproutes.yaml", "gcpbackendpolicy_v1.json",
+                                          "inference.networking.k8s.io_inferencepools.yaml"}
+    for name, digest in rows:
+        assert hashlib.sha256((schemas / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_with_the_docker_hub_mirror_the_picker_stays_on_its_own_registry_pinned():
+    mirrored = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True,
+                                                dockerHubMirror=True), stack="gke")
+    picker = one(mirrored, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]
+    vllm = mirrored.output("vllmImage")["value"]
+    assert "-docker.pkg.dev/" in vllm  # Docker Hub's images come through the mirror
+    assert picker["image"].startswith("ghcr.io/llm-d/llm-d-router-endpoint-picker@sha256:")
+
+
+def _gateway_problem(**gke) -> str:
+    from tests.test_gke_settings import problems_of, with_gke
+
+    [problem] = [p for p in problems_of(with_gke(**gke)) if p.startswith("tpu-vllm:gke.inferenceGateway")]
+    return problem
+
+
+@pytest.mark.parametrize(("gke", "said"), [
+    ({"inferenceGateway": {"proxyOnlyRange": "10.0.0.0/28"}}, "proxyOnlyRange = \"10.0.0.0/28\": smaller than the /26"),
+    ({"inferenceGateway": {"proxyOnlyRange": "8.8.8.0/23"}}, "takes a private IPv4 range"),
+    ({"inferenceGateway": {"proxyOnlyRange": "10.129.0.1/23"}}, "not a CIDR range without host bits"),
+    ({"inferenceGateway": {"proxyOnlySubnet": "Proxy_Subnet"}}, "proxyOnlySubnet = \"Proxy_Subnet\": not a subnetwork"),
+    ({"inferenceGateway": True, "allowExternalLoadBalancer": True}, "turn off gke.allowExternalLoadBalancer"),
+    ({"inferenceGateway": True, "minMasterVersion": "1.34.0-gke.1000000"}, "pin 1.34.0-gke.1626000 or later"),
+    ({"inferenceGateway": "yes"}, "inferenceGateway = \"yes\""),
+])
+def test_bad_gateway_settings_are_refused_with_key_value_and_fix(gke, said):
+    assert said in _gateway_problem(**gke)
+
+
+@pytest.mark.parametrize("value", [True, False, {"proxyOnlySubnet": "shared-proxy", "proxyOnlyRange": "10.200.0.0/26"},
+                                   {"proxyOnlyRange": "172.16.4.0/23"}])
+def test_good_gateway_settings_pass(value):
+    from components import settings
+    from tests.test_gke_settings import with_gke
+
+    loaded = settings.load(with_gke(inferenceGateway=value, minMasterVersion="1.35"), "my-proj", "gke").settings
+    assert (loaded.gke.inference_gateway is None) == (value is False)
