@@ -112,6 +112,13 @@ def credential_forms(value: str) -> dict[str, str]:
         "backslash": re.sub(r"([^A-Za-z0-9_])", r"\\\1", value),
         "html": html.escape(value),
         "wrapped": f"{value[:half]}\n    {value[half:]}",
+        # A wrapped value as Python's repr() and JSON print it: the wrap escaped, indentation or a CR with it.
+        "repr-wrapped": repr(f"{value[:half]}\n    {value[half:]}")[1:-1],
+        "json-wrapped": json.dumps(f"{value[:half]}\n    {value[half:]}")[1:-1],
+        "json-crlf-wrapped": json.dumps(f"{value[:half]}\r\n{value[half:]}")[1:-1],
+        "json-tab-wrapped": json.dumps(f"{value[:half]}\n\t\t{value[half:]}")[1:-1],
+        # base64.encodebytes (MIME: 76-column lines) in JSON: the lines joined by an escaped `\n`.
+        "json-mime-base64": json.dumps(base64.encodebytes(value.encode()).decode())[1:-1],
     }
     for offset in range(3):
         data = b"\x01\x02"[:offset] + value.encode()
@@ -138,6 +145,21 @@ TOKENS = {
     "pem-in-json": ("-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXktdjEAAAAACANARYopensshKeyBody\\n"
                     "-----END OPENSSH PRIVATE KEY-----"),
 }
+# A service account key file as gcloud and the IAM console write it (pretty-printed), and a PEM key: base64'd, they
+# start `ewog...`/`eyAi...` and `LS0tLS1CRUdJTi...`, and base64(1) and MIME wrap them at 76 columns.
+KEY_FILE = {"type": "service_account", "project_id": "canary-project", "private_key_id": "c0ffee" * 6,
+            "private_key": TOKENS["pem"] + "\n", "client_email": "canary@canary-project.iam.gserviceaccount.com"}
+PEM_BYTES = (TOKENS["pem"] + "\n").encode()
+TOKENS.update({
+    "key-file-base64": base64.encodebytes(json.dumps(KEY_FILE, indent=2).encode()).decode().strip(),
+    "key-file-base64-tabs": base64.b64encode(json.dumps(KEY_FILE, indent="\t").encode()).decode(),
+    "key-file-base64-spaced": base64.b64encode(json.dumps(KEY_FILE).replace("{", "{ ", 1).encode()).decode(),
+    "key-file-base64-crlf-json": json.dumps(base64.encodebytes(
+        json.dumps(KEY_FILE, indent=2).replace("\n", "\r\n").encode()).decode())[1:-1],
+    "pem-base64": base64.encodebytes(PEM_BYTES).decode().strip(),
+    "pem-base64-one-line": base64.b64encode(PEM_BYTES).decode(),
+    "pem-base64-json": json.dumps(base64.encodebytes(PEM_BYTES).decode())[1:-1],
+})
 # A private key the output cuts before its end: masked to the end of the text (it is placed last).
 CUT_PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAcanaryCutKeyBodyQw2Er6Ty0Ui4Op\nQ0FOQVJZ"
 # What a preview or a plan diff shows that is no credential: it reaches the comment as it is.
@@ -147,6 +169,10 @@ INNOCENT = (
     "commit 0123456789abcdef0123456789abcdef01234567, image sha256:" + "ab" * 32,
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPreviewUserKey tpu-vllm",
     "-----BEGIN CERTIFICATE-----",  # public: only a private key is masked
+    # a kubeconfig's certificate (public), base64'd: not taken for a base64'd private key
+    "certificate-authority-data: " + base64.b64encode(
+        b"-----BEGIN CERTIFICATE-----\nMIIBkTCB+wIJAKHBfpegPjMCMA0GCSqGSIb3DQEBCwUAMBExDzANBgNVBAMMBmNhbmFyeTAeFw0y\n"
+        b"-----END CERTIFICATE-----\n").decode(),
     "words that start like tokens: pul-up, ghp_x, hf_hub, eyJ, ya29., AIza, github_pat_",
     "Resources:\n    31 unchanged",
 )
@@ -167,10 +193,13 @@ def hostile_output(values: dict[str, str]) -> tuple[str, dict[str, str]]:
 
 
 def leaks(body: str, forms: dict[str, str], window: int = 12) -> list[str]:
-    """Each form of which any `window` characters in a row reach the body (a part of a credential is a leak too)."""
+    """Each form of which any `window` characters in a row reach the body (a part of a credential is a leak too),
+    but for those an innocent line holds too (the base64 of `-----BEGIN ` is a certificate's as well as a key's)."""
+    public = "\n".join(INNOCENT)
     found = []
     for label, form in forms.items():
         pieces = {form[i:i + window] for i in range(max(1, len(form) - window + 1))}
+        pieces = {piece for piece in pieces if piece not in public}
         if any(piece in body for piece in pieces):
             found.append(label)
     return found

@@ -23,6 +23,7 @@ from tests.fakes.docker_engine import FakeDockerEngine
 from tests.fakes.gcp_metadata import ACCESS_TOKEN, PROJECT_NUMBER, FakeMetadata, FakeSecretManager, crc32c
 from tests.fakes.registry import DOCKER_LIST, DOCKER_MANIFEST, INDEX, FakeRegistry, manifest_bytes
 from tests.fakes.systemctl import SystemctlServer
+from tests.fakes.tpu_api import RPC_STATUS
 from tests.fakes.vllm import GUARDED_PREFIX, FakeFront, FakeVllm
 from tests.test_gke_metrics_door import METRICS_BODY
 
@@ -89,11 +90,23 @@ def test_secret_manager_refuses_a_latest_version_that_is_not_enabled(state):
     (ACCESS_TOKEN, [403], 403, "PERMISSION_DENIED", f"Permission 'secretmanager.versions.access' denied for "
      f"resource '{SECRET}/versions/latest' (or it may not exist)."),
     (ACCESS_TOKEN, [503], 503, "UNAVAILABLE", "The service is currently unavailable."),
+    # code.proto maps no code to 502 (UNAVAILABLE is 503's): the fake said UNAVAILABLE (second reader, row 50).
+    (ACCESS_TOKEN, [502], 502, "UNKNOWN", "(fake: no public source for Secret Manager's 502 text)"),
 ])
 def test_secret_manager_errors_carry_googles_texts_and_status_names(token, faults, status, name, message):
     with FakeSecretManager({SECRET: "v"}, faults={SECRET: faults} if faults else None) as secretmanager:
         assert access(secretmanager, token) == (status, {"error": {"code": status, "status": name,
                                                                    "message": message}})
+
+
+def test_secret_manager_and_the_tpu_api_name_each_status_alike():
+    """Both fakes answer with google.rpc.Code names by code.proto's HTTP mapping (googleapis @16b971c4): the
+    Secret Manager fake's injected faults carry the TPU fake's names, UNKNOWN where no code maps."""
+    statuses = [401, 403, 404, 409, 429, 499, 500, 501, 502, 503, 504]
+    with FakeSecretManager({SECRET: "v"}, faults={SECRET: statuses}) as secretmanager:
+        said = {status: access(secretmanager)[1]["error"]["status"] for status in statuses}
+    assert said == {status: RPC_STATUS.get(status, "UNKNOWN") for status in statuses}
+    assert said[502] == "UNKNOWN" and said[503] == "UNAVAILABLE" and said[500] == "INTERNAL"
 
 
 def test_secret_manager_says_a_missing_secret_is_not_found_by_its_project_number():

@@ -270,7 +270,7 @@ def printed_command(output: str, home: Path, port: int) -> list[str]:
     applies when the printed command does not pin the key itself. The command reads no ssh_config of its own
     (the machine's, below; a user's that vouches for a key: the tests at the end)."""
     words = shlex.split(output.replace("~/.ssh/", f"{home}/"))
-    assert words[1:5] == ["-i", "~/.ssh/tpu-vllm-dev".replace("~/.ssh/", f"{home}/"), "-F", "/dev/null"], words
+    assert words[1:5] == ["-i", "~/.ssh/tpu-vllm-dev".replace("~/.ssh/", f"{home}/"), "-F", "none"], words
     return [words[0], "-o", "BatchMode=yes", "-p", str(port), *words[1:-1],
             "-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={home}/scratch_known_hosts",
             "root@127.0.0.1"]
@@ -431,7 +431,7 @@ def test_the_hostile_user_config_lets_an_impostor_in_without_the_stacks_config_g
     sshd = hostile_home["serve"]("impostor_host")
     words = printed_as_typed(outputs["sshCommand"], sshd.port)
     start = words.index("-F")
-    assert words[start:start + 2] == ["-F", "/dev/null"]
+    assert words[start:start + 2] == ["-F", "none"]
     unguarded = words[:start] + words[start + 2:]
     result = subprocess.run(as_the_user(hostile_home["home_dir"], [*unguarded, "echo", "reached"]),
                             capture_output=True, text=True, timeout=60)

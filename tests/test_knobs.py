@@ -65,11 +65,13 @@ def test_every_variable_of_the_logs_table_is_a_setting_with_its_default_and_desc
 
 # --- rendering -------------------------------------------------------------------------------------------
 
+NO_REDIRECTS = {serve_command.MEDIA_REDIRECTS_VARIABLE: "0"}  # not a tpu-inference knob: vLLM's media redirects
+
 def test_the_logs_configuration_renders_no_variable_and_no_new_flag():
     cfg = load().settings
-    assert serve_command.backend_environment(cfg) == {}
+    assert serve_command.backend_environment(cfg) == NO_REDIRECTS  # set whatever the settings
     args = container.docker_run_args(vm_serving(cfg))
-    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "VLLM_XLA_CACHE_PATH", "HF_HOME"}
+    assert set(env_pairs(args)) == {"HF_TOKEN_PATH", "VLLM_XLA_CACHE_PATH", "HF_HOME", *NO_REDIRECTS}
     assert "--speculative-config" not in args
     assert untested_arms.untested_arms(cfg) == []
 
@@ -109,14 +111,14 @@ def test_the_gke_compile_cache_gives_each_variable_setting_its_own_prefix():
 
 def test_a_key_set_to_its_default_is_rendered_and_unset_keys_are_not():
     env = serve_command.backend_environment(load({"tpuInference": {"numPrecompileWorkers": 1}}).settings)
-    assert env == {"NUM_PRECOMPILE_WORKERS": "1"}
+    assert env == {"NUM_PRECOMPILE_WORKERS": "1", **NO_REDIRECTS}
     env = serve_command.backend_environment(load({"tpuInference": {"xlaCheckRecompilation": False}}).settings)
-    assert env == {"VLLM_XLA_CHECK_RECOMPILATION": "0"}
+    assert env == {"VLLM_XLA_CHECK_RECOMPILATION": "0", **NO_REDIRECTS}
 
 
 def test_booleans_render_as_1_and_0_which_vllms_int_reading_takes():
     env = serve_command.backend_environment(load({"tpuInference": {"sliceRopeCache": "true"}}).settings)
-    assert env == {"SLICE_ROPE_CACHE": "1"}
+    assert env == {"SLICE_ROPE_CACHE": "1", **NO_REDIRECTS}
 
 
 def test_ngram_renders_vllms_speculative_config_json():

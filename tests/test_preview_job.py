@@ -16,6 +16,7 @@ later session runs the same steps over the venvs it left, and every check after 
 
 from __future__ import annotations
 
+import base64
 import json
 import operator
 import os
@@ -469,7 +470,8 @@ def test_a_run_whose_commit_is_no_longer_the_prs_head_posts_nothing(tmp_path):
 
 # The secrets the comment step is given and what the runner and the action add to every step of this job.
 BACKEND_SECRETS = {"PULUMI_ACCESS_TOKEN": "pul-" + "c0ffee42" * 5,
-                   "PULUMI_CONFIG_PASSPHRASE": 'CANARY pass "phrase" back\\slash/&<tag> stäple Zq8Wx'}
+                   # over 57 bytes: base64.encodebytes wraps it
+                   "PULUMI_CONFIG_PASSPHRASE": 'CANARY pass "phrase" back\\slash/&<tag> stäple Zq8Wx, long to wrap'}
 JOB_CREDENTIALS = {"ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARYidTokenRequestMv3Nb7Vc1Xz5Lk9Jh2Gf6Ds",
                    "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeTokenAq4Sw8De2Fr6Gt0Hy",
                    "INPUT_GITHUB-TOKEN": "ghs_CANARYjobTokenPo9Iu8Yt7Re6Wq5As4Df3"}
@@ -486,6 +488,35 @@ def test_no_credential_in_any_form_reaches_the_preview_comment(tmp_path):
     for line in INNOCENT:
         assert line in shown  # what is no credential gets through
     assert ["setSecret", TOKENS["jwt"]] in calls  # and the log masks a minted token from then on
+
+
+def comment_shows(tmp_path: Path, text: str, secrets: dict[str, str] | None = None) -> str:
+    output = tmp_path / "pulumi-preview.txt"
+    output.write_text(text)
+    [(_, args)] = writes(post_outcome(tmp_path, "failure", output, secrets=secrets))
+    return fenced(args["body"])
+
+
+def test_a_wrapped_token_as_python_and_json_print_it_is_masked(tmp_path):
+    """repr() and json.dumps of a wrapped string escape the wrap and keep its indentation or its CR: the masking
+    took only a bare escaped `\\n`, so everything after such a wrap reached the comment (second reader, row 10)."""
+    token = "pul-" + "0123456789abcdef" * 2 + "01234567"
+    indented, crlf = token[:20] + "\n    " + token[20:], token[:20] + "\r\n" + token[20:]
+    shown = comment_shows(tmp_path, f"error: {indented!r}\nerror: {json.dumps(crlf)}\n"
+                          "kept: 'not-a-secret\\n    next line'\n", {"PULUMI_ACCESS_TOKEN": token})
+    assert shown == "error: '[secret]'\nerror: \"[secret]\"\nkept: 'not-a-secret\\n    next line'"
+
+
+def test_a_pretty_printed_key_file_and_a_pem_key_in_base64_are_masked(tmp_path):
+    """`eyJ` is only the compact JSON's opening; a pretty-printed key file base64'd starts `ewog`, and a PEM key
+    `LS0tLS1CRUdJTi`: both reached the comment whole (second reader, row 11). A certificate's base64 gets through."""
+    key_file = json.dumps({"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\nMIIE\n"
+                           "-----END PRIVATE KEY-----\n"}, indent=2)
+    pem = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAcanary\n-----END RSA PRIVATE KEY-----\n"
+    certificate = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBkTCB+wIJAKHBfpeg\n-----END CERTIFICATE-----\n")
+    shown = comment_shows(tmp_path, f"data: {base64.b64encode(key_file.encode()).decode()}\n"
+                          f"key: {base64.encodebytes(pem).decode()}ca: {certificate.decode()}\n")
+    assert shown == f"data: [secret]\nkey: [secret]\nca: {certificate.decode()}"
 
 
 def test_the_backend_credentials_in_the_output_never_reach_the_comment(prepared, tmp_path):

@@ -171,7 +171,7 @@ def test_the_serving_step_reruns_on_every_new_node_not_only_on_a_new_name(dev):
 
 def test_outputs_for_a_newcomer(dev):
     assert dev.output("sshTunnelCommand")["value"] == (
-        "ssh -i ~/.ssh/tpu-vllm-dev -F /dev/null -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts "
+        "ssh -i ~/.ssh/tpu-vllm-dev -F none -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts "
         "-o StrictHostKeyChecking=yes -o HostKeyAlias=tpu-vllm-dev -o GlobalKnownHostsFile=/dev/null "
         "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3 "
         "-N -L 127.0.0.1:8000:127.0.0.1:8000 tpu-vllm@203.0.113.10")

@@ -66,7 +66,7 @@ def test_docker_run_adds_the_cache_mount_and_the_secret_files_never_their_values
                        "-v", "/etc/tpu-vllm/secrets/api-key:/run/secrets/tpu-vllm/api-key:ro",
                        "-e", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
                        "-e", "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "-e", "HF_HOME=/dev/shm",
-                       "--entrypoint", "/bin/sh"]
+                       "-e", "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0", "--entrypoint", "/bin/sh"]
     # The entry command reads the key inside the container, then vllm serve replaces the shell.
     assert args[image + 1:image + 4] == ["-c", serve_command.KEY_ENTRY_SCRIPT, serve_command.KEY_ENTRY_NAME]
     assert args[image + 4:] == serve_command.vllm_serve_args(dev_settings())

@@ -203,6 +203,7 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
     assert vllm_create["HostConfig"]["ShmSize"] == 16 * 1024**3
     # Sorted: the CLI does not keep the order of -e flags.
     assert sorted(vllm_create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+                                          "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0",
                                           "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
     assert front_create["Image"] == FRONT_DEFAULT_IMAGE
     assert front_create["Cmd"] == front.entry_command()  # the here-document kept the script byte for byte
@@ -237,7 +238,7 @@ def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_thro
                                env=vm.env, capture_output=True, text=True, check=True).stdout
     assert all(canary not in inspected for canary in CANARIES)
     assert sorted(json.loads(inspected)[0]["Config"]["Env"]) == [
-        "HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
+        "HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token", "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0",
         "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla"]
 
 
@@ -250,8 +251,9 @@ def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_ren
     assert result.returncode == 0, result.stderr
     [create] = vm.engine.creates(container.CONTAINER_NAME)
     assert sorted(create["Env"]) == ["HF_HOME=/dev/shm", "HF_TOKEN_PATH=/run/secrets/tpu-vllm-hf/hf-token",
-                                     "NUM_PRECOMPILE_WORKERS=8", "VLLM_TPU_BUCKET_PADDING_GAP=128",
-                                     "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla", "VLLM_XLA_CHECK_RECOMPILATION=1"]
+                                     "NUM_PRECOMPILE_WORKERS=8", "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0",
+                                     "VLLM_TPU_BUCKET_PADDING_GAP=128", "VLLM_XLA_CACHE_PATH=/var/cache/tpu-vllm/xla",
+                                     "VLLM_XLA_CHECK_RECOMPILATION=1"]
     spec = create["Cmd"][create["Cmd"].index("--speculative-config") + 1]
     assert json.loads(spec) == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5,
                                 "prompt_lookup_min": 3}

@@ -394,7 +394,7 @@ def test_ssh_uses_the_live_address_a_private_key_file_and_no_prompts(stack, caps
     assert not any(option.startswith("StrictHostKeyChecking=no") or option == "UserKnownHostsFile=/dev/null"
                    for option in options)
     # No ssh_config of the user's can vouch for another key (the real ssh: tests/test_host_key.py).
-    assert stack.fake("config-file") == "/dev/null\n"
+    assert stack.fake("config-file") == "none\n"  # -F none: ssh reads no config file
     assert stack.fake("remote-command") == (
         f"sudo -n bash -s -- {boot_contract.STATUS_FILE} {container.CONTAINER_NAME} 8000 "
         f"'{status_node.PROGRESS_PATTERN}'")
@@ -538,7 +538,7 @@ def test_the_program_exports_what_the_status_tool_reads():
                             LIVE_IP, "stack dev")
     assert ssh.user == "tpu-vllm"
     assert ssh.command_hint.startswith(
-        "ssh -i ~/.ssh/tpu-vllm-dev -F /dev/null -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts")
+        "ssh -i ~/.ssh/tpu-vllm-dev -F none -o UserKnownHostsFile=~/.ssh/tpu-vllm-dev.known_hosts")
     assert ssh.command_hint.endswith(f"-o StrictHostKeyChecking=yes -o HostKeyAlias=tpu-vllm-dev "
                                      f"-o GlobalKnownHostsFile=/dev/null tpu-vllm@{LIVE_IP}")
     assert deployed.output("sshPrivateKey")["secret"] is True and deployed.output("apiKey")["secret"] is True

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.shims import make_shims
-from tools import status, status_report
+from tools import status, status_gke, status_report
 
 CANARY_API_KEY = "canary-gke-api-key-4b9e2d7f1a"
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -91,13 +91,27 @@ def compute_class_object(health: str = "True", message: str = "") -> dict:
             "status": {"conditions": [{"type": "Health", "status": health, "message": message}]}}
 
 
-def node(name: str, created: datetime, *, model: str = "flex-start", zone: str = "us-west4-a") -> dict:
+# The VM starts before its node registers: GKE's annotated end is that much earlier than creation + the run.
+REGISTERED_AFTER = timedelta(minutes=6)
+
+
+def node(name: str, created: datetime, *, model: str = "flex-start", zone: str = "us-west4-a",
+         annotated: bool = True) -> dict:
+    """A node as GKE labels it; a flex-start one of a class with nodeRecycling is also labelled with the lead time
+    and annotated with its end, RFC 3339 (GoogleCloudPlatform/cluster-autoscaler 7d25050,
+    pkg/cloudprovider/gke/labels/system_labels.go; its own tests write it with `time.RFC3339`)."""
     labels = {"cloud.google.com/compute-class": CLASS, "topology.kubernetes.io/zone": zone}
+    annotations = {}
     if model == "flex-start":
         labels["cloud.google.com/gke-flex-start"] = "true"
+        if annotated:
+            labels["cloud.google.com/gke-node-recycle-lead-time-seconds"] = "3600"
+            annotations["node.gke.io/machine-termination-datetime"] = \
+                f"{created - REGISTERED_AFTER + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"
     elif model == "spot":
         labels["cloud.google.com/gke-spot"] = "true"
-    return {"metadata": {"name": name, "labels": labels, "creationTimestamp": f"{created:%Y-%m-%dT%H:%M:%SZ}"},
+    return {"metadata": {"name": name, "labels": labels, "annotations": annotations,
+                         "creationTimestamp": f"{created:%Y-%m-%dT%H:%M:%SZ}"},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
 
 
@@ -172,9 +186,34 @@ def test_compiling_says_how_long_and_how_to_follow(cluster, capsys):
     out = shown(capsys)
     assert "status, stack gke: COMPILING" in out and "for 6m 00s" in out
     assert "kubectl -n tpu-vllm logs vllm-0 -c vllm -f" in out
-    # The node's run end: its creation plus the class's flex-start maxRunDurationSeconds.
-    assert "node gke-node-1" in out and "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:50 UTC (in 23h 50m; " \
-        "creation + maxRunDurationSeconds); its replacement is asked for from ~08:50 UTC" in out
+    # The node's run end: GKE's annotation, which its recycling plugin reads.
+    assert "node gke-node-1" in out and "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:44 UTC (in 23h 44m; " \
+        "node.gke.io/machine-termination-datetime); its replacement is asked for from ~08:44 UTC" in out
+
+
+def test_a_node_without_the_end_annotation_gets_a_computed_end_that_says_so(cluster, capsys):
+    """Before GKE annotates a node (or a class without nodeRecycling): creation + the class's maxRunDurationSeconds,
+    later than the annotated end by the VM's time to register (the stack read only this, second reader, row 48)."""
+    cluster.put("nodes", {"items": [node("gke-node-1", NOW - timedelta(minutes=10), annotated=False)]})
+    cluster.put("pods", {"items": [pod("vllm-0", "compiling")]})
+    run()
+    assert "flex-start, us-west4-a, Ready, run ends ~2026-11-30 09:50 UTC (in 23h 50m; computed: creation + " \
+        "maxRunDurationSeconds); its replacement is asked for from ~08:50 UTC" in shown(capsys)
+
+
+def test_the_annotated_end_and_the_nodes_lead_label_are_what_gke_recycles_by():
+    """The node's own lead-time label over the class's (a class edited after the node was made), and an end that is
+    GKE's, not the class's run (the run may have changed too)."""
+    flex = node("gke-node-1", NOW - timedelta(hours=2))
+    flex["metadata"]["labels"]["cloud.google.com/gke-node-recycle-lead-time-seconds"] = "1800"
+    flex["metadata"]["annotations"]["node.gke.io/machine-termination-datetime"] = "2026-11-30T05:00:00Z"
+    [(_, fact)] = status_gke.node_facts([flex], compute_class_object(), NOW)
+    assert fact == ("flex-start, us-west4-a, Ready, run ends ~2026-11-30 05:00 UTC (in 19h 00m; "
+                    "node.gke.io/machine-termination-datetime); its replacement is asked for from ~04:30 UTC")
+    # An annotation that is no RFC 3339 time is not believed: the computed end, said to be computed.
+    flex["metadata"]["annotations"]["node.gke.io/machine-termination-datetime"] = "tomorrow"
+    [(_, fact)] = status_gke.node_facts([flex], compute_class_object(), NOW)
+    assert "(in 22h 00m; computed: creation + maxRunDurationSeconds); its replacement is asked for from ~07:30" in fact
 
 
 def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
@@ -188,7 +227,7 @@ def test_ready_with_the_hpa_and_its_queue_metric(cluster, capsys):
     assert "replica vllm-0" in out and "READY: serving on gke-node-1" in out
     assert "autoscaler" in out and "2 replica(s), wants 3 (1..4)" in out
     assert "14 waiting requests per pod (target 10)" in out
-    assert "in 30m 00s" in out  # the first node's run ends soon: its replacement is due
+    assert "in 24m 00s" in out  # the first node's run ends soon (GKE's annotated end): its replacement is due
     assert "spot, us-west4-b, Ready, no run end: bills until the autoscaler removes it" in out
     assert out.index("replica vllm-0") < out.index("replica vllm-1")
 

@@ -41,27 +41,40 @@ class MetadataStandIn(FakeServer):
 
 
 class Redirector(FakeServer):
-    """The listed host, answering every media URL with a 302 to the stand-in."""
+    """The listed host, answering every media URL with a 302 to the stand-in. As an HTTP proxy it also gets the
+    redirected request (requests keeps a request's proxies across its redirects): it answers that as the stand-in
+    would, and the request counts as one that reached it."""
 
     def __init__(self, target: str):
         self.target = target
         super().__init__()
 
     def handle(self, request):
+        if request.path == TOKEN_PATH:
+            return MetadataStandIn.handle(self, request)
         return Response(302, raw=b"", headers={"Location": self.target})
 
 
-def fetch_through_vllm(environment: dict[str, str], allowed: tuple[str, ...] = ("localhost",)) -> tuple[str, int, int]:
-    """What vLLM's connector did with a URL on `localhost` that redirects, and how many requests the listed host
-    and the stand-in saw."""
+def fetch_through_vllm(environment: dict[str, str], allowed: tuple[str, ...] = ("localhost",),
+                       host: str = "localhost") -> tuple[str, int, int]:
+    """What vLLM's connector did with a URL on `host` that redirects, and how many requests the listed host and the
+    stand-in saw. A host other than localhost reaches the listed host as its HTTP proxy (requests' Session honours
+    http_proxy), standing in for a resolver that answers the name; the stand-in, on 127.0.0.1, is reached directly."""
     with MetadataStandIn() as metadata:
         with Redirector(f"{metadata.url}{TOKEN_PATH}") as listed:
-            url = f"http://localhost:{listed.port}/cat.png"
-            env = {**environment, "NO_PROXY": "*", "no_proxy": "*"}
+            if host == "localhost":
+                url, route = f"http://localhost:{listed.port}/cat.png", {"NO_PROXY": "*", "no_proxy": "*"}
+            else:
+                url = f"http://{host}/cat.png"
+                route = {"http_proxy": listed.url, "HTTP_PROXY": listed.url, "NO_PROXY": "127.0.0.1",
+                         "no_proxy": "127.0.0.1"}
+            env = {**environment, **route}
             done = vllm_venv.run(["-c", FETCH, json.dumps(env), url, json.dumps(list(allowed))], input="", text=True,
                                  timeout=120)
             assert done.returncode == 0, done.stderr[-2000:]
-            return done.stdout.strip().splitlines()[-1], len(listed.requests), len(metadata.requests)
+            relayed = sum(request.path == TOKEN_PATH for request in listed.requests)
+            return (done.stdout.strip().splitlines()[-1], len(listed.requests) - relayed,
+                    len(metadata.requests) + relayed)
 
 
 def stack_environment(**vllm) -> dict[str, str]:
@@ -83,11 +96,25 @@ def test_without_the_switch_vllm_follows_the_redirect_off_the_list():
     assert (asked, reached) == (1, 1), outcome
 
 
-def test_with_no_media_host_allowed_vllm_fetches_nothing_and_gets_no_switch():
-    """No listed host (the default): vLLM's allow-list is the unresolvable `.invalid` name only, so it refuses an
-    http URL before any fetch; the variable is left out and the default plan unchanged."""
+def test_with_no_media_host_allowed_vllm_refuses_other_hosts_and_still_gets_the_switch():
+    """No listed host (the default): vLLM's allow-list is the `.invalid` name only, so it refuses a URL on any other
+    host before a fetch. The switch is set all the same (the sentinel host itself passes: the next test)."""
     environment = stack_environment()
-    assert environment == {}
+    assert environment == {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
     outcome, asked, reached = fetch_through_vllm(environment, allowed=(NO_MEDIA_DOMAIN,))
     assert (asked, reached) == (0, 0), outcome
     assert outcome == "refused ValueError", outcome
+
+
+def test_a_url_on_the_no_media_sentinel_host_is_fetched_but_its_redirect_is_not_followed():
+    """vLLM's check lets the sentinel host itself through (`hostname not in allowed_media_domains`), so a URL on
+    `media-urls-disabled.invalid` is fetched: `.invalid` answers nowhere (RFC 6761), but a resolver's search list can
+    make it a name that does (a pod's `…invalid.svc.cluster.local`). Its redirect must not be followed; the stack
+    left the switch unset with no media host allowed, and vLLM followed it (second reader, row 15)."""
+    environment = stack_environment()
+    outcome, asked, reached = fetch_through_vllm(environment, allowed=(NO_MEDIA_DOMAIN,), host=NO_MEDIA_DOMAIN)
+    assert (asked, reached) == (1, 0), outcome
+    assert outcome.startswith("refused"), outcome
+    # The control: the same URL without the switch is fetched and its redirect followed.
+    outcome, asked, reached = fetch_through_vllm({}, allowed=(NO_MEDIA_DOMAIN,), host=NO_MEDIA_DOMAIN)
+    assert (asked, reached) == (1, 1), outcome

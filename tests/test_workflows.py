@@ -618,7 +618,7 @@ def test_an_artifact_file_that_is_a_link_is_refused(tmp_path):
 # The credentials a comment step can see (the runner's and the action's own), with values as hostile as they come.
 STEP_CREDENTIALS = {
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "CANARYoidcRequestTokenPl9Ok8Ij7Uh6Yg5Tf4Rd3Es2Wa1Q",
-    "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeToken/with+base64=charsZm4Xn7Cb2Vq",
+    "ACTIONS_RUNTIME_TOKEN": "CANARYruntimeToken/with+base64=charsZm4Xn7Cb2VqLp0Ok9Ij8Uh7Yg6Tf5Rd4",  # wraps in MIME
     "INPUT_GITHUB-TOKEN": "ghs_CANARYstepTokenKj3Hg7Fd1Sa5Qw9Er2Ty6Ui",
 }
 
@@ -652,16 +652,22 @@ def test_both_comment_steps_mask_and_fit_with_the_same_code():
         assert f"'{name}'" in redact_and_fit(comment["with"]["script"])
 
 
-def test_concurrency_groups_never_let_an_older_commits_run_cancel_the_newest():
-    """A run queued in a group cancels the run pending there (and, with cancel-in-progress, the one running):
-    GitHub's "Control the concurrency of workflows and jobs". Each group is one commit's, so a run can only
-    replace a run of its own commit."""
+def test_concurrency_groups_never_let_an_older_commits_run_cancel_the_newest_nor_one_pr_cancel_another():
+    """A run queued in a group cancels the run pending there (and, with cancel-in-progress, the one running), and
+    groups are per repository: GitHub's "Control the concurrency of workflows and jobs". Each group is one PR's
+    commit (or one test run's), so a run can only replace a run of its own PR and commit. Keyed on the head SHA
+    alone, two PRs of one branch (against two bases) shared test.yml's group and cancelled each other's runs, and
+    plan-comment.yml's (second reader, row 3)."""
     groups = {name: load(name)["concurrency"] for name in ("preview.yml", "plan-comment.yml", "test.yml")}
     assert groups["preview.yml"]["group"] == (
         "preview-${{ github.event.pull_request.number }}-${{ github.event.pull_request.head.sha }}")
-    assert groups["plan-comment.yml"]["group"].endswith("-${{ github.event.workflow_run.head_sha }}")
-    assert groups["test.yml"]["group"] == (
-        "test-${{ github.event_name }}-${{ github.event.pull_request.head.sha || github.sha }}")
+    # the test run's id: one per run of test.yml, kept by its re-runs (github.run_id)
+    assert groups["plan-comment.yml"] == {"group": "plan-comment-${{ github.event.workflow_run.id }}",
+                                          "cancel-in-progress": False}
+    assert groups["test.yml"]["group"] == ("test-${{ github.event_name }}-${{ github.event.pull_request.number }}-"
+                                           "${{ github.event.pull_request.head.sha || github.sha }}")
+    assert {name: load(name)[True] for name in ("preview.yml", "test.yml")} == {  # YAML 1.1 reads `on` as true
+        "preview.yml": {"pull_request": None}, "test.yml": {"pull_request": None, "push": {"branches": ["main"]}}}
 
 
 def test_a_hostile_run_of_escapes_does_not_stall_the_masking(tmp_path):

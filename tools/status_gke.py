@@ -144,6 +144,16 @@ def _lead_seconds(tpu_class: dict[str, Any] | None) -> int | None:
     return None
 
 
+TERMINATION_ANNOTATION = "node.gke.io/machine-termination-datetime"
+RECYCLE_LEAD_LABEL = "cloud.google.com/gke-node-recycle-lead-time-seconds"
+
+
+def _node_lead_seconds(labels: dict[str, str], tpu_class: dict[str, Any] | None) -> int | None:
+    """The lead time GKE's recycling plugin reads (the node's label, `strconv.Atoi`), else the class's."""
+    text = labels.get(RECYCLE_LEAD_LABEL, "")
+    return int(text) if text.isdigit() else _lead_seconds(tpu_class)
+
+
 def node_model(labels: dict[str, str]) -> str:
     if labels.get("cloud.google.com/gke-flex-start") == "true":
         return "flex-start"
@@ -160,17 +170,22 @@ def node_facts(nodes: list[dict[str, Any]], tpu_class: dict[str, Any] | None,
         zone = labels.get("topology.kubernetes.io/zone", "?")
         created = parse_time(meta.get("creationTimestamp", ""))
         run = _run_seconds(tpu_class, model)
-        if created and run:
-            # Computed, not read: GKE documents no node label or annotation with a flex-start node's end time, so
-            # it is the node's creation plus the class's maxRunDurationSeconds (the VM starts a little earlier).
-            ends = created.timestamp() + run
+        # GKE annotates a node with its end, and its recycling plugin reads that and the node's lead-time label
+        # (GoogleCloudPlatform/cluster-autoscaler 7d25050, pkg/cloudprovider/gke/labels/system_labels.go
+        # InstanceTerminationAnnotationKey, NodeRecycleLeadTimeSecondsLabelKey; pkg/defrag/plugins/recycling,
+        # `time.Parse(time.RFC3339, terminationTimeStamp)`). Without it: the node's creation plus the class's
+        # maxRunDurationSeconds, later than the real end by the VM's time to register, and said to be computed.
+        annotated = parse_time((meta.get("annotations") or {}).get(TERMINATION_ANNOTATION, ""))
+        if annotated or (created and run):
+            ends = annotated.timestamp() if annotated else created.timestamp() + run
+            how = TERMINATION_ANNOTATION if annotated else "computed: creation + maxRunDurationSeconds"
             left = ends - now.timestamp()
             when = datetime.fromtimestamp(ends, now.tzinfo)
-            lead = _lead_seconds(tpu_class) if model == "flex-start" else None
+            lead = _node_lead_seconds(labels, tpu_class) if model == "flex-start" else None
             replacement = (f"; its replacement is asked for from ~"
                            f"{datetime.fromtimestamp(ends - lead, now.tzinfo):%H:%M} UTC" if lead else "")
-            end = (f"run ends ~{when:%Y-%m-%d %H:%M} UTC (in {span(left)}; creation + maxRunDurationSeconds)"
-                   f"{replacement}" if left > 0 else "run over: GKE is removing it")
+            end = (f"run ends ~{when:%Y-%m-%d %H:%M} UTC (in {span(left)}; {how}){replacement}" if left > 0
+                   else "run over: GKE is removing it")
         else:
             end = "no run end: bills until the autoscaler removes it"
         ready = _condition(node, "Ready").get("status") == "True"

@@ -64,19 +64,18 @@ def vllm_serve_args(settings: Settings) -> list[str]:
 # VLLM_MEDIA_URL_ALLOW_REDIRECTS, `bool(int(os.getenv(..., "1")))`), and checks only the first URL's host against
 # --allowed-media-domains (vllm/multimodal/media/connector.py, MediaConnector.load_from_url and
 # load_from_url_async; vllm/entrypoints/launchers/run_batch.py): a listed host answering 302 would send vLLM to
-# the metadata server or loopback. "0" makes both connectors fetch the first URL only.
+# the metadata server or loopback. "0" makes both connectors fetch the first URL only. Set whatever the list:
+# with no media host allowed the list is NO_MEDIA_DOMAIN, and a URL on that very host passes the check
+# (connector.py, `_assert_url_in_allowed_media_domains`: `url_spec.hostname not in self.allowed_media_domains`)
+# and is fetched; `.invalid` resolves nowhere (RFC 6761) unless a resolver's search list makes it a name that does.
 MEDIA_REDIRECTS_VARIABLE = "VLLM_MEDIA_URL_ALLOW_REDIRECTS"
 
 
 def backend_environment(settings: Settings) -> dict[str, str]:
     """Variables vLLM's container gets on both platforms beyond its own (HF_HOME, the token's path):
-    tpu-inference's, from tpu-vllm:tpuInference, and, when media hosts are allowed, no redirects off them (with
-    none allowed, vLLM refuses every http URL before fetching: nothing to redirect). None is secret; both
-    platforms show them in the plan."""
-    environment = settings.tpu_inference.environment()
-    if settings.vllm.allowed_media_domains:
-        environment[MEDIA_REDIRECTS_VARIABLE] = "0"
-    return environment
+    tpu-inference's, from tpu-vllm:tpuInference, and no media redirects. None is secret; both platforms show
+    them in the plan."""
+    return {**settings.tpu_inference.environment(), MEDIA_REDIRECTS_VARIABLE: "0"}
 
 
 def render_serve_args(serve_args: Iterable[str]) -> str:

@@ -30,15 +30,18 @@ def known_hosts_line(alias: str, public_key: str) -> str:
     return f"{alias} {public_key.strip()}\n"
 
 
-# No ssh_config is read (ssh(1) -F: a file given on the command line replaces ~/.ssh/config, and
-# /etc/ssh/ssh_config is then ignored; OpenSSH 9.2p1). A user's or the system's config could otherwise vouch for
-# a key or skip the check: KnownHostsCommand adds keys to the files' (ssh_config(5)), VerifyHostKeyDNS=yes trusts
-# SSHFP records, a ControlPath rides an existing connection with no key check, Debian's GSSAPIKeyExchange needs no
-# host key, and a `Match exec` runs a command. `-o` alone would hold only for options named here ("for each
-# parameter, the first obtained value will be used", command-line options first), not for ones unknown to older
-# clients or added later. The stack's commands need nothing from it: the key is given by -i, the user and host
-# in the command; a route (ProxyCommand) can be added with -o.
-NO_SSH_CONFIG = ["-F", "/dev/null"]
+# No ssh_config is read: `-F none` (ssh(1) -F, OpenSSH 9.2p1: "If set to "none", no configuration files will be
+# read"; openssh-portable V_9_2_P1 ssh.c process_config_files reads neither ~/.ssh/config nor /etc/ssh/ssh_config
+# once -F is given, and opens no file for `none`; -J passes the same -F to the jump host's ssh). `none` names no
+# path, so it holds whatever a client's null device is called (`-F /dev/null` only where that file exists).
+# A user's or the system's config could otherwise vouch for a key or skip the check: KnownHostsCommand adds keys
+# to the files' (ssh_config(5)), VerifyHostKeyDNS=yes trusts SSHFP records, a ControlPath rides an existing
+# connection with no key check, Debian's GSSAPIKeyExchange needs no host key, and a `Match exec` runs a command.
+# `-o` alone would hold only for options named here ("for each parameter, the first obtained value will be used",
+# command-line options first), not for ones unknown to older clients or added later. The stack's commands need
+# nothing from it: the key is given by -i, the user and host in the command; a route (ProxyCommand) can be added
+# with -o.
+NO_SSH_CONFIG = ["-F", "none"]
 
 
 def pinned_ssh_options(known_hosts_file: str, alias: str) -> list[str]:

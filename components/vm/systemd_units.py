@@ -136,7 +136,8 @@ def front_unit(spec: ServingSpec) -> str:
         requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {metadata_block.BLOCK_UNIT}",
         start_limit=FRONT_START_LIMIT,
         service=f"""# Before every start, restarts included: the block unit stays active once run (RemainAfterExit), so
-# requiring it re-adds nothing a flush of OUTPUT removed. '+': root whatever sandboxing the unit gains.
+# requiring it re-adds nothing a flush of OUTPUT removed. '+': root whatever User=, capability or namespacing
+# options the unit gains, though its control-group-wide ones (DevicePolicy=, IPAddressDeny=...) still apply.
 ExecStartPre=+/bin/sh {metadata_block.BLOCK_SCRIPT}
 ExecStartPre=-docker rm -f {container.FRONT_CONTAINER_NAME}
 # The front runs as uid {metadata_block.FRONT_UID}: its own copy of this boot's key.

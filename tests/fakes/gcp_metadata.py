@@ -17,17 +17,16 @@ import re
 from collections import deque
 
 from tests.fakes.http import FakeServer, Request, Response
+from tests.fakes.tpu_api import RPC_STATUS
 
 ACCESS_TOKEN = "ya29.FAKE-ACCESS-TOKEN-CANARY"
 # The metadata server marks every reply as its own (google-auth _metadata.py:100-102, 232-235 checks it).
 METADATA_FLAVOR = {"Metadata-Flavor": "Google"}
 # Secret Manager names a version by the project NUMBER, whatever the request said (the gcloud transcripts below).
 PROJECT_NUMBER = "123456789012"
-# code.proto "HTTP Mapping" lines: the status name a Google API error body carries for an HTTP status (400 maps
-# to three names; the caller names it).
-STATUS_NAMES = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE",
-                504: "DEADLINE_EXCEEDED"}
+# The status name a Google API error body carries for an HTTP status: the TPU fake's table, code.proto's "HTTP
+# Mapping" lines (no code maps to 502: UNKNOWN); a caller names another where one status maps to several (400).
+STATUS_NAMES = RPC_STATUS
 # Google's 401 texts, as real API bodies quote them (no source file; e.g. the Google Ads and Sheets bodies found by
 # find_string "Expected OAuth 2 access token, login cookie"): one for no credential, one for a rejected one.
 UNAUTHENTICATED_MISSING = ("Request is missing required authentication credential. Expected OAuth 2 access token, "
@@ -143,7 +142,7 @@ class FakeSecretManager(FakeServer):
             # requested; find_string "Permission 'secretmanager.versions.access' denied").
             return google_error(403, f"Permission 'secretmanager.versions.access' denied for resource "
                                      f"'{name}/versions/latest' (or it may not exist).")
-        if status in (502, 503):
+        if status == 503:
             # Google's usual 503 text (no public source file; see the TPU fake's outage answer).
             return google_error(status, "The service is currently unavailable.")
         # No public source gives Secret Manager's text for these; the status name is code.proto's.
