@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from components.basis import generated_docs
 from components.settings.root import TOP_LEVEL_KEYS, Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
@@ -57,11 +58,7 @@ def rows() -> list[str]:
 
 def replaced_between(document: str, start: str, end: str, lines: list[str]) -> str:
     """The document with `lines` written again between the two marker lines."""
-    head, found_start, rest = document.partition(start)
-    _, found_end, tail = rest.partition(end)
-    if not found_start or not found_end:
-        raise ValueError(f"{DOC} lacks the markers {start!r} and {end!r} around a generated table")
-    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+    return generated_docs.replaced_between(document, start, end, lines, DOC)
 
 
 def rendered(document: str) -> str:
@@ -72,15 +69,7 @@ def rendered(document: str) -> str:
 def main(argv: list[str], render: Callable[[str], str] = rendered,
          source: str = "the fields' descriptions", command: str = "python -m components.settings.docs") -> int:
     """Rewrite docs/settings.md's table from its source; with --check, exit 1 when the page differs instead."""
-    current = DOC.read_text()
-    wanted = render(current)
-    if "--check" in argv:
-        if current != wanted:
-            print(f"{DOC} differs from {source}; run {command}", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(wanted)
-    return 0
+    return generated_docs.rewrite_or_check(DOC, render, argv, source, command)
 
 
 if __name__ == "__main__":

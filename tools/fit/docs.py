@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from components import catalog, sizing
+from components.basis import generated_docs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 DOC_MAX_MODEL_LEN = 32768
@@ -86,31 +87,15 @@ def fit_rows() -> list[str]:
     return lines
 
 
-def replaced_between(document: str, start: str, end: str, lines: list[str]) -> str:
-    head, found_start, rest = document.partition(start)
-    _, found_end, tail = rest.partition(end)
-    if not found_start or not found_end:
-        raise ValueError(f"{DOC} lacks the markers {start!r} and {end!r} around a generated table")
-    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
-
-
 def rendered(document: str) -> str:
     for name, rows in (("shapes", shapes_rows()), ("models", models_rows()), ("fit", fit_rows())):
         start, end = TABLES[name]
-        document = replaced_between(document, start, end, rows)
+        document = generated_docs.replaced_between(document, start, end, rows, DOC)
     return document
 
 
 def main(argv: list[str]) -> int:
-    current = DOC.read_text()
-    wanted = rendered(current)
-    if "--check" in argv:
-        if current != wanted:
-            print(f"{DOC} differs from the catalog; run python -m tools.fit.docs", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(wanted)
-    return 0
+    return generated_docs.rewrite_or_check(DOC, rendered, argv, "the catalog", "python -m tools.fit.docs")
 
 
 if __name__ == "__main__":
