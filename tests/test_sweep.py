@@ -189,8 +189,15 @@ def test_the_winner_is_judged_at_equal_ttft(tmp_path):
     assert compare.winner(slow) is None
 
 
+@pytest.fixture
+def short_graces(monkeypatch):
+    """The CLI's graces, short: the held `up` (a queued-resource create in flight) ignores its first signal."""
+    monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 5.0)
+
+
 @pytest.mark.parametrize("phase", ["config", "up", "tunnel", "health", "cells"])
-def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys, phase):
+def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys, short_graces, phase):
     fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=(phase == "up"))
 
     def ticker(now):
@@ -204,8 +211,14 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     assert f"sweep stopped in phase {phase}: interrupted (Ctrl-C)" in err
     assert fake.billing() == []
     if phase == "up":
+        # The create in flight outlives the first ^C (the dynamic provider ignores Cancel); the second signal
+        # terminates the CLI, its provider host dies, and the create watchdog deletes the request.
         assert "the Pulumi CLI got the same Ctrl-C and is cancelling its update" in err
-        assert not any("cancel" in call for call in fake.calls)  # it ended by itself: no `pulumi cancel` needed
+        assert "sending it SIGTERM, its second signal" in err
+        assert not any("cancel" in call for call in fake.calls)  # the CLI ended by itself: no lock left
+        assert [item["kind"] for item in fake.cleared_pending_creates] == ["node"]
+        assert "CHECK: the update was stopped while it created urn:pulumi:sweep::tpu-vllm::" \
+               "pulumi-python:dynamic/tpu-vllm:QueuedResource::tpu-qr" in err
     if phase == "config":
         assert "nothing was deployed" in err and not fake.ledger
     else:
@@ -213,33 +226,61 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     assert "dev-sweep" not in fake.stacks
 
 
-def test_an_update_that_goes_on_after_ctrl_c_is_cancelled_through_the_sdk(project, server, capsys, monkeypatch):
-    monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
+def test_an_error_while_up_runs_stops_the_cli_then_destroys(project, server, capsys, short_graces):
+    """`pulumi cancel` would not stop it (DIY: it deletes the lock; the fake's cancel is DIY's): the sweep signals
+    the `pulumi up` process itself, SIGINT then SIGTERM."""
     fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
 
     def ticker(now):
         if now == "up" and fake.up_in_flight.is_set():
-            raise KeyboardInterrupt  # and the CLI does not stop by itself
-
-    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
-    assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
-    assert "cancelled the running update (pulumi cancel)" in capsys.readouterr().err
-    assert fake.billing() == [] and "dev-sweep" not in fake.stacks
-
-
-def test_an_error_while_up_runs_cancels_it_then_destroys(project, server, capsys):
-    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
-
-    def ticker(now):
-        if now == "up" and fake.up_in_flight.is_set():
-            raise runner.LimitError("limits.maxSpendUsd = 1: $1.01 spent (computed)")
+            raise runner.LimitError("limits.maxDuration = 4h: reached")
 
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 1
     err = capsys.readouterr().err
-    assert "sweep stopped in phase up: LimitError: limits.maxSpendUsd = 1" in err
+    assert "sweep stopped in phase up: LimitError: limits.maxDuration = 4h: reached" in err
+    assert "sent the Pulumi CLI SIGINT" in err and "sending it SIGTERM" in err
+    assert not any("cancel" in call for call in fake.calls)
+    refresh = next(call for call in fake.calls if "refresh" in call)
+    assert {"--yes", "--clear-pending-creates"} <= set(refresh) and refresh[refresh.index("--stack") + 1] == "dev-sweep"
+    assert "destroyed stack dev-sweep" in err
+    assert fake.billing() == [] and "dev-sweep" not in fake.stacks
+
+
+def test_a_cli_that_ignores_its_signals_is_killed_and_its_lock_cleared_after_it_is_gone(project, server, capsys,
+                                                                                     short_graces, monkeypatch):
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 0.3)
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+    fake.ignores_signals = True
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise runner.LimitError("limits.maxDuration = 4h: reached")
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 1
+    err = capsys.readouterr().err
+    assert "killing it and its plugins (SIGKILL)" in err
     assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
-    assert "cancelled the running update (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
+    assert not fake.cancelled_while_up_ran  # never beside a running update
+    assert "cleared the killed update's lock (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
     assert fake.billing() == []
+
+
+def test_a_create_watchdog_that_failed_is_named_with_its_delete_command(project, server, capsys, short_graces):
+    """destroy skips a pending create (snapshot.go) and refresh --clear-pending-creates only forgets it: if the
+    watchdog could not delete the request, the node bills, and the sweep says which and how to delete it."""
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True, watchdog_works=False)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            fake.interrupt()
+            raise KeyboardInterrupt
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert [bill.split("#")[0] for bill in fake.billing()] == ["node"]
+    assert "nothing of the sweep is left billing" not in err
+    assert ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev-sweep --project=sweep-test-project "
+            "--zone=") in err
 
 
 def test_an_error_in_up_ends_in_a_destroy(project, server, capsys):
