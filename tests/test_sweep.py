@@ -458,7 +458,7 @@ def test_every_event_the_fake_sends_is_one_the_sdks_event_classes_read():
 
     sink = EventSink(None)
     sink.send({"preludeEvent": {"config": {"tpu-vllm:vllm": "{}"}}})
-    sink.step("replace", "tpu-vllm:vm:TpuNode", "tpu")
+    sink.step("replace", "tpu-vllm:tpu:TpuNode", "tpu")
     sink.send({"diagnosticEvent": {"message": "update canceled", "severity": "error", "color": "never"}})
     sink.send({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {"replace": 1},
                                 "PolicyPacks": {}}})
@@ -466,7 +466,108 @@ def test_every_event_the_fake_sends_is_one_the_sdks_event_classes_read():
     parsed = [EngineEvent.from_json(json.loads(json.dumps(event))) for event in sink.sent]
     assert parsed[0].prelude_event.config == {"tpu-vllm:vllm": "{}"}
     assert parsed[1].resource_pre_event.metadata.op is OpType.REPLACE
-    assert parsed[2].res_outputs_event.metadata.type == "tpu-vllm:vm:TpuNode"
+    assert parsed[2].res_outputs_event.metadata.type == "tpu-vllm:tpu:TpuNode"
     assert parsed[3].diagnostic_event.severity == "error"
     assert parsed[4].summary_event.resource_changes == {"replace": 1}
     assert parsed[-1].cancel_event is not None and [e.sequence for e in parsed] == [1, 2, 3, 4, 5, 6]
+
+
+# ---- the second reader's findings (docs/development.md outside contracts) ----
+
+def _with_base(project, **tpu_and_cache):
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    for section, values in tpu_and_cache.items():
+        document["config"][f"tpu-vllm:{section}"].update(values)
+        for key in [key for key, value in values.items() if value is None]:
+            document["config"][f"tpu-vllm:{section}"].pop(key)
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+
+
+def test_a_base_that_keeps_its_cache_disk_does_not_keep_the_sweeps(no_plots, project, server, capsys):
+    """retainOnDelete (components/vm/cache_disk.py `retain_on_delete=args.keep_on_destroy`): destroy would leave the
+    disk billing, so the sweep's stack sets cache.keepOnDestroy false and says so; an arm may not set it."""
+    _with_base(project, cache={"keepOnDestroy": True})
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 0
+    err = capsys.readouterr().err
+    assert "the sweep's stack dev-sweep sets it false, so its destroy deletes its cache disk" in err
+    assert "nothing of the sweep is left billing" in err and fake.billing() == []
+    with pytest.raises(SweepFileError, match="tpu-vllm:cache.keepOnDestroy: the sweep's stack never keeps"):
+        read(write_sweep(project, {"kept": {"cache": {"keepOnDestroy": True}}}), project)
+
+
+def test_the_fake_keeps_a_retained_disk_as_the_cli_does(project):
+    fake = FakePulumiCli({"s": {"tpu-vllm:cache": {"keepOnDestroy": True}}})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    stack = Stack.select("s", workspace)
+    stack.up()
+    stack.destroy()
+    assert [bill.split("#")[0] for bill in fake.billing()] == ["disk"]
+
+
+def test_a_list_that_shrinks_by_two_is_the_arms_list(project):
+    """config rm-all removes its keys one by one and a removed element shifts the later ones down (config.go rm-all,
+    object.go Delete); the fake's _remove_path does the same."""
+    base = {"access": {"sshSourceRanges": ["1.1.1.1/32", "2.2.2.2/32", "3.3.3.3/32"]}}
+    arm = {"access": {"sshSourceRanges": ["9.9.9.9/32"]}}
+    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": list(base["access"]["sshSourceRanges"])}}})
+    stack = stack_ops.SweepStack(project, "dev", "s", fake)
+    stack.open(resume=True)
+    stack.apply(*config_paths.changes(base, arm))
+    assert fake.stacks["s"].config["tpu-vllm:access"]["sshSourceRanges"] == ["9.9.9.9/32"]
+    stack.apply(*config_paths.changes(arm, base))  # and growing back
+    assert fake.stacks["s"].config["tpu-vllm:access"]["sshSourceRanges"] == base["access"]["sshSourceRanges"]
+
+
+def test_a_base_stack_missing_from_the_backend_leaves_no_stack_behind(project, server, capsys):
+    fake = FakePulumiCli({})
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2
+    err = capsys.readouterr().err
+    assert "error: no stack named 'dev' found" in err and "Nothing was started" in err
+    assert "dev-sweep" not in fake.stacks and not fake.ledger
+
+
+def test_the_fake_answers_config_copy_of_a_missing_stack_as_the_cli_does(project):
+    fake = FakePulumiCli({"s": {}})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    with pytest.raises(StackNotFoundError) as raised:
+        workspace.cli_api.config_copy(stack="dev", dest="s", cwd=str(project), additional_env={})
+    assert "code: 6" in str(raised.value)
+
+
+@pytest.mark.parametrize("model", ["spot", "flex-start"])
+def test_left_behind_says_until_when_the_node_bills_by_its_provisioning_model(project, server, capsys, model):
+    """build-log.txt: "Spot and on-demand have no automatic stop. They bill until preempted or deleted."; a
+    flex-start node is deleted at its run end."""
+    if model == "spot":
+        _with_base(project, tpu={"provisioningModel": "spot", "maxRunDuration": None, "queueTimeout": None})
+    fake = FakePulumiCli({"dev": base_stack(project)})
+
+    def ticker(now):
+        if now in ("cells", "destroy"):
+            raise KeyboardInterrupt
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert "LEFT BEHIND" in err
+    if model == "spot":
+        assert "until you remove it (spot has no automatic stop)" in err and "run end" not in err
+    else:
+        assert "until its flex-start run end (4h after it started) or until you remove it" in err
+
+
+def test_the_fakes_exit_codes_and_types_are_the_clis(project):
+    """exit_codes.go ExitCodeFor: StackNotFoundError 6, an auth error 3; the node's type is the program's."""
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    with pytest.raises(StackNotFoundError) as raised:
+        Stack.select("missing", workspace)
+    assert "code: 6" in str(raised.value)
+    logged_out = LocalWorkspace(work_dir=str(project), pulumi_command=FakePulumiCli({}, logged_out=True))
+    with pytest.raises(Exception) as raised:
+        Stack.select("dev", logged_out)
+    assert "code: 3" in str(raised.value)
+    from tests.fakes.pulumi_cli import NODE_TYPE, QUEUED_RESOURCE_TYPE
+    golden = {resource["type"] for resource in json.loads((ROOT / "tests" / "golden" / "dev.json").read_text())[
+        "resources"]}
+    assert {NODE_TYPE, QUEUED_RESOURCE_TYPE, "gcp:compute/disk:Disk", "command:remote:Command"} <= golden
