@@ -193,7 +193,7 @@ def test_the_winner_is_judged_at_equal_ttft(tmp_path):
 def short_graces(monkeypatch):
     """The CLI's graces, short: the held `up` (a queued-resource create in flight) ignores its first signal."""
     monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
-    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 5.0)
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 5.0, raising=False)  # new in the fix
 
 
 @pytest.mark.parametrize("phase", ["config", "up", "tunnel", "health", "cells"])
@@ -248,7 +248,7 @@ def test_an_error_while_up_runs_stops_the_cli_then_destroys(project, server, cap
 
 def test_a_cli_that_ignores_its_signals_is_killed_and_its_lock_cleared_after_it_is_gone(project, server, capsys,
                                                                                      short_graces, monkeypatch):
-    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 0.3)
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 0.3, raising=False)  # new in the fix
     fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
     fake.ignores_signals = True
 
@@ -510,7 +510,8 @@ def test_a_list_that_shrinks_by_two_is_the_arms_list(project):
     object.go Delete); the fake's _remove_path does the same."""
     base = {"access": {"sshSourceRanges": ["1.1.1.1/32", "2.2.2.2/32", "3.3.3.3/32"]}}
     arm = {"access": {"sshSourceRanges": ["9.9.9.9/32"]}}
-    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": list(base["access"]["sshSourceRanges"])}}})
+    ranges = list(base["access"]["sshSourceRanges"])
+    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": ranges}}})
     stack = stack_ops.SweepStack(project, "dev", "s", fake)
     stack.open(resume=True)
     stack.apply(*config_paths.changes(base, arm))
