@@ -109,6 +109,8 @@ class Sweep:
     project: str | None
     """gcp:project of the base stack (None when unset: the dry run still plans)."""
     warnings: tuple[str, ...] = field(default=())
+    base_loaded: Loaded | None = None
+    """The base stack's own configuration (with stack_overrides), validated: its compile is the log's measured one."""
     stack_overrides: dict[str, Any] = field(default_factory=dict)
     """Settings the sweep's own stack holds whatever the base says (merged over every arm and the restored base)."""
 
@@ -216,10 +218,16 @@ def read(path: Path, project_dir: Path) -> Sweep:
         arms.append(Arm(name, overlay, config, loaded))
     if problems:
         raise SweepFileError(problems)
+    try:
+        base_loaded: Loaded | None = load(config_paths.deep_merge(base_raw, overrides),
+                                          project=project or UNSET_PROJECT_STAND_IN, stack=stack,
+                                          secret_keys=secret_keys)
+    except SettingsError:  # the base alone may be incomplete; every arm was checked above
+        base_loaded = None
     # A warning every arm has (the base's own, e.g. SSH open to any address) is said once.
     shared = set.intersection(*(set(arm.loaded.warnings) for arm in arms)) if arms else set()
     warnings = notes + [f"every arm: {text}" for text in arms[0].loaded.warnings if text in shared]
     warnings += [f"arms.{arm.name}: {text}" for arm in arms for text in arm.loaded.warnings if text not in shared]
     return Sweep(path=path, project_dir=project_dir, base=parsed.base, stack=stack, arms=tuple(arms),
                  base_config=base_raw, cells=parsed.cells, limits=parsed.limits, project=project,
-                 warnings=tuple(dict.fromkeys(warnings)), stack_overrides=overrides)
+                 warnings=tuple(dict.fromkeys(warnings)), stack_overrides=overrides, base_loaded=base_loaded)
