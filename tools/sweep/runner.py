@@ -242,7 +242,7 @@ class Runner:
 
     def stop_up(self, interrupted: bool) -> bool:
         """End the running `pulumi up` by its own signals (stack_ops.UpProcess); True when it had to be killed,
-        which leaves its lock. `pulumi cancel` would not stop it (stack_ops' notes), so it is never used here."""
+        which leaves its lock. `pulumi cancel` would not stop it (stack_ops' notes): it only clears that lock, after."""
         process = self.stack.up_process()
         if interrupted:
             _say("the Pulumi CLI got the same Ctrl-C and is cancelling its update (it finishes the steps in flight)")
