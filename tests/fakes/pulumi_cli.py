@@ -12,8 +12,8 @@ and parses (pulumi/automation/_local_workspace.py, _stack.py, interface/__init__
   Events server (the CLI's way from 3.206 on: _stack.py _setup_event_log); a file path gets JSON lines instead
   (_watch_logs); every event parses with `EngineEvent.from_json`, and the stream ends with a cancelEvent;
 - `config set-all --path` stores each value as Pulumi's config map does (pulumi/pulumi
-  sdk/go/common/resource/config/object.go coerce, formerly adjustObjectValue): "true"/"false" as bools, text of more than one character
-  starting with "0" as text, what strconv.Atoi reads as an int, the rest as text.
+  sdk/go/common/resource/config/object.go coerce, formerly map.go adjustObjectValue): "true"/"false" as bools, text
+  of more than one character starting with "0" as text, what strconv.Atoi reads as an int, the rest as text.
 
 - exit codes as the CLI's main.go `os.Exit(cmd.ExitCodeFor(err))` (pkg/cmd/pulumi/cmd/exit_codes.go; constants in
   sdk/go/common/util/cmdutil/exit.go): StackNotFoundError 6, an auth error (MissingEnvVarForNonInteractiveError) 3,
