@@ -193,7 +193,7 @@ def test_the_winner_is_judged_at_equal_ttft(tmp_path):
 def short_graces(monkeypatch):
     """The CLI's graces, short: the held `up` (a queued-resource create in flight) ignores its first signal."""
     monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
-    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 5.0, raising=False)  # new in the fix
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 2.0, raising=False)  # new in the fix
 
 
 @pytest.mark.parametrize("phase", ["config", "up", "tunnel", "health", "cells"])
@@ -263,6 +263,22 @@ def test_a_cli_that_ignores_its_signals_is_killed_and_its_lock_cleared_after_it_
     assert not fake.cancelled_while_up_ran  # never beside a running update
     assert "cleared the killed update's lock (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
     assert fake.billing() == []
+
+
+def test_a_ctrl_c_that_never_reached_the_cli_still_ends_it_without_a_kill(project, server, capsys, short_graces):
+    """A SIGINT sent to the sweep alone: the CLI's first signal is the sweep's SIGTERM, so a second one terminates it
+    (cancellation_scope.go), and nothing needs SIGKILL or `pulumi cancel`."""
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise KeyboardInterrupt  # and fake.interrupt() is not called
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert "sending it SIGTERM again" in err and "SIGKILL" not in err
+    assert not any("cancel" in call for call in fake.calls)
+    assert "destroyed stack dev-sweep" in err and fake.billing() == []
 
 
 def test_a_create_watchdog_that_failed_is_named_with_its_delete_command(project, server, capsys, short_graces):

@@ -257,7 +257,13 @@ class Runner:
         process.signal(signal.SIGTERM)
         if self.wait_for_up(TERMINATE_GRACE_S):
             return False
-        _say(f"the update still runs {TERMINATE_GRACE_S:.0f} s after SIGTERM: killing it and its plugins (SIGKILL)")
+        # A Ctrl-C that never reached it (a signal sent to this process alone) made that SIGTERM its first.
+        _say(f"the update still runs {TERMINATE_GRACE_S:.0f} s after SIGTERM: sending it SIGTERM again")
+        process.signal(signal.SIGTERM)
+        if self.wait_for_up(TERMINATE_GRACE_S):
+            return False
+        _say(f"the update still runs {TERMINATE_GRACE_S:.0f} s after its second SIGTERM: killing it and its plugins "
+             "(SIGKILL)")
         process.kill()
         if not self.wait_for_up(TERMINATE_GRACE_S):
             raise RuntimeError("the `pulumi up` process still runs after SIGKILL")
