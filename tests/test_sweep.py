@@ -82,6 +82,10 @@ def test_dry_run_of_the_shipped_sweep_needs_no_cli(monkeypatch, tmp_path, capsys
     assert re.search(r"^ 1  base +1 \(new\) +cold", out, re.M)
     assert re.search(r"^ 2  precompile-8 +1 \(reused\) +warm", out, re.M)  # serving-only variable: same compile key
     assert "total" in out and "refused" not in out
+    # Each figure says measured, computed, estimated or assumed, and only the base's compile's boot was measured.
+    assert "node up: not measured; 223 s assumed" in out
+    assert "boot of arm(s) 3 ngram, 4 padding-gap-128, 5 text-only: estimate from the log's base boot" in out
+    assert "whether the wait bills is not documented" in out and "bills nothing" not in out
     # docs/arms.md shows this very table.
     table = "\n".join(out.splitlines()[2:9])
     assert table in (ROOT / "docs" / "arms.md").read_text()
