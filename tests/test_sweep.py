@@ -82,6 +82,10 @@ def test_dry_run_of_the_shipped_sweep_needs_no_cli(monkeypatch, tmp_path, capsys
     assert re.search(r"^ 1  base +1 \(new\) +cold", out, re.M)
     assert re.search(r"^ 2  precompile-8 +1 \(reused\) +warm", out, re.M)  # serving-only variable: same compile key
     assert "total" in out and "refused" not in out
+    # Each figure says measured, computed, estimated or assumed, and only the base's compile's boot was measured.
+    assert "node up: not measured; 223 s assumed" in out
+    assert "boot of arm(s) 3 ngram, 4 padding-gap-128, 5 text-only: estimate from the log's base boot" in out
+    assert "whether the wait bills is not documented" in out and "bills nothing" not in out
     # docs/arms.md shows this very table.
     table = "\n".join(out.splitlines()[2:9])
     assert table in (ROOT / "docs" / "arms.md").read_text()
@@ -189,8 +193,15 @@ def test_the_winner_is_judged_at_equal_ttft(tmp_path):
     assert compare.winner(slow) is None
 
 
+@pytest.fixture
+def short_graces(monkeypatch):
+    """The CLI's graces, short: the held `up` (a queued-resource create in flight) ignores its first signal."""
+    monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 2.0, raising=False)  # new in the fix
+
+
 @pytest.mark.parametrize("phase", ["config", "up", "tunnel", "health", "cells"])
-def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys, phase):
+def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys, short_graces, phase):
     fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=(phase == "up"))
 
     def ticker(now):
@@ -204,8 +215,14 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     assert f"sweep stopped in phase {phase}: interrupted (Ctrl-C)" in err
     assert fake.billing() == []
     if phase == "up":
+        # The create in flight outlives the first ^C (the dynamic provider ignores Cancel); the second signal
+        # terminates the CLI, its provider host dies, and the create watchdog deletes the request.
         assert "the Pulumi CLI got the same Ctrl-C and is cancelling its update" in err
-        assert not any("cancel" in call for call in fake.calls)  # it ended by itself: no `pulumi cancel` needed
+        assert "sending it SIGTERM, its second signal" in err
+        assert not any("cancel" in call for call in fake.calls)  # the CLI ended by itself: no lock left
+        assert [item["kind"] for item in fake.cleared_pending_creates] == ["node"]
+        assert "CHECK: the update was stopped while it created urn:pulumi:sweep::tpu-vllm::" \
+               "pulumi-python:dynamic/tpu-vllm:QueuedResource::tpu-qr" in err
     if phase == "config":
         assert "nothing was deployed" in err and not fake.ledger
     else:
@@ -213,33 +230,77 @@ def test_an_interruption_in_each_phase_ends_in_a_destroy(project, server, capsys
     assert "dev-sweep" not in fake.stacks
 
 
-def test_an_update_that_goes_on_after_ctrl_c_is_cancelled_through_the_sdk(project, server, capsys, monkeypatch):
-    monkeypatch.setattr(runner, "CANCEL_GRACE_S", 0.3)
+def test_an_error_while_up_runs_stops_the_cli_then_destroys(project, server, capsys, short_graces):
+    """`pulumi cancel` would not stop it (DIY: it deletes the lock; the fake's cancel is DIY's): the sweep signals
+    the `pulumi up` process itself, SIGINT then SIGTERM."""
     fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
 
     def ticker(now):
         if now == "up" and fake.up_in_flight.is_set():
-            raise KeyboardInterrupt  # and the CLI does not stop by itself
-
-    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
-    assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
-    assert "cancelled the running update (pulumi cancel)" in capsys.readouterr().err
-    assert fake.billing() == [] and "dev-sweep" not in fake.stacks
-
-
-def test_an_error_while_up_runs_cancels_it_then_destroys(project, server, capsys):
-    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
-
-    def ticker(now):
-        if now == "up" and fake.up_in_flight.is_set():
-            raise runner.LimitError("limits.maxSpendUsd = 1: $1.01 spent (computed)")
+            raise runner.LimitError("limits.maxDuration = 4h: reached")
 
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 1
     err = capsys.readouterr().err
-    assert "sweep stopped in phase up: LimitError: limits.maxSpendUsd = 1" in err
+    assert "sweep stopped in phase up: LimitError: limits.maxDuration = 4h: reached" in err
+    assert "sent the Pulumi CLI SIGINT" in err and "sending it SIGTERM" in err
+    assert not any("cancel" in call for call in fake.calls)
+    refresh = next(call for call in fake.calls if "refresh" in call)
+    assert {"--yes", "--clear-pending-creates"} <= set(refresh) and refresh[refresh.index("--stack") + 1] == "dev-sweep"
+    assert "destroyed stack dev-sweep" in err
+    assert fake.billing() == [] and "dev-sweep" not in fake.stacks
+
+
+def test_a_cli_that_ignores_its_signals_is_killed_and_its_lock_cleared_after_it_is_gone(project, server, capsys,
+                                                                                     short_graces, monkeypatch):
+    monkeypatch.setattr(runner, "TERMINATE_GRACE_S", 0.3, raising=False)  # new in the fix
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+    fake.ignores_signals = True
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise runner.LimitError("limits.maxDuration = 4h: reached")
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 1
+    err = capsys.readouterr().err
+    assert "killing it and its plugins (SIGKILL)" in err
     assert ["--non-interactive", "cancel", "--yes", "--stack", "dev-sweep"] in fake.calls
-    assert "cancelled the running update (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
+    assert not fake.cancelled_while_up_ran  # never beside a running update
+    assert "cleared the killed update's lock (pulumi cancel)" in err and "destroyed stack dev-sweep" in err
     assert fake.billing() == []
+
+
+def test_a_ctrl_c_that_never_reached_the_cli_still_ends_it_without_a_kill(project, server, capsys, short_graces):
+    """A SIGINT sent to the sweep alone: the CLI's first signal is the sweep's SIGTERM, so a second one terminates it
+    (cancellation_scope.go), and nothing needs SIGKILL or `pulumi cancel`."""
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            raise KeyboardInterrupt  # and fake.interrupt() is not called
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert "sending it SIGTERM again" in err and "SIGKILL" not in err
+    assert not any("cancel" in call for call in fake.calls)
+    assert "destroyed stack dev-sweep" in err and fake.billing() == []
+
+
+def test_a_create_watchdog_that_failed_is_named_with_its_delete_command(project, server, capsys, short_graces):
+    """destroy skips a pending create (snapshot.go) and refresh --clear-pending-creates only forgets it: if the
+    watchdog could not delete the request, the node bills, and the sweep says which and how to delete it."""
+    fake = FakePulumiCli({"dev": base_stack(project)}, hold_up=True, watchdog_works=False)
+
+    def ticker(now):
+        if now == "up" and fake.up_in_flight.is_set():
+            fake.interrupt()
+            raise KeyboardInterrupt
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert [bill.split("#")[0] for bill in fake.billing()] == ["node"]
+    assert "nothing of the sweep is left billing" not in err
+    assert ("gcloud alpha compute tpus queued-resources delete tpu-vllm-dev-sweep --project=sweep-test-project "
+            "--zone=") in err
 
 
 def test_an_error_in_up_ends_in_a_destroy(project, server, capsys):
@@ -417,7 +478,7 @@ def test_every_event_the_fake_sends_is_one_the_sdks_event_classes_read():
 
     sink = EventSink(None)
     sink.send({"preludeEvent": {"config": {"tpu-vllm:vllm": "{}"}}})
-    sink.step("replace", "tpu-vllm:vm:TpuNode", "tpu")
+    sink.step("replace", "tpu-vllm:tpu:TpuNode", "tpu")
     sink.send({"diagnosticEvent": {"message": "update canceled", "severity": "error", "color": "never"}})
     sink.send({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": {"replace": 1},
                                 "PolicyPacks": {}}})
@@ -425,7 +486,109 @@ def test_every_event_the_fake_sends_is_one_the_sdks_event_classes_read():
     parsed = [EngineEvent.from_json(json.loads(json.dumps(event))) for event in sink.sent]
     assert parsed[0].prelude_event.config == {"tpu-vllm:vllm": "{}"}
     assert parsed[1].resource_pre_event.metadata.op is OpType.REPLACE
-    assert parsed[2].res_outputs_event.metadata.type == "tpu-vllm:vm:TpuNode"
+    assert parsed[2].res_outputs_event.metadata.type == "tpu-vllm:tpu:TpuNode"
     assert parsed[3].diagnostic_event.severity == "error"
     assert parsed[4].summary_event.resource_changes == {"replace": 1}
     assert parsed[-1].cancel_event is not None and [e.sequence for e in parsed] == [1, 2, 3, 4, 5, 6]
+
+
+# ---- the second reader's findings (docs/development.md outside contracts) ----
+
+def _with_base(project, **tpu_and_cache):
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    for section, values in tpu_and_cache.items():
+        document["config"][f"tpu-vllm:{section}"].update(values)
+        for key in [key for key, value in values.items() if value is None]:
+            document["config"][f"tpu-vllm:{section}"].pop(key)
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+
+
+def test_a_base_that_keeps_its_cache_disk_does_not_keep_the_sweeps(no_plots, project, server, capsys):
+    """retainOnDelete (components/vm/cache_disk.py `retain_on_delete=args.keep_on_destroy`): destroy would leave the
+    disk billing, so the sweep's stack sets cache.keepOnDestroy false and says so; an arm may not set it."""
+    _with_base(project, cache={"keepOnDestroy": True})
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 0
+    err = capsys.readouterr().err
+    assert "the sweep's stack dev-sweep sets it false, so its destroy deletes its cache disk" in err
+    assert "nothing of the sweep is left billing" in err and fake.billing() == []
+    with pytest.raises(SweepFileError, match="tpu-vllm:cache.keepOnDestroy: the sweep's stack never keeps"):
+        read(write_sweep(project, {"kept": {"cache": {"keepOnDestroy": True}}}), project)
+
+
+def test_the_fake_keeps_a_retained_disk_as_the_cli_does(project):
+    fake = FakePulumiCli({"s": {"tpu-vllm:cache": {"keepOnDestroy": True}}})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    stack = Stack.select("s", workspace)
+    stack.up()
+    stack.destroy()
+    assert [bill.split("#")[0] for bill in fake.billing()] == ["disk"]
+
+
+def test_a_list_that_shrinks_by_two_is_the_arms_list(project):
+    """config rm-all removes its keys one by one and a removed element shifts the later ones down (config.go rm-all,
+    object.go Delete); the fake's _remove_path does the same."""
+    base = {"access": {"sshSourceRanges": ["1.1.1.1/32", "2.2.2.2/32", "3.3.3.3/32"]}}
+    arm = {"access": {"sshSourceRanges": ["9.9.9.9/32"]}}
+    ranges = list(base["access"]["sshSourceRanges"])
+    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": ranges}}})
+    stack = stack_ops.SweepStack(project, "dev", "s", fake)
+    stack.open(resume=True)
+    stack.apply(*config_paths.changes(base, arm))
+    assert fake.stacks["s"].config["tpu-vllm:access"]["sshSourceRanges"] == ["9.9.9.9/32"]
+    stack.apply(*config_paths.changes(arm, base))  # and growing back
+    assert fake.stacks["s"].config["tpu-vllm:access"]["sshSourceRanges"] == base["access"]["sshSourceRanges"]
+
+
+def test_a_base_stack_missing_from_the_backend_leaves_no_stack_behind(project, server, capsys):
+    fake = FakePulumiCli({})
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2
+    err = capsys.readouterr().err
+    assert "error: no stack named 'dev' found" in err and "Nothing was started" in err
+    assert "dev-sweep" not in fake.stacks and not fake.ledger
+
+
+def test_the_fake_answers_config_copy_of_a_missing_stack_as_the_cli_does(project):
+    fake = FakePulumiCli({"s": {}})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    with pytest.raises(StackNotFoundError) as raised:
+        workspace.cli_api.config_copy(stack="dev", dest="s", cwd=str(project), additional_env={})
+    assert "code: 6" in str(raised.value)
+
+
+@pytest.mark.parametrize("model", ["spot", "flex-start"])
+def test_left_behind_says_until_when_the_node_bills_by_its_provisioning_model(project, server, capsys, model):
+    """build-log.txt: "Spot and on-demand have no automatic stop. They bill until preempted or deleted."; a
+    flex-start node is deleted at its run end."""
+    if model == "spot":
+        _with_base(project, tpu={"provisioningModel": "spot", "maxRunDuration": None, "queueTimeout": None})
+    fake = FakePulumiCli({"dev": base_stack(project)})
+
+    def ticker(now):
+        if now in ("cells", "destroy"):
+            raise KeyboardInterrupt
+
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    err = capsys.readouterr().err
+    assert "LEFT BEHIND" in err
+    if model == "spot":
+        assert "until you remove it (spot has no automatic stop)" in err and "run end" not in err
+    else:
+        assert "until its flex-start run end (4h after it started) or until you remove it" in err
+
+
+def test_the_fakes_exit_codes_and_types_are_the_clis(project):
+    """exit_codes.go ExitCodeFor: StackNotFoundError 6, an auth error 3; the node's type is the program's."""
+    fake = FakePulumiCli({"dev": base_stack(project)})
+    workspace = LocalWorkspace(work_dir=str(project), pulumi_command=fake)
+    with pytest.raises(StackNotFoundError) as raised:
+        Stack.select("missing", workspace)
+    assert "code: 6" in str(raised.value)
+    logged_out = LocalWorkspace(work_dir=str(project), pulumi_command=FakePulumiCli({}, logged_out=True))
+    with pytest.raises(Exception) as raised:
+        Stack.select("dev", logged_out)
+    assert "code: 3" in str(raised.value)
+    from tests.fakes.pulumi_cli import NODE_TYPE, QUEUED_RESOURCE_TYPE
+    golden = {resource["type"] for resource in json.loads((ROOT / "tests" / "golden" / "dev.json").read_text())[
+        "resources"]}
+    assert {NODE_TYPE, QUEUED_RESOURCE_TYPE, "gcp:compute/disk:Disk", "command:remote:Command"} <= golden

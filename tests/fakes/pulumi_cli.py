@@ -12,12 +12,29 @@ and parses (pulumi/automation/_local_workspace.py, _stack.py, interface/__init__
   Events server (the CLI's way from 3.206 on: _stack.py _setup_event_log); a file path gets JSON lines instead
   (_watch_logs); every event parses with `EngineEvent.from_json`, and the stream ends with a cancelEvent;
 - `config set-all --path` stores each value as Pulumi's config map does (pulumi/pulumi
-  sdk/go/common/resource/config/map.go, adjustObjectValue): "true"/"false" as bools, text of more than one character
-  starting with "0" as text, what strconv.Atoi reads as an int, the rest as text.
+  sdk/go/common/resource/config/object.go coerce, formerly map.go adjustObjectValue): "true"/"false" as bools, text
+  of more than one character starting with "0" as text, what strconv.Atoi reads as an int, the rest as text.
 
-The "program" it deploys is a model of this stack's vm wing: a cache disk, a TPU node (replaced when the tpu
-section, the cache, vllm.image, vllm.serverPort, monitoring or access change), and the serving step (re-run over SSH
-when anything else changes). Its ledger records every node and disk, and which still bill.
+- exit codes as the CLI's main.go `os.Exit(cmd.ExitCodeFor(err))` (pkg/cmd/pulumi/cmd/exit_codes.go; constants in
+  sdk/go/common/util/cmdutil/exit.go): StackNotFoundError 6, an auth error (MissingEnvVarForNonInteractiveError) 3,
+  anything else 1.
+
+The "program" it deploys is a model of this stack's vm wing: a cache disk (retainOnDelete when cache.keepOnDestroy:
+components/vm/cache_disk.py), a TPU node (replaced when the tpu section, the cache, vllm.image, vllm.serverPort,
+monitoring or access change), and the serving step (re-run over SSH when anything else changes). Its ledger records
+every node and disk, and which still bill.
+
+A held `up` (hold_up=True) is a real child process (`UpStandIn`), found and signalled as the sweep finds the CLI's,
+with the CLI's signal behaviour while a queued-resource create is in flight: the first SIGINT/SIGTERM only asks the
+engine to cancel, which waits for the step in flight (pkg/resource/deploy/deployment_executor.go
+`ex.stepExec.WaitForCompletion()`; the Python dynamic provider's Cancel does nothing:
+sdk/python/lib/pulumi/dynamic/__main__.py `def Cancel(...): return empty_pb2.Empty()`); the second terminates
+(pkg/backend/cancellation_scope.go `cancelSource.Terminate()`), killing the provider host, whose create watchdog
+then deletes the request (components/vm/create_watchdog.py; `watchdog_works=False` models its failure); SIGKILL
+leaves the stack's lock (pkg/backend/diy/lock.go). Either way the create stays pending in the state.
+`pulumi cancel` is the DIY backend's (pkg/backend/diy/backend.go CancelCurrentUpdate: "Try to delete ALL the lock
+files"): it deletes the lock and does not touch a running `up`. `destroy` skips pending creates
+(pkg/backend/snapshot.go); `refresh --clear-pending-creates` drops them (pkg/cmd/pulumi/operations/refresh.go).
 """
 
 from __future__ import annotations
@@ -26,6 +43,9 @@ import copy
 import json
 import queue
 import re
+import signal
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -41,10 +61,32 @@ SECRET = "[secret]"
 NODE_SECTIONS = ("tpu", "cache", "monitoring", "access")
 NODE_VLLM_KEYS = ("image", "serverPort")
 PROJECT = "tpu-vllm"
+# pkg/cmd/pulumi/cmd/exit_codes.go ExitCodeFor (cmdutil/exit.go constants).
+EXIT_ERROR, EXIT_AUTH, EXIT_STACK_NOT_FOUND = 1, 3, 6
+# components/vm/tpu_node.py and the golden plans (tests/golden/dev.json).
+NODE_TYPE, QUEUED_RESOURCE_TYPE = "tpu-vllm:tpu:TpuNode", "pulumi-python:dynamic/tpu-vllm:QueuedResource"
+# pkg/backend/diy/lock.go checkForLock.
+LOCKED = ("error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete "
+          "the lock file with `pulumi cancel`.")
+# The held `up`'s process: its argv carries the CLI's words (so the sweep's process lookup sees `up --stack S`);
+# on its first signal it goes on (a create in flight), on the second it ends as a terminated CLI does.
+STAND_IN = """
+import signal, sys, time
+seen = []
+def on_signal(number, frame):
+    seen.append(number)
+    print("cancel" if len(seen) == 1 else "terminate", flush=True)
+    if len(seen) > 1 and sys.argv[1] != "ignore":
+        sys.exit(255)
+signal.signal(signal.SIGINT, on_signal)
+signal.signal(signal.SIGTERM, on_signal)
+print("ready", flush=True)
+time.sleep(30)
+"""
 
 
 def adjusted(text: str) -> Any:
-    """map.go adjustObjectValue, for a value set by path."""
+    """object.go coerce (formerly adjustObjectValue), for a value set by path."""
     if text in ("true", "false"):
         return text == "true"
     if len(text) > 1 and text[0] == "0":
@@ -100,13 +142,17 @@ class FakeStack:
         self.config: dict[str, Any] = config or {}
         """Full keys (tpu-vllm:vllm) -> values as the stack file holds them."""
         self.resources: dict[str, dict[str, Any]] = {}
+        self.pending_creates: list[dict[str, Any]] = []
+        """Ledger items of creates an update was stopped in (pending CREATE operations in the state)."""
+        self.locked = False
         self.outputs: dict[str, tuple[Any, bool]] = {}
         self.history: list[dict[str, Any]] = []
 
 
 class FakePulumiCli(PulumiCommand):
     def __init__(self, stacks: dict[str, dict[str, Any]], version: str = "3.272.0",
-                 hold_up: bool = False, fail_up: str | None = None, logged_out: bool = False):
+                 hold_up: bool = False, fail_up: str | None = None, logged_out: bool = False,
+                 watchdog_works: bool = True):
         self.command = "pulumi"
         self.version = _parse_and_validate_pulumi_version(_MINIMUM_VERSION, version, False)
         self.stacks = {name: FakeStack(name, copy.deepcopy(config)) for name, config in stacks.items()}
@@ -117,12 +163,18 @@ class FakePulumiCli(PulumiCommand):
         self.serving_runs: list[dict[str, Any]] = []
         """Each run of the serving step: node serial and the vllm/tpuInference config it ran."""
         self.hold_up = hold_up
-        """`up` makes the node, then waits until `pulumi cancel` (a long update to interrupt)."""
+        """`up` makes the disk, then holds with the node's create in flight, in a real process (see above)."""
+        self.watchdog_works = watchdog_works
+        self.cancelled_while_up_ran = False
+        """`pulumi cancel` was run while an `up` of that stack still ran (it only deletes the lock: a race)."""
+        self.up_process: subprocess.Popen | None = None
+        self.ignores_signals = False
+        """The held `up` ignores SIGINT and SIGTERM too (a CLI that never ends by itself: only SIGKILL stops it)."""
+        self.cleared_pending_creates: list[dict[str, Any]] = []
         self.fail_up = fail_up
         self.logged_out = logged_out
         """No credentials for the backend: every stack command fails as the CLI does (backenderr.go)."""
         self.up_in_flight = threading.Event()
-        self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._serial = 0
 
@@ -142,10 +194,11 @@ class FakePulumiCli(PulumiCommand):
         return result
 
     def interrupt(self) -> None:
-        """The terminal's SIGINT reaching the CLI too: its first ^C cancels the update gracefully
-        (pkg/backend/cancellation_scope.go: "^C received; cancelling. If you would like to terminate immediately,
-        press ^C again.")."""
-        self._cancel.set()
+        """The terminal's SIGINT reaching the CLI's process too (the SDK starts it in the terminal's process group:
+        _cmd.py `subprocess.Popen(cmd, ...)`, no new session)."""
+        process = self.up_process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
 
     def billing(self) -> list[str]:
         return [f"{item['kind']}#{item['serial']}" for item in self.ledger if item["billing"]]
@@ -163,17 +216,17 @@ class FakePulumiCli(PulumiCommand):
     def _dispatch(self, words: list[str], on_output: Any) -> tuple[int, str, str]:
         head = words[:2]
         if self.logged_out:  # pkg/backend/backenderr/backenderr.go MissingEnvVarForNonInteractiveError
-            return 255, "", "error: PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions"
+            return EXIT_AUTH, "", "error: PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions"
         if head == ["stack", "select"]:
             name = self._flag(words, "--stack")
             if name not in self.stacks:  # pkg/backend/backenderr/backenderr.go StackNotFoundError
-                return 255, "", f"error: no stack named '{name}' found"
+                return EXIT_STACK_NOT_FOUND, "", f"error: no stack named '{name}' found"
             self.selected = name
             return 0, "", ""
         if head == ["stack", "init"]:
             name = words[2]
             if name in self.stacks:  # backenderr.go StackAlreadyExistsError
-                return 255, "", f"error: stack '{name}' already exists"
+                return EXIT_ERROR, "", f"error: stack '{name}' already exists"
             self.stacks[name] = FakeStack(name)
             self.selected = name
             return 0, "", ""
@@ -181,7 +234,7 @@ class FakePulumiCli(PulumiCommand):
             name = next(word for word in words[2:] if not word.startswith("--"))
             if self.stacks[name].resources and "--force" not in words:
                 # pkg/cmd/pulumi/stack/stack_remove.go (pkg/v3.259.0-14)
-                return 255, "", (f"error: '{name}' still has resources; removal rejected. Possible actions:\n"
+                return EXIT_ERROR, "", (f"error: '{name}' still has resources; removal rejected. Possible actions:\n"
                                  f"- Make sure that '{name}' is the stack that you want to destroy\n"
                                  "- Run `pulumi destroy` to delete the resources, then run `pulumi stack rm`\n"
                                  "- Run `pulumi stack rm --force` to override this error")
@@ -189,8 +242,12 @@ class FakePulumiCli(PulumiCommand):
             return 0, "", ""
         stack = self._stack(words)
         if stack is None:
-            return 255, "", f"error: no stack named '{self._flag(words, '--stack')}' found"
+            return EXIT_STACK_NOT_FOUND, "", f"error: no stack named '{self._flag(words, '--stack')}' found"
         if head == ["config", "copy"]:
+            # pkg/cmd/pulumi/config/config.go newConfigCopyCmd opens the source with stack/io.go RequireStack:
+            # non-interactive, a missing one is StackNotFoundError.
+            if self._flag(words, "--stack") not in self.stacks:
+                return EXIT_STACK_NOT_FOUND, "", f"error: no stack named '{self._flag(words, '--stack')}' found"
             source, dest = self.stacks[self._flag(words, "--stack")], self.stacks[self._flag(words, "--dest")]
             dest.config.update(copy.deepcopy(source.config))
             return 0, "", ""
@@ -218,15 +275,22 @@ class FakePulumiCli(PulumiCommand):
         if head == ["stack", "history"]:
             return 0, json.dumps(list(reversed(stack.history))[:1] if "--page-size" in words else stack.history), ""
         if words[0] == "cancel":
-            # pkg/cmd/pulumi/cancel/cancel.go: the backend's CancelCurrentUpdate, then this line (a DIY backend only
-            # deletes the stack's lock files, pkg/backend/diy/backend.go, and succeeds with no update running).
-            self._cancel.set()
+            # pkg/cmd/pulumi/cancel/cancel.go: the backend's CancelCurrentUpdate, then this line. The DIY backend
+            # only deletes the stack's lock files (pkg/backend/diy/backend.go), succeeds with no update running, and
+            # tells a running `up` nothing.
+            if self.up_process is not None and self.up_process.poll() is None:
+                self.cancelled_while_up_ran = True
+            stack.locked = False
             return 0, f"The currently running update for '{stack.name}' has been canceled!", ""
+        if words[0] in ("up", "refresh", "destroy") and stack.locked:
+            return EXIT_ERROR, "", LOCKED
         if words[0] == "up":
             return self._up(stack, words, on_output)
+        if words[0] == "refresh":
+            return self._refresh(stack, words, on_output)
         if words[0] == "destroy":
             return self._destroy(stack, on_output)
-        return 255, "", f"error: the fake does not know `pulumi {' '.join(words)}`"
+        return EXIT_ERROR, "", f"error: the fake does not know `pulumi {' '.join(words)}`"
 
     def _set(self, stack: FakeStack, key: str, text: str, path: bool) -> None:
         namespace, _, name = key.partition(":")
@@ -273,23 +337,20 @@ class FakePulumiCli(PulumiCommand):
             node_key = self._node_of(stack)
             node = stack.resources.get("node")
             if node is None or node["key"] != node_key:
-                events.step("replace" if node else "create", "tpu-vllm:vm:TpuNode", "tpu")
+                events.step("replace" if node else "create", NODE_TYPE, "tpu")
                 if node:
                     node["item"]["billing"] = False
                 made = self._make("node", stack)
+                if self.hold_up:
+                    events.begin("create", QUEUED_RESOURCE_TYPE, "tpu-qr")
+                    stack.resources.pop("node", None)
+                    return self._held(stack, words, made, events, on_output)
                 stack.resources["node"] = {"key": node_key, "item": made}
                 changes["replace" if node else "create"] = changes.get("replace" if node else "create", 0) + 1
                 stack.resources.pop("serving", None)
-            if self.hold_up:
-                self._cancel.clear()
-                self.up_in_flight.set()
-                if not self._cancel.wait(30):
-                    return 255, "", "error: the fake's held update was never cancelled"
-                events.send({"diagnosticEvent": {"message": "update canceled", "severity": "error", "color": "never"}})
-                return 255, "", "error: update canceled"
             if self.fail_up:
                 events.send({"diagnosticEvent": {"message": self.fail_up, "severity": "error", "color": "never"}})
-                return 255, "", f"error: {self.fail_up}"
+                return EXIT_ERROR, "", f"error: {self.fail_up}"
             serving = self._serving_of(stack)
             if stack.resources.get("serving") != serving:
                 events.step("replace" if "serving" in stack.resources else "create",
@@ -313,12 +374,57 @@ class FakePulumiCli(PulumiCommand):
             self.up_in_flight.clear()
             events.close()
 
+    def _held(self, stack: FakeStack, words: list[str], node: dict[str, Any], events: EventSink,
+              on_output: Any) -> tuple[int, str, str]:
+        """The node's create in flight, in a process of its own, until it is terminated or killed."""
+        stack.pending_creates.append(node)
+        stack.locked = True
+        process = self.up_process = subprocess.Popen([sys.executable, "-c", STAND_IN,
+                                                      "ignore" if self.ignores_signals else "obey", "pulumi", *words],
+                                                     stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.strip() == "ready":
+                self.up_in_flight.set()
+            elif line.strip() == "cancel":  # cancellation_scope.go's line; the create goes on
+                message = ("^C received; cancelling. If you would like to terminate immediately, press ^C again.\n"
+                           "Note that terminating immediately may lead to orphaned resources and other "
+                           "inconsistencies.\n")
+                events.send({"stdoutEvent": {"message": message, "color": "never"}})
+                if on_output:
+                    on_output(message.strip())
+        code = process.wait()
+        self.up_process = None
+        if code == 255:  # terminated: the engine closed its plugins (plugin.go kill), so the host is gone
+            stack.locked = False
+        elif code >= 0:  # the stand-in's time ran out: no test may rely on that
+            return EXIT_ERROR, "", "error: the fake's held update was never stopped"
+        if self.watchdog_works:  # the provider host died mid-create: its watchdog deletes the request
+            node["billing"] = False
+        if code < 0:  # SIGKILL: no last words, and the lock stays
+            return code, "", ""
+        events.send({"diagnosticEvent": {"message": "update terminated", "severity": "error", "color": "never"}})
+        return EXIT_ERROR, "", "error: update terminated"
+
+    def _refresh(self, stack: FakeStack, words: list[str], on_output: Any) -> tuple[int, str, str]:
+        started = datetime.now(UTC)
+        if "--clear-pending-creates" in words:  # dropped from the state; nothing is deleted
+            self.cleared_pending_creates += stack.pending_creates
+            stack.pending_creates = []
+        if on_output:
+            on_output("Resources:")
+        self._history(stack, "refresh", started, {"same": len(stack.resources)})
+        return 0, "", ""
+
     def _destroy(self, stack: FakeStack, on_output: Any) -> tuple[int, str, str]:
         started = datetime.now(UTC)
         deleted = 0
-        for resource in stack.resources.values():
+        keep_disk = (stack.config.get(f"{PROJECT}:cache") or {}).get("keepOnDestroy") is True
+        for name, resource in stack.resources.items():  # pending creates are not among them: destroy skips them
             item = resource.get("item", resource) if isinstance(resource, dict) else None
             if isinstance(item, dict) and "billing" in item:
+                if name == "disk" and keep_disk:  # retainOnDelete: removed from the state, not deleted
+                    continue
                 item["billing"] = False
                 deleted += 1
         stack.resources.clear()
@@ -369,11 +475,14 @@ class EventSink:
         else:
             self._queue.put(event)
 
-    def step(self, op: str, type_: str, name: str) -> None:
+    def begin(self, op: str, type_: str, name: str) -> dict[str, Any]:
         urn = f"urn:pulumi:sweep::{PROJECT}::{type_}::{name}"
         metadata = {"op": op, "urn": urn, "type": type_, "provider": ""}
         self.send({"resourcePreEvent": {"metadata": metadata}})
-        self.send({"resOutputsEvent": {"metadata": metadata}})
+        return metadata
+
+    def step(self, op: str, type_: str, name: str) -> None:
+        self.send({"resOutputsEvent": {"metadata": self.begin(op, type_, name)}})
 
     def close(self) -> None:
         self.send({"cancelEvent": {}})

@@ -91,6 +91,11 @@ def _parts(path: str) -> list[str | int]:
     return [int(index) if index else name for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path)]
 
 
+def natural_key(key: str) -> list[tuple[int, int | str]]:
+    """A full key's path parts, list indices as numbers: sorted in reverse, a list's later elements come first."""
+    return [(0, part) if isinstance(part, int) else (1, part) for part in _parts(key)]
+
+
 def _highest_absent(path: str, wanted: dict[str, Any]) -> str:
     node: Any = wanted
     shown = ""

@@ -30,8 +30,10 @@ from tools.sweep.sweep_file import Arm, Sweep
 
 # Settings that reach the node's request body or metadata (components/vm/deployment.py): a change means a new node.
 NODE_KEYS = ("tpu", "cache", "vllm.image", "vllm.serverPort", "monitoring", "access")
-# The log's "~18 minutes" to recover a preempted node cold, less its 857 s cold boot: computed, the one figure the
-# log gives for a node's own start (create to the serving step's first command).
+# A node's own start (create to the serving step's first command) was not measured. The log's "a warm cache turns a
+# preemption from ~18 minutes into ~6" (build-log.txt) less its 857 s cold boot gives 223 s, kept so the limits and
+# run-end checks count something; the same sentence's warm figure (~6 min = 360 s) is less than its 497 s warm boot,
+# so its recovery minutes are not node start + boot, and this figure is an assumption, not a measurement.
 NODE_UP_SECONDS = 18 * 60 - boot.COLD_BOOT_SECONDS
 PREEMPTION_RECOVERY_COLD = "the log's ~18 min cold recovery of a preempted node"
 
@@ -201,6 +203,18 @@ def _judge(result: Plan) -> None:
                 "tpu.maxRunDuration in an arm of its own, or split the arms across sweeps")
 
 
+def _boot_estimates(result: Plan) -> list[str]:
+    """Arms whose compile is not the base's: the log measured only the base's, so their boot is an estimate."""
+    base = result.sweep.base_loaded
+    base_key = compile_key(base.settings) if base is not None else None
+    other = [f"{arm.index} {arm.arm.name}" for arm in result.arms if arm.compile_key != base_key]
+    if not other:
+        return []
+    return [f"  boot of arm(s) {', '.join(other)}: estimate from the log's base boot (computed: the same "
+            f"{boot.COLD_BOOT_SECONDS} s cold, {boot.WARM_BOOT_SECONDS} s warm), not measured: their compile "
+            "differs from the base's"]
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min"
 
@@ -228,12 +242,15 @@ def render(result: Plan) -> str:
         f"${result.spend_usd:>6.2f}  (cache disk ${result.disk_usd:.2f} included)",
         "",
         "where the figures come from:",
-        f"  queue: not measured; each new node may wait up to tpu.queueTimeout "
-        f"({sweep.arms[0].loaded.settings.tpu.queue_timeout}) and bills nothing while it waits (not counted)",
-        f"  node up: computed, {NODE_UP_SECONDS} s = {PREEMPTION_RECOVERY_COLD} less its {boot.COLD_BOOT_SECONDS} s "
-        "cold boot",
-        f"  boot: measured (the build log), {boot.COLD_BOOT_SECONDS} s cold, {boot.WARM_BOOT_SECONDS} s warm (an "
-        "earlier arm on this cache disk had the same compile key)",
+        f"  queue: not measured and not counted; each new node may wait up to tpu.queueTimeout "
+        f"({sweep.arms[0].loaded.settings.tpu.queue_timeout}); whether the wait bills is not documented (the run "
+        "counts its spend from its first `up`, wait included)",
+        f"  node up: not measured; {NODE_UP_SECONDS} s assumed = {PREEMPTION_RECOVERY_COLD} less its "
+        f"{boot.COLD_BOOT_SECONDS} s cold boot (computed; the log's warm figure, ~6 min, is less than its warm "
+        "boot, so its recovery minutes are not node start + boot)",
+        f"  boot: measured (the build log) for the base's compile, {boot.COLD_BOOT_SECONDS} s cold, "
+        f"{boot.WARM_BOOT_SECONDS} s warm (an earlier arm on this cache disk had the same compile key)",
+        *_boot_estimates(result),
         "  cells: computed, reps x clients x requests per client x output tokens / the log's aggregate tok/s for the "
         "cell, plus one warm-up request per context at the log's single-stream rate",
         f"  spend: computed, time x the chip's hourly price ({result.arms[0].price_source}), plus the cache disk's "

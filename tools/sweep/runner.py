@@ -1,11 +1,13 @@
 """The sweep itself: for each arm, set its config by path, `up` (events to a log, one progress line), tunnel, health,
-the cells; then the comparison and the end action. Ctrl-C or any error: cancel the running update, destroy the
-sweep's stack, and say so; a second Ctrl-C says what is left and the exact command that removes it."""
+the cells; then the comparison and the end action. Ctrl-C or any error: stop the running `pulumi up` (SIGINT, then
+SIGTERM, then SIGKILL: stack_ops.UpProcess), clear the pending creates it left, destroy the sweep's stack, and say
+so; a second Ctrl-C says what is left and the exact command that removes it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -20,9 +22,11 @@ from tools.sweep.estimate import ArmPlan, Plan
 from tools.sweep.journal import Journal
 
 HEALTH_TIMEOUT_S = 600.0
-# How long the CLI may take to end its update after Ctrl-C before `pulumi cancel`, and after that before the
-# clean-up gives up and says what is left (a destroy beside a running update would race it).
+# How long the CLI may take to end its update after its first signal (it finishes the steps in flight: a
+# queued-resource create can wait up to its queue timeout) before the second, which terminates it; and after that
+# (the engine kills its plugins within 5 s: plugin.go kill) before SIGKILL. A destroy never runs beside it.
 CANCEL_GRACE_S = 120.0
+TERMINATE_GRACE_S = 60.0
 POLL_S = 0.1
 
 
@@ -71,6 +75,10 @@ class Runner:
         self.phase = "start"
         self.events_log: Any = None
         self.node_started: float | None = None
+        self.in_flight: dict[str, str] = {}
+        """Steps of the running `up` begun and not ended (urn -> type), from its engine events."""
+        self.cut_short: list[str] = []
+        """Queued-resource creates in flight when the `up` had to be terminated or killed."""
 
     # ---- progress ----
 
@@ -125,10 +133,14 @@ class Runner:
             record = _event_record(event)
             write(record)
             if record.get("kind") == "resource_pre_event":
+                self.in_flight[record["urn"]] = record["type"]
                 self.progress(f"{record['op']} {record['type']}")
+            elif record.get("kind") in ("res_outputs_event", "res_op_failed_event"):
+                self.in_flight.pop(record.get("urn", ""), None)
 
         if self.billing_since is None:
             self.billing_since = clock()
+        self.in_flight.clear()
         self.stack.start_up(on_event, lambda line: write({"output": line}))
         while not self.stack.wait_up(POLL_S):
             self.tick()
@@ -191,26 +203,31 @@ class Runner:
         best = compare.winner(rows)
         name = best.arm if action == "keep-best" and best else self.planned.arms[0].arm.name
         config = (next(arm.arm.config for arm in self.planned.arms if arm.arm.name == name)
-                  if action == "keep-best" else self.sweep.base_config)
+                  if action == "keep-best" else self.sweep.restored_base)
         self.enter("keep" if action == "keep-best" else "restore")
         self.deploy(config, self.out / f"{action}-events.jsonl")
         _say(f"left up on purpose (limits.atEnd = {action}): stack {self.sweep.stack} serves "
              f"{name if action == 'keep-best' else 'the base'}'s configuration and bills "
-             f"${self.usd_per_hour:.2f}/hour until its run end or until you remove it: "
+             f"${self.usd_per_hour:.2f}/hour {self.billing_until()}: "
              f"{stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack)}")
         return 0
 
-    def destroy(self) -> None:
+    def destroy(self, clear_pending: bool = False) -> None:
         self.enter("destroy")
         log = (self.out / "destroy.log").open("a", encoding="utf-8")
         with log:
+            if clear_pending:
+                self.stack.clear_pending_creates(lambda line: log.write(line + "\n"))
             self.stack.destroy(lambda line: log.write(line + "\n"))
         # The interrupted arm's node time is spent too: a resumed sweep counts it against maxSpendUsd.
         self.journal.spent_usd = self.spent()
         self.journal.deployed, self.journal.applied = False, None
         self.journal.save()
         self.billing_since = None
-        _say(f"destroyed stack {self.sweep.stack} and removed it: nothing of the sweep is left billing")
+        if self.cut_short:
+            _say(f"destroyed stack {self.sweep.stack} and removed it. CHECK: {self.check_cut_short()}")
+        else:
+            _say(f"destroyed stack {self.sweep.stack} and removed it: nothing of the sweep is left billing")
 
     def wait_for_up(self, seconds: float) -> bool:
         """True once the `up` ended, however (its error is already being handled)."""
@@ -223,26 +240,55 @@ class Runner:
                 return True
         return False
 
+    def stop_up(self, interrupted: bool) -> bool:
+        """End the running `pulumi up` by its own signals (stack_ops.UpProcess); True when it had to be killed,
+        which leaves its lock. `pulumi cancel` would not stop it (stack_ops' notes): it only clears that lock, after."""
+        process = self.stack.up_process()
+        if interrupted:
+            _say("the Pulumi CLI got the same Ctrl-C and is cancelling its update (it finishes the steps in flight)")
+        elif process.signal(signal.SIGINT):
+            _say("sent the Pulumi CLI SIGINT: it cancels its update (it finishes the steps in flight)")
+        if self.wait_for_up(CANCEL_GRACE_S):
+            return False
+        self.cut_short = [urn for urn, type_ in self.in_flight.items() if type_.endswith(":QueuedResource")]
+        _say(f"the update still runs {CANCEL_GRACE_S:.0f} s later (in flight: "
+             f"{', '.join(self.in_flight) or 'nothing the events named'}); sending it SIGTERM, its second signal: it "
+             "terminates, killing its plugins")
+        process.signal(signal.SIGTERM)
+        if self.wait_for_up(TERMINATE_GRACE_S):
+            return False
+        # A Ctrl-C that never reached it (a signal sent to this process alone) made that SIGTERM its first.
+        _say(f"the update still runs {TERMINATE_GRACE_S:.0f} s after SIGTERM: sending it SIGTERM again")
+        process.signal(signal.SIGTERM)
+        if self.wait_for_up(TERMINATE_GRACE_S):
+            return False
+        _say(f"the update still runs {TERMINATE_GRACE_S:.0f} s after its second SIGTERM: killing it and its plugins "
+             "(SIGKILL)")
+        process.kill()
+        if not self.wait_for_up(TERMINATE_GRACE_S):
+            raise RuntimeError("the `pulumi up` process still runs after SIGKILL")
+        return True
+
+    def check_cut_short(self) -> str:
+        settings = (self.current or self.planned.arms[0]).arm.loaded.settings
+        return (f"the update was stopped while it created {', '.join(self.cut_short)}; this project's create watchdog "
+                "deletes that queued-resource request when its provider host dies (components/vm/create_watchdog.py), "
+                "which the sweep cannot see. If it is still listed, it bills until deleted: "
+                f"gcloud alpha compute tpus queued-resources delete {settings.node_id} --project="
+                f"{self.sweep.project or 'PROJECT'} --zone={settings.tpu.zone} --force --quiet")
+
     def clean_up(self, reason: str, interrupted: bool) -> int:
-        """After Ctrl-C or an error: end the running update, destroy, say so. 130 after Ctrl-C, else 1."""
+        """After Ctrl-C or an error: end the running update, clear its pending creates, destroy, say so. 130 after
+        Ctrl-C, else 1."""
         _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (Ctrl-C again to stop that too).")
         try:
-            if self.stack.up_running():
-                ended = False
-                if interrupted:
-                    # The terminal sent the CLI the same SIGINT: its first ^C cancels the update gracefully,
-                    # finishing the operations in flight (pkg/backend/cancellation_scope.go).
-                    _say("the Pulumi CLI got the same Ctrl-C and is cancelling its update")
-                    ended = self.wait_for_up(CANCEL_GRACE_S)
-                if not ended:
-                    _say(self.stack.cancel())
-                    ended = self.wait_for_up(CANCEL_GRACE_S)
-                if not ended:
-                    raise RuntimeError(f"the update still runs {CANCEL_GRACE_S:.0f} s after `pulumi cancel`")
+            stopped = self.stack.up_running()
+            if stopped and self.stop_up(interrupted):
+                _say(self.stack.cancel())  # the lock the killed CLI left; it is gone now
             if self.events_log is not None:
                 self.events_log.close()
             if self.journal.deployed:
-                self.destroy()
+                self.destroy(clear_pending=stopped)
             else:
                 self.stack.workspace.remove_stack(self.sweep.stack)
                 self.journal.applied = None
@@ -253,15 +299,33 @@ class Runner:
             self.left_behind()
             return 130
         except Exception as error:  # the clean-up itself failed: say what is left, never a traceback
-            _say(f"the clean-up failed: {error.__class__.__name__}: {str(error).strip().splitlines()[-1:]}")
+            lines = str(error).strip().splitlines()
+            _say(f"the clean-up failed: {error.__class__.__name__}: {lines[-1] if lines else ''}")
             self.left_behind()
             return 1
         return 130 if interrupted else 1
 
+    def billing_until(self) -> str:
+        """Until when the node bills, by its provisioning model (build-log.txt: spot and on-demand have no
+        automatic stop; flex-start's node is deleted at its run end)."""
+        tpu = (self.current or self.planned.arms[0]).arm.loaded.settings.tpu
+        if tpu.provisioning_model == "flex-start":
+            return f"until its flex-start run end ({tpu.max_run_duration} after it started) or until you remove it"
+        return f"until you remove it ({tpu.provisioning_model} has no automatic stop)"
+
     def left_behind(self) -> None:
-        _say(f"LEFT BEHIND: stack {self.sweep.stack} may still hold a TPU node (${self.usd_per_hour:.2f}/hour, "
-             "flex-start stops it at its run end) and its cache disk (bills until deleted). Remove them with:\n  "
-             + stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack))
+        running = self.stack.up_running()
+        text = (f"LEFT BEHIND: stack {self.sweep.stack} may still hold a TPU node (${self.usd_per_hour:.2f}/hour, "
+                f"bills {self.billing_until()}) and its cache disk (bills until deleted).")
+        if running:
+            text += (" Its `pulumi up` still runs: stop it first (Ctrl-C in its terminal, or kill it), then remove "
+                     "them with:")
+        else:
+            text += " Remove them with:"
+        text += "\n  " + stack_ops.destroy_command(self.sweep.project_dir, self.sweep.stack)
+        if self.cut_short:
+            text += f"\nCHECK: {self.check_cut_short()}"
+        _say(text)
 
 
 def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_command: Any = None,

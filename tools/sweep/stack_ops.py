@@ -10,12 +10,19 @@ What the SDK does with each call, read in its source (pulumi 3.272.0):
   3.206 on the target is `tcp://127.0.0.1:PORT`, a gRPC Events server the SDK starts, each request one engine event
   as JSON, parsed with `EngineEvent.from_json` (_stack.py _setup_event_log, _EventsServicer); older CLIs write JSON
   lines to a file the SDK tails (_watch_logs).
-- `Stack.cancel()` runs `pulumi cancel --yes --stack NAME` (_stack.py cancel -> interface API.cancel), "very
-  dangerous": a resource operation in flight may be left pending, which is why a destroy always follows.
+- `Stack.cancel()` runs `pulumi cancel --yes --stack NAME` (_stack.py cancel -> interface API.cancel). It does not
+  stop a running `up` (pulumi/pulumi pkg/cmd/pulumi/cancel/cancel.go calls the backend's CancelCurrentUpdate: the DIY
+  backend, pkg/backend/diy/backend.go, only deletes the stack's lock files; Pulumi Cloud's running CLI notices only
+  at its next lease renewal, httpstate/token_source.go). So the sweep runs it only to clear the lock of a `pulumi up`
+  it had to kill, after that process is gone (see `UpProcess`).
+- `pulumi destroy` keeps pending creates (pkg/backend/snapshot.go: "we don't want to clear pending CREATE operations
+  because these must require user intervention"): a create cut short stays in the state, unseen by destroy, until
+  `pulumi refresh --clear-pending-creates` (pkg/cmd/pulumi/operations/refresh.go, the SDK's
+  `refresh(clear_pending_creates=True)`) drops it.
 - A KeyboardInterrupt inside `PulumiCommand.run` leaves `subprocess.Popen.__exit__`, which waits for the child at
   most a quarter of a second and does not kill it (CPython Lib/subprocess.py, Popen.__exit__, 3.11): the CLI runs on
   with the terminal's SIGINT. So `up` runs in a worker thread here, the main thread takes Ctrl-C, and the clean-up
-  goes through the SDK's own cancel and destroy.
+  signals that `pulumi up` process itself (`UpProcess`), then refreshes and destroys through the SDK.
 - Config by path: `set_all_config(..., path=True)` is `pulumi config set-all --stack NAME --path --plaintext K=V...`,
   `remove_all_config(..., path=True)` is `pulumi config rm-all --stack NAME --path K...` (_local_workspace.py).
 - The base's config, secrets included, is copied with `pulumi config copy --stack BASE --dest SWEEP` (interface
@@ -24,6 +31,9 @@ What the SDK does with each call, read in its source (pulumi 3.272.0):
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +43,8 @@ from pulumi import automation as auto
 from pulumi.automation import ConfigValue, PulumiCommand
 from pulumi.automation.errors import StackNotFoundError
 from semver import VersionInfo
+
+from tools.sweep import config_paths
 
 # The CLI the sweep drives: the release of the SDK requirements.txt pins (the SDK and the CLI ship together), and
 # the one the preview job installs (.github/workflows/preview.yml pulumi-version); Pulumi.yaml's
@@ -50,10 +62,87 @@ class StackExistsError(Exception):
 
 
 def destroy_command(project_dir: Path, stack: str) -> str:
-    """What a person runs to remove the sweep's stack and everything it made."""
+    """What a person runs to remove the sweep's stack and everything it made, once no `pulumi up` of it runs (a
+    `pulumi cancel` beside a running update would only delete its lock: pkg/backend/diy/backend.go)."""
     return (f"pulumi cancel --yes --stack {stack} --cwd {project_dir}; "
+            f"pulumi refresh --clear-pending-creates --yes --stack {stack} --cwd {project_dir} && "
             f"pulumi destroy --yes --stack {stack} --cwd {project_dir} && "
             f"pulumi stack rm --yes {stack} --cwd {project_dir}")
+
+
+def _process_table() -> list[tuple[int, int, list[str]]]:
+    """(pid, parent pid, argv words) of every process, from POSIX `ps` (Linux and macOS)."""
+    listed = subprocess.run(["ps", "-ww", "-A", "-o", "pid=", "-o", "ppid=", "-o", "args="], capture_output=True,
+                            text=True, check=False).stdout
+    table = []
+    for line in listed.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit():
+            table.append((int(fields[0]), int(fields[1]), fields[2:]))
+    return table
+
+
+class UpProcess:
+    """The `pulumi up` process the SDK started for the sweep's stack, found among this process's children.
+
+    The SDK keeps no handle to it (_cmd.py PulumiCommand.run: `subprocess.Popen(cmd, ...)` inside `run`), and starts
+    it in this process's own process group (no start_new_session), so it is signalled by pid, never by group.
+    Its signals (pkg/backend/cancellation_scope.go, `signal.Notify(c.sigint, os.Interrupt, syscall.SIGTERM)`): the
+    first SIGINT or SIGTERM cancels (the engine then waits for the steps in flight:
+    pkg/resource/deploy/deployment_executor.go `ex.stepExec.WaitForCompletion()`, and a queued-resource create may
+    wait up to its queue timeout); the second terminates: the engine closes its plugins (pkg/engine/deployment.go
+    `<-ctx.Cancel.Terminated()` -> plugctx Close), each sent SIGINT and SIGKILL 5 s later
+    (sdk/go/common/resource/plugin/plugin.go, kill). When the provider host dies mid-create, this project's create
+    watchdog deletes the queued-resource request that create made (components/vm/create_watchdog.py).
+    """
+
+    def __init__(self, stack: str):
+        self.stack = stack
+        self.killed = False
+
+    def pid(self) -> int | None:
+        for pid, parent, words in _process_table():
+            if parent == os.getpid() and "up" in words and "--stack" in words and \
+                    words.index("--stack") + 1 < len(words) and words[words.index("--stack") + 1] == self.stack:
+                return pid
+        return None
+
+    def signal(self, number: int) -> bool:
+        """Send it a signal; False when no such process runs."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, number)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the CLI and the process groups of its descendants in this session (its plugins:
+        sdk/go/common/resource/plugin/child_unix.go `Setpgid: true`), so no provider host runs on without it. A
+        descendant that started a session of its own is left alone: it meant to outlive its parent, as the create
+        watchdog (components/vm/create_watchdog.py, `start_new_session=True`) does to delete the request."""
+        pid = self.pid()
+        if pid is None:
+            return
+        table = _process_table()
+        tree, grew = {pid}, True
+        while grew:
+            found = {child for child, parent, _ in table if parent in tree} - tree
+            grew, tree = bool(found), tree | found
+        session = os.getsid(0)
+        for member in sorted(tree - {pid}):
+            try:
+                if os.getsid(member) == session and os.getpgid(member) == member:
+                    os.killpg(member, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        self.killed = True
 
 
 class SweepStack:
@@ -71,6 +160,9 @@ class SweepStack:
         try:
             self.stack = auto.Stack.select(self.name, self.workspace)
         except StackNotFoundError:
+            # `config copy` needs the base in the backend (pkg/cmd/pulumi/stack/io.go RequireStack: non-interactive,
+            # StackNotFoundError): look first, so a missing base leaves no empty sweep stack behind.
+            auto.Stack.select(self.base, self.workspace)
             self.stack = auto.Stack.create(self.name, self.workspace)
             self.workspace.cli_api.config_copy(stack=self.base, dest=self.name, cwd=str(self.project_dir),
                                                additional_env=dict(self.workspace.env_vars))
@@ -84,7 +176,10 @@ class SweepStack:
     def apply(self, to_set: dict[str, str], to_remove: list[str]) -> None:
         assert self.stack is not None
         if to_remove:
-            self.stack.remove_all_config(to_remove, path=True)
+            # `config rm-all` removes its keys one after another, and removing a list element shifts the later ones
+            # down (pkg/cmd/pulumi/config/config.go rm-all; sdk/go/common/resource/config/object.go Delete:
+            # `append(v[:index], v[index+1:]...)`, a missing index ignored): remove the highest index first.
+            self.stack.remove_all_config(sorted(to_remove, key=config_paths.natural_key, reverse=True), path=True)
         if to_set:
             self.stack.set_all_config({key: ConfigValue(value=value) for key, value in to_set.items()}, path=True)
 
@@ -116,14 +211,24 @@ class SweepStack:
             raise error
         return True
 
+    def up_process(self) -> UpProcess:
+        return UpProcess(self.name)
+
     def cancel(self) -> str:
-        """The SDK's cancel of the running update; what happened, in a line."""
+        """`pulumi cancel`: only to clear the lock a killed `pulumi up` left, once it is gone; what happened."""
         assert self.stack is not None
+        assert not self.up_running(), "pulumi cancel beside a running update only deletes its lock"
         try:
             self.stack.cancel()
         except auto.errors.CommandError as error:
             return f"pulumi cancel refused: {str(error).strip().splitlines()[-1]}"
-        return "cancelled the running update (pulumi cancel)"
+        return "cleared the killed update's lock (pulumi cancel)"
+
+    def clear_pending_creates(self, on_output: Callable[[str], None]) -> None:
+        """`pulumi refresh --clear-pending-creates --yes`: drop the creates an interrupted update left pending,
+        which `destroy` would keep (see the module's notes)."""
+        assert self.stack is not None
+        self.stack.refresh(clear_pending_creates=True, on_output=on_output, on_error=on_output, color="never")
 
     def outputs(self) -> dict[str, Any]:
         assert self.stack is not None

@@ -109,6 +109,14 @@ class Sweep:
     project: str | None
     """gcp:project of the base stack (None when unset: the dry run still plans)."""
     warnings: tuple[str, ...] = field(default=())
+    base_loaded: Loaded | None = None
+    """The base stack's own configuration (with stack_overrides), validated: its compile is the log's measured one."""
+    stack_overrides: dict[str, Any] = field(default_factory=dict)
+    """Settings the sweep's own stack holds whatever the base says (merged over every arm and the restored base)."""
+
+    @property
+    def restored_base(self) -> dict[str, Any]:
+        return config_paths.deep_merge(self.base_config, self.stack_overrides)
 
 
 def _decoded(value: str) -> Any:
@@ -144,6 +152,9 @@ def _arm_problems(where: str, name: str, overlay: Any) -> list[str]:
         if top in SECRET_BY_NATURE or top == "hfTokenSecret":
             problems.append(f"{head}: tpu-vllm:{path}: a secret or the secret's name; the sweep's stack takes the "
                             "base's, so set it on the base stack instead")
+        elif path == "cache.keepOnDestroy":
+            problems.append(f"{head}: tpu-vllm:{path}: the sweep's stack never keeps its cache disk (a kept disk "
+                            "would bill after the sweep's destroy); leave it out")
         elif top == "platform" or path.startswith("platform"):
             problems.append(f"{head}: tpu-vllm:{path}: an arm cannot change the platform; make a sweep of its own")
         elif (why := config_paths.misread(value)) is not None:
@@ -180,12 +191,20 @@ def read(path: Path, project_dir: Path) -> Sweep:
     if stack == parsed.base:
         problems.append(f"{where}: stack = {json.dumps(stack)}: the sweep's stack must be its own, not the base; "
                         "leave it out (default: BASE-sweep)")
+    # cache.keepOnDestroy makes the disk retainOnDelete (components/vm/cache_disk.py): `pulumi destroy` would leave it
+    # billing and `stack rm` forget it, so the sweep's own stack always sets it false, and says so.
+    overrides: dict[str, Any] = {}
+    notes: list[str] = []
+    if (base_raw.get("cache") or {}).get("keepOnDestroy") is True:
+        overrides = {"cache": {"keepOnDestroy": False}}
+        notes.append(f"base {parsed.base} sets tpu-vllm:cache.keepOnDestroy = true; the sweep's stack {stack} sets it "
+                     "false, so its destroy deletes its cache disk (the base's own disk is not touched)")
     for name, overlay in parsed.arms.items():
         own = _arm_problems(where, name, overlay)
         if own:
             problems += own
             continue
-        config = config_paths.deep_merge(base_raw, overlay)
+        config = config_paths.deep_merge(config_paths.deep_merge(base_raw, overlay), overrides)
         try:
             loaded = load(config, project=project or UNSET_PROJECT_STAND_IN, stack=stack,
                           secret_keys=secret_keys)
@@ -199,10 +218,16 @@ def read(path: Path, project_dir: Path) -> Sweep:
         arms.append(Arm(name, overlay, config, loaded))
     if problems:
         raise SweepFileError(problems)
+    try:
+        base_loaded: Loaded | None = load(config_paths.deep_merge(base_raw, overrides),
+                                          project=project or UNSET_PROJECT_STAND_IN, stack=stack,
+                                          secret_keys=secret_keys)
+    except SettingsError:  # the base alone may be incomplete; every arm was checked above
+        base_loaded = None
     # A warning every arm has (the base's own, e.g. SSH open to any address) is said once.
     shared = set.intersection(*(set(arm.loaded.warnings) for arm in arms)) if arms else set()
-    warnings = [f"every arm: {text}" for text in arms[0].loaded.warnings if text in shared]
+    warnings = notes + [f"every arm: {text}" for text in arms[0].loaded.warnings if text in shared]
     warnings += [f"arms.{arm.name}: {text}" for arm in arms for text in arm.loaded.warnings if text not in shared]
     return Sweep(path=path, project_dir=project_dir, base=parsed.base, stack=stack, arms=tuple(arms),
                  base_config=base_raw, cells=parsed.cells, limits=parsed.limits, project=project,
-                 warnings=tuple(dict.fromkeys(warnings)))
+                 warnings=tuple(dict.fromkeys(warnings)), stack_overrides=overrides, base_loaded=base_loaded)
