@@ -345,3 +345,39 @@ def test_good_gateway_settings_pass(value):
 
     loaded = settings.load(with_gke(inferenceGateway=value, minMasterVersion="1.35"), "my-proj", "gke").settings
     assert (loaded.gke.inference_gateway is None) == (value is False)
+
+
+def test_a_channel_default_older_than_the_gateways_crds_stops_before_the_cluster():
+    # The plan's STABLE default (1.33.5-gke.1308000) runs flex-start TPU, but GKE installs the InferencePool CRD
+    # only from 1.34.0-gke.1626000: with the gateway that is refused at preview, without it the same channel passes.
+    stable = harness.with_section(harness.gke_config(), "gke", releaseChannel="STABLE", inferenceGateway=True)
+    [problem] = harness.run(stable, stack="gke").problems
+    assert "tpu-vllm:gke.releaseChannel = 'STABLE'" in problem and "1.33.5-gke.1308000" in problem
+    assert "1.34.0-gke.1626000" in problem and "turn off gke.inferenceGateway" in problem
+    from components.gke.cluster import check_channel_version
+    assert check_channel_version("STABLE", "1.33.5-gke.1308000") is None
+    assert check_channel_version("REGULAR", "1.34.1-gke.1829001", gateway=True) is None
+
+
+def test_a_reused_cluster_without_the_gateway_api_or_the_crds_version_stops_the_preview():
+    reused = harness.with_section(harness.gke_config(), "gke", useExistingCluster=True, clusterName="shared",
+                                  inferenceGateway=True)
+    program = harness.run(reused, stack="gke", fixed_outputs={"gcp:container/getCluster:getCluster": {
+        "masterVersion": "1.34.0-gke.1000000"}})
+    [problem] = program.problems
+    assert "tpu-vllm:gke.clusterName = 'shared'" in problem
+    assert "--gateway-api=standard" in problem
+    assert "1.34.0-gke.1000000, older than 1.34.0-gke.1626000" in problem
+    assert "--cluster-version 1.34.0-gke.1626000" in problem
+    assert not [r for r in program.registrations if r["type"].startswith("kubernetes:")]
+
+
+def test_a_reused_cluster_with_the_gateway_api_on_and_recent_enough_passes():
+    from components.gke.cluster import existing_cluster_problems
+    from tests.test_gke_program import reused
+
+    ready = reused({"masterVersion": "1.34.1-gke.1829001", "gatewayApiConfigs": [{"channel": "CHANNEL_STANDARD"}]})
+    assert existing_cluster_problems(ready, "my-proj", gateway=True) == []
+    # Without the gateway, neither is asked of it.
+    bare = reused({"masterVersion": "1.34.0-gke.1000000"})
+    assert existing_cluster_problems(bare, "my-proj") == []
