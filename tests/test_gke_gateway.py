@@ -381,3 +381,12 @@ def test_a_reused_cluster_with_the_gateway_api_on_and_recent_enough_passes():
     # Without the gateway, neither is asked of it.
     bare = reused({"masterVersion": "1.34.0-gke.1000000"})
     assert existing_cluster_problems(bare, "my-proj") == []
+
+
+def test_the_network_services_api_is_enabled_only_with_the_gateway():
+    # GKE calls the picker through a Service Extensions traffic extension (deploy-gke-inference-gateway).
+    def apis(program):
+        return {r["inputs"]["service"] for r in program.registrations if r["type"] == "gcp:projects/service:Service"}
+    assert "networkservices.googleapis.com" in apis(gateway_program())
+    assert "networkservices.googleapis.com" not in apis(default_program())
+    assert "container.googleapis.com" in apis(default_program())
