@@ -41,10 +41,8 @@ FAILURE_MODE = "FailOpen"
 # pkg/epp/server/options.go). The pool's port is the front, which refuses /metrics without the key; the metrics
 # door answers GET /metrics and nothing else.
 METRICS_PORT_FLAG = f"--model-server-metrics-port={metrics_door.METRICS_PORT}"
-# Its default is 50 ms (options.go RefreshMetricsInterval); the door writes an access-log line per scrape, so
-# 20 a second per replica would be a log bill. 500 ms stays well inside the 2 s staleness threshold
-# (MetricsStalenessThreshold) after which the picker ignores a pod's metrics.
-REFRESH_METRICS_INTERVAL = "500ms"
+# Set beside the saturation detector's staleness it must stay inside (picker_config.py says why both).
+REFRESH_METRICS_INTERVAL = picker_config.REFRESH_METRICS_INTERVAL
 # Sized for the system pool (components/settings/gateway.py PICKER_REQUESTS says why); no CPU limit, as the chart,
 # so it may burst.
 PICKER_RESOURCES = {"requests": dict(PICKER_REQUESTS), "limits": {"memory": PICKER_MEMORY_LIMIT}}
