@@ -371,7 +371,10 @@ def test_the_costs_show_the_regional_proxy_and_the_picker_only_with_the_gateway(
     assert line["proxyUsdPerHourAtLeast"] == 0.025 and line["processedUsdPerGib"] == 0.008
     # 0.25 vCPU x $0.024553 + 0.5 GiB x $0.003291 (E2 in us-west4, components/basis/price_list.py).
     assert line["pickerShareOfSystemPoolUsdPerHour"] == pytest.approx(0.25 * 0.024553 + 0.5 * 0.003291, abs=1e-4)
-    assert gateway_program().output("inferenceGatewayCost")["value"]["how"].startswith("computed")
+    how = gateway_program().output("inferenceGatewayCost")["value"]["how"]
+    assert how.startswith("computed") and "not read from Google's pricing page" in how
+    from components.economics.gateway_costs import gateway_cost_lines, gateway_summary
+    assert "not read from Google's pricing page" in gateway_cost_lines(gateway_summary())[0]
 
 
 def test_the_vendored_schemas_are_the_upstream_copies_the_readme_names():
@@ -497,3 +500,16 @@ def test_the_saturation_detector_reads_metrics_as_fresh_as_the_refresh_keeps_the
     # Upstream's defaults keep four refreshes (50 ms) inside the staleness (200 ms); the stack keeps as many.
     assert staleness >= 4 * refresh
     assert f"--refresh-metrics-interval={inference_pool.REFRESH_METRICS_INTERVAL}" in inference_pool.picker_args("ns")
+
+
+def test_the_pickers_grace_mirrors_the_serving_pods_longest():
+    # llm-d's chart: "this timeout should mirror the longest grace period of the pods within the pool".
+    def graces(program):
+        pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+                for o in objects(program) if o["kind"] == "Deployment"}  # 30: Kubernetes' default
+        return pods.pop(inference_pool.PICKER_NAME), max(pods.values())
+    picker, serving = graces(gateway_program())
+    assert picker == serving == 600  # gke.terminationGracePeriod's default, 10m
+    shorter = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True,
+                                               terminationGracePeriod="5m"), stack="gke")
+    assert graces(shorter) == (300, 300)

@@ -46,8 +46,6 @@ REFRESH_METRICS_INTERVAL = picker_config.REFRESH_METRICS_INTERVAL
 # Sized for the system pool (components/settings/gateway.py PICKER_REQUESTS says why); no CPU limit, as the chart,
 # so it may burst.
 PICKER_RESOURCES = {"requests": dict(PICKER_REQUESTS), "limits": {"memory": PICKER_MEMORY_LIMIT}}
-# As the chart: mirrors the longest grace of the pods it serves, conservatively.
-PICKER_GRACE_SECONDS = 130
 
 
 def inference_pool(namespace: str, selector_labels: dict[str, str], front_port: int) -> dict[str, Any]:
@@ -77,7 +75,10 @@ def picker_args(namespace: str) -> list[str]:
             METRICS_PORT_FLAG, f"--refresh-metrics-interval={REFRESH_METRICS_INTERVAL}"]
 
 
-def picker_deployment(namespace: str, image: pulumi.Input[str]) -> dict[str, Any]:
+def picker_deployment(namespace: str, image: pulumi.Input[str], pool_grace_seconds: int) -> dict[str, Any]:
+    """pool_grace_seconds: the serving pods' grace (gke.terminationGracePeriod). The picker's mirrors it, as the
+    chart's comment asks ("this timeout should mirror the longest grace period of the pods within the pool",
+    routerlib _deployment.yaml; its own 130 is that rule for its pods, not a figure for these)."""
     probe = {"grpc": {"port": HEALTH_PORT, "service": "inference-extension"}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -90,7 +91,7 @@ def picker_deployment(namespace: str, image: pulumi.Input[str]) -> dict[str, Any
                 "metadata": {"labels": dict(PICKER_LABELS)},
                 "spec": {
                     "serviceAccountName": PICKER_NAME,
-                    "terminationGracePeriodSeconds": PICKER_GRACE_SECONDS,
+                    "terminationGracePeriodSeconds": pool_grace_seconds,
                     "containers": [{
                         "name": "epp", "image": image, "imagePullPolicy": "IfNotPresent",
                         "args": picker_args(namespace),
