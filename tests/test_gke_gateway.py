@@ -157,7 +157,13 @@ PICKER_CONFIG_SCHEMA = {
             "sources": {"type": "array", "items": {
                 "type": "object", "additionalProperties": False, "required": ["pluginRef"],
                 "properties": {"pluginRef": {"type": "string"}, "extractors": {"type": "array", "items": _REF}}}}}},
-        "flowControl": {"type": "object"}, "requestHandler": {"type": "object"},
+        # FlowControlConfig and RequestHandlerConfig (the same file).
+        "flowControl": {"type": "object", "additionalProperties": False, "properties": {
+            "saturationDetector": _REF, "maxBytes": {}, "maxRequests": {}, "defaultRequestTTL": {},
+            "defaultPriorityBand": {}, "defaultNegativePriorityBand": {}, "priorityBands": {},
+            "usageLimitPolicyPluginRef": {"type": "string"}}},
+        "requestHandler": {"type": "object", "additionalProperties": False, "properties": {
+            "parsers": {"type": "array", "items": _REF}}},
         "saturationDetector": {"type": "object"}, "parser": {"type": "object"},
     },
 }
@@ -165,9 +171,53 @@ PICKER_CONFIG_SCHEMA = {
 # scorer/queuedepth/queue.go, scorer/kvcacheutilization/kvcache_utilization.go, scorer/prefix/plugin.go,
 # datalayer/source/metrics/datasource.go, datalayer/extractor/metrics/factories.go).
 REGISTERED_TYPES = {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "metrics-data-source",
-                    "core-metrics-extractor"}
+                    "core-metrics-extractor", "utilization-detector", "openai-parser", "anthropic-parser",
+                    "vllmhttp-parser", "passthrough-parser"}
 # metricsDatasourceParams (datasource.go): scheme, path, insecureSkipVerify, nothing else.
 METRICS_SOURCE_PARAMETERS = {"scheme", "path", "insecureSkipVerify"}
+# The utilization detector's apiConfig (flowcontrol/saturationdetector/utilization/config.go).
+DETECTOR_PARAMETERS = {"queueDepthThreshold", "kvCacheUtilThreshold", "metricsStalenessThreshold", "headroom"}
+# The path suffixes each parser claims (Claims().Paths: parsers/openai/openai.go, anthropic/anthropic.go,
+# vllmhttp/vllmhttp.go); the passthrough parser claims none (passthrough/passthrough.go), which makes it the
+# fallback.
+PARSER_CLAIMS = {
+    "openai-parser": ["chat/completions", "completions", "embeddings", "responses", "conversations",
+                      "chat/completions/render", "completions/render"],
+    "anthropic-parser": ["messages", "messages/count_tokens"],
+    "vllmhttp-parser": ["inference/v1/generate"],
+    "passthrough-parser": [],
+}
+
+
+def go_duration_seconds(text: str) -> float:
+    """A Go duration as metav1.Duration reads it (time.ParseDuration), for the few units the config uses."""
+    import re
+
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, text
+    return sum(float(number) * units[unit] for number, unit in parts)
+
+
+def parser_for(config: dict, path: str) -> str:
+    """handlers/parsers.go as v0.9.0 builds and resolves it: parsers in order, one claiming no path is the fallback
+    and ends the list; a path is matched by its suffix; no match and no fallback is the picker's HTTP 400."""
+    types = {p.get("name") or p["type"]: p["type"] for p in config["plugins"]}
+    fallback = None
+    entries = []
+    for ref in config.get("requestHandler", {}).get("parsers") or [
+            {"pluginRef": name} for name in ("openai-parser", "anthropic-parser", "vllmhttp-parser")]:
+        claims = PARSER_CLAIMS[types.get(ref["pluginRef"], ref["pluginRef"])]
+        if not claims:
+            fallback = ref["pluginRef"]
+            break
+        entries.append((ref["pluginRef"], claims))
+    for name, claims in entries:
+        if any(path.strip("/") == suffix or path.endswith("/" + suffix) for suffix in claims):
+            return name
+    if fallback is None:
+        raise LookupError(f"no parser registered matching path suffix for: {path}")
+    return fallback
 
 
 def loader_errors(config: dict) -> list[str]:
@@ -180,6 +230,26 @@ def loader_errors(config: dict) -> list[str]:
             errors.append(f"unknown plugin type {plugin['type']}")
         if plugin["type"] == "metrics-data-source" and set(plugin.get("parameters", {})) - METRICS_SOURCE_PARAMETERS:
             errors.append("unknown metrics-data-source parameter")
+        if plugin["type"] == "utilization-detector":
+            parameters = plugin.get("parameters", {})
+            if set(parameters) - DETECTOR_PARAMETERS:
+                errors.append("unknown utilization-detector parameter")
+            if "metricsStalenessThreshold" in parameters and go_duration_seconds(
+                    parameters["metricsStalenessThreshold"]) <= 0:
+                errors.append("metricsStalenessThreshold must be strictly positive")
+    # Parsers and the detector: a plugin by name, or a registered type the loader adds by itself
+    # (defaults.go registerDefaultPlugin); a parser after the fallback is skipped (parsers.go).
+    refs = [r.get("pluginRef") for r in config.get("requestHandler", {}).get("parsers", [])]
+    detector = config.get("flowControl", {}).get("saturationDetector", {}).get("pluginRef")
+    for ref in [*refs, *([detector] if detector else [])]:
+        if ref not in names and ref not in REGISTERED_TYPES:
+            errors.append(f"the configured plugin {ref!r} is not loaded")
+    types = {p.get("name") or p["type"]: p["type"] for p in config.get("plugins", [])}
+    kinds = [types.get(ref, ref) for ref in refs]
+    if any(kind not in PARSER_CLAIMS for kind in kinds):
+        errors.append("a parser reference names a plugin that is not a parser")
+    elif any(not PARSER_CLAIMS[kind] for kind in kinds[:-1]):
+        errors.append("a parser is configured after the fallback parser and is skipped")
     for profile in config.get("schedulingProfiles", []):
         for ref in profile.get("plugins", []):
             if ref.get("pluginRef") not in names:
@@ -197,7 +267,9 @@ def test_the_picker_configuration_reads_as_its_loader_reads_it():
     assert weights == {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3}
 
 
-@pytest.mark.parametrize("breakage", ["unknown top-level", "dangling ref", "bad source parameter", "typo type"])
+@pytest.mark.parametrize("breakage", ["unknown top-level", "dangling ref", "bad source parameter", "typo type",
+                                      "parser after the fallback", "unknown parser", "detector parameter",
+                                      "zero staleness"])
 def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
     config = picker_config.picker_config()
     if breakage == "unknown top-level":
@@ -206,6 +278,14 @@ def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
         config["schedulingProfiles"][0]["plugins"].append({"pluginRef": "no-such-scorer", "weight": 1})
     elif breakage == "bad source parameter":
         config["plugins"][3]["parameters"]["port"] = 9090
+    elif breakage == "parser after the fallback":
+        config["requestHandler"]["parsers"].reverse()
+    elif breakage == "unknown parser":
+        config["requestHandler"]["parsers"].append({"pluginRef": "audio-parser"})
+    elif breakage == "detector parameter":
+        config["plugins"][5]["parameters"]["stalenessThreshold"] = "2s"
+    elif breakage == "zero staleness":
+        config["plugins"][5]["parameters"]["metricsStalenessThreshold"] = "0s"
     else:
         config["plugins"][0]["type"] = "queue-scorers"
     assert loader_errors(config)
@@ -291,7 +371,10 @@ def test_the_costs_show_the_regional_proxy_and_the_picker_only_with_the_gateway(
     assert line["proxyUsdPerHourAtLeast"] == 0.025 and line["processedUsdPerGib"] == 0.008
     # 0.25 vCPU x $0.024553 + 0.5 GiB x $0.003291 (E2 in us-west4, components/basis/price_list.py).
     assert line["pickerShareOfSystemPoolUsdPerHour"] == pytest.approx(0.25 * 0.024553 + 0.5 * 0.003291, abs=1e-4)
-    assert gateway_program().output("inferenceGatewayCost")["value"]["how"].startswith("computed")
+    how = gateway_program().output("inferenceGatewayCost")["value"]["how"]
+    assert how.startswith("computed") and "not read from Google's pricing page" in how
+    from components.economics.gateway_costs import gateway_cost_lines, gateway_summary
+    assert "not read from Google's pricing page" in gateway_cost_lines(gateway_summary())[0]
 
 
 def test_the_vendored_schemas_are_the_upstream_copies_the_readme_names():
@@ -345,3 +428,88 @@ def test_good_gateway_settings_pass(value):
 
     loaded = settings.load(with_gke(inferenceGateway=value, minMasterVersion="1.35"), "my-proj", "gke").settings
     assert (loaded.gke.inference_gateway is None) == (value is False)
+
+
+def test_a_channel_default_older_than_the_gateways_crds_stops_before_the_cluster():
+    # The plan's STABLE default (1.33.5-gke.1308000) runs flex-start TPU, but GKE installs the InferencePool CRD
+    # only from 1.34.0-gke.1626000: with the gateway that is refused at preview, without it the same channel passes.
+    stable = harness.with_section(harness.gke_config(), "gke", releaseChannel="STABLE", inferenceGateway=True)
+    [problem] = harness.run(stable, stack="gke").problems
+    assert "tpu-vllm:gke.releaseChannel = 'STABLE'" in problem and "1.33.5-gke.1308000" in problem
+    assert "1.34.0-gke.1626000" in problem and "turn off gke.inferenceGateway" in problem
+    from components.gke.cluster import check_channel_version
+    assert check_channel_version("STABLE", "1.33.5-gke.1308000") is None
+    assert check_channel_version("REGULAR", "1.34.1-gke.1829001", gateway=True) is None
+
+
+def test_a_reused_cluster_without_the_gateway_api_or_the_crds_version_stops_the_preview():
+    reused = harness.with_section(harness.gke_config(), "gke", useExistingCluster=True, clusterName="shared",
+                                  inferenceGateway=True)
+    program = harness.run(reused, stack="gke", fixed_outputs={"gcp:container/getCluster:getCluster": {
+        "masterVersion": "1.34.0-gke.1000000"}})
+    [problem] = program.problems
+    assert "tpu-vllm:gke.clusterName = 'shared'" in problem
+    assert "--gateway-api=standard" in problem
+    assert "1.34.0-gke.1000000, older than 1.34.0-gke.1626000" in problem
+    assert "--cluster-version 1.34.0-gke.1626000" in problem
+    assert not [r for r in program.registrations if r["type"].startswith("kubernetes:")]
+
+
+def test_a_reused_cluster_with_the_gateway_api_on_and_recent_enough_passes():
+    from components.gke.cluster import existing_cluster_problems
+    from tests.test_gke_program import reused
+
+    ready = reused({"masterVersion": "1.34.1-gke.1829001", "gatewayApiConfigs": [{"channel": "CHANNEL_STANDARD"}]})
+    assert existing_cluster_problems(ready, "my-proj", gateway=True) == []
+    # Without the gateway, neither is asked of it.
+    bare = reused({"masterVersion": "1.34.0-gke.1000000"})
+    assert existing_cluster_problems(bare, "my-proj") == []
+
+
+def test_the_network_services_api_is_enabled_only_with_the_gateway():
+    # GKE calls the picker through a Service Extensions traffic extension (deploy-gke-inference-gateway).
+    def apis(program):
+        return {r["inputs"]["service"] for r in program.registrations if r["type"] == "gcp:projects/service:Service"}
+    assert "networkservices.googleapis.com" in apis(gateway_program())
+    assert "networkservices.googleapis.com" not in apis(default_program())
+    assert "container.googleapis.com" in apis(default_program())
+
+
+@pytest.mark.parametrize(("path", "parser"), [
+    ("/v1/chat/completions", "openai-parser"), ("/v1/completions", "openai-parser"),
+    ("/v1/messages", "anthropic-parser"),
+    # vLLM serves these under /v1 too; the default parsers claim none of them.
+    ("/v1/audio/transcriptions", "passthrough-parser"), ("/v1/score", "passthrough-parser"),
+    ("/v1/rerank", "passthrough-parser"),
+])
+def test_every_v1_path_the_route_sends_reaches_a_parser(path, parser):
+    assert parser_for(picker_config.picker_config(), path) == parser
+    # Without the fallback, as the loader's defaults, the unclaimed paths are the picker's 400.
+    defaults = {**picker_config.picker_config(), "requestHandler": {}}
+    if parser == "passthrough-parser":
+        with pytest.raises(LookupError, match="no parser registered matching path suffix"):
+            parser_for(defaults, path)
+
+
+def test_the_saturation_detector_reads_metrics_as_fresh_as_the_refresh_keeps_them():
+    config = picker_config.picker_config()
+    [detector] = [p for p in config["plugins"] if p["type"] == "utilization-detector"]
+    assert config["flowControl"]["saturationDetector"]["pluginRef"] == (detector.get("name") or detector["type"])
+    staleness = go_duration_seconds(detector["parameters"]["metricsStalenessThreshold"])
+    refresh = go_duration_seconds(inference_pool.REFRESH_METRICS_INTERVAL)
+    # Upstream's defaults keep four refreshes (50 ms) inside the staleness (200 ms); the stack keeps as many.
+    assert staleness >= 4 * refresh
+    assert f"--refresh-metrics-interval={inference_pool.REFRESH_METRICS_INTERVAL}" in inference_pool.picker_args("ns")
+
+
+def test_the_pickers_grace_mirrors_the_serving_pods_longest():
+    # llm-d's chart: "this timeout should mirror the longest grace period of the pods within the pool".
+    def graces(program):
+        pods = {o["metadata"]["name"]: o["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+                for o in objects(program) if o["kind"] == "Deployment"}  # 30: Kubernetes' default
+        return pods.pop(inference_pool.PICKER_NAME), max(pods.values())
+    picker, serving = graces(gateway_program())
+    assert picker == serving == 600  # gke.terminationGracePeriod's default, 10m
+    shorter = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True,
+                                               terminationGracePeriod="5m"), stack="gke")
+    assert graces(shorter) == (300, 300)

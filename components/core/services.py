@@ -17,6 +17,10 @@ REQUIRED_APIS = (
 # Service Account Credentials API"); Cloud Storage for the shared compile-cache bucket.
 # gke.dockerHubMirror adds Artifact Registry (components/gke/registry_mirror.py).
 GKE_MIRROR_APIS = ("artifactregistry.googleapis.com",)
+# gke.inferenceGateway adds Network Services: GKE calls the endpoint picker through a Service Extensions traffic
+# extension (GKE's deploy-gke-inference-gateway page, read 2026-12: "Enable the Compute Engine API, the Network
+# Services API, and the Model Armor API if needed"; the stack uses no Model Armor).
+GKE_GATEWAY_APIS = ("networkservices.googleapis.com",)
 GKE_APIS = ("container.googleapis.com", "monitoring.googleapis.com", "iamcredentials.googleapis.com",
             "storage.googleapis.com")
 

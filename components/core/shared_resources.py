@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 from components.basis import naming
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.secrets import StackSecrets, StackSecretsArgs
-from components.core.services import GKE_APIS, GKE_MIRROR_APIS, VM_MONITORING_APIS, ProjectServices
+from components.core.services import GKE_APIS, GKE_GATEWAY_APIS, GKE_MIRROR_APIS, VM_MONITORING_APIS, ProjectServices
 from components.settings import Settings
 
 
@@ -42,7 +42,8 @@ def serving_identity_args(settings: Settings) -> ServiceIdentityArgs:
 
 
 def gke_apis(settings: Settings) -> tuple[str, ...]:
-    return GKE_APIS + (GKE_MIRROR_APIS if settings.gke.docker_hub_mirror else ())
+    return (GKE_APIS + (GKE_MIRROR_APIS if settings.gke.docker_hub_mirror else ())
+            + (GKE_GATEWAY_APIS if settings.gke.inference_gateway is not None else ()))
 
 
 def create_core(settings: Settings, hf_token_secret_is_secret: bool) -> Core:

@@ -20,6 +20,9 @@ from components.basis import price_list
 from components.settings.gateway import PICKER_REQUESTS
 
 PROXY_USD_PER_INSTANCE_HOUR = 0.025
+# Said beside every figure built on it: the proxy-hour price is not read from a page (docstring).
+PROXY_PRICE_SOURCE = ("the proxy-hour price is not read from Google's pricing page (its Internal Application Load "
+                      "Balancer section could not be read here): check it, and your bill's SKU")
 PROCESSED_USD_PER_GIB = 0.008
 MIN_PROXY_INSTANCES = 1
 
@@ -55,7 +58,7 @@ def gateway_costs() -> dict[str, Any]:
         "proxyUsdPerInstanceHour": PROXY_USD_PER_INSTANCE_HOUR,
         "processedUsdPerGib": PROCESSED_USD_PER_GIB,
         "pickerShareOfSystemPoolUsdPerHour": round(picker_share_usd_per_hour(), 4),
-        "how": "computed from list prices (components/economics/gateway_costs.py), not measured",
+        "how": f"computed (components/economics/gateway_costs.py), not measured; {PROXY_PRICE_SOURCE}",
     }}
 
 
@@ -79,7 +82,7 @@ def gateway_cost_lines(summary: dict[str, Any]) -> list[str]:
         f"Load Balancer's proxies at ${summary['gke_gateway_proxy_usd_per_instance_hour']}/proxy-hour, at least "
         f"${summary['gke_gateway_proxy_usd_per_hour_at_least']:.4f}/hour from pulumi up to pulumi destroy (GCP adds "
         f"proxies with traffic; counted in the totals below), plus "
-        f"${summary['gke_gateway_processed_usd_per_gib']}/GiB processed each way",
+        f"${summary['gke_gateway_processed_usd_per_gib']}/GiB processed each way; {PROXY_PRICE_SOURCE}",
         f"  endpoint picker: no node of its own; its requests ({requests['cpu']} CPU, {requests['memory']}) take "
         f"~${summary['gke_gateway_picker_share_usd_per_hour']:.4f}/hour of the system pool the stack already pays for",
     ]

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.basis import price_list
 from components.settings import GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, NAMESPACE, gke_version_at_least
+from components.settings.gateway import GATEWAY_CRDS_VERSION
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # What GKE's nodes need to write logs and metrics, and nothing else (a project-level role by design).
@@ -48,13 +49,29 @@ def credentials_command(cluster_name: str, location: str, project: str) -> str:
     return f"gcloud container clusters get-credentials {cluster_name} --location {location} --project {project}"
 
 
-def check_channel_version(channel: str, default_version: str | None) -> str | None:
-    """The problem with a release channel whose default is too old for the stack's ComputeClass, or None."""
-    if default_version is None or gke_version_at_least(default_version) is not False:
+# Why the gateway needs GATEWAY_CRDS_VERSION (components/settings/gateway.py): the stack installs no CRDs.
+GATEWAY_VERSION_REASON = ("from it GKE installs the Gateway API and InferencePool CRDs gke.inferenceGateway's "
+                          "objects need; the stack installs none")
+# The Gateway API channels that serve the v1 Gateway and HTTPRoute (pulumi-gcp 10.2.0 container/outputs.py,
+# gateway_api_config.channel: CHANNEL_DISABLED, CHANNEL_EXPERIMENTAL or CHANNEL_STANDARD).
+GATEWAY_API_ON = ("CHANNEL_STANDARD", "CHANNEL_EXPERIMENTAL")
+
+
+def check_channel_version(channel: str, default_version: str | None, gateway: bool = False) -> str | None:
+    """The problem with a release channel whose default is too old for the stack's ComputeClass (or, with
+    gke.inferenceGateway, for the CRDs GKE installs from GATEWAY_CRDS_VERSION), or None."""
+    if default_version is None:
         return None
-    return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, older "
-            f"than {GKE_MIN_VERSION} ({GKE_MIN_VERSION_REASON}); use RAPID or REGULAR, "
-            "or set gke.minMasterVersion to 1.34")
+    if gke_version_at_least(default_version) is False:
+        return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
+                f"older than {GKE_MIN_VERSION} ({GKE_MIN_VERSION_REASON}); use RAPID or REGULAR, "
+                "or set gke.minMasterVersion to 1.34")
+    if gateway and gke_version_at_least(default_version, GATEWAY_CRDS_VERSION) is False:
+        return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
+                f"older than {GATEWAY_CRDS_VERSION} ({GATEWAY_VERSION_REASON}); set gke.minMasterVersion to "
+                f"{GATEWAY_CRDS_VERSION} or later (e.g. 1.35), use a channel whose default is that recent "
+                "(RAPID or REGULAR), or turn off gke.inferenceGateway")
+    return None
 
 
 def network_policy_enforced(cluster: gcp.container.GetClusterResult) -> bool:
@@ -64,8 +81,10 @@ def network_policy_enforced(cluster: gcp.container.GetClusterResult) -> bool:
     return any(policy.enabled for policy in cluster.network_policies or [])
 
 
-def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str) -> list[str]:
-    """What a reused cluster lacks for this stack, each with the gcloud fix."""
+def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str,
+                              gateway: bool = False) -> list[str]:
+    """What a reused cluster lacks for this stack (with gke.inferenceGateway, also for the gateway), each with
+    the gcloud fix."""
     where = f"{cluster.name} --location {cluster.location} --project {project}"
     problems = []
     pools = [c.workload_pool for c in cluster.workload_identity_configs or [] if c.workload_pool]
@@ -94,6 +113,21 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
         problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_MIN_VERSION} "
                         f"({GKE_MIN_VERSION_REASON}): gcloud container clusters upgrade {where} --master "
                         f"--cluster-version {GKE_MIN_VERSION}")
+    if gateway:
+        problems.extend(_gateway_problems(cluster, where))
+    return problems
+
+
+def _gateway_problems(cluster: gcp.container.GetClusterResult, where: str) -> list[str]:
+    """What a reused cluster lacks for gke.inferenceGateway: GKE's Gateway controller and the CRDs."""
+    problems = []
+    if not any(c.channel in GATEWAY_API_ON for c in cluster.gateway_api_configs or []):
+        problems.append("the Gateway API is off (gke.inferenceGateway's Gateway needs GKE's Gateway controller): "
+                        f"gcloud container clusters update {where} --gateway-api=standard")
+    if cluster.master_version and gke_version_at_least(cluster.master_version, GATEWAY_CRDS_VERSION) is False:
+        problems.append(f"it runs GKE {cluster.master_version}, older than {GATEWAY_CRDS_VERSION} "
+                        f"({GATEWAY_VERSION_REASON}): gcloud container clusters upgrade {where} --master "
+                        f"--cluster-version {GATEWAY_CRDS_VERSION}, or turn off gke.inferenceGateway")
     return problems
 
 
@@ -149,7 +183,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.system_pool = None
         if args.use_existing:
             existing = gcp.container.get_cluster(name=args.name, location=args.location, project=args.project)
-            problems = existing_cluster_problems(existing, args.project)
+            problems = existing_cluster_problems(existing, args.project, gateway=args.gateway_api)
             if problems:
                 raise pulumi.RunError(
                     f"{NAMESPACE}:gke.clusterName = {args.name!r} (useExistingCluster): the cluster cannot host "
@@ -224,7 +258,8 @@ class GkeCluster(pulumi.ComponentResource):
 
     @staticmethod
     def _check_channel(args: GkeClusterArgs) -> None:
-        """At preview, before the cluster exists: the channel's default must run flex-start TPU pools."""
+        """At preview, before the cluster exists: the channel's default must run flex-start TPU pools (and, with
+        the gateway, come with its CRDs)."""
         if args.min_master_version is not None:
             return  # checked by the settings already
         try:
@@ -234,6 +269,6 @@ class GkeCluster(pulumi.ComponentResource):
                             f"if it is older than {GKE_MIN_VERSION}, the ComputeClass cannot create its TPU nodes")
             return
         default = (versions.release_channel_default_version or {}).get(args.release_channel)
-        problem = check_channel_version(args.release_channel, default)
+        problem = check_channel_version(args.release_channel, default, gateway=args.gateway_api)
         if problem:
             raise pulumi.RunError(problem)

@@ -202,7 +202,8 @@ class GkeWing(pulumi.ComponentResource):
                 namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
                 front_port=spec.listen_port, adopted_subnet=gke.inference_gateway.proxy_only_subnet,
                 proxy_only_range=gke.inference_gateway.proxy_only_range, picker_image=picker_image,
-                provider=cluster.provider, workload=workload, services=core.apis),
+                provider=cluster.provider, workload=workload, services=core.apis,
+                pool_grace_seconds=gke.termination_grace_seconds),
                 pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
             project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),

@@ -3,13 +3,16 @@ Balancer class that balances requests, not connections, through the InferencePoo
 (components/gke/inference_pool.py).
 
 Why: the passthrough load balancer (components/gke/exposure.py) picks a replica per connection; an agent's
-keep-alive connections keep every request on the replica they first reached, so a replica the HPA adds gets
-nothing from agents already connected, and each agent's long prefix is prefilled again on whichever replica a
-new connection lands. The gateway's proxies pick per request, and the picker prefers the replica that already
-holds the prompt's prefix (tests/test_gateway_balancing.py shows the first part on 127.0.0.1).
+kept connections (the openai SDK keeps an idle one 5 s) keep its requests on the replicas they first reached, so a
+replica the HPA adds gets nothing over them, not even a conversation started after it came, and a conversation's
+long prefix is prefilled again wherever a new connection lands. The gateway's proxies pick per request, and the
+picker sends a prompt to the replica holding its prefix (so one conversation stays where its prefix is) and places
+new prefixes, or load past what the prefix weight outweighs, across every replica (tests/test_gateway_balancing.py
+shows this on 127.0.0.1).
 
 The objects follow llm-d/llm-d-router v0.9.0's chart for GKE (config/charts/llm-d-router-gateway/templates/gke.yaml,
-httproute.yaml) and GKE's Gateway guide (config/manifests/gateway/gke/gateway.yaml in the same repository):
+httproute.yaml). The class is GKE's internal one; the same repository's GKE sample (config/manifests/gateway/gke/
+gateway.yaml) uses the regional external class, which the policy pack refuses (GKE's GatewayClass list names both):
 - Gateway `gke-l7-rilb` (GKE's regional internal Application Load Balancer class), one HTTP listener;
 - HTTPRoute: the OpenAI paths (/v1) to the pool; every other path (e.g. /metrics) has no route;
 - HealthCheckPolicy on the pool: HTTP GET /health on the front's port (the one path the front answers keyless);
@@ -137,6 +140,8 @@ class InferenceGatewayArgs:
     provider: k8s.Provider
     workload: pulumi.Resource
     services: list[pulumi.Resource]
+    pool_grace_seconds: int
+    """The serving pods' terminationGracePeriodSeconds (gke.terminationGracePeriod): the picker's mirrors it."""
 
 
 def gateway_endpoint(address: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -168,7 +173,8 @@ class InferenceGateway(pulumi.ComponentResource):
                                                                inference_pool.PICKER_LABELS),
                          network_policy.picker_network_policy(ns, inference_pool.PICKER_LABELS, sources, picker_ports),
                          *inference_pool.picker_access(ns), inference_pool.picker_config_map(ns),
-                         inference_pool.picker_deployment(ns, args.picker_image), inference_pool.picker_service(ns),
+                         inference_pool.picker_deployment(ns, args.picker_image, args.pool_grace_seconds),
+                         inference_pool.picker_service(ns),
                          inference_pool.inference_pool(ns, args.selector_labels, args.front_port),
                          http_route(ns), health_check_policy(ns, args.front_port), backend_policy(ns)]:
             manifests.declare(f"{name}-{manifest['metadata']['name']}-{manifest['kind'].lower()}", manifest, k8s_opts)

@@ -41,15 +41,11 @@ FAILURE_MODE = "FailOpen"
 # pkg/epp/server/options.go). The pool's port is the front, which refuses /metrics without the key; the metrics
 # door answers GET /metrics and nothing else.
 METRICS_PORT_FLAG = f"--model-server-metrics-port={metrics_door.METRICS_PORT}"
-# Its default is 50 ms (options.go RefreshMetricsInterval); the door writes an access-log line per scrape, so
-# 20 a second per replica would be a log bill. 500 ms stays well inside the 2 s staleness threshold
-# (MetricsStalenessThreshold) after which the picker ignores a pod's metrics.
-REFRESH_METRICS_INTERVAL = "500ms"
+# Set beside the saturation detector's staleness it must stay inside (picker_config.py says why both).
+REFRESH_METRICS_INTERVAL = picker_config.REFRESH_METRICS_INTERVAL
 # Sized for the system pool (components/settings/gateway.py PICKER_REQUESTS says why); no CPU limit, as the chart,
 # so it may burst.
 PICKER_RESOURCES = {"requests": dict(PICKER_REQUESTS), "limits": {"memory": PICKER_MEMORY_LIMIT}}
-# As the chart: mirrors the longest grace of the pods it serves, conservatively.
-PICKER_GRACE_SECONDS = 130
 
 
 def inference_pool(namespace: str, selector_labels: dict[str, str], front_port: int) -> dict[str, Any]:
@@ -79,7 +75,10 @@ def picker_args(namespace: str) -> list[str]:
             METRICS_PORT_FLAG, f"--refresh-metrics-interval={REFRESH_METRICS_INTERVAL}"]
 
 
-def picker_deployment(namespace: str, image: pulumi.Input[str]) -> dict[str, Any]:
+def picker_deployment(namespace: str, image: pulumi.Input[str], pool_grace_seconds: int) -> dict[str, Any]:
+    """pool_grace_seconds: the serving pods' grace (gke.terminationGracePeriod). The picker's mirrors it, as the
+    chart's comment asks ("this timeout should mirror the longest grace period of the pods within the pool",
+    routerlib _deployment.yaml; its own 130 is that rule for its pods, not a figure for these)."""
     probe = {"grpc": {"port": HEALTH_PORT, "service": "inference-extension"}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -92,7 +91,7 @@ def picker_deployment(namespace: str, image: pulumi.Input[str]) -> dict[str, Any
                 "metadata": {"labels": dict(PICKER_LABELS)},
                 "spec": {
                     "serviceAccountName": PICKER_NAME,
-                    "terminationGracePeriodSeconds": PICKER_GRACE_SECONDS,
+                    "terminationGracePeriodSeconds": pool_grace_seconds,
                     "containers": [{
                         "name": "epp", "image": image, "imagePullPolicy": "IfNotPresent",
                         "args": picker_args(namespace),

@@ -10,6 +10,10 @@ their extractors. The scorers are the chart's own defaults (config/charts/router
 from the approximate prefix producer the runner registers as the default producer of that data
 (cmd/epp/runner/runner.go, RegisterAsDefaultProducer(approx-prefix-cache-producer)): it remembers which replica
 got which prompt blocks, so it needs nothing from vLLM but its standard metrics.
+
+Two settings differ from the chart's defaults, each said where it is made: the request parsers end with the
+passthrough parser, so every `/v1` path the route sends reaches a replica; the saturation detector's staleness
+follows the stack's slower metrics refresh.
 """
 
 from __future__ import annotations
@@ -30,6 +34,23 @@ METRICS_SOURCE = "metrics-data-source"
 METRICS_EXTRACTOR = "core-metrics-extractor"
 # The chart's weights: a prefix match outweighs either load signal alone, not both together.
 WEIGHTS = {QUEUE_SCORER: 2, KV_SCORER: 2, PREFIX_SCORER: 3}
+# The loader's default parsers (loader/defaults.go ensureParsers), then the passthrough parser. A request path no
+# parser claims is refused with HTTP 400 ("no parser registered matching path suffix", handlers/parsers.go
+# Resolve; handlers/server.go BadRequest); the default parsers claim only chat/completions, completions,
+# embeddings, responses, conversations, messages and inference/v1/generate, while the route sends every /v1 path
+# (vLLM's audio, score, rerank, ...). The passthrough parser claims no path, which makes it the registry's
+# fallback (parsers.go NewParserRegistry); it must come last, as parsers listed after it are skipped.
+PARSERS = ("openai-parser", "anthropic-parser", "vllmhttp-parser", "passthrough-parser")
+# How often the picker scrapes each replica (--refresh-metrics-interval). Its default is 50 ms (pkg/epp/server/
+# options.go RefreshMetricsInterval); the metrics door writes an access-log line per scrape, so 20 a second per
+# replica would be a log bill.
+REFRESH_METRICS_INTERVAL = "500ms"
+# The utilization detector treats an endpoint whose metrics are older than this as 100% saturated (saturationdetector/
+# utilization/config.go metricsStalenessThreshold, default 200 ms: four of the default 50 ms refreshes). At the
+# stack's 500 ms refresh the default would call every replica saturated most of the time (requests of negative
+# priority would be shed); four refreshes again keeps upstream's margin.
+SATURATION_DETECTOR = "utilization-detector"
+METRICS_STALENESS_THRESHOLD = "2s"
 
 
 def picker_config() -> dict[str, Any]:
@@ -43,10 +64,15 @@ def picker_config() -> dict[str, Any]:
             {"type": METRICS_SOURCE,
              "parameters": {"scheme": "http", "path": metrics_door.METRICS_PATH, "insecureSkipVerify": False}},
             {"type": METRICS_EXTRACTOR},
+            {"type": SATURATION_DETECTOR, "parameters": {"metricsStalenessThreshold": METRICS_STALENESS_THRESHOLD}},
+            *({"type": parser} for parser in PARSERS),
         ],
         "schedulingProfiles": [{"name": "default", "plugins": [
             {"pluginRef": name, "weight": weight} for name, weight in WEIGHTS.items()]}],
         "dataLayer": {"sources": [{"pluginRef": METRICS_SOURCE, "extractors": [{"pluginRef": METRICS_EXTRACTOR}]}]},
+        # Read whether or not the flowControl feature gate is on (loader/configloader.go).
+        "flowControl": {"saturationDetector": {"pluginRef": SATURATION_DETECTOR}},
+        "requestHandler": {"parsers": [{"pluginRef": parser} for parser in PARSERS]},
     }
 
 

@@ -1,13 +1,15 @@
 """The agent-fleet mode: a few long-lived agents, each resending its own long system prompt and tool schemas on
-every call, as tool-calling agents do, each over its own pool of kept connections (the openai SDK keeps one per
-client). What it measures is the time to first token, on an agent's first call (nothing of its prefix cached
-anywhere) and on its later ones (its prefix cached on whichever replica served it before, if the call lands there).
+every call, as tool-calling agents do, each over its own pool of kept connections (aiohttp's here, which keeps an
+idle one 15 s; the openai SDK's keeps one 5 s, so an SDK agent that pauses longer reconnects and is placed afresh).
+What it measures is the time to first token, on an agent's first call (nothing of its prefix cached anywhere) and
+on its later ones (its prefix cached on whichever replica served it before, if the call lands there).
 
 Behind a connection-level balancer (the passthrough load balancer) an agent's calls stay on the replicas its
-connections first reached; behind the inference gateway each call goes where the picker sends it, which prefers
-the replica holding the agent's prefix (docs/gke.md, *Inference gateway*). Run against both endpoints
-(--base-url and --compare-url) it prints the TTFT of each side by side. On one chip, or a fake server, it only
-shows the fleet's shape.
+connections first reached, while they stay open; behind the inference gateway each call goes where the picker
+sends it, which prefers the replica holding the agent's prefix, so an agent's calls stay on one replica there too,
+by choice, while new agents (new prefixes) and load spread over every replica (docs/gke.md, *Inference gateway*).
+Run against both endpoints (--base-url and --compare-url) it prints the TTFT of each side by side. On one chip, or
+a fake server, it only shows the fleet's shape.
 """
 
 from __future__ import annotations
