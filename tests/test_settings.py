@@ -564,7 +564,7 @@ def test_parsers_and_limits_follow_the_model_family():
     assert (other.tool_call_parser, other.reasoning_parser, other.limit_mm_per_prompt) == ("hermes", None, {})
     qwen = load(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B"}).settings.vllm
     assert (qwen.tool_call_parser, qwen.reasoning_parser, qwen.limit_mm_per_prompt) == ("hermes", "qwen3", {})
-    llama = load(tpu=V6E_1, vllm={"model": "meta-llama/Llama-3.1-8B"}).settings.vllm
+    llama = load(tpu=V6E_1, vllm={"model": "meta-llama/Llama-3.1-8B-Instruct"}).settings.vllm
     assert (llama.tool_call_parser, llama.reasoning_parser) == ("llama3_json", None)
     e4b = load(tpu=V6E_1, vllm={"model": "google/gemma-4-E4B-it"}).settings.vllm
     assert (e4b.tool_call_parser, e4b.reasoning_parser) == ("gemma4", "gemma4")
