@@ -148,8 +148,9 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
 
 # Safetensors index totals (metadata.total_size) the counted weights are held to (tests/test_catalog.py).
 INDEX_TOTALS = {
-    "meta-llama/Llama-3.1-8B-Instruct": (16_060_522_496, "Hugging Face transformers docs, 'model.safetensors.index.json' "
-                                "example beside Llama-3.1-8B-Instruct (stored file id 47845119436)"),
+    "meta-llama/Llama-3.1-8B-Instruct": (16_060_522_496, "Hugging Face transformers docs, "
+                                         "'model.safetensors.index.json' example beside Llama-3.1-8B-Instruct "
+                                         "(stored file id 47845119436)"),
     # Found as bare totals in stored files that do not name the checkpoint (a four-shard index in a Rust test, id
     # 4560320375; a sixteen-shard index with 128 experts per layer in a loader walkthrough, id 55662526280): the
     # count from each config landing on one of them to the byte is the check.
