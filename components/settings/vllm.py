@@ -149,8 +149,9 @@ class VllmSettings(_Section):
     max_num_seqs: int | None = Field(None, ge=1, description=(
         "leave unset (256): pinning warns, a cap of 64 made every cell worse; at least 1"))
     kv_cache_memory_bytes: int | None = Field(None, description=(
-        "pins the pool (`--kv-cache-memory`); the log's measured-good value is 5923602432 (0.92's pool); above it "
-        "warns, from the 0.95 run's 5.99 GiB pool up (or over the chip, or not positive) is an error"))
+        "passed as `--kv-cache-memory`, which the TPU backend ignores (tpu-inference 0.32.0 sizes the pool from "
+        "`gpuMemoryUtilization` alone), so setting it warns and the plan sizes the pool from `gpuMemoryUtilization`; "
+        "over one chip's HBM, or not positive, is an error"))
     # `model_config` is pydantic's own name: the field is hf_config, the key vllm.modelConfig.
     hf_config: str | None = Field(None, alias="modelConfig", description=(
         "a local path to the model's Hugging Face `config.json`, for a model the catalog does not hold: its "
@@ -252,7 +253,7 @@ class VllmSettings(_Section):
         if value <= 0:
             raise InvalidSettingError(
                 "the KV pool is a positive number of bytes",
-                "the log's measured-good value is 5923602432, or remove the key to let gpuMemoryUtilization size it",
+                "remove the key (the TPU backend ignores it; gpuMemoryUtilization sizes the pool)",
             )
         # Against the chip's HBM: a cross-key rule (checks/memory.py), since the chip follows tpu.acceleratorType.
         return value
