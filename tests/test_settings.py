@@ -857,3 +857,16 @@ def test_an_old_key_set_to_22_is_refused_like_the_new_one():
 def test_the_new_keys_load_without_a_warning():
     loaded = s.load({**SSH, "front": {"listenPort": 8080}, "vllm": {"serverPort": 8090}}, "my-proj", "dev")
     assert not [w for w in loaded.warnings if "renamed" in w]
+
+
+def test_an_ai_zone_is_a_zone_and_gets_the_catalogs_not_listed_message():
+    # Google's AI zones (us-south1-ai1b lists v6e: docs.cloud.google.com/tpu/docs/regions-zones) have a suffix of
+    # letters and digits.
+    message = one_problem(tpu={"acceleratorType": "v6e-1", "zone": "us-south1-ai1b"})
+    assert "not a zone" not in message
+    assert "us-south1-ai1b is not in the zones Google's pages listed for TPU v6e" in message
+
+
+@pytest.mark.parametrize("zone", ["us-west4", "us-west4-", "US-WEST4-A", "uswest4-a"])
+def test_a_zone_without_region_and_suffix_is_still_not_a_zone(zone):
+    assert "not a zone" in one_problem(tpu={"zone": zone})

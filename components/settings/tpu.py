@@ -84,7 +84,9 @@ class TpuSettings(_Section):
     @field_validator("zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
+        # A zone is region-suffix; an AI zone's suffix is letters and digits, e.g. us-south1-ai1b, us-central1-ai1a
+        # (docs.cloud.google.com/tpu/docs/regions-zones and compute/docs/regions-zones/ai-zones, read 2026-12).
+        if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z0-9]+", value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
         return value
 
