@@ -870,3 +870,10 @@ def test_an_ai_zone_is_a_zone_and_gets_the_catalogs_not_listed_message():
 @pytest.mark.parametrize("zone", ["us-west4", "us-west4-", "US-WEST4-A", "uswest4-a"])
 def test_a_zone_without_region_and_suffix_is_still_not_a_zone(zone):
     assert "not a zone" in one_problem(tpu={"zone": zone})
+
+
+def test_qwen3_json_a_vllm_0_33_tool_call_parser_is_accepted():
+    # vLLM 0.33.0 vllm/tool_parsers/__init__.py: "qwen3_json": ("hermes_tool_parser", "Hermes2ProToolParser").
+    loaded = load(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "qwen3_json"})
+    assert loaded.settings.vllm.tool_call_parser == "qwen3_json"
+    assert "does not register" in one_problem(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "toolCallParser": "qwen9"})

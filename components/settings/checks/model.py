@@ -3,7 +3,14 @@ family reads."""
 
 from __future__ import annotations
 
-from components.settings.facts import FAMILY_PARSERS, GEMMA_4, GEMMA_4_WITH_AUDIO, VLLM_TOOL_CALL_PARSERS, ModelFamily
+from components.settings.facts import (
+    FAMILY_PARSERS,
+    GEMMA_4,
+    GEMMA_4_WITH_AUDIO,
+    VLLM_TOOL_CALL_PARSER_ALIASES,
+    VLLM_TOOL_CALL_PARSERS,
+    ModelFamily,
+)
 from components.settings.findings import Finding
 from components.settings.root import Settings
 
@@ -38,7 +45,7 @@ def model_checks(settings: Settings) -> list[Finding]:
                 "checkpoint under another name: put gemma-4 in its name)",
                 also_keys=("vllm.model",),
             ))
-        elif family is not None and parser and own and parser != own:
+        elif family is not None and parser and own and VLLM_TOOL_CALL_PARSER_ALIASES.get(parser, parser) != own:
             findings.append(Finding(
                 f"vllm.{key}", parser, f"{family.name} writes its own format, which only the {own} parser reads",
                 f"set it to {own} or remove the key", also_keys=("vllm.model",),
