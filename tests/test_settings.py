@@ -84,7 +84,7 @@ def test_flex_start_rejecting_zones_are_errors_quoting_the_api(zone):
 
 def test_unverified_zone_warns():
     warnings = load(tpu={"zone": "us-east5-a"}).warnings
-    assert any("only verified in us-west4-a" in w for w in warnings)
+    assert any("only verified (on v5litepod-1) in us-west4-a" in w for w in warnings)
 
 
 @pytest.mark.parametrize(("model", "weekend"), [("spot", "$35"), ("on-demand", "$72")])
@@ -469,7 +469,7 @@ def test_a_zone_with_no_v5e_is_an_error(zone):
 
 @pytest.mark.parametrize("zone", ["us-central1-a", "us-south1-a", "us-west1-c"])
 def test_a_v5e_zone_without_verified_flex_start_still_only_warns(zone):
-    assert any("only verified in us-west4-a" in w for w in load(tpu={"zone": zone}).warnings)
+    assert any("only verified (on v5litepod-1) in us-west4-a" in w for w in load(tpu={"zone": zone}).warnings)
 
 
 @pytest.mark.parametrize("value", [-1, 0])
