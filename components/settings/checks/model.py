@@ -20,11 +20,15 @@ def model_checks(settings: Settings) -> list[Finding]:
     vllm, family = settings.vllm, settings.family
     registered = ", ".join(sorted(VLLM_TOOL_CALL_PARSERS))
     if not vllm.enable_auto_tool_choice:
+        # Only the vm wing runs the smoke test (startup/serve.sh); a gke replica is gated on /health alone.
+        reason = ("the serving step's smoke test asks for a tool call (startup/serve.sh), so the deploy would fail "
+                  "after the whole cold start; this stack serves tool-calling agents" if settings.platform == "vm"
+                  else "this stack serves tool-calling agents, and vLLM refuses every request with tool_choice auto: "
+                  "'\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set' "
+                  "(vllm/renderers/online_renderer.py, 0.33.0); no smoke test runs on gke, so the deploy would not "
+                  "catch it")
         findings.append(Finding(
-            "vllm.enableAutoToolChoice", False,
-            "the serving step's smoke test asks for a tool call (startup/serve.sh), so the deploy would fail after "
-            "the whole cold start; this stack serves tool-calling agents",
-            "set it true with the model's toolCallParser",
+            "vllm.enableAutoToolChoice", False, reason, "set it true with the model's toolCallParser",
         ))
     elif not vllm.tool_call_parser:
         findings.append(Finding(
