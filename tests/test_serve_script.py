@@ -168,11 +168,17 @@ def node(tmp_path, systemctl_server):
         made.close()
 
 
+def both_created(vm: Node) -> bool:
+    """Both units' `docker run` reached the engine: `systemctl restart` returns before them (as under systemd), so
+    under load the fake's /health could otherwise answer before the creates the test reads (a flake at 2 cores)."""
+    return bool(vm.engine.creates(container.CONTAINER_NAME) and vm.engine.creates(container.FRONT_CONTAINER_NAME))
+
+
 def test_happy_path_installs_the_units_runs_both_containers_and_smoke_tests_through_the_front(node):
     vm = node(loading_polls=2)
     # Loading until vLLM's log was read once, then two more polls: `systemctl restart` returns before the
     # foreground `docker run` has created the container (as under systemd), so the first reads may find none.
-    vm.vllm.ready_when = lambda: vm.engine.log_reads.get(container.CONTAINER_NAME, 0) >= 1
+    vm.vllm.ready_when = lambda: vm.engine.log_reads.get(container.CONTAINER_NAME, 0) >= 1 and both_created(vm)
     result = vm()
     assert result.returncode == 0, result.stderr
     # Every rendered file is on the VM as rendered, and the vLLM runner exists.
@@ -247,6 +253,7 @@ def test_tpu_inference_variables_and_the_ngram_flag_reach_vllms_container_as_ren
     --speculative-config JSON byte for byte in its command (quotes and braces survive both shells)."""
     tpu_inference = {"numPrecompileWorkers": 8, "bucketPaddingGap": 128, "xlaCheckRecompilation": True}
     vm = node(raw={"tpuInference": tpu_inference, "vllm": {"speculativeConfig": {"method": "ngram"}}})
+    vm.vllm.ready_when = lambda: both_created(vm)
     result = vm()
     assert result.returncode == 0, result.stderr
     [create] = vm.engine.creates(container.CONTAINER_NAME)
@@ -293,6 +300,7 @@ def test_devices_access_passes_the_tpu_device_nodes_found_at_start_and_no_privil
     for device in ("dev/vfio/vfio", "dev/vfio/0", "dev/accel0"):
         (vm.root / device).parent.mkdir(parents=True, exist_ok=True)
         (vm.root / device).touch()
+    vm.vllm.ready_when = lambda: both_created(vm)
     result = vm()
     assert result.returncode == 0, result.stderr
     [create] = vm.engine.creates(container.CONTAINER_NAME)
