@@ -484,7 +484,11 @@ mount_cache_disk() {
   STEP="waiting for the cache disk $device"
   local waited=0
   until [[ -e "$device" ]]; do
-    ((waited >= 60)) && die "cache disk $device never appeared; is it attached (dataDisks)?"
+    # A Hyperdisk (v6e) attaches as NVMe: its google-<name> link needs guest-configs' NVMe persistent-disk udev
+    # rule, which older images lack (GoogleCloudPlatform/guest-configs 65-gce-disk-naming.rules).
+    ((waited >= 60)) && die "cache disk $device never appeared; is it attached (dataDisks)? On v6e the Hyperdisk" \
+      "attaches as NVMe and its google-$device_name link comes from the image's udev rules: ls -l /dev/disk/by-id" \
+      "shows what the node named it"
     pause 2
     waited=$((waited + 2))
   done

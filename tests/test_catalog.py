@@ -92,6 +92,13 @@ def test_at_least_six_models_each_with_a_cited_config_copy():
         assert model.weights.bytes > 0 and model.weights.basis
 
 
+def test_catalogued_llama_ids_are_chat_checkpoints():
+    # Meta's base Llama checkpoints ship no chat template; vLLM 0.33.0 answers a chat request to such a tokenizer with
+    # 400 (vllm/renderers/hf.py ChatTemplateResolutionError), so a catalogued Llama must be an -Instruct id.
+    llamas = [model.name for model in catalog.catalog_models() if model.family is catalog_models.LLAMA_3]
+    assert llamas and all(name.endswith("-Instruct") for name in llamas), llamas
+
+
 def test_e2b_geometry_is_the_logs_table():
     # Both logs: 35 layers, i % 5 == 4 full, 20 KV-shared, so 15 own a cache: 12 sliding at head_dim 256 and
     # 3 full at 512, one KV head; the shared ones read layer 13 (sliding) or 14 (full).

@@ -69,7 +69,7 @@ def test_a_zone_without_the_generation_is_refused_and_refusing_zones_are_errors(
     assert "FLEX_START provisioning model is not supported" in refused and "v6e-1" in refused
     # A zone where v6e exists and nobody ran flex-start: a warning, as for v5e.
     warnings = load(tpu={**V6E_1, "zone": "us-east1-d"}).warnings
-    assert any("only verified in europe-west4-a, us-east5-a, us-east5-b" in w for w in warnings)
+    assert any("only verified (on v6e-1) in europe-west4-a, us-east5-a, us-east5-b" in w for w in warnings)
 
 
 def test_v5e_serving_zone_googles_flex_start_page_lists_warns_and_says_so():
@@ -287,3 +287,11 @@ def test_a_pinned_kv_pool_is_bounded_by_the_shapes_chip_not_v5es():
     assert not any("whole HBM" in warning for warning in loaded.warnings)
     message = one_problem(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B", "kvCacheMemoryBytes": forty_gib})
     assert f"tpu-vllm:vllm.kvCacheMemoryBytes = {forty_gib}" in message and "31.24 GiB" in message
+
+
+def test_flex_start_messages_name_the_shape_the_zone_was_seen_on_not_the_one_asked_for():
+    # The catalog's v6e observations are of v6e-1 only (catalog/shapes.py, the v6e article); nobody ran v6e-8.
+    text = " ".join(load(tpu={"acceleratorType": "v6e-8", "zone": "us-east1-d"}).warnings)
+    assert "flex-start v6e is only verified (on v6e-1) in" in text and "flex-start v6e-8" not in text
+    message = one_problem(tpu={"acceleratorType": "v6e-8", "zone": "us-south1-ai1b"})
+    assert "where flex-start v6e-1 was run" in message and "flex-start v6e-8" not in message

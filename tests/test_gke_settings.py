@@ -243,3 +243,13 @@ def test_the_chip_cap_counts_the_rollouts_surge_chip(max_replicas, cap, refused)
         assert f"{max_replicas + 1} chips" in problem and f"raise maxTpuChips to {max_replicas + 1}" in problem
     else:
         settings.load(raw, "my-proj", "gke")
+
+
+def test_tool_choice_off_on_gke_names_vllms_refusal_not_a_smoke_test():
+    # Only the vm wing runs startup/serve.sh's smoke test; on gke vLLM 0.33.0 refuses tool_choice auto
+    # (vllm/renderers/online_renderer.py: '"auto" tool choice requires --enable-auto-tool-choice ...').
+    raw = gke_raw()
+    text = " ".join(problems_of({**raw, "vllm": {**raw.get("vllm", {}), "enableAutoToolChoice": False}}))
+    assert "tpu-vllm:vllm.enableAutoToolChoice = false" in text
+    assert "serve.sh" not in text and "no smoke test runs on gke" in text
+    assert '"auto" tool choice requires --enable-auto-tool-choice' in text

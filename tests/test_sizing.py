@@ -136,7 +136,7 @@ def test_the_serve_flags_are_what_the_fit_decided():
     result = sizing.fit(model("Qwen/Qwen3-30B-A3B"), catalog.shape("v6e-4"), 32768)
     assert result.serve_flags() == {"--max-model-len": "32768", "--tensor-parallel-size": "4",
                                     "--tool-call-parser": "hermes", "--reasoning-parser": "qwen3"}
-    llama = sizing.fit(model("meta-llama/Llama-3.1-8B"), catalog.shape("v6e-1"), 32768).serve_flags()
+    llama = sizing.fit(model("meta-llama/Llama-3.1-8B-Instruct"), catalog.shape("v6e-1"), 32768).serve_flags()
     assert "--reasoning-parser" not in llama and llama["--tool-call-parser"] == "llama3_json"
 
 

@@ -86,6 +86,29 @@ def test_each_failed_check_fails_with_its_reason(tmp_path, servers, options, mes
     assert message in result.stderr and result.stderr.startswith("[tpu-vllm] FAILED: ")
 
 
+def test_a_reasoning_model_thinking_past_256_tokens_still_calls_the_tool(tmp_path, servers):
+    # Qwen3 thinks first by default; the old 256-token limit cut it off before the call.
+    front, vllm = servers(thinking_tokens=600)
+    result = smoke(tmp_path, front, vllm)
+    assert result.returncode == 0, result.stderr
+    assert front.requests[-1].json()["max_tokens"] == 1024
+
+
+def test_a_tool_call_cut_off_by_max_tokens_says_so(tmp_path, servers):
+    front, vllm = servers(thinking_tokens=5000)
+    result = smoke(tmp_path, front, vllm)
+    assert result.returncode == 1
+    assert "used all 1024 of its max_tokens (finish_reason length" in result.stderr
+
+
+def test_a_missing_tool_call_that_was_not_cut_off_names_its_finish_reason(tmp_path, servers):
+    front, vllm = servers(tool_calls_work=False, thinking_tokens=10)
+    result = smoke(tmp_path, front, vllm)
+    assert result.returncode == 1
+    assert "no get_weather tool call came back (finish_reason stop;" in result.stderr
+    assert "max_tokens" not in result.stderr
+
+
 def test_a_model_the_server_does_not_list_fails(tmp_path, servers):
     front, vllm = servers()
     result = smoke(tmp_path, front, vllm, model="google/other")

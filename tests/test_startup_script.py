@@ -288,6 +288,17 @@ def disk_run(tmp_path, servers, size: int = GIB, **env) -> Run:
     return run
 
 
+def test_a_cache_disk_that_never_appears_names_the_nvme_case_and_how_to_look(tmp_path, servers):
+    # On v6e a Hyperdisk attaches as NVMe; whether its image's udev rules make google-<name> is unverified.
+    with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"})
+    metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
+    run = Run(tmp_path, metadata.url, secretmanager.url, fakes={**DISK_FAKES, "sleep": "exit 0"})
+    assert run().returncode == 1
+    assert run.status.startswith(f"failed: cache disk {run.root}/dev/disk/by-id/google-persistent-disk-1 never "
+                                 "appeared; is it attached (dataDisks)? On v6e the Hyperdisk attaches as NVMe")
+    assert "ls -l /dev/disk/by-id" in run.status
+
+
 def command_count(run: Run, name: str) -> int:
     return sum(line.startswith(name + " ") for line in run.commands.splitlines())
 

@@ -134,18 +134,23 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
                  counted_weights("Qwen--Qwen3-30B-A3B.json"), notes="mixture of experts: 128 experts, 8 per token"),
     CatalogModel("Qwen/Qwen3-32B", QWEN_3, "Qwen--Qwen3-32B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-32B.json")),
-    CatalogModel("meta-llama/Llama-3.1-8B", LLAMA_3, "meta-llama--Llama-3.1-8B.json",
+    # The -Instruct ids: Meta's base checkpoints ship no chat template, and vLLM 0.33.0 answers every chat request
+    # to a tokenizer without one with 400 (vllm/renderers/hf.py ChatTemplateResolutionError; vllm-project/vllm#10299).
+    # The config copies are the base checkpoints'; the Instruct ones share the architecture (Llama-3.1-8B-Instruct's
+    # safetensors index total, INDEX_TOTALS, is the count from the base config to the byte).
+    CatalogModel("meta-llama/Llama-3.1-8B-Instruct", LLAMA_3, "meta-llama--Llama-3.1-8B.json",
                  Source(_LLM_PROF, "read 2026-12"), counted_weights("meta-llama--Llama-3.1-8B.json"),
-                 notes="the base checkpoint's config (the copy found)"),
-    CatalogModel("meta-llama/Llama-3.2-3B", LLAMA_3, "meta-llama--Llama-3.2-3B.json",
+                 notes="geometry from the base checkpoint's config (the copy found; same architecture)"),
+    CatalogModel("meta-llama/Llama-3.2-3B-Instruct", LLAMA_3, "meta-llama--Llama-3.2-3B.json",
                  Source(_LLM_PROF, "read 2026-12"), counted_weights("meta-llama--Llama-3.2-3B.json"),
-                 notes="the base checkpoint's config (the copy found)"),
+                 notes="geometry from the base checkpoint's config (the copy found; same architecture)"),
 )}
 
 # Safetensors index totals (metadata.total_size) the counted weights are held to (tests/test_catalog.py).
 INDEX_TOTALS = {
-    "meta-llama/Llama-3.1-8B": (16_060_522_496, "Hugging Face transformers docs, 'model.safetensors.index.json' "
-                                "example beside Llama-3.1-8B-Instruct (stored file id 47845119436)"),
+    "meta-llama/Llama-3.1-8B-Instruct": (16_060_522_496, "Hugging Face transformers docs, "
+                                         "'model.safetensors.index.json' example beside Llama-3.1-8B-Instruct "
+                                         "(stored file id 47845119436)"),
     # Found as bare totals in stored files that do not name the checkpoint (a four-shard index in a Rust test, id
     # 4560320375; a sixteen-shard index with 128 experts per layer in a loader walkthrough, id 55662526280): the
     # count from each config landing on one of them to the byte is the check.

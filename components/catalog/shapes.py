@@ -73,6 +73,8 @@ class Generation:
     """The region the catalog's measured prices are for (components/catalog/prices.py)."""
     flex_start_listed: frozenset[str] = frozenset()
     """Zones Google's flex-start page lists for this generation (FLEX_START_PAGE); not an observation."""
+    flex_start_observed_on: str = ""
+    """The one shape the flex_start observations were made on (none ran the generation's other shapes)."""
 
     @property
     def runtime_tag(self) -> str:
@@ -188,6 +190,7 @@ V5E = Generation(
     price_region="us-west4",
     # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
     flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
+    flex_start_observed_on="v5litepod-1",
 )
 
 V6E = Generation(
@@ -228,6 +231,7 @@ V6E = Generation(
     quota_source=V6E_ARTICLE_SOURCE,
     price_region="us-east5",
     flex_start_listed=frozenset({"asia-northeast1-b", "us-east5-a"}),
+    flex_start_observed_on="v6e-1",
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.

@@ -255,7 +255,7 @@ class GkeWing(pulumi.ComponentResource):
             "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
             **gke_costs(cfg),
-            **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas),
+            **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas, cfg.tpu.shape.gke_tpu_count),
         }
         self.outputs = {key: value for key, value in outputs.items() if value is not None}
         self.register_outputs(self.outputs)

@@ -15,7 +15,9 @@ from components.settings.findings import Finding, InvalidSettingError
 from policy import address_ranges
 
 HOSTNAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
-ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+# region-suffix; an AI zone's suffix is letters and digits, e.g. us-south1-ai1b, us-central1-ai1a
+# (docs.cloud.google.com/tpu/docs/regions-zones and compute/docs/regions-zones/ai-zones, read 2026-12).
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z0-9]+")
 # A project id (or number, or a legacy domain-scoped id) inside a resource path: what Resource Manager's ids are made
 # of, so nothing else (a quote, a space, a newline) rides in a path the APIs and the plan show.
 PROJECT_IN_PATH = r"[a-z0-9][a-z0-9.:-]{0,62}"

@@ -74,19 +74,14 @@ def smallest_shape(settings: Settings) -> catalog.Shape | None:
                                          kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype))
 
 
-def kv_budget_of(fit: sizing.Fit, pinned_pool_bytes: int | None) -> chip_memory.KvBudget | None:
-    """The fit's pool as the stack's KV budget (the tokens measured where a boot measured them); a pinned
-    --kv-cache-memory replaces the pool and the pages follow."""
+def kv_budget_of(fit: sizing.Fit) -> chip_memory.KvBudget | None:
+    """The fit's pool as the stack's KV budget (the tokens measured where a boot measured them)."""
     figures = fit.figures
     if "kv_pool" not in figures:
         return None
     per_token, block = int(figures["kv_bytes_per_token"].value), int(figures["block_size"].value)
     cap, hbm = int(figures["cap"].value), int(figures["hbm"].value)
     pool, blocks, tokens = int(figures["kv_pool"].value), int(figures["kv_blocks"].value), fit.kv_tokens
-    if pinned_pool_bytes is not None:
-        pool = pinned_pool_bytes
-        blocks = max(pool, 0) // (per_token * block)
-        tokens = int(blocks / -(-fit.max_model_len // block) * fit.max_model_len)
     return chip_memory.KvBudget(kv_bytes_per_token=per_token, hbm_cap_bytes=cap, kv_pool_bytes=pool,
                                 outside_cap_bytes=hbm - cap, block_size=block, kv_blocks=blocks, kv_tokens=tokens,
                                 max_model_len=fit.max_model_len)

@@ -213,10 +213,11 @@ class Settings(_Section):
         return chip_memory.geometry_for(self.vllm.model)
 
     def kv_budget(self) -> chip_memory.KvBudget | None:
-        """The KV budget the stack plans with: vllm.modelGeometry's (one chip of the shape), else the fit's."""
-        pinned = self.vllm.kv_cache_memory_bytes
+        """The KV budget the stack plans with: vllm.modelGeometry's (one chip of the shape), else the fit's. Sized
+        from gpuMemoryUtilization alone, as tpu-inference 0.32.0 sizes the pool (tpu_inference/worker/
+        tpu_worker.py determine_available_memory never reads --kv-cache-memory), whatever kvCacheMemoryBytes says."""
         if self.vllm.model_geometry is not None:
             return chip_memory.kv_budget(self.vllm.model_geometry.to_geometry(), self.vllm.gpu_memory_utilization,
-                                         self.vllm.max_model_len, pinned, hbm_bytes=self.tpu.shape.hbm_bytes_per_chip)
+                                         self.vllm.max_model_len, hbm_bytes=self.tpu.shape.hbm_bytes_per_chip)
         fitted = self.fit
-        return fitting.kv_budget_of(fitted, pinned) if fitted is not None else None
+        return fitting.kv_budget_of(fitted) if fitted is not None else None

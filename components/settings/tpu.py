@@ -10,7 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from components import catalog
 from components.basis import naming
 from components.settings.facts import MAX_USER_LABELS
-from components.settings.fields import PROJECT_IN_PATH, Duration, _Section, parse_duration
+from components.settings.fields import PROJECT_IN_PATH, ZONE, Duration, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
 
 SHAPE_NAMES = tuple(shape.accelerator_type for shape in catalog.all_shapes())
@@ -84,7 +84,7 @@ class TpuSettings(_Section):
     @field_validator("zone")
     @classmethod
     def _zone_shape(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z]+-[a-z]+[0-9]+-[a-z]", value):
+        if not ZONE.fullmatch(value):
             raise InvalidSettingError("not a zone", "a zone looks like us-west4-a")
         return value
 

@@ -141,16 +141,17 @@ class VllmSettings(_Section):
     enable_auto_tool_choice: bool = Field(True, description=(
         "native tool calling; `true` is required (the deploy's smoke test calls a tool)"))
     tool_call_parser: str | None = Field("gemma4", description=(
-        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     reasoning_parser: str | None = Field("gemma4", description=(
-        "one vLLM registers on the log's build; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     block_size: int | None = Field(None, description=(
         "not to be set: the backend scales it with `maxModelLen` (pinning it is an error)"))
     max_num_seqs: int | None = Field(None, ge=1, description=(
         "leave unset (256): pinning warns, a cap of 64 made every cell worse; at least 1"))
     kv_cache_memory_bytes: int | None = Field(None, description=(
-        "pins the pool (`--kv-cache-memory`); the log's measured-good value is 5923602432 (0.92's pool); above it "
-        "warns, from the 0.95 run's 5.99 GiB pool up (or over the chip, or not positive) is an error"))
+        "passed as `--kv-cache-memory`, which the TPU backend ignores (tpu-inference 0.32.0 sizes the pool from "
+        "`gpuMemoryUtilization` alone), so setting it warns and the plan sizes the pool from `gpuMemoryUtilization`; "
+        "over one chip's HBM, or not positive, is an error"))
     # `model_config` is pydantic's own name: the field is hf_config, the key vllm.modelConfig.
     hf_config: str | None = Field(None, alias="modelConfig", description=(
         "a local path to the model's Hugging Face `config.json`, for a model the catalog does not hold: its "
@@ -252,7 +253,7 @@ class VllmSettings(_Section):
         if value <= 0:
             raise InvalidSettingError(
                 "the KV pool is a positive number of bytes",
-                "the log's measured-good value is 5923602432, or remove the key to let gpuMemoryUtilization size it",
+                "remove the key (the TPU backend ignores it; gpuMemoryUtilization sizes the pool)",
             )
         # Against the chip's HBM: a cross-key rule (checks/memory.py), since the chip follows tpu.acceleratorType.
         return value
@@ -383,5 +384,5 @@ def _registered(value: str | None, registered: frozenset[str], what: str) -> str
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise InvalidSettingError(
         f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: {value}')",
-        f"{hint}the log's build registers {', '.join(sorted(registered))}",
+        f"{hint}vLLM 0.33.0 registers {', '.join(sorted(registered))}",
     )

@@ -30,7 +30,8 @@ GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 
 class FakeVllm(FakeServer):
     def __init__(self, api_key: str | None, model: str, loading_polls: int = 0, tool_calls_work: bool = True,
-                 port: int = 0, ready_when: Callable[[], bool] | None = None, reply_field: str = "content"):
+                 port: int = 0, ready_when: Callable[[], bool] | None = None, reply_field: str = "content",
+                 thinking_tokens: int = 0):
         super().__init__(port)
         self.api_key = api_key
         """None: a server started without a key, which answers everyone."""
@@ -43,6 +44,10 @@ class FakeVllm(FakeServer):
         self.reply_field = reply_field
         """Where a chat reply's text goes: content, or (a reasoning model that has not answered yet) reasoning
         (current vLLM) or reasoning_content (older vLLM)."""
+        self.thinking_tokens = thinking_tokens
+        """A reasoning model: how many tokens it thinks before a tool call. A request whose max_tokens runs out
+        first gets vLLM 0.33.0's cut-off reply: finish_reason "length", the thinking in `reasoning`, and
+        `tool_calls` [] (chat_completion/protocol.py ChatMessage: tool_calls defaults to an empty list)."""
         self.unanswered = 0
         """How many requests got no HTTP answer (loading)."""
 
@@ -75,6 +80,11 @@ class FakeVllm(FakeServer):
             return Response(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         if request.path in ("/v1/chat/completions", "/invocations"):
             body = request.json()
+            if body.get("tools") and self.thinking_tokens >= body.get("max_tokens", 16):
+                message = {"role": "assistant", "content": None, "tool_calls": [],
+                           "reasoning": "Okay, the user wants the weather in Paris."}
+                return Response(200, {"id": "chatcmpl-1", "model": self.model,
+                                      "choices": [{"index": 0, "message": message, "finish_reason": "length"}]})
             if body.get("tools") and self.tool_calls_work:
                 message = {"role": "assistant", "content": None, "tool_calls": [{
                     "id": "call_1", "type": "function",

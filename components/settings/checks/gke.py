@@ -104,13 +104,14 @@ def gke_checks(settings: Settings) -> list[Finding]:
             findings.append(Finding(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
                 "; ".join(shape.generation.zone_not_listed(zone) for zone in absent),
-                f"list {', '.join(verified)} (where flex-start {shape.accelerator_type} was run)",
+                f"list {', '.join(verified)} (where flex-start {shape.generation.flex_start_observed_on} was run)",
                 also_keys=("gke.location", "tpu.acceleratorType"),
             ))
         elif unverified:
             findings.append(Finding.warning(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
-                f"flex-start {shape.generation.name} is only verified in {', '.join(verified)}; "
+                f"flex-start {shape.generation.name} is only verified (on {shape.generation.flex_start_observed_on}) "
+                f"in {', '.join(verified)}; "
                 f"{', '.join(unverified)} may have no {shape.generation.name} capacity or no flex-start for it",
                 f"list {', '.join(verified)} first, or accept the risk",
             ))

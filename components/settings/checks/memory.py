@@ -37,8 +37,20 @@ def memory_checks(settings: Settings) -> list[Finding]:
             "vllm.kvCacheMemoryBytes", vllm.kv_cache_memory_bytes,
             f"more than one {settings.tpu.accelerator_type} chip's whole HBM ({hbm} bytes, "
             f"{chip_memory.gib(hbm):.2f} GiB) before any weights: vLLM sizes this pool per chip",
-            "remove the key to let gpuMemoryUtilization size it (the log's measured-good value on v5litepod-1 is "
-            "5923602432)", also_keys=("tpu.acceleratorType",),
+            "remove the key (the TPU backend ignores it; gpuMemoryUtilization sizes the pool)",
+            also_keys=("tpu.acceleratorType",),
+        ))
+    pinned = vllm.kv_cache_memory_bytes
+    if pinned is not None and pinned < hbm:
+        # vLLM 0.33.0 reads kv_cache_memory_bytes only in its GPU/CPU/XPU workers (vllm/v1/worker/gpu_worker.py);
+        # tpu-inference 0.32.0's determine_available_memory (tpu_inference/worker/tpu_worker.py) sizes the pool
+        # from gpu_memory_utilization alone.
+        findings.append(Finding.warning(
+            "vllm.kvCacheMemoryBytes", pinned,
+            "ignored on TPU: tpu-inference 0.32.0 sizes the KV pool from gpuMemoryUtilization alone "
+            "(tpu_worker.py determine_available_memory), so the pool, kvTokens and the load checks here are "
+            "gpuMemoryUtilization's",
+            "remove it; set vllm.gpuMemoryUtilization to change the pool",
         ))
     if vllm.model_geometry is not None:
         measured = chip_memory.geometry_for(vllm.model) is not None or settings.model_spec is not None
@@ -57,7 +69,7 @@ def memory_checks(settings: Settings) -> list[Finding]:
             "vllm.model", vllm.model,
             "not in the catalog and no vllm.modelConfig, so these go unchecked: whether the weights fit the chip, "
             "the KV pool and its token count (kvTokens), the planned load against it, maxModelLen against the "
-            "model's context, kvCacheMemoryBytes against what is left, the multimodal batch floor, and "
+            "model's context, the multimodal batch floor, and "
             "--tensor-parallel-size (1 unless vllm.tensorParallelSize says)",
             "set vllm.modelConfig to the model's config.json (docs/models.md, Moving to another model)",
         ))
@@ -78,29 +90,8 @@ def memory_checks(settings: Settings) -> list[Finding]:
         ))
     findings += context_checks(settings)
 
-    pinned = vllm.kv_cache_memory_bytes
-    if pinned is not None and pinned < hbm and hbm == chip_memory.V5E_HBM_BYTES:
-        measured = chip_memory.kv_pool_bytes(geometry, chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION)
-        failing = chip_memory.kv_pool_bytes(geometry, chip_memory.FAILING_GPU_MEMORY_UTILIZATION)
-        if pinned >= failing:
-            findings.append(Finding(
-                "vllm.kvCacheMemoryBytes", pinned,
-                f"with {chip_memory.gib(geometry.weights_bytes):.2f} GiB of weights that leaves less HBM for compiled "
-                f"XLA programs than the 0.95 run, whose {chip_memory.gib(failing):.2f} GiB pool died at XLA program "
-                "allocation ~691 s in (RuntimeProgramAllocationFailure)",
-                f"use {max(measured, 0)} or less (the pool gpuMemoryUtilization 0.92 leaves)",
-                also_keys=("vllm.modelGeometry",),
-            ))
-        elif pinned > measured:
-            findings.append(Finding.warning(
-                "vllm.kvCacheMemoryBytes", pinned,
-                f"larger than the measured-good {measured} (0.92's pool) and untested: the margin for compiled "
-                "programs shrinks toward the 0.95 failure, and finding out costs a ~11 min compile",
-                f"use {measured} or less",
-            ))
-
     kv = settings.kv_budget()
-    if pinned is None and kv is not None and kv.kv_tokens <= 0 and vllm.model_geometry is not None:
+    if kv is not None and kv.kv_tokens <= 0 and vllm.model_geometry is not None:
         findings.append(Finding(
             "vllm.gpuMemoryUtilization", vllm.gpu_memory_utilization,
             f"the cap ({chip_memory.gib(kv.hbm_cap_bytes):.2f} GiB) leaves no room for KV after "

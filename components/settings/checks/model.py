@@ -3,7 +3,14 @@ family reads."""
 
 from __future__ import annotations
 
-from components.settings.facts import FAMILY_PARSERS, GEMMA_4, GEMMA_4_WITH_AUDIO, VLLM_TOOL_CALL_PARSERS, ModelFamily
+from components.settings.facts import (
+    FAMILY_PARSERS,
+    GEMMA_4,
+    GEMMA_4_WITH_AUDIO,
+    VLLM_TOOL_CALL_PARSER_ALIASES,
+    VLLM_TOOL_CALL_PARSERS,
+    ModelFamily,
+)
 from components.settings.findings import Finding
 from components.settings.root import Settings
 
@@ -13,11 +20,15 @@ def model_checks(settings: Settings) -> list[Finding]:
     vllm, family = settings.vllm, settings.family
     registered = ", ".join(sorted(VLLM_TOOL_CALL_PARSERS))
     if not vllm.enable_auto_tool_choice:
+        # Only the vm wing runs the smoke test (startup/serve.sh); a gke replica is gated on /health alone.
+        reason = ("the serving step's smoke test asks for a tool call (startup/serve.sh), so the deploy would fail "
+                  "after the whole cold start; this stack serves tool-calling agents" if settings.platform == "vm"
+                  else "this stack serves tool-calling agents, and vLLM refuses every request with tool_choice auto: "
+                  "'\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set' "
+                  "(vllm/renderers/online_renderer.py, 0.33.0); no smoke test runs on gke, so the deploy would not "
+                  "catch it")
         findings.append(Finding(
-            "vllm.enableAutoToolChoice", False,
-            "the serving step's smoke test asks for a tool call (startup/serve.sh), so the deploy would fail after "
-            "the whole cold start; this stack serves tool-calling agents",
-            "set it true with the model's toolCallParser",
+            "vllm.enableAutoToolChoice", False, reason, "set it true with the model's toolCallParser",
         ))
     elif not vllm.tool_call_parser:
         findings.append(Finding(
@@ -38,7 +49,7 @@ def model_checks(settings: Settings) -> list[Finding]:
                 "checkpoint under another name: put gemma-4 in its name)",
                 also_keys=("vllm.model",),
             ))
-        elif family is not None and parser and own and parser != own:
+        elif family is not None and parser and own and VLLM_TOOL_CALL_PARSER_ALIASES.get(parser, parser) != own:
             findings.append(Finding(
                 f"vllm.{key}", parser, f"{family.name} writes its own format, which only the {own} parser reads",
                 f"set it to {own} or remove the key", also_keys=("vllm.model",),

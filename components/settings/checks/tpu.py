@@ -23,7 +23,7 @@ def tpu_checks(settings: Settings) -> list[Finding]:
             "tpu.zone", tpu.zone,
             # The catalog's words: its zone list is Google's pages as read, not proof the zone has none.
             shape.generation.zone_not_listed(tpu.zone),
-            f"set it to {accepted[0]}, where flex-start {shape.accelerator_type} was run",
+            f"set it to {accepted[0]}, where flex-start {shape.generation.flex_start_observed_on} was run",
             also_keys=("tpu.acceleratorType",),
         ))
     if tpu.provisioning_model == "flex-start":
@@ -54,8 +54,8 @@ def tpu_checks(settings: Settings) -> list[Finding]:
                       if tpu.zone in shape.generation.flex_start_listed else "")
             findings.append(Finding.warning(
                 "tpu.zone", tpu.zone,
-                f"flex-start {tpu.accelerator_type} is only verified in {', '.join(sorted(accepted))}; other zones "
-                f"may reject it at the API{listed}",
+                f"flex-start {shape.generation.name} is only verified (on {shape.generation.flex_start_observed_on}) "
+                f"in {', '.join(sorted(accepted))}; other zones may reject it at the API{listed}",
                 f"use {accepted[0]} to be sure of it",
             ))
     else:
