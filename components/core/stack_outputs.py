@@ -111,7 +111,8 @@ OUTPUTS: tuple[StackOutput, ...] = (
          "`http://<it>/v1`), the Gateway, InferencePool and endpoint picker, the picker's pinned image, the "
          "proxy-only subnet (made or adopted), the failure mode", only_when="`gke.inferenceGateway` is on"),
     _gke("inferenceGatewayCost", "what the gateway adds: the regional proxies per hour at least, per GiB processed, "
-         "the picker's share of the system pool (computed from list prices)", only_when="`gke.inferenceGateway` is on"),
+         "the picker's share of the system pool (computed; the proxy-hour price is not read from Google's page, "
+         "which says so)", only_when="`gke.inferenceGateway` is on"),
 )
 
 BY_NAME = {output.name: output for output in OUTPUTS}
