@@ -31,10 +31,25 @@ def rows() -> list[list[str]]:
     return found
 
 
-def test_the_table_has_rows_of_four_cells():
+# The second reader's verdict: holds, wrong (and what was fixed), or unknown (where it looked).
+VERDICT = re.compile(r"(holds|wrong, fixed|unknown)\b")
+
+
+def test_the_table_has_rows_of_five_cells():
     table = rows()
     assert len(table) >= 25
-    assert all(len(cells) == 4 for cells in table), [cells[0][:60] for cells in table if len(cells) != 4]
+    assert all(len(cells) == 5 for cells in table), [cells[0][:60] for cells in table if len(cells) != 5]
+
+
+def test_every_row_carries_its_second_readers_verdict():
+    """A fresh reader, given the code and not the citations, tried to refute each row (docs/development.md, "The
+    second reader"); a row it found wrong stays only once fixed."""
+    unread = [cells[0][:80] for cells in rows() if not VERDICT.match(cells[4]) or len(cells[4]) < 20]
+    assert unread == []
+
+
+def test_a_row_without_a_verdict_is_caught():
+    assert not VERDICT.match("wrong") and not VERDICT.match("MISSING") and VERDICT.match("wrong, fixed: x")
 
 
 def test_every_row_names_the_version_of_the_source_it_read():
