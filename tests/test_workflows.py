@@ -179,7 +179,9 @@ def test_the_dependabot_schema_refuses_a_config_dependabot_would_refuse(broken):
 # zizmor (PyPI, pinned in requirements-dev.txt) beside actionlint: every audit, offline (the online audits need a
 # GitHub token and the network), with .github/zizmor.yml's ignores, each of which says why.
 ZIZMOR = Path(sys.executable).parent / "zizmor"
-ZIZMOR_ARGS = ("--offline", "--persona=auditor", "--no-progress", "--format=plain", "--config",
+# --color never: under CI=true zizmor 1.32.0 colours its report even into a pipe (seen in .ci/run), and the
+# report is parsed below.
+ZIZMOR_ARGS = ("--offline", "--persona=auditor", "--no-progress", "--format=plain", "--color", "never", "--config",
                str(ROOT / ".github/zizmor.yml"))
 # zizmor's plain report: `severity[audit-id]: title`, then ` --> path:line:column`.
 ZIZMOR_FINDING = re.compile(r"^(\w+)\[([\w-]+)\]: .*\n\s*--> (\S+?):\d+:\d+", re.M)
