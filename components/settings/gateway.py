@@ -11,11 +11,11 @@ range is stated too.
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from components.basis import naming
 from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
 
@@ -51,7 +51,7 @@ class InferenceGatewaySetting(_Section):
     @field_validator("proxy_only_subnet")
     @classmethod
     def _subnet_name(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        if value is not None and not naming.COMPUTE_NAME.fullmatch(value):
             raise InvalidSettingError("not a subnetwork name",
                                       "write the subnet's name as `gcloud compute networks subnets list` shows it")
         return value
