@@ -405,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
         client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=args.retries)
         try:
             run(args.question, client, args.turn_seconds)
+            # Inside the try, as Python's "Note on SIGPIPE" does: a reader gone before the last line is caught here,
+            # not at the interpreter's own flush at exit ("Exception ignored", status 120).
+            sys.stdout.flush()
         except openai.APIError as error:
             raise AgentError(explain(error, one_line(base_url, 100), args.timeout)) from None
     except AgentError as error:

@@ -698,3 +698,7 @@ def test_the_watchdog_keeps_every_variable_google_auth_reads_by_name():
     host = {name: "1" for name in read} | {"PULUMI_CONFIG_PASSPHRASE": "CANARY"}
     kept = create_watchdog.watchdog_environment(host)
     assert sorted(read - set(kept)) == [] and "PULUMI_CONFIG_PASSPHRASE" not in kept
+    # httplib2 (which carries every TPU and token request) reads its CA bundle from HTTPLIB2_CA_CERTS alone (0.32.1
+    # certs.py); googleapiclient's discovery.build reads GOOGLE_CLOUD_UNIVERSE_DOMAIN (2.202.0 discovery.py).
+    beside = create_watchdog.watchdog_environment({"HTTPLIB2_CA_CERTS": "/ca.pem", "GOOGLE_CLOUD_UNIVERSE_DOMAIN": "u"})
+    assert beside == {"HTTPLIB2_CA_CERTS": "/ca.pem", "GOOGLE_CLOUD_UNIVERSE_DOMAIN": "u"}

@@ -288,6 +288,8 @@ def read_config(path: str | Path) -> dict[str, Any]:
         config = json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{file} is not JSON ({error.msg}, line {error.lineno})") from None
+    except RecursionError:
+        raise ConfigError(f"{file} nests deeper than Python's JSON reader goes: not a config.json") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{file} holds a JSON {type(config).__name__}, not the object a config.json is")
     return config

@@ -42,12 +42,15 @@ HTTP_TIMEOUT_SECONDS = 10.0
 # Every variable google-auth's default credentials read (google/auth/environment_vars.py, google-auth 2.63.0,
 # and the few it names in place: pluggable.py's GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES, without which
 # executable-sourced credentials refuse to run; _cloud_sdk.py's APPDATA and SystemDrive, gcloud's config on
-# Windows), where the TPU API is, the proxy and CA settings httplib2 honours, and what a process needs to start.
+# Windows), where the TPU API is, the proxy settings and the CA bundle httplib2 reads (HTTPLIB2_CA_CERTS, httplib2
+# 0.32.1 certs.py; the OpenSSL names too, for what else opens TLS), googleapiclient's GOOGLE_CLOUD_UNIVERSE_DOMAIN
+# (discovery.py, 2.202.0), and what a process needs to start.
 _PROCESS = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _NETWORK = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
-            "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
+            "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTPLIB2_CA_CERTS")
 _TPU_API = ("TPU_VLLM_TPU_API_ENDPOINT",)
-_GOOGLE_AUTH_IN_PLACE = ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", "APPDATA", "SystemDrive")
+_GOOGLE_AUTH_IN_PLACE = ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", "APPDATA", "SystemDrive",
+                         "GOOGLE_CLOUD_UNIVERSE_DOMAIN")
 
 
 def _google_auth_names() -> tuple[str, ...]:

@@ -115,8 +115,8 @@ def vllm_unit(vm: VmServing) -> str:
         requires=f"{DOCKER_UNIT} {BOOT_READY_UNIT} {mount_unit(vm.cache_mount)}",
         start_limit=VLLM_START_LIMIT,
         service=f"""# Replace, never restart: a new start must not inherit an old container's flags. libtpu's lock file
-# (/tmp/libtpu_lockfile, jax-ml/jax issue 10192) is in the container's own /tmp, which no -v mounts: it goes
-# with the old container.
+# (/tmp/libtpu_lockfile, jax-ml/jax issue 10192) is in the container's own /tmp, which no -v mounts, and its
+# lock is held by the process: removing the old container ends any holder.
 ExecStartPre=-docker rm -f {container.CONTAINER_NAME}
 ExecStart=bash {container.VLLM_RUNNER}
 ExecStop=docker stop --time 30 {container.CONTAINER_NAME}
