@@ -311,14 +311,19 @@ def test_an_error_in_up_ends_in_a_destroy(project, server, capsys):
     assert fake.billing() == []
 
 
+def ctrl_c_in(*phases: str):
+    """A ticker that presses Ctrl-C whenever the sweep enters one of these phases (twice: the cells, then its
+    own clean-up)."""
+    def ticker(now):
+        if now in phases:
+            raise KeyboardInterrupt
+    return ticker
+
+
 def test_a_second_ctrl_c_says_what_is_left_and_how_to_remove_it(project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
-
-    def ticker(now):
-        if now in ("cells", "destroy"):
-            raise KeyboardInterrupt
-
-    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server,
+                     ticker=ctrl_c_in("cells", "destroy")) == 130
     err = capsys.readouterr().err
     assert "LEFT BEHIND: stack dev-sweep" in err
     assert f"pulumi destroy --yes --stack dev-sweep --cwd {project}" in err
@@ -563,12 +568,8 @@ def test_left_behind_says_until_when_the_node_bills_by_its_provisioning_model(pr
     if model == "spot":
         _with_base(project, tpu={"provisioningModel": "spot", "maxRunDuration": None, "queueTimeout": None})
     fake = FakePulumiCli({"dev": base_stack(project)})
-
-    def ticker(now):
-        if now in ("cells", "destroy"):
-            raise KeyboardInterrupt
-
-    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server, ticker=ticker) == 130
+    assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server,
+                     ticker=ctrl_c_in("cells", "destroy")) == 130
     err = capsys.readouterr().err
     assert "LEFT BEHIND" in err
     if model == "spot":

@@ -10,31 +10,29 @@ from components import sizing
 from tools.fit.report import FitInputError, report_json, report_text, resolve_model, rows
 
 
-def _positive_int(text: str) -> int:
+def _read(text: str, convert: type, what: str) -> int | float:
     try:
-        value = int(text)
+        return convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _read(text, int, "a whole number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be above 0")
     return value
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _read(text, float, "a number")
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{value} must be above 0 and at most 1 (vLLM's range)")
     return value
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _read(text, float, "a number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be above 0")
     return value
