@@ -34,7 +34,10 @@ def test_json_has_one_row_per_shape_and_reproduces_both_measured_pools(capsys):
         assert abs(figures["kv_tokens"]["value"] - measured) / measured < 0.001
         assert figures["kv_tokens"]["measured"] is False and figures["kv_tokens"]["basis"]
     assert rows["v6e-1"]["usd_per_hour"]["flex-start"]["value"] == 1.35
-    assert rows["v6e-4"]["serve_flags"]["--tensor-parallel-size"] == "4"
+    # A one-KV-head 2B model on four chips: four copies beat one split four ways (components/sizing/layouts.py).
+    assert rows["v6e-4"]["serve_flags"]["--tensor-parallel-size"] == "1"
+    assert rows["v6e-4"]["serve_flags"]["--data-parallel-size"] == "4"
+    assert rows["v6e-4"]["layout"] == {"tensor_parallel_size": 1, "data_parallel_size": 4}
     assert rows["v5litepod-4"]["measured_on_this_shape"] is False
 
 
