@@ -155,6 +155,8 @@ class KvBudget:
     kv_blocks: int
     kv_tokens: int
     max_model_len: int = 0
+    replicas: int = 1
+    """Data-parallel replicas the pool, pages and cap are summed over (each replica holds its own)."""
 
     @property
     def blocks_per_request(self) -> int:
