@@ -164,6 +164,15 @@ class KvBudget:
         return paging.pages_per_request(self.max_model_len, self.block_size)
 
     @property
+    def replicas_clause(self) -> str:
+        """What the concurrency guidance adds for a data-parallel server (empty for one replica)."""
+        if self.replicas <= 1:
+            return ""
+        return (f"; {self.replicas} data-parallel replicas of {self.kv_tokens // self.replicas:,} tokens each "
+                "behind the one endpoint (vLLM spreads requests across them; a request's context sits in one "
+                "replica's pool)")
+
+    @property
     def load_limit_tokens(self) -> int:
         """clients x context above this costs tail latency, not throughput."""
         return int(self.kv_tokens * KV_LOAD_RULE_OF_THUMB)
