@@ -61,3 +61,14 @@ def test_the_golden_gke_pod_takes_the_node_and_runs_eight_engines():
     assert "--data-parallel-size 8" in plan or '"--data-parallel-size", "8"' in plan
     vm_plan = json.loads((ROOT / "tests" / "golden" / "dpv5e8.json").read_text())
     assert "--data-parallel-size" in json.dumps(vm_plan)
+
+
+def test_the_plan_diff_names_a_layout_change():
+    from tools.plan.diff import render_diff
+
+    base = json.loads((ROOT / "tests" / "golden" / "dpv5e8.json").read_text())
+    head = json.loads(json.dumps(base))
+    head["budget"].update(tensor_parallel_size=1, data_parallel_size=8)
+    text = render_diff(base, head)
+    assert "data_parallel_size: 4 -> 8 (+4)" in text and "tensor_parallel_size: 2 -> 1 (-1)" in text
+    assert render_diff(base, json.loads(json.dumps(base))).count("data_parallel_size") == 0

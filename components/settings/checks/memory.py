@@ -149,8 +149,9 @@ def fit_checks(settings: Settings) -> list[Finding]:
     devices = tpu.shape.devices
     choices = sizing.tensor_parallel_choices(geometry, devices)
     working = ", ".join(f"tensorParallelSize {size} x dataParallelSize {devices // size}" for size in choices)
+    which = f"--model-config {vllm.hf_config}" if vllm.hf_config is not None else f"--model {vllm.model}"
     planned = f"remove the key{'s' if vllm.tensor_parallel_size and vllm.data_parallel_size else ''} for the planned " \
-              f"layout ({fitting.planned_layout_name(settings)}; python -m tools.fit --model {vllm.model} --layouts)"
+              f"layout ({fitting.planned_layout_name(settings)}; python -m tools.fit {which} --layouts)"
     if vllm.tensor_parallel_size is not None and vllm.tensor_parallel_size not in choices:
         findings.append(Finding(
             "vllm.tensorParallelSize", vllm.tensor_parallel_size,
