@@ -72,3 +72,12 @@ def test_the_plan_diff_names_a_layout_change():
     text = render_diff(base, head)
     assert "data_parallel_size: 4 -> 8 (+4)" in text and "tensor_parallel_size: 2 -> 1 (-1)" in text
     assert render_diff(base, json.loads(json.dumps(base))).count("data_parallel_size") == 0
+
+
+def test_a_pool_borrowed_from_a_one_chip_boot_says_so():
+    loaded_v6e = settings.load({**SSH, "tpu": {"zone": "us-east5-a", "acceleratorType": "v6e-8"}}, "my-proj", "dev")
+    warning = next(str(finding) for finding in loaded_v6e.warnings if "nobody has measured" in str(finding))
+    assert "9,213,952-token KV pool is 8 x the v6e-1 boot's 1,151,744 (measured there" in warning
+    loaded_v5e = settings.load({**SSH, **V5E_8}, "my-proj", "dev")
+    warning = next(str(finding) for finding in loaded_v5e.warnings if "nobody has measured" in str(finding))
+    assert "computed by tpu-inference's rules" in warning  # tensor-parallel 2: no 2-chip v5e boot to borrow

@@ -198,7 +198,10 @@ def fit_checks(settings: Settings) -> list[Finding]:
         findings.append(Finding.warning(
             "vllm.model", vllm.model,
             f"nobody has measured {vllm.model} on {tpu.accelerator_type}: its {fitted.kv_tokens:,}-token KV pool "
-            "is computed by tpu-inference's rules, not read from a boot; the first deploy is the measurement",
+            + (f"is {fitted.data_parallel_size} x the {fitted.measured_point.accelerator_type} boot's "
+               f"{fitted.kv_tokens_per_replica:,} (measured there; assumed the same per replica here)"
+               if fitted.measured_point is not None else "is computed by tpu-inference's rules, not read from a boot")
+            + "; the first deploy is the measurement",
             "after it boots, record the boot log's 'Memory statistics' and 'GPU KV cache size' lines as a measured "
             "point in the catalog (docs/models.md, Recording a measured point)",
             also_keys=("tpu.acceleratorType",),
