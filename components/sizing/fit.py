@@ -252,6 +252,8 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                        or Figure(0, "tokens", False, "")).value or 0)
     per_replica_clients = int(pool_tokens * LOAD_RULE) // context
     if dp > 1:
+        notes.append(f"{dp} data-parallel replicas of {tp} chip(s): hbm, cap, weights, kv_pool, kv_blocks and "
+                     "kv_tokens are one replica's; kv_tokens_all and clients are the host's")
         figures["kv_tokens_all"] = Figure(pool_tokens * dp, "tokens", False,
                                           f"{dp} data-parallel replicas x kv_tokens (each replica its own pool)")
         figures["clients"] = Figure(per_replica_clients * dp, "clients", False,
