@@ -26,7 +26,7 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
          "--tool-call-parser": ..., "--reasoning-parser": ...}
     Figure: value, unit, measured, basis (source or formula), how ("measured: ..." / "computed: ...")
     kv_bytes_per_token(geometry, tensor_parallel_size, kv_cache_dtype="auto") -> int    across the TP chips
-    tensor_parallel_choices(geometry, chips) -> tuple[int, ...];  planned_tensor_parallel(geometry, chips)
+    tensor_parallel_choices(geometry, devices) -> tuple[int, ...]   the sizes the heads split over (layouts' t)
     block_size(max_model_len, max_num_seqs=256) -> int
     padded_head_dim(head_dim), padded_kv_heads(kv_heads, tp), layer_bytes_per_token(head_dim, kv_heads, tp, bits)
     SizingError (bad KV dtype or TP), DEFAULT_GPU_MEMORY_UTILIZATION (0.92), LOAD_RULE (0.78)
@@ -52,7 +52,6 @@ from components.sizing.kv import (
     layer_bytes_per_token,
     padded_head_dim,
     padded_kv_heads,
-    planned_tensor_parallel,
     tensor_parallel_choices,
     unpadded_kv_bytes_per_token,
 )
@@ -64,6 +63,6 @@ __all__ = [
     "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_RUN_HOURS", "KV_DTYPE_BITS", "LOAD_RULE", "Figure", "Fit",
     "DEFAULT_PLANNED_CLIENTS", "ModelSpec", "RATE_FORMULA_SUMMARY", "SizingError", "all_layouts", "block_size",
     "fit", "fit_layout", "fits_by_shape", "kv_bytes_per_token", "layer_bytes_per_token",
-    "padded_head_dim", "padded_kv_heads", "planned_tensor_parallel", "smallest_fitting_shape",
+    "padded_head_dim", "padded_kv_heads", "smallest_fitting_shape",
     "tensor_parallel_choices", "unpadded_kv_bytes_per_token", "model_implementation", "unsized_sliding_windows",
 ]
