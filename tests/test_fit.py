@@ -34,7 +34,10 @@ def test_json_has_one_row_per_shape_and_reproduces_both_measured_pools(capsys):
         assert abs(figures["kv_tokens"]["value"] - measured) / measured < 0.001
         assert figures["kv_tokens"]["measured"] is False and figures["kv_tokens"]["basis"]
     assert rows["v6e-1"]["usd_per_hour"]["flex-start"]["value"] == 1.35
-    assert rows["v6e-4"]["serve_flags"]["--tensor-parallel-size"] == "4"
+    # A one-KV-head 2B model on four chips: four copies beat one split four ways (components/sizing/layouts.py).
+    assert rows["v6e-4"]["serve_flags"]["--tensor-parallel-size"] == "1"
+    assert rows["v6e-4"]["serve_flags"]["--data-parallel-size"] == "4"
+    assert rows["v6e-4"]["layout"] == {"tensor_parallel_size": 1, "data_parallel_size": 4}
     assert rows["v5litepod-4"]["measured_on_this_shape"] is False
 
 
@@ -122,3 +125,34 @@ def test_vllm_parses_what_the_fit_decides_for_every_model_on_every_shape_it_fits
         assert parsed["tool_call_parser"] in verdict["tool_parsers"]
         assert parsed["reasoning_parser"] == flags.get("--reasoning-parser", "")
         assert flags.get("--reasoning-parser", "gemma4") in verdict["reasoning_parsers"]
+
+
+def test_layouts_shows_every_split_and_marks_the_planned_one(capsys):
+    code, out, _ = run(capsys, "--model", "google/gemma-4-E2B-it", "--layouts")
+    assert code == 0
+    lines = {tuple(line.split()[:3]): line for line in out.splitlines() if line.startswith(("v5litepod", "v6e"))}
+    eight, split = lines[("v5litepod-8", "1", "8")], lines[("v5litepod-8", "8", "1")]
+    assert eight.endswith("<- planned") and "2,570,752" in eight
+    assert not split.endswith("<- planned") and "778,752" in split
+    assert lines[("v6e-8", "1", "8")].endswith("<- planned") and "9,213,952" in lines[("v6e-8", "1", "8")]
+    assert "rate and $/M computed: a decode step reads" in out
+    # At another load the choice moves, and the command says at which.
+    code, out, _ = run(capsys, "--model", "google/gemma-4-E2B-it", "--layouts", "--clients", "1",
+                       "--context-tokens", "1024")
+    assert "at 1 clients x 1,024 tokens" in out
+    one_stream = {tuple(line.split()[:3]): line for line in out.splitlines() if line.startswith("v5litepod-8")}
+    assert one_stream[("v5litepod-8", "8", "1")].endswith("<- planned")  # one stream: the fastest step wins
+
+
+def test_layouts_json_marks_one_chosen_layout_per_shape(capsys):
+    code, out, _ = run(capsys, "--model", "Qwen/Qwen3-32B", "--layouts", "--json")
+    report = json.loads(out)
+    for shape, candidates in report["layouts"].items():
+        assert sum(candidate["chosen"] for candidate in candidates) == 1, shape
+        row = next(row for row in report["rows"] if row["shape"] == shape)
+        chosen = next(candidate for candidate in candidates if candidate["chosen"])
+        assert row["layout"] == {"tensor_parallel_size": chosen["tensor_parallel_size"],
+                                 "data_parallel_size": chosen["data_parallel_size"]}
+    v6e_8 = next(candidate for candidate in report["layouts"]["v6e-8"] if candidate["chosen"])
+    assert v6e_8["tensor_parallel_size"] >= 2 and v6e_8["fits"]
+    assert v6e_8["output_rate"]["measured"] is False and v6e_8["output_rate"]["basis"].startswith("step = ")

@@ -161,7 +161,29 @@ def test_text_only_lifts_the_multimodal_floor():
 
 def test_a_tensor_parallel_size_the_shape_does_not_allow_is_an_error():
     message = one_problem(vllm={"tensorParallelSize": 2})
-    assert "tpu-vllm:vllm.tensorParallelSize = 2" in message and "set it to 1 (the fit's choice)" in message
+    assert "tpu-vllm:vllm.tensorParallelSize = 2" in message
+    assert "remove the key for the planned layout (tensor-parallel 1 x data-parallel 1;" in message
+    assert "or use one that works: tensorParallelSize 1 x dataParallelSize 1" in message
+
+
+V5E_8 = {"acceleratorType": "v5litepod-8"}
+
+
+def test_a_data_parallel_size_the_host_cannot_split_into_is_refused_with_the_layouts_that_work():
+    message = one_problem(tpu=V5E_8, vllm={"dataParallelSize": 3})
+    assert "tpu-vllm:vllm.dataParallelSize = 3" in message and "do not split into 3 replicas" in message
+    assert ("tensorParallelSize 1 x dataParallelSize 8, tensorParallelSize 2 x dataParallelSize 4, "
+            "tensorParallelSize 4 x dataParallelSize 2, tensorParallelSize 8 x dataParallelSize 1") in message
+    message = one_problem(tpu=V5E_8, vllm={"dataParallelSize": 2, "tensorParallelSize": 2})
+    assert "tensorParallelSize 2 x dataParallelSize 2 = 4 is not the 8 device(s) of v5litepod-8" in message
+    assert "remove the keys for the planned layout (tensor-parallel 2 x data-parallel 4;" in message
+
+
+def test_a_layout_the_host_splits_into_is_served_as_given():
+    for vllm, layout in (({"dataParallelSize": 2}, (4, 2)), ({"tensorParallelSize": 2}, (2, 4)),
+                         ({"dataParallelSize": 8, "tensorParallelSize": 1}, (1, 8)), ({}, (2, 4))):
+        settings = load(tpu=V5E_8, vllm=vllm).settings
+        assert (settings.tensor_parallel_size, settings.data_parallel_size) == layout, vllm
 
 
 def test_pinned_block_size_is_an_error():

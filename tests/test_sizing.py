@@ -39,8 +39,9 @@ def test_an_fp8_cache_packs_into_the_same_words_for_one_kv_head():
 def test_one_kv_head_makes_more_chips_store_it_again():
     geometry = model(E2B).geometry
     assert [sizing.kv_bytes_per_token(geometry, tp) for tp in (1, 2, 4, 8)] == [18_432, 36_864, 73_728, 147_456]
-    result = sizing.fit(model(E2B), catalog.shape("v6e-4"), 32768)
-    assert result.kv_replication == 4 and any("stored 4 times" in note for note in result.notes)
+    result = sizing.fit(model(E2B), catalog.shape("v6e-4"), 32768, tensor_parallel_size=4)
+    assert result.data_parallel_size == 1 and result.kv_replication == 4
+    assert any("stored 4 times" in note for note in result.notes)
 
 
 def test_head_dim_64_uses_the_128_lane_layout():

@@ -91,6 +91,20 @@ def test_dry_run_of_the_shipped_sweep_needs_no_cli(monkeypatch, tmp_path, capsys
     assert table in (ROOT / "docs" / "arms.md").read_text()
 
 
+def test_the_shipped_layout_sweep_measures_four_layouts_on_one_node(monkeypatch, tmp_path, capsys):
+    shipped = ROOT / "sweeps" / "layouts-v5e-8.yaml"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert cli.main([str(shipped), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^ 1  dp8 +1 \(new\) +cold", out, re.M)
+    for number, name in ((2, "tp2-dp4"), (3, "tp4-dp2"), (4, "tp8")):  # a layout is a serving-step change
+        assert re.search(rf"^ {number}  {name} +1 \(reused\) +cold", out, re.M), name
+    sweep = read(shipped, ROOT)
+    layouts = {arm.name: (arm.loaded.settings.tensor_parallel_size, arm.loaded.settings.data_parallel_size)
+               for arm in sweep.arms}
+    assert layouts == {"dp8": (1, 8), "tp2-dp4": (2, 4), "tp4-dp2": (4, 2), "tp8": (8, 1)}
+
+
 def test_dry_run_refuses_a_sweep_over_its_spend_limit(project, capsys):
     sweep = write_sweep(project, FOUR_ARMS, maxSpendUsd=0.05)
     fake = FakePulumiCli({})

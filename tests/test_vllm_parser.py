@@ -57,6 +57,15 @@ ARMS = {
                            "vllm": {"model": "Qwen/Qwen3-8B"}},
     "qwen3-32b-v6e-4": {"tpu": {**V6E_1, "acceleratorType": "v6e-4"}, "vllm": {"model": "Qwen/Qwen3-32B"}},
     "gemma-4-e4b-v6e-1": {"tpu": V6E_1, "vllm": {"model": "google/gemma-4-E4B-it"}},
+    # Data-parallel layouts (components/sizing/layouts.py): the planned one on eight v5e chips, each given one,
+    # and gke's (the golden stacks dpv5e8 and dpv5e8gke).
+    "e2b-v5litepod-8": {"tpu": {"acceleratorType": "v5litepod-8"}},
+    "e2b-v5litepod-8-dp8": {"tpu": {"acceleratorType": "v5litepod-8"}, "vllm": {"dataParallelSize": 8}},
+    "e2b-v5litepod-8-tp4": {"tpu": {"acceleratorType": "v5litepod-8"}, "vllm": {"tensorParallelSize": 4}},
+    "e2b-v6e-8": {"tpu": {**V6E_1, "acceleratorType": "v6e-8"}},
+    "gke-e2b-v5litepod-8-dp8": {"platform": "gke", "tpu": {"acceleratorType": "v5litepod-8"},
+                                "gke": {"maxReplicas": 1, "maxTpuChips": 16},
+                                "vllm": {"dataParallelSize": 8}},
 }
 # Our settings refuse these lookup windows and sizes; vLLM must refuse them too (and take the others).
 SPECULATIVE_PROBES = {
@@ -131,7 +140,13 @@ def test_vllm_accepts_the_serve_command_and_reads_what_the_stack_meant(verdict, 
     # The family's parsers (the catalog's), and the fit's tensor-parallel size.
     assert (parsed["tool_call_parser"], parsed["reasoning_parser"]) == (vllm.tool_call_parser, vllm.reasoning_parser)
     assert (vllm.tool_call_parser, vllm.reasoning_parser) == (cfg.family.tool_call_parser, cfg.family.reasoning_parser)
-    assert parsed["tensor_parallel_size"] == cfg.fit.tensor_parallel_size
+    assert parsed["tensor_parallel_size"] == cfg.fit.tensor_parallel_size == cfg.tensor_parallel_size
+    # The layout: one engine and (vLLM's default, vllm/entrypoints/cli/serve.py) one API server per replica,
+    # spawned by vLLM's own `mp` backend on this host; the replicas' chips are the host's.
+    assert parsed["data_parallel_size"] == cfg.fit.data_parallel_size == cfg.data_parallel_size
+    assert parsed["data_parallel_size"] * parsed["tensor_parallel_size"] == cfg.tpu.shape.devices
+    assert parsed["api_server_count"] in (None, 1, parsed["data_parallel_size"])
+    assert parsed["data_parallel_backend"] == "mp"
     assert (parsed["host"], parsed["port"]) == ("127.0.0.1", cfg.vllm.server_port)
     assert parsed["block_size"] is None  # the backend picks it
     spec = vllm.speculative_config
@@ -141,6 +156,18 @@ def test_vllm_accepts_the_serve_command_and_reads_what_the_stack_meant(verdict, 
         assert parsed["speculative"] == {"method": "ngram", "num_speculative_tokens": spec.num_speculative_tokens,
                                          "prompt_lookup_min": spec.prompt_lookup_min,
                                          "prompt_lookup_max": spec.prompt_lookup_max}
+
+
+def test_the_planned_layouts_reach_the_serve_command(verdict):
+    """Eight v5e chips serve the 2B model as replicas, never one model split eight ways; the sizes given win."""
+    parsed = {name: verdict["commands"][name]["parsed"] for name in ARMS if "v5litepod-8" in name or "v6e-8" in name}
+    def layout(name: str) -> tuple[int, int]:
+        return parsed[name]["tensor_parallel_size"], parsed[name]["data_parallel_size"]
+
+    assert layout("e2b-v5litepod-8-dp8") == (1, 8) and layout("e2b-v5litepod-8-tp4") == (4, 2)
+    assert parsed["e2b-v5litepod-8"]["data_parallel_size"] > 1 and parsed["e2b-v6e-8"]["data_parallel_size"] == 8
+    assert parsed["gke-e2b-v5litepod-8-dp8"]["data_parallel_size"] == 8
+    assert verdict["commands"]["default"]["parsed"]["data_parallel_size"] == 1  # the flag is not rendered at 1
 
 
 def test_the_check_is_not_a_rubber_stamp(verdict):

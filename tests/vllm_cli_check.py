@@ -40,7 +40,8 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 SHOWN = ("model_tag", "dtype", "kv_cache_dtype", "max_model_len", "max_num_batched_tokens",
          "tensor_parallel_size", "gpu_memory_utilization", "enable_prefix_caching", "disable_chunked_mm_input",
          "limit_mm_per_prompt", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
-         "speculative_config", "allowed_media_domains", "host", "port", "block_size", "max_num_seqs")
+         "speculative_config", "allowed_media_domains", "host", "port", "block_size", "max_num_seqs",
+         "data_parallel_size", "api_server_count", "data_parallel_backend")
 
 
 def serve_parser() -> FlexibleArgumentParser:

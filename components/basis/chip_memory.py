@@ -155,11 +155,22 @@ class KvBudget:
     kv_blocks: int
     kv_tokens: int
     max_model_len: int = 0
+    replicas: int = 1
+    """Data-parallel replicas the pool, pages and cap are summed over (each replica holds its own)."""
 
     @property
     def blocks_per_request(self) -> int:
         """At most 512 past 8192 tokens (exactly 512 at a power of two): a longer context takes bigger blocks."""
         return paging.pages_per_request(self.max_model_len, self.block_size)
+
+    @property
+    def replicas_clause(self) -> str:
+        """What the concurrency guidance adds for a data-parallel server (empty for one replica)."""
+        if self.replicas <= 1:
+            return ""
+        return (f"; {self.replicas} data-parallel replicas of {self.kv_tokens // self.replicas:,} tokens each "
+                "behind the one endpoint (vLLM spreads requests across them; a request's context sits in one "
+                "replica's pool)")
 
     @property
     def load_limit_tokens(self) -> int:

@@ -9,6 +9,7 @@ from components.catalog.sources import (
     FLEX_START_PAGE,
     FLEX_START_QUOTA_PAGE,
     HOST_TABLE_PAGE,
+    TPU_BANDWIDTH_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
     TPU_REGIONS_PAGE,
@@ -75,6 +76,11 @@ class Generation:
     """Zones Google's flex-start page lists for this generation (FLEX_START_PAGE); not an observation."""
     flex_start_observed_on: str = ""
     """The one shape the flex_start observations were made on (none ran the generation's other shapes)."""
+    devices_per_chip: int = 1
+    """JAX devices per chip: what tpu-inference's mesh and --tensor-parallel-size count (TPU7x: 2, else 1)."""
+    hbm_bandwidth_bytes_per_second: int = 0
+    """One chip's HBM bandwidth (0: not read; the layouts then predict no rate)."""
+    hbm_bandwidth_source: Source | None = None
 
     @property
     def runtime_tag(self) -> str:
@@ -121,6 +127,15 @@ class Shape:
     @property
     def hbm_bytes_per_chip(self) -> int:
         return self.generation.hbm_bytes_per_chip
+
+    @property
+    def devices(self) -> int:
+        """The JAX devices of the host: what tensor-parallel x data-parallel sizes multiply to."""
+        return self.chips * self.generation.devices_per_chip
+
+    @property
+    def hbm_bytes_per_device(self) -> int:
+        return self.generation.hbm_bytes_per_chip // self.generation.devices_per_chip
 
     @property
     def hbm_bytes(self) -> int:
@@ -191,6 +206,11 @@ V5E = Generation(
     # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
     flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
     flex_start_observed_on="v5litepod-1",
+    # The log's spec table, "HBM bandwidth 800 GiBps": its 3.94 ms floor (and so the efficiency the layouts are
+    # calibrated on, components/sizing/rate.py) divides by this figure; Google's page now reads 819 GBps.
+    hbm_bandwidth_bytes_per_second=800 * GIB,
+    hbm_bandwidth_source=Source(f"{V5E_LOG_SOURCE.where} ('HBM bandwidth 800 GiBps', vendor); "
+                                f"{TPU_BANDWIDTH_PAGE.where} reads 819 GBps", V5E_LOG_SOURCE.date),
 )
 
 V6E = Generation(
@@ -232,6 +252,9 @@ V6E = Generation(
     price_region="us-east5",
     flex_start_listed=frozenset({"asia-northeast1-b", "us-east5-a"}),
     flex_start_observed_on="v6e-1",
+    # "HBM bandwidth per chip ... 1640 GBps" (GB: 10^9 bytes; the log: v6e is quoted in GBps).
+    hbm_bandwidth_bytes_per_second=1640 * GB,
+    hbm_bandwidth_source=TPU_BANDWIDTH_PAGE,
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.

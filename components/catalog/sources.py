@@ -59,5 +59,10 @@ FLEX_START_QUOTA_PAGE = Source("cloud.google.com/tpu/docs/request-using-flex-sta
 # in the stored copy.
 TPU_ZONES_PAGE_V6E = Source("cloud.google.com/tpu/docs/types-zones (v6e, USA), as stored by the search tool",
                             "read 2026-12")
+# Google's v6e page, 'System architecture' table as stored: "HBM bandwidth per chip 819 GBps (v5e) 1640 GBps (v6e)"
+# (an older copy reads 800 / 1600). The v5e log's own spec table reads "HBM bandwidth 800 GiBps" and computes its
+# 3.94 ms floor from it; it notes v5e is quoted in GiBps and v6e in GBps ("the real generational ratio is ~1.9x").
+TPU_BANDWIDTH_PAGE = Source("cloud.google.com/tpu/docs/v6e, 'System architecture' ('HBM bandwidth per chip')",
+                            "read 2026-12")
 TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
 VLLM = "vllm-project/vllm 0.33.0"

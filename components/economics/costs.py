@@ -204,6 +204,32 @@ def shape_summary(settings: Settings) -> dict[str, Any]:
         chosen = fitted.figures.get("kv_tokens_measured") or fitted.figures["kv_tokens"]
         summary["kv_tokens_how"] = chosen.how
         summary["kv_measured_on_this_shape"] = fitted.measured_here
+    if tpu.shape.devices > 1:
+        summary.update(layout_summary(settings))
+    return summary
+
+
+def layout_summary(settings: Settings) -> dict[str, Any]:
+    """A host of several chips: the layout served, whether planned or given, and its computed rate and $ per
+    million output tokens at the planned load (components/sizing/layouts.py, rate.py)."""
+    fitted, vllm = settings.fit, settings.vllm
+    given = [f"vllm.{key} {value}" for key, value in (("tensorParallelSize", vllm.tensor_parallel_size),
+                                                        ("dataParallelSize", vllm.data_parallel_size))
+             if value is not None]
+    summary: dict[str, Any] = {
+        "data_parallel_size": settings.data_parallel_size,
+        "layout_how": ("given: " + ", ".join(given)) if given else (
+            f"computed: the lowest $ per million output tokens at {settings.load.clients} clients x "
+            f"{settings.load.context_tokens:,} tokens among the layouts that hold one {vllm.max_model_len:,}-token "
+            "request (python -m tools.fit --layouts)"),
+    }
+    if fitted is not None and fitted.output_rate is not None:
+        summary["output_tokens_per_second"] = fitted.output_rate.value
+        summary["output_tokens_per_second_how"] = fitted.output_rate.how
+        per_million = fitted.usd_per_million_output.get(settings.tpu.provisioning_model)
+        if per_million is not None:
+            summary["usd_per_million_output_tokens"] = per_million.value
+            summary["usd_per_million_output_tokens_how"] = per_million.how
     return summary
 
 

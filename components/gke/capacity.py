@@ -29,5 +29,6 @@ def kv_outputs(kv: chip_memory.KvBudget | None, min_replicas: int, max_replicas:
             f"{max_replicas}; e.g. 16 agents per replica at {kv.load_limit_tokens // 16:,} tokens each; "
             f"a rollout adds {GKE_ROLLOUT_SURGE_PODS} replica ({more_chips}) before an old one "
             f"leaves, so these lines hold through it, and at {max_replicas} the namespace holds "
-            f"{(max_replicas + GKE_ROLLOUT_SURGE_PODS) * chips_per_replica} chips while it runs"),
+            f"{(max_replicas + GKE_ROLLOUT_SURGE_PODS) * chips_per_replica} chips while it runs"
+            f"{kv.replicas_clause}"),
     }

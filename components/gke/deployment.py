@@ -32,7 +32,7 @@ from components.gke.workload import (
     ServingWorkloadArgs,
     selector_labels,
 )
-from components.monitoring.promql import Scope
+from components.monitoring.promql import Scope, layout_note
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
 from components.serving.serve_command import render_serve_args
 from components.serving.spec import ServingSpec, serving_spec
@@ -79,7 +79,7 @@ def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: 
 
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
                      max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
-                     baseline_usd_per_hour: float) -> Scope:
+                     baseline_usd_per_hour: float, devices: int = 1, engines: int = 1) -> Scope:
     """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
     as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
     pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
@@ -90,10 +90,12 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
     if model == "flex-start":
         notes.append(f"Each node runs {max_run_duration}; its replacement comes up "
                      f"{gke.recycling_lead_time} before the end (node recycling)")
+    if engines > 1:
+        notes.append(layout_note(devices, engines) + " in each pod")
     return Scope(title=f"tpu-vllm {stack} (gke)",
                  labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
                  kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
-                 baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes))
+                 baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes), engines=engines)
 
 
 @dataclass
@@ -220,7 +222,8 @@ class GkeWing(pulumi.ComponentResource):
                     gke, stack=cfg.stack, cluster_name=cluster_name, provisioning_model=cfg.tpu.provisioning_model,
                     max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
                     replica_usd_per_hour=replica_usd_per_hour(cfg, cfg.tpu.provisioning_model),
-                    baseline_usd_per_hour=baseline(cfg).usd_per_hour),
+                    baseline_usd_per_hour=baseline(cfg).usd_per_hour, devices=cfg.tpu.shape.devices,
+                    engines=cfg.data_parallel_size),
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = spec.listen_port

@@ -65,6 +65,10 @@ class Scope:
     """When this run ends (vm flex-start, once the node is ACTIVE); None when not known."""
     notes: tuple[str, ...] = field(default_factory=tuple)
     """Markdown lines for the dashboard's summary tile."""
+    engines: int = 1
+    """Data-parallel replicas inside one server (vLLM's --data-parallel-size): above 1, tiles split by vLLM's
+    `engine` label too (vllm/v1/metrics/loggers.py PrometheusStatLogger: labelnames ["model_name", "engine"], one
+    value per data-parallel rank, every API server's /metrics the same multiprocess registry)."""
 
     @property
     def kv_rule(self) -> float:
@@ -72,6 +76,12 @@ class Scope:
         if self.kv is None or not self.kv.kv_tokens:
             return chip_memory.KV_LOAD_RULE_OF_THUMB
         return self.kv.load_limit_tokens / self.kv.kv_tokens
+
+
+def layout_note(devices: int, engines: int) -> str:
+    """The summary tile's line for a data-parallel server: what the `engine` split means."""
+    return (f"{engines} data-parallel replicas of {devices // engines} chip(s) each behind one endpoint: the "
+            "tiles split by vLLM's `engine` label (one per replica)")
 
 
 def label_value(value: str) -> str:
@@ -89,7 +99,8 @@ def selector(scope: Scope) -> str:
 
 
 def _by(scope: Scope) -> str:
-    return " by (instance)" if scope.replicas else ""
+    split = [name for name, wanted in (("instance", scope.replicas), ("engine", scope.engines > 1)) if wanted]
+    return f" by ({', '.join(split)})" if split else ""
 
 
 def gauge(scope: Scope, metric: str, how: str = "sum") -> str:

@@ -37,6 +37,9 @@ def vllm_serve_args(settings: Settings) -> list[str]:
         "--max-model-len", str(vllm.max_model_len),
         "--max-num-batched-tokens", str(vllm.max_num_batched_tokens),
         "--tensor-parallel-size", str(settings.tensor_parallel_size),
+        # One engine core and one API server per replica behind the one port (vllm/entrypoints/cli/serve.py
+        # defaults --api-server-count to it); tpu-inference pins each to its chips (components/sizing/layouts.py).
+        *(["--data-parallel-size", str(settings.data_parallel_size)] if settings.data_parallel_size > 1 else []),
         "--gpu-memory-utilization", f"{vllm.gpu_memory_utilization:g}",
         "--enable-prefix-caching" if vllm.enable_prefix_caching else "--no-enable-prefix-caching",
     ]

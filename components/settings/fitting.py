@@ -52,8 +52,10 @@ def sized_kv_dtype(kv_cache_dtype: str) -> str:
     return kv_cache_dtype if kv_cache_dtype in KV_DTYPE_BITS else "auto"
 
 
-def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None) -> sizing.Fit | None:
-    """The model on tpu.acceleratorType at vllm.maxModelLen, as tools.fit computes it; None for an unknown model."""
+def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None, *,
+                 as_planned: bool = False) -> sizing.Fit | None:
+    """The model on tpu.acceleratorType at vllm.maxModelLen, as tools.fit computes it (at the sizes the vllm
+    section sets, unless `as_planned`: the planner's layout); None for an unknown model."""
     spec = model_spec(settings)
     if spec is None:
         return None
@@ -61,7 +63,14 @@ def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None) ->
     return sizing.fit(spec, tpu.shape, vllm.max_model_len, gpu_memory_utilization=vllm.gpu_memory_utilization,
                       kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype), context_tokens=settings.load.context_tokens,
                       clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
-                      tensor_parallel_size=tensor_parallel_size or vllm.tensor_parallel_size)
+                      tensor_parallel_size=None if as_planned else tensor_parallel_size or vllm.tensor_parallel_size,
+                      data_parallel_size=None if as_planned or tensor_parallel_size else vllm.data_parallel_size)
+
+
+def planned_layout_name(settings: Settings) -> str:
+    """The layout the planner picks for this stack with neither size set (for a fix that says what it gets)."""
+    planned = deployed_fit(settings, as_planned=True)
+    return "unknown model" if planned is None else planned.layout
 
 
 def smallest_shape(settings: Settings) -> catalog.Shape | None:
@@ -82,9 +91,12 @@ def kv_budget_of(fit: sizing.Fit) -> chip_memory.KvBudget | None:
     per_token, block = int(figures["kv_bytes_per_token"].value), int(figures["block_size"].value)
     cap, hbm = int(figures["cap"].value), int(figures["hbm"].value)
     pool, blocks, tokens = int(figures["kv_pool"].value), int(figures["kv_blocks"].value), fit.kv_tokens
-    return chip_memory.KvBudget(kv_bytes_per_token=per_token, hbm_cap_bytes=cap, kv_pool_bytes=pool,
-                                outside_cap_bytes=hbm - cap, block_size=block, kv_blocks=blocks, kv_tokens=tokens,
-                                max_model_len=fit.max_model_len)
+    # Every replica's: each data-parallel replica holds a pool of its own (components/sizing/layouts.py).
+    replicas = fit.data_parallel_size
+    return chip_memory.KvBudget(kv_bytes_per_token=per_token, hbm_cap_bytes=cap * replicas,
+                                kv_pool_bytes=pool * replicas, outside_cap_bytes=(hbm - cap) * replicas,
+                                block_size=block, kv_blocks=blocks * replicas, kv_tokens=tokens,
+                                max_model_len=fit.max_model_len, replicas=replicas)
 
 
 def chip_usd_per_hour(settings: Settings, provisioning_model: str) -> catalog.ChipPrice | None:

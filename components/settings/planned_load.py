@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from components.settings.fields import _Section
+from components.sizing.rate import DEFAULT_PLANNED_CLIENTS
 
 
 class LoadSettings(_Section):
@@ -14,6 +15,8 @@ class LoadSettings(_Section):
 
     config_key: ClassVar[str] = "load"
 
-    clients: int = Field(16, ge=1, description="planned concurrent clients; warns above 78% of the KV pool")
+    clients: int = Field(DEFAULT_PLANNED_CLIENTS, ge=1, description=(
+        "planned concurrent clients; warns above 78% of the KV pool; the load the layout is planned at"))
     context_tokens: int = Field(1024, ge=1, description=(
-        "planned tokens per client; `clients` x this warns above 78% of the KV pool; at most `vllm.maxModelLen`"))
+        "planned tokens per client; `clients` x this warns above 78% of the KV pool; at most `vllm.maxModelLen`; "
+        "the layout is planned at it"))

@@ -176,11 +176,26 @@ class Settings(_Section):
 
     @property
     def tensor_parallel_size(self) -> int:
-        """vllm.tensorParallelSize, else the fit's choice, else 1 (an unknown model)."""
+        """vllm.tensorParallelSize, else the planned layout's, else the host's devices over vllm.dataParallelSize,
+        else 1 (an unknown model)."""
         if self.vllm.tensor_parallel_size is not None:
             return self.vllm.tensor_parallel_size
         fitted = self.fit
-        return fitted.tensor_parallel_size if fitted is not None and fitted.tensor_parallel_size else 1
+        if fitted is not None and fitted.tensor_parallel_size:
+            return fitted.tensor_parallel_size
+        replicas = self.vllm.data_parallel_size
+        return max(1, self.tpu.shape.devices // replicas) if replicas else 1
+
+    @property
+    def data_parallel_size(self) -> int:
+        """vllm.dataParallelSize, else the planned layout's, else the host's devices over vllm.tensorParallelSize,
+        else 1 (an unknown model: one replica on tensorParallelSize chips)."""
+        if self.vllm.data_parallel_size is not None:
+            return self.vllm.data_parallel_size
+        fitted = self.fit
+        if fitted is not None and fitted.tensor_parallel_size:
+            return fitted.data_parallel_size
+        return 1
 
     def usd_per_chip_hour(self, provisioning_model: str | None = None) -> float:
         """One chip of the shape at this provisioning model (tpu.provisioningModel's by default): the catalog's

@@ -124,9 +124,14 @@ class VllmSettings(_Section):
         "multimodal on; above 4096 (the log's 8192 arm) warns as untested; with `tpuInference.bucketPaddingGap` "
         "the buckets step by the gap"))
     tensor_parallel_size: int | None = Field(None, ge=1, description=(
-        "unset: the fit's choice for the model on `tpu.acceleratorType` (the largest size that splits its "
-        "attention and KV heads over the host's chips; `python -m tools.fit`); a size the shape does not allow "
-        "for the model is an error"))
+        "unset: the planned layout's (the lowest computed $ per million output tokens at `load.clients` x "
+        "`load.contextTokens` among the tensor-parallel x data-parallel splits of the host that hold one "
+        "maxModelLen request; `python -m tools.fit --layouts`); with `dataParallelSize` their product must be "
+        "the host's devices; a size the model's heads cannot split over is an error naming the layouts that work"))
+    data_parallel_size: int | None = Field(None, ge=1, description=(
+        "replicas of the model on one host, each on its own `tensorParallelSize` chips (vLLM's "
+        "`--data-parallel-size`: one engine per replica behind one endpoint); unset: the planned layout's, "
+        "`tensorParallelSize` set alone makes it the host's devices over that"))
     # No `le=1`: a pydantic "at most 1" would send 92 to 1.0, which the check below refuses; it says the real bound.
     gpu_memory_utilization: float = Field(0.92, gt=0, description=(
         "0.95 fails XLA program allocation after ~691 s (error); 0.93-0.94 untested (warning)"))

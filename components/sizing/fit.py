@@ -18,7 +18,7 @@ from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ModelGeometry, geometry_from_file
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
-from components.sizing import implementation, kv
+from components.sizing import implementation, kv, rate
 
 GIB = 1024**3
 # vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
@@ -101,12 +101,28 @@ class Fit:
     kv_replication: int = 1
     """How many copies of each KV head the TP padding stores (TP / KV heads when KV heads < TP)."""
     notes: tuple[str, ...] = field(default=())
+    data_parallel_size: int = 1
+    """Replicas of the model on the host, each on tensor_parallel_size devices (vLLM's --data-parallel-size)."""
+    output_rate: Figure | None = None
+    """The layout's predicted output tokens/s at the planned load (computed: components/sizing/rate.py)."""
+    usd_per_million_output: dict[str, Figure] = field(default_factory=dict)
+    """Per provisioning model: the host's $/hour over output_rate."""
+
+    @property
+    def kv_tokens_per_replica(self) -> int:
+        """One replica's pool in tokens: the measured figure where a boot measured this pair, else the computed one."""
+        chosen = self.figures.get("kv_tokens_measured") or self.figures.get("kv_tokens")
+        return int(chosen.value or 0) if chosen is not None else 0
 
     @property
     def kv_tokens(self) -> int:
-        """The pool in tokens: the measured figure where a boot measured this pair, else the computed one."""
-        chosen = self.figures.get("kv_tokens_measured") or self.figures.get("kv_tokens")
-        return int(chosen.value or 0) if chosen is not None else 0
+        """The host's pool in tokens: every replica's."""
+        return self.kv_tokens_per_replica * self.data_parallel_size
+
+    @property
+    def layout(self) -> str:
+        """How the stack names the layout to a user: TP t x DP d."""
+        return f"tensor-parallel {self.tensor_parallel_size or '-'} x data-parallel {self.data_parallel_size}"
 
     @property
     def measured_here(self) -> bool:
@@ -118,6 +134,8 @@ class Fit:
         flags = {"--max-model-len": str(self.max_model_len)}
         if self.tensor_parallel_size is not None:
             flags["--tensor-parallel-size"] = str(self.tensor_parallel_size)
+        if self.data_parallel_size > 1:
+            flags["--data-parallel-size"] = str(self.data_parallel_size)
         if self.family is not None and self.family.tool_call_parser:
             flags["--tool-call-parser"] = self.family.tool_call_parser
         if self.family is not None and self.family.reasoning_parser:
@@ -129,21 +147,32 @@ def _gib(value: int) -> str:
     return f"{value / GIB:.2f} GiB"
 
 
-def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
-        gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, kv_cache_dtype: str = "auto",
-        context_tokens: int | None = None, clients: int | None = None, region: str | None = None,
-        run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None) -> Fit:
-    """Size `model` on `shape`. `context_tokens` (default max_model_len) is what each client holds for the 78%
-    rule; `clients` adds a check of that many; `tensor_parallel_size` overrides the planned one."""
+def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
+               gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, kv_cache_dtype: str = "auto",
+               context_tokens: int | None = None, clients: int | None = None, region: str | None = None,
+               run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None,
+               data_parallel_size: int | None = None) -> Fit:
+    """Size `model` on `shape` at one layout: `tensor_parallel_size` and/or `data_parallel_size` (the other
+    follows from the host's devices; components/sizing/layouts.py fit() plans them when neither is given).
+    `context_tokens` (default max_model_len) is what each client holds for the 78% rule; `clients` adds a check
+    of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS)."""
+    if tensor_parallel_size is None and data_parallel_size is None:
+        raise ValueError("fit_layout sizes a given layout: give tensor_parallel_size or data_parallel_size")
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
     geometry = spec.geometry
     reasons: list[str] = []
     notes: list[str] = []
     context = context_tokens or max_model_len
-    tp = tensor_parallel_size or kv.planned_tensor_parallel(geometry, shape.chips)
-    if tp is None or tp not in kv.tensor_parallel_choices(geometry, shape.chips):
+    devices = shape.devices
+    tp = tensor_parallel_size or (devices // data_parallel_size if devices % data_parallel_size == 0 else None)
+    dp = data_parallel_size or (devices // tp if tp and devices % tp == 0 else 1)
+    if tp is None or tp * dp != devices:
+        reasons.append(f"tensor-parallel {tp or '?'} x data-parallel {dp} is not this host's {devices} devices")
+        tp = None
+    elif tp not in kv.tensor_parallel_choices(geometry, devices):
         reasons.append(f"{geometry.num_attention_heads} attention heads and KV heads {sorted(geometry.kv_heads)} "
-                       f"split over none of this host's tensor-parallel sizes" if tp is None else
+                       f"split over none of this host's tensor-parallel sizes"
+                       if not kv.tensor_parallel_choices(geometry, devices) else
                        f"tensor-parallel size {tp} does not split this model on {shape.chips} chips")
         tp = None
     if geometry.max_context_tokens and max_model_len > geometry.max_context_tokens:
@@ -151,8 +180,8 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
                        "max_position_embeddings): vLLM refuses it")
     figures: dict[str, Figure] = {}
     replication = 1
-    used_chips = tp or shape.chips
-    hbm = shape.hbm_bytes_per_chip * used_chips
+    used_chips = tp or devices
+    hbm = shape.hbm_bytes_per_device * used_chips
     figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
                             str(shape.generation.hbm_source) if used_chips == 1 else
                             f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
@@ -206,28 +235,57 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
         if pool > 0 and blocks < per_request:
             reasons.append(f"the KV pool holds {tokens:,} tokens, less than one {max_model_len:,}-token request: "
                            "vLLM refuses to start")
-    point = catalog_measured.measured_pool(spec.name, shape.accelerator_type, max_model_len,
-                                           gpu_memory_utilization, kv_cache_dtype)
+    # A replica of t chips sizes its pool from its own chips (tpu_worker.py determine_available_memory over
+    # self.devices), as a t-chip host of the same generation does: that host's boot measures it.
+    replica_shape = shape if dp == 1 else next(
+        (candidate for candidate in all_shapes() if candidate.generation == shape.generation
+         and candidate.devices == tp), None)
+    point = None if replica_shape is None else catalog_measured.measured_pool(
+        spec.name, replica_shape.accelerator_type, max_model_len, gpu_memory_utilization, kv_cache_dtype)
     if point is not None and tp == point.tensor_parallel_size:
-        figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, str(point.source))
+        figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, str(point.source) if dp == 1 else (
+            f"{point.source}: a {point.accelerator_type} boot, per replica (each of the {dp} replicas here sizes its "
+            f"pool from {tp} chip(s) as that host does; the per-chip HBM assumed the same)"))
     else:
         point = None
     pool_tokens = int((figures.get("kv_tokens_measured") or figures.get("kv_tokens")
                        or Figure(0, "tokens", False, "")).value or 0)
-    figures["clients"] = Figure(int(pool_tokens * LOAD_RULE) // context, "clients", False,
-                                f"int(kv_tokens x {LOAD_RULE}) // {context:,}-token context (the log's 78% rule)")
-    if clients is not None and clients * context > int(pool_tokens * LOAD_RULE):
+    per_replica_clients = int(pool_tokens * LOAD_RULE) // context
+    if dp > 1:
+        notes.append(f"{dp} data-parallel replicas of {tp} chip(s): hbm, cap, weights, kv_pool, kv_blocks and "
+                     "kv_tokens are one replica's; kv_tokens_all and clients are the host's")
+        figures["kv_tokens_all"] = Figure(pool_tokens * dp, "tokens", False,
+                                          f"{dp} data-parallel replicas x kv_tokens (each replica its own pool)")
+        figures["clients"] = Figure(per_replica_clients * dp, "clients", False,
+                                    f"{dp} replicas x (int(kv_tokens x {LOAD_RULE}) // {context:,}-token context): "
+                                    "the log's 78% rule per replica, a client's KV never spans two")
+    else:
+        figures["clients"] = Figure(per_replica_clients, "clients", False,
+                                    f"int(kv_tokens x {LOAD_RULE}) // {context:,}-token context (the log's 78% rule)")
+    host_tokens = pool_tokens * dp
+    if clients is not None and clients * context > int(host_tokens * LOAD_RULE):
         notes.append(f"{clients} clients x {context:,} tokens = {clients * context:,}, over 78% of the "
-                     f"{pool_tokens:,}-token pool")
+                     f"{host_tokens:,}-token pool")
     chosen_region = region or shape.generation.price_region
     usd, run_usd = _costs(shape, chosen_region, run_hours)
     if not usd:
         notes.append(f"no {shape.generation.name} price read for {chosen_region} (priced: "
                      f"{', '.join(catalog_prices.priced_regions(shape.generation.name)) or 'none'})")
+    predicted = None
+    if tp_sized is not None and weights is not None and pool_tokens > 0:
+        predicted = rate.predict(spec.name, weights.bytes, int(figures["kv_bytes_per_token"].value), shape, tp, dp,
+                                 pool_tokens, clients or rate.DEFAULT_PLANNED_CLIENTS, context)
+    output_rate = None if predicted is None else Figure(round(predicted.output_tokens_per_second, 1), "tokens/s",
+                                                        False, predicted.basis)
+    per_million = {} if output_rate is None else {
+        name: Figure(round(rate.usd_per_million(hourly.value, predicted.output_tokens_per_second), 4),
+                     "USD per million output tokens", False, f"{name} $/hour / (output tokens/s x 3600) x 10^6")
+        for name, hourly in usd.items()}
     return Fit(model=spec.name, shape=shape, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype,
                gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp, fits=not reasons,
                reasons=tuple(reasons), figures=figures, usd_per_hour=usd, max_run_usd=run_usd, region=chosen_region,
-               measured_point=point, family=spec.family, kv_replication=replication, notes=tuple(notes))
+               measured_point=point, family=spec.family, kv_replication=replication, notes=tuple(notes),
+               data_parallel_size=dp, output_rate=output_rate, usd_per_million_output=per_million)
 
 
 def _costs(shape: Shape, region: str, run_hours: float) -> tuple[dict[str, Figure], dict[str, Figure]]:
@@ -243,21 +301,3 @@ def _costs(shape: Shape, region: str, run_hours: float) -> tuple[dict[str, Figur
         else:
             run_usd[model_name] = Figure(None, "USD", False, "no automatic stop: bills until deleted or preempted")
     return usd, run_usd
-
-
-def fits_by_shape(model: ModelSpec | CatalogModel, max_model_len: int, **options) -> tuple[Fit, ...]:
-    """One Fit per catalogued shape, in catalog order."""
-    return tuple(fit(model, candidate, max_model_len, **options) for candidate in all_shapes())
-
-
-def smallest_fitting_shape(model: ModelSpec | CatalogModel, max_model_len: int, **options) -> Shape | None:
-    """The shape with the fewest chips (then the cheapest flex-start hour) on which the model fits, or None."""
-    fitting = [result for result in fits_by_shape(model, max_model_len, **options) if result.fits]
-    if not fitting:
-        return None
-
-    def cost(result: Fit) -> float:
-        flex = result.usd_per_hour.get("flex-start")
-        return flex.value if flex is not None and flex.value is not None else float("inf")
-
-    return min(fitting, key=lambda result: (result.shape.chips, cost(result))).shape

@@ -111,12 +111,6 @@ def _pads(kv_heads: int, size: int) -> bool:
     return kv_heads % size == 0 if kv_heads >= size else size % kv_heads == 0
 
 
-def planned_tensor_parallel(geometry: ModelGeometry, chips: int) -> int | None:
-    """The TP size the stack runs: the whole host when the model splits over it, else the largest size it can."""
-    choices = tensor_parallel_choices(geometry, chips)
-    return choices[-1] if choices else None
-
-
 def block_size(max_model_len: int, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
     """The page size tpu-inference picks when --block-size is not set (components/catalog/paging.py, the one copy
     of the rule): 16 past 8192 tokens, else next_pow2(len) / 16 within [16, 256]; raised to the page that keeps a

@@ -23,7 +23,7 @@ from components.basis.chip_memory import KvBudget
 from components.core.identity import account_email
 from components.core.shared_resources import Core
 from components.economics import cost_lines
-from components.monitoring.promql import Scope
+from components.monitoring.promql import Scope, layout_note
 from components.monitoring.resources import OperatorMonitoring, OperatorMonitoringArgs
 from components.serving.serve_command import render_serve_args
 from components.serving.spec import serving_spec
@@ -176,7 +176,8 @@ class VmWing(pulumi.ComponentResource):
             flex = cfg.tpu.provisioning_model == "flex-start"
             self._monitoring(cfg.project, cfg.monitoring,
                              monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget(),
-                                              usd_per_hour=usd_per_hour, disk_type=cfg.cache_disk_type), core,
+                                              usd_per_hour=usd_per_hour, disk_type=cfg.cache_disk_type,
+                                              engines=cfg.data_parallel_size), core,
                              node.termination_time if flex else None)
         port = spec.listen_port
         key_file = f"~/.ssh/{prefix}"
@@ -232,7 +233,7 @@ class VmWing(pulumi.ComponentResource):
             outputs["hbmCapGib"] = round(chip_memory.gib(kv.hbm_cap_bytes), 2)
             outputs["concurrencyGuidance"] = (
                 f"keep clients x context under {kv.load_limit_tokens:,} tokens (78% of {kv.kv_tokens:,}); "
-                f"e.g. 16 agents at {kv.load_limit_tokens // 16:,} tokens each")
+                f"e.g. 16 agents at {kv.load_limit_tokens // 16:,} tokens each{kv.replicas_clause}")
         self.outputs = outputs
         self.register_outputs(outputs)
 
@@ -250,7 +251,8 @@ class VmWing(pulumi.ComponentResource):
 
 
 def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: CacheSettings,
-                     kv: KvBudget | None, *, usd_per_hour: float | None = None, disk_type: str | None = None) -> Scope:
+                     kv: KvBudget | None, *, usd_per_hour: float | None = None, disk_type: str | None = None,
+                     engines: int = 1) -> Scope:
     """What the VM's dashboard and alerts watch, and the notes they carry. usd_per_hour: the host's chips
     (Settings.tpu_usd_per_hour; unset, the log's v5e-1); disk_type: the cache disk's (Settings.cache_disk_type)."""
     pricing = tpu.provisioning_model
@@ -263,7 +265,9 @@ def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: 
                 "bills by the GB-month run or no run (no price read for its type)")
         notes.append(f"Each run lasts {tpu.max_run_duration} and costs at most "
                      f"${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time; the cache disk {disk}")
+    if engines > 1:
+        notes.append(layout_note(tpu.shape.devices, engines))
     return Scope(title=f"tpu-vllm {stack} (vm)",
                  labels={"job": ops_agent.job_name(resource_prefix)}, kv=kv, replicas=False,
                  usd_per_hour=usd_per_hour, run_seconds=tpu.run_seconds if flex else None,
-                 notes=tuple(notes))
+                 notes=tuple(notes), engines=engines)

@@ -52,6 +52,8 @@ STACKS = (
     GoldenStack("qwenv6e", VARIANT_STACKS_DIR, "vm: Qwen3-8B on v6e-1 in us-east5-a (v6e runtime, Hyperdisk, parsers)"),
     GoldenStack("qwenv6egke", VARIANT_STACKS_DIR, "gke: Qwen3-8B on v6e-1 (ct6e-standard-1t, tpu-v6e-slice)"),
     GoldenStack("gkegateway", VARIANT_STACKS_DIR, "gke with the opt-in inference gateway (Gateway, pool, picker)"),
+    GoldenStack("dpv5e8", VARIANT_STACKS_DIR, "vm: the log's model on v5litepod-8 at the planned layout"),
+    GoldenStack("dpv5e8gke", VARIANT_STACKS_DIR, "gke: the log's model on v5litepod-8, dataParallelSize 8 in one pod"),
 )
 
 

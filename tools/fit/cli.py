@@ -7,7 +7,15 @@ import json
 import sys
 
 from components import sizing
-from tools.fit.report import FitInputError, report_json, report_text, resolve_model, rows
+from tools.fit.report import (
+    FitInputError,
+    layouts_json,
+    layouts_text,
+    report_json,
+    report_text,
+    resolve_model,
+    rows,
+)
 
 
 def _read(text: str, convert: type, what: str) -> int | float:
@@ -46,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("--model", help="a catalogued Hugging Face id (docs/models.md lists them)")
     which.add_argument("--model-config", metavar="PATH", help="any model's config.json")
     command.add_argument("--max-model-len", type=_positive_int, default=32768, help="default 32768, the log's")
-    command.add_argument("--clients", type=_positive_int, help="check this many clients at the context")
+    command.add_argument("--clients", type=_positive_int, help=(
+        f"check this many clients at the context; the load the layout is planned at (default "
+        f"{sizing.DEFAULT_PLANNED_CLIENTS}, tpu-vllm:load's)"))
     command.add_argument("--context-tokens", type=_positive_int,
                          help="what each client holds, for the 78%% rule (default: --max-model-len)")
     command.add_argument("--weights-gib", type=_positive_float,
@@ -57,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--run-hours", type=_positive_float, default=sizing.DEFAULT_RUN_HOURS,
                          help="flex-start's --max-run-duration for the most one run can cost (default 4, the "
                               "stack's tpu.maxRunDuration)")
+    command.add_argument("--layouts", action="store_true", help=(
+        "every tensor-parallel x data-parallel layout of each shape, the planned one marked"))
     command.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
     return command
 
@@ -71,8 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     except FitInputError as error:
         print(f"tools.fit: {error}", file=sys.stderr)
         return 2
+    options = {"gpu_memory_utilization": arguments.gpu_memory_utilization, "kv_cache_dtype": arguments.kv_cache_dtype,
+               "context_tokens": arguments.context_tokens, "clients": arguments.clients, "region": arguments.region,
+               "run_hours": arguments.run_hours}
     if arguments.json:
-        print(json.dumps(report_json(model, arguments.max_model_len, fits), indent=2))
+        report = report_json(model, arguments.max_model_len, fits)
+        if arguments.layouts:
+            report["layouts"] = layouts_json(model, arguments.max_model_len, fits, **options)
+        print(json.dumps(report, indent=2))
+    elif arguments.layouts:
+        print(layouts_text(model, arguments.max_model_len, fits, **options))
     else:
         print(report_text(model, arguments.max_model_len, fits, arguments.context_tokens))
     return 0

@@ -68,8 +68,10 @@ def models_rows() -> list[str]:
 
 
 def fit_rows() -> list[str]:
-    lines = [f"| model | shape | fits | TP | KV bytes/token | KV tokens | clients at {DOC_MAX_MODEL_LEN:,} (78%) | "
-             "flex-start $/h | why not |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| model | shape | fits | TP x DP (planned) | KV bytes/token (per replica) | KV tokens per replica "
+             f"| clients at {DOC_MAX_MODEL_LEN:,} (78%, all replicas) | flex-start $/h | flex-start $/M output "
+             f"tokens at {sizing.DEFAULT_PLANNED_CLIENTS} clients (computed) | why not |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for model in catalog.catalog_models():
         for result in sizing.fits_by_shape(model, DOC_MAX_MODEL_LEN):
             per_token = result.figures.get("kv_bytes_per_token")
@@ -79,11 +81,15 @@ def fit_rows() -> list[str]:
             if measured is not None:
                 tokens += f" (**measured {measured.value:,}**)"
             flex = result.usd_per_hour.get("flex-start")
+            per_million = result.usd_per_million_output.get("flex-start")
             lines.append(
                 f"| `{model.name}` | `{result.shape.accelerator_type}` | {'yes' if result.fits else 'no'} | "
-                f"{result.tensor_parallel_size or '-'} | {'-' if per_token is None else f'{per_token.value:,}'} | "
+                f"{result.tensor_parallel_size or '-'} x {result.data_parallel_size} | "
+                f"{'-' if per_token is None else f'{per_token.value:,}'} | "
                 f"{tokens} | {result.figures['clients'].value if result.fits else '-'} | "
-                f"{'-' if flex is None else f'${flex.value:.2f}'} | {'; '.join(result.reasons) or ''} |")
+                f"{'-' if flex is None else f'${flex.value:.2f}'} | "
+                f"{'-' if per_million is None or not result.fits else f'${per_million.value:.3f}'} | "
+                f"{'; '.join(result.reasons) or ''} |")
     return lines
 
 

@@ -69,6 +69,10 @@ def report_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...]) -> 
             "fits": result.fits,
             "reasons": list(result.reasons),
             "tensor_parallel_size": result.tensor_parallel_size,
+            "layout": _layout_json(result),
+            "output_rate": None if result.output_rate is None else _figure_json(result.output_rate),
+            "usd_per_million_output": {name: _figure_json(figure)
+                                       for name, figure in result.usd_per_million_output.items()},
             "figures": {name: _figure_json(figure) for name, figure in result.figures.items()},
             "usd_per_hour": {name: _figure_json(figure) for name, figure in result.usd_per_hour.items()},
             "max_run_usd": {name: _figure_json(figure) for name, figure in result.max_run_usd.items()},
@@ -78,6 +82,62 @@ def report_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...]) -> 
             "notes": list(result.notes),
         } for result in fits],
     }
+
+
+def _layout_json(result: Fit) -> dict[str, Any]:
+    return {"tensor_parallel_size": result.tensor_parallel_size, "data_parallel_size": result.data_parallel_size}
+
+
+def layouts_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], **options: Any) -> dict[str, list]:
+    """Per shape, every layout (the chosen one marked), for --layouts --json."""
+    return {result.shape.accelerator_type: [{
+        **_layout_json(candidate), "chosen": _same_layout(candidate, result), "fits": candidate.fits,
+        "reasons": list(candidate.reasons), "kv_tokens_per_replica": candidate.kv_tokens_per_replica,
+        "kv_tokens": candidate.kv_tokens, "clients": _figure_json(candidate.figures["clients"])
+        if "clients" in candidate.figures else None,
+        "output_rate": None if candidate.output_rate is None else _figure_json(candidate.output_rate),
+        "usd_per_million_output": {name: _figure_json(figure)
+                                   for name, figure in candidate.usd_per_million_output.items()},
+    } for candidate in _layouts(model, result, max_model_len, **options)] for result in fits}
+
+
+def _same_layout(candidate: Fit, chosen: Fit) -> bool:
+    return (candidate.tensor_parallel_size, candidate.data_parallel_size) == (chosen.tensor_parallel_size,
+                                                                              chosen.data_parallel_size)
+
+
+def _layouts(model: ModelSpec, result: Fit, max_model_len: int, **options: Any) -> tuple[Fit, ...]:
+    try:
+        return sizing.all_layouts(model, result.shape, max_model_len, **options)
+    except sizing.SizingError as error:
+        raise FitInputError(str(error)) from None
+
+
+def layouts_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], **options: Any) -> str:
+    """Every layout of every shape: KV per replica and in all, clients, the computed rate and $/M output tokens."""
+    clients = options.get("clients") or sizing.DEFAULT_PLANNED_CLIENTS
+    context = options.get("context_tokens") or max_model_len
+    lines = [f"Layouts (tensor-parallel t x data-parallel d = the host's devices), at {clients} clients x "
+             f"{context:,} tokens; rate and $/M computed: {sizing.RATE_FORMULA_SUMMARY}\n",
+             f"{'shape':<12} {'t':>2} {'d':>2} {'fits':<5} {'KV/replica':>11} {'KV in all':>11} {'clients':>7} "
+             f"{'tokens/s':>9} {'flex $/M':>9} {'spot $/M':>9}"]
+    for result in fits:
+        for candidate in _layouts(model, result, max_model_len, **options):
+            mark = " <- planned" if _same_layout(candidate, result) and candidate.fits else ""
+            lines.append(
+                f"{result.shape.accelerator_type:<12} {candidate.tensor_parallel_size or '-':>2} "
+                f"{candidate.data_parallel_size:>2} {'yes' if candidate.fits else 'no':<5} "
+                f"{candidate.kv_tokens_per_replica:>11,} {candidate.kv_tokens:>11,} "
+                f"{_value(candidate.figures.get('clients')):>7} {_value(candidate.output_rate):>9} "
+                f"{_per_million(candidate, 'flex-start'):>9} {_per_million(candidate, 'spot'):>9}{mark}")
+    lines.append("\nThe planned layout: the lowest $ per million output tokens among those that hold one "
+                 "max-model-len request; ties to fewer replicas (components/sizing/layouts.py).")
+    return "\n".join(lines)
+
+
+def _per_million(result: Fit, provisioning_model: str) -> str:
+    figure = result.usd_per_million_output.get(provisioning_model)
+    return "-" if figure is None or figure.value is None else f"${figure.value:.3f}"
 
 
 def _value(figure: Figure | None) -> str:
@@ -91,11 +151,10 @@ def _value(figure: Figure | None) -> str:
 
 
 def _tokens(result: Fit) -> str:
-    computed = result.figures.get("kv_tokens")
-    measured = result.figures.get("kv_tokens_measured")
-    if measured is not None:
-        return f"{_value(measured)}*"
-    return _value(computed)
+    """The host's pool (every replica's), starred where a boot measured the replica's."""
+    if "kv_tokens" not in result.figures:
+        return "-"
+    return f"{result.kv_tokens:,}" + ("*" if "kv_tokens_measured" in result.figures else "")
 
 
 def report_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], context_tokens: int | None = None) -> str:
@@ -103,26 +162,33 @@ def report_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], con
     header = (f"{model.name} at --max-model-len {max_model_len:,} (KV dtype {fits[0].kv_cache_dtype}, "
               f"--gpu-memory-utilization {fits[0].gpu_memory_utilization}); clients at {context:,} tokens each\n")
     lines = [header,
-             f"{'shape':<12} {'fits':<5} {'TP':>2} {'KV B/token':>11} {'KV tokens':>11} {'clients':>7} "
-             f"{'flex $/h':>9} {'spot $/h':>9} {'flex run':>9}"]
+             f"{'shape':<12} {'fits':<5} {'TP':>2} {'DP':>2} {'KV B/token':>11} {'KV tokens':>11} {'clients':>7} "
+             f"{'flex $/h':>9} {'spot $/h':>9} {'flex run':>9} {'flex $/M':>9}"]
     for result in fits:
         lines.append(
             f"{result.shape.accelerator_type:<12} {'yes' if result.fits else 'no':<5} "
-            f"{result.tensor_parallel_size or '-':>2} {_value(result.figures.get('kv_bytes_per_token')):>11} "
+            f"{result.tensor_parallel_size or '-':>2} {result.data_parallel_size:>2} "
+            f"{_value(result.figures.get('kv_bytes_per_token')):>11} "
             f"{_tokens(result):>11} {_value(result.figures.get('clients')):>7} "
             f"{_value(result.usd_per_hour.get('flex-start')):>9} {_value(result.usd_per_hour.get('spot')):>9} "
-            f"{_value(result.max_run_usd.get('flex-start')):>9}")
-    lines.append("* measured: a boot of this model on this shape logged it (the computed figure is below)\n")
+            f"{_value(result.max_run_usd.get('flex-start')):>9} {_per_million(result, 'flex-start'):>9}")
+    lines.append("* measured: a boot logged the pool of each replica (the computed figure is below); KV tokens and "
+                 "clients are the host's, every replica's; $/M: computed (the layout's rate, below)\n")
     for result in fits:
         lines.append(f"{result.shape.accelerator_type} ({result.shape.chips} chip(s), {result.shape.gke_machine_type}, "
                      f"{result.shape.runtime_version}, data disk {result.shape.cache_disk_type}, prices "
-                     f"{result.region}): {'fits' if result.fits else 'does not fit'}")
+                     f"{result.region}): {'fits' if result.fits else 'does not fit'}, {result.layout} "
+                     "(planned: python -m tools.fit --layouts shows the others)")
         for reason in result.reasons:
             lines.append(f"  why not: {reason}")
         for name, figure in result.figures.items():
             lines.append(f"  {name:<19} {_value(figure):>14}  {figure.how}")
+        if result.output_rate is not None:
+            lines.append(f"  {'output tokens/s':<19} {_value(result.output_rate):>14}  {result.output_rate.how}")
         for name, figure in result.usd_per_hour.items():
             lines.append(f"  {name + ' $/hour':<19} {_value(figure):>14}  {figure.how}")
+        for name, figure in result.usd_per_million_output.items():
+            lines.append(f"  {name + ' $/M out':<19} {'$' + format(figure.value, '.4f'):>14}  {figure.how}")
         for name, figure in result.max_run_usd.items():
             lines.append(f"  {name + ' one run':<19} {_value(figure) if figure.value is not None else 'unbounded':>14}"
                          f"  {figure.how}")

@@ -101,8 +101,12 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
             if key in budget]
     host = (f"{budget['tpu_accelerator_type']}, tensor-parallel size {budget['tensor_parallel_size']}"
             if "tpu_accelerator_type" in budget else "one v5e chip")
+    if "data_parallel_size" in budget:
+        host += f" x data-parallel size {budget['data_parallel_size']}"
     lines += ["", f"memory and load ({host}):"]
-    for key in ("kv_tokens_how", "kv_measured_on_this_shape"):
+    for key in ("layout_how", "output_tokens_per_second", "output_tokens_per_second_how",
+                "usd_per_million_output_tokens", "usd_per_million_output_tokens_how", "kv_tokens_how",
+                "kv_measured_on_this_shape"):
         if key in budget:
             lines.append(f"  {key}: {budget[key]}")
     for key in ("kv_bytes_per_token", "kv_tokens", "kv_blocks", "block_size", "hbm_cap_gib", "kv_pool_gib",

@@ -146,16 +146,35 @@ def fit_checks(settings: Settings) -> list[Finding]:
         return []
     findings: list[Finding] = []
     geometry = settings.model_spec.geometry
-    choices = sizing.tensor_parallel_choices(geometry, tpu.shape.chips)
+    devices = tpu.shape.devices
+    choices = sizing.tensor_parallel_choices(geometry, devices)
+    working = ", ".join(f"tensorParallelSize {size} x dataParallelSize {devices // size}" for size in choices)
+    which = f"--model-config {vllm.hf_config}" if vllm.hf_config is not None else f"--model {vllm.model}"
+    planned = f"remove the key{'s' if vllm.tensor_parallel_size and vllm.data_parallel_size else ''} for the planned " \
+              f"layout ({fitting.planned_layout_name(settings)}; python -m tools.fit {which} --layouts)"
     if vllm.tensor_parallel_size is not None and vllm.tensor_parallel_size not in choices:
-        planned = sizing.planned_tensor_parallel(geometry, tpu.shape.chips)
         findings.append(Finding(
             "vllm.tensorParallelSize", vllm.tensor_parallel_size,
-            f"{tpu.accelerator_type} has {tpu.shape.chips} chip(s), and {vllm.model}'s attention and KV heads split "
+            f"{tpu.accelerator_type} has {devices} device(s), and {vllm.model}'s attention and KV heads split "
             f"over tensor-parallel sizes {', '.join(map(str, choices)) or 'none'} there",
-            f"set it to {planned} (the fit's choice) or remove the key" if planned else
-            "remove the key, or pick another tpu.acceleratorType (python -m tools.fit)",
+            (f"{planned}, or use one that works: {working}" if choices else
+             "remove the key, or pick another tpu.acceleratorType (python -m tools.fit)"),
             also_keys=("tpu.acceleratorType",),
+        ))
+        return findings
+    replicas = vllm.data_parallel_size
+    if replicas is not None and (devices % replicas or (vllm.tensor_parallel_size or devices // replicas)
+                                 * replicas != devices or devices // replicas not in choices):
+        size = vllm.tensor_parallel_size
+        findings.append(Finding(
+            "vllm.dataParallelSize", replicas,
+            (f"tensorParallelSize {size} x dataParallelSize {replicas} = {size * replicas} is not the {devices} "
+             f"device(s) of {tpu.accelerator_type}" if size is not None else
+             f"{tpu.accelerator_type}'s {devices} device(s) do not split into {replicas} replicas that "
+             f"{vllm.model}'s heads split over (tensor-parallel sizes {', '.join(map(str, choices)) or 'none'})"),
+            f"{planned}, or use one that works: {working}" if choices else
+            "remove the key, or pick another tpu.acceleratorType (python -m tools.fit)",
+            also_keys=("vllm.tensorParallelSize", "tpu.acceleratorType"),
         ))
         return findings
     # The context's own check (context_checks) says what is wrong with maxModelLen past the model's context.
@@ -179,7 +198,10 @@ def fit_checks(settings: Settings) -> list[Finding]:
         findings.append(Finding.warning(
             "vllm.model", vllm.model,
             f"nobody has measured {vllm.model} on {tpu.accelerator_type}: its {fitted.kv_tokens:,}-token KV pool "
-            "is computed by tpu-inference's rules, not read from a boot; the first deploy is the measurement",
+            + (f"is {fitted.data_parallel_size} x the {fitted.measured_point.accelerator_type} boot's "
+               f"{fitted.kv_tokens_per_replica:,} (measured there; assumed the same per replica here)"
+               if fitted.measured_point is not None else "is computed by tpu-inference's rules, not read from a boot")
+            + "; the first deploy is the measurement",
             "after it boots, record the boot log's 'Memory statistics' and 'GPU KV cache size' lines as a measured "
             "point in the catalog (docs/models.md, Recording a measured point)",
             also_keys=("tpu.acceleratorType",),
