@@ -1,6 +1,8 @@
 """tools.sweep under attack (issue 48): the sweep touches only a stack it made, every way it can end leaves nothing
 billing, its journal and its sweep file are read as data, and arm names are inert. Each attack runs against the
 project's own fakes (tests/fakes/pulumi_cli.py behind the Automation API's seam, the vLLM-like server)."""
+# test_sweep's fixtures, imported by name, are each test's arguments:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
