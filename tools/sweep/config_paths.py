@@ -2,13 +2,13 @@
 
 Pulumi stores a value set by path as a bool for "true"/"false", as text when it has more than one character and
 starts with "0" (so "0.92" stays text), as an integer when Go's `strconv.ParseInt(v, 10, 64)` reads it (an
-optional sign, ASCII digits, within int64) or else `strconv.ParseUint(v, 10, 64)` (no sign, within uint64), else as
-text:
-so text past 64 bits and digits of other scripts stay text (pulumi/pulumi sdk/go/common/resource/config/object.go
-`coerce`, called by value.go `coerceObject`, at 1b59498 after v3.259.0; the pinned 3.272.0's Go source is in no
-stored snapshot; golang/go src/strconv/atoi.go: ParseUint takes no sign, ParseInt "+" or "-" then ASCII digits;
-tests/fakes/pulumi_cli.py applies the same rule). The settings model reads "0.92" and "16384" as numbers, so every leaf round-trips, except text that
-the CLI would turn into a bool or a number: `leaves` refuses it.
+optional sign, ASCII digits, within int64) or else `strconv.ParseUint(v, 10, 64)` (no sign, within uint64), else
+as text: so text past 64 bits and digits of other scripts stay text (pulumi/pulumi
+sdk/go/common/resource/config/object.go `coerce`, called by value.go `coerceObject`, at 1b59498 after v3.259.0;
+the pinned 3.272.0's Go source is in no stored snapshot; golang/go src/strconv/atoi.go: ParseUint takes no sign,
+ParseInt "+" or "-" then ASCII digits; tests/fakes/pulumi_cli.py applies the same rule). The settings model reads
+"0.92" and "16384" as numbers, so every leaf round-trips, except text that the CLI would turn into a bool or a
+number: `misread` refuses it.
 """
 
 from __future__ import annotations
