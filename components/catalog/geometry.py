@@ -8,11 +8,16 @@ Pure: a dict in, a frozen value out. The padding to the TPU's shapes and the byt
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from components.catalog import config_checks
+from components.catalog.config_checks import ConfigError
+from components.reading import bounded
+
+MAX_CONFIG_BYTES = 4 * bounded.MIB
+"""A config.json is a few kilobytes (a vision model's, with its processor's lists, tens)."""
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
@@ -39,10 +44,6 @@ ROPE_NESTING_KEYS = frozenset({
     "full_attention", "sliding_attention", "chunked_attention", "window_attention", "indexed_attention",
     "compressed_sparse_attention", "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe", "hybrid",
     "hybrid_sliding", "linear_attention", "sparse", "dense", "main", "compress"})
-
-
-class ConfigError(ValueError):
-    """A config.json this module cannot size: what is wrong, in words a user can act on."""
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,9 @@ def _is_moe_layer(text: dict[str, Any], index: int) -> bool:
 
 
 def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
-    """Read a config.json's dict. Raises ConfigError for a config it cannot size."""
-    if not isinstance(config, dict):
-        raise ConfigError("a config.json holds one JSON object")
+    """Read a config.json's dict. Raises ConfigError for a config it cannot size (config_checks first: no
+    arithmetic on a value it has not checked)."""
+    config_checks.check(config)
     text = text_config(config)
     if text.get("kv_lora_rank") or text.get("q_lora_rank"):
         raise ConfigError("multi-head latent attention (kv_lora_rank): its cache is sized by other rules, not "
@@ -274,24 +275,14 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """A config.json from disk, or ConfigError naming the file and what is wrong with it."""
-    if re.search(r"[\x00-\x1f\x7f-\x9f]", str(path)):
-        raise ConfigError(f"the path {str(path)!r} holds a control character: no file is named so on purpose")
-    file = Path(path)
+    """A config.json from disk (components/reading/bounded.py), or ConfigError naming the file and what is wrong."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read {file}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file} is not UTF-8 text, as a config.json is") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{file} is not JSON ({error.msg}, line {error.lineno})") from None
-    except RecursionError:
-        raise ConfigError(f"{file} nests deeper than Python's JSON reader goes: not a config.json") from None
+        config = bounded.read_json(path, MAX_CONFIG_BYTES, "config.json")
+    except bounded.ReadError as error:
+        raise ConfigError(str(error)) from None
     if not isinstance(config, dict):
-        raise ConfigError(f"{file} holds a JSON {type(config).__name__}, not the object a config.json is")
+        raise ConfigError(str(bounded.ReadError(path, f"holds a JSON {type(config).__name__}, not the object a "
+                                                      "config.json is")))
     return config
 
 

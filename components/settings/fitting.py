@@ -5,12 +5,12 @@ catalog and sizing hold them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from components import catalog, sizing
 from components.basis import chip_memory
+from components.reading import bounded
 from components.sizing.kv import KV_DTYPE_BITS
 
 # components.settings.root.Settings, which calls these for its properties (root imports this module, so not back).
@@ -19,16 +19,38 @@ Settings = Any
 # Hugging Face's sharded-checkpoint index, written beside config.json (transformers' SAFE_WEIGHTS_INDEX_NAME); its
 # metadata.total_size is the bytes of every tensor of the checkpoint.
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+# An index lists every tensor (a 671B MoE's is a few megabytes); its total is bytes of weights, below a pebibyte.
+MAX_INDEX_BYTES = 32 * bounded.MIB
+MAX_WEIGHTS_BYTES = 1 << 50
+
+
+def index_total_size(config_path: str) -> int | None:
+    """metadata.total_size of the safetensors index beside vllm.modelConfig; None when there is no index;
+    catalog.ConfigError (naming the file, the key, the value and the fix) for one that is there and cannot be read."""
+    index = Path(config_path).expanduser().parent / SAFETENSORS_INDEX
+    if not index.exists():
+        return None
+    try:
+        document = bounded.read_json(index, MAX_INDEX_BYTES, SAFETENSORS_INDEX)
+    except bounded.ReadError as error:
+        raise catalog.ConfigError(str(error)) from None
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int) or not 0 < total <= MAX_WEIGHTS_BYTES:
+        shown = bounded.ReadError(index, "").path
+        raise catalog.ConfigError(
+            f"{shown}: metadata.total_size = {total!r}: the checkpoint's bytes, a whole number from 1 to "
+            f"{MAX_WEIGHTS_BYTES:,}; download the checkpoint's own index (hf download MODEL {SAFETENSORS_INDEX}) "
+            "or remove it")
+    return total
 
 
 def index_weights_bytes(config_path: str) -> int | None:
-    """metadata.total_size of the safetensors index beside vllm.modelConfig, or None (no index, or unreadable)."""
-    index = Path(config_path).expanduser().parent / SAFETENSORS_INDEX
+    """index_total_size, or None where it has none or cannot be read (the vllm section's validator says why)."""
     try:
-        total = json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return index_total_size(config_path)
+    except catalog.ConfigError:
         return None
-    return total if isinstance(total, int) and total > 0 else None
 
 
 def model_spec(settings: Settings) -> sizing.ModelSpec | None:

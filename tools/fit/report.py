@@ -7,6 +7,7 @@ from typing import Any
 
 from components import catalog, sizing
 from components.catalog.models import Weights
+from components.settings.text import escaped
 from components.sizing import Figure, Fit, ModelSpec
 
 GIB = 1024**3
@@ -36,7 +37,8 @@ def resolve_model(name: str | None = None, config_path: str | None = None,
         weights_bytes = None if weights_gib is None else _given_weights(weights_gib).bytes
         spec = ModelSpec.from_config_file(config_path, weights_bytes=weights_bytes)
     except catalog.ConfigError as error:
-        raise FitInputError(f"--model-config {config_path}: {error}") from None
+        shown = str(error) if str(error).startswith(str(config_path)) else f"{config_path}: {error}"
+        raise FitInputError(f"--model-config {escaped(shown)}") from None
     if weights_gib is not None:
         spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
     return spec
