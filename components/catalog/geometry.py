@@ -226,9 +226,9 @@ def parameter_count(text: dict[str, Any]) -> int | None:
 
 def _is_moe_layer(text: dict[str, Any], index: int) -> bool:
     """transformers' Qwen3MoeDecoderLayer: sparse unless listed in mlp_only_layers or off the sparse step."""
-    step = text.get("decoder_sparse_step", 1)
+    step = text.get("decoder_sparse_step") or 1  # null, like absent: the config class's default (1)
     return (index not in (text.get("mlp_only_layers") or [])
-            and text.get("num_experts", 0) > 0 and (index + 1) % step == 0)
+            and (text.get("num_experts") or 0) > 0 and (index + 1) % step == 0)
 
 
 def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:

@@ -40,6 +40,7 @@ class ReadError(ValueError):
     """A file the reader refuses: `str()` is one line naming the file, what is wrong and the fix."""
 
     def __init__(self, path: str | Path, problem: str, line: int | None = None, column: int | None = None):
+        problem = _shown(" ".join(problem.split()))  # one line, inert, whatever the parser quoted of the file
         self.path, self.problem, self.line, self.column = str(path), problem, line, column
         where = f", line {line}" + (f", column {column}" if column is not None else "") if line is not None else ""
         super().__init__(f"{_shown(self.path)}{where}: {problem}")
@@ -217,6 +218,9 @@ def parse_yaml(text: str, where: str | Path, what: str) -> Any:
             problem = f"not valid YAML ({problem}); fix that line"
         raise ReadError(where, problem, mark.line + 1 if mark else None,
                         mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as error:
+        raise ReadError(where, f"holds {error.character!r} at character {error.position}, which YAML does not "
+                        f"allow ({error.reason}); a {what} is printable text") from None
     except yaml.YAMLError as error:
         raise ReadError(where, f"cannot be read as YAML ({error}); a {what} is YAML") from None
     except RecursionError:
