@@ -80,6 +80,9 @@ class ModelGeometry:
     """The config sets a sliding window and does not turn it off (use_sliding_window: false): a model class may
     window some layers. Whether the cache keeps the window is tpu-inference's call (components/sizing/
     implementation.py)."""
+    layer_types_given: bool = False
+    """The config lists `layer_types` (vLLM's arg_utils puts a window on every layer only when it does not, or when
+    every entry is sliding: components/sizing/kv_groups.py)."""
 
     @property
     def kv_heads(self) -> frozenset[int]:
@@ -271,6 +274,7 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
         parameter_count=parameter_count(text),
         uses_sliding_window=(isinstance(text.get("sliding_window"), int) and text["sliding_window"] > 0
                              and text.get("use_sliding_window") is not False),
+        layer_types_given=bool(layer_types),
     )
 
 
