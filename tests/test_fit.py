@@ -56,7 +56,7 @@ def test_any_model_by_its_config(tmp_path, capsys):
     code, out, _ = run(capsys, "--model-config", str(config), "--json")
     assert code == 0
     report = json.loads(out)
-    assert report["model"] == "mine"
+    assert report["model"] == str(config)  # the file the user named, not its folder
     assert report["rows"][3]["figures"]["weights"]["value"] == 16_381_470_720
     assert report["rows"][3]["serve_flags"]["--tool-call-parser"] == "hermes"
 

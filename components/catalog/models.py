@@ -29,7 +29,9 @@ class Weights:
     bytes: int
     measured: bool
     basis: str
-    """The source when measured; the formula when computed."""
+    """The source when measured; the formula when computed; the flag as typed when given."""
+    given: bool = False
+    """The user typed it (--weights-gib): neither measured nor computed."""
 
 
 @dataclass(frozen=True)

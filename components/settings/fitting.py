@@ -60,7 +60,7 @@ def model_spec(settings: Settings) -> sizing.ModelSpec | None:
     if vllm.hf_config is not None:
         spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model,
                                                  weights_bytes=index_weights_bytes(vllm.hf_config))
-        if spec.weights is not None and spec.weights.basis == "given":
+        if spec.weights is not None and spec.weights.given:
             spec = sizing.ModelSpec(spec.name, spec.geometry, catalog.Weights(
                 spec.weights.bytes, False, f"{SAFETENSORS_INDEX} metadata.total_size beside {vllm.hf_config}"),
                 spec.family)
@@ -83,7 +83,8 @@ def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None) ->
     return sizing.fit(spec, tpu.shape, vllm.max_model_len, gpu_memory_utilization=vllm.gpu_memory_utilization,
                       kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype), context_tokens=settings.load.context_tokens,
                       clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
-                      tensor_parallel_size=tensor_parallel_size or vllm.tensor_parallel_size)
+                      tensor_parallel_size=tensor_parallel_size or vllm.tensor_parallel_size,
+                      max_num_batched_tokens=vllm.max_num_batched_tokens)
 
 
 def smallest_shape(settings: Settings) -> catalog.Shape | None:
@@ -93,6 +94,7 @@ def smallest_shape(settings: Settings) -> catalog.Shape | None:
     vllm = settings.vllm
     return sizing.smallest_fitting_shape(spec, vllm.max_model_len,
                                          gpu_memory_utilization=vllm.gpu_memory_utilization,
+                                         max_num_batched_tokens=vllm.max_num_batched_tokens,
                                          kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype))
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.catalog import engine_support
 from components.catalog import measured as catalog_measured
 from components.catalog import prices as catalog_prices
-from components.catalog.geometry import ModelGeometry, geometry_from_file
+from components.catalog.geometry import ConfigError, ModelGeometry, geometry_from_config, read_config
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
 from components.sizing import kv, kv_groups
@@ -38,11 +39,13 @@ class Figure:
     unit: str
     measured: bool
     basis: str
-    """The source when measured; the formula when computed."""
+    """The source when measured; the formula when computed; the flag as typed when given."""
+    given: bool = False
+    """The user typed it (a --weights-gib): shown as given, never as measured."""
 
     @property
     def how(self) -> str:
-        return f"{'measured' if self.measured else 'computed'}: {self.basis}"
+        return f"{'given' if self.given else 'measured' if self.measured else 'computed'}: {self.basis}"
 
 
 @dataclass(frozen=True)
@@ -61,17 +64,22 @@ class ModelSpec:
     @classmethod
     def from_config_file(cls, path: str | Path, name: str | None = None,
                          weights_bytes: int | None = None) -> ModelSpec:
-        """Any model by its config.json: weights as given (measured), else counted from the config where its
-        layout allows (Llama, Qwen3 dense and MoE), else unknown. Raises catalog ConfigError in a user's words."""
-        geometry = geometry_from_file(path)
+        """Any model by its config.json: weights as given (labelled given), else counted from the config where its
+        layout allows (Llama, Qwen3 dense and MoE), else unknown. Named by the path as given. Raises catalog
+        ConfigError in a user's words, vLLM's own for an architecture it refuses or sizes no KV cache for."""
+        config = read_config(path)
+        geometry = geometry_from_config(config)
+        refused = engine_support.refusal(config)
+        if refused is not None:
+            raise ConfigError(f"architectures {list(geometry.architectures)}: {refused}")
         if weights_bytes is not None:
-            weights = Weights(weights_bytes, True, "given")
+            weights = Weights(weights_bytes, False, "the bytes given with the config", given=True)
         elif geometry.parameter_count is not None:
             weights = Weights(geometry.parameter_count * 2, False,
                               "parameters counted from config.json x 2 bytes (bf16)")
         else:
             weights = None
-        return cls(name or Path(path).parent.name or str(path), geometry, weights, family_for(geometry.model_type))
+        return cls(name or str(path), geometry, weights, family_for(geometry.model_type))
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,7 @@ def fit(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int, *,
                        "metadata.total_size)")
         figures["weights"] = Figure(None, "bytes", False, "unknown")
     else:
-        figures["weights"] = Figure(weights.bytes, "bytes", weights.measured, weights.basis)
+        figures["weights"] = Figure(weights.bytes, "bytes", weights.measured, weights.basis, given=weights.given)
         if tp and tp > 1:
             notes.append("weights split over the chips; tensors replicated per chip (e.g. KV projections padded to "
                          "the TP size) add to them and are not counted")

@@ -47,7 +47,7 @@ def resolve_model(name: str | None = None, config_path: str | None = None,
 def _given_weights(weights_gib: float) -> Weights:
     if weights_gib <= 0:
         raise FitInputError(f"--weights-gib {weights_gib}: the weights' resident size in GiB, above 0")
-    return Weights(int(weights_gib * GIB), True, f"given: --weights-gib {weights_gib}")
+    return Weights(int(weights_gib * GIB), False, f"--weights-gib {weights_gib}", given=True)
 
 
 def rows(model: ModelSpec, max_model_len: int, **options: Any) -> tuple[Fit, ...]:
@@ -58,7 +58,8 @@ def rows(model: ModelSpec, max_model_len: int, **options: Any) -> tuple[Fit, ...
 
 
 def _figure_json(figure: Figure) -> dict[str, Any]:
-    return {"value": figure.value, "unit": figure.unit, "measured": figure.measured, "basis": figure.basis}
+    return {"value": figure.value, "unit": figure.unit, "measured": figure.measured, "given": figure.given,
+            "basis": figure.basis}
 
 
 def report_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...]) -> dict[str, Any]:
