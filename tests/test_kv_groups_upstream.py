@@ -17,6 +17,7 @@ from components.catalog import geometry_from_config
 from components.catalog.models import Weights
 from components.sizing import ModelSpec, kv_groups
 from tests import vllm_venv
+from tests.test_config_defaults import GEMMA_3_SPARSE
 from tests.test_sizing_paths import GEMMA_3, GPT_OSS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,9 @@ HYBRIDS = {
     "uneven": {**GEMMA_3, "text_config": {**GEMMA_3["text_config"], "num_hidden_layers": 27,
                                           "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 6
                                           + ["full_attention"] + ["sliding_attention"] * 2}},
+    # Gemma 3 4B's shape stating only what differs from Gemma3TextConfig (heads, KV heads, head_dim and layer_types
+    # from the class, as transformers fills them for vLLM).
+    "gemma-3-sparse": GEMMA_3_SPARSE,
     # Mixed head sizes on the vLLM path: tpu-inference turns the windows off (one group, full pages).
     "mixed-heads": {**GEMMA_3, "text_config": {**GEMMA_3["text_config"], "global_head_dim": 512}},
 }

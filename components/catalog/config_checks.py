@@ -4,7 +4,8 @@ and range, and the geometry's own rules, before any arithmetic. A config.json is
 otherwise end in a traceback, a loop, or a model sized and said to fit that no engine could load.
 
 Layers, in order: bounded reading (components/reading/bounded.py: a regular file, a size cap, UTF-8, JSON without
-non-finite numbers), then defaults a config class would fill (not done here: a key left out is refused where the
+non-finite numbers), then the defaults the family's config class fills (components/catalog/config_defaults.py: a
+key left out of a known family's config takes transformers' value; of an unknown family's, it is refused where the
 geometry needs it), then these checks (`check`), then geometry.py's rules. Each refusal names the key as written
 (`text_config.head_dim` for a multimodal checkpoint's text config), the value and the fix.
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.catalog import config_checks
+from components.catalog import config_checks, config_defaults
 from components.catalog.config_checks import ConfigError
 from components.reading import bounded
 
@@ -235,8 +235,10 @@ def _is_moe_layer(text: dict[str, Any], index: int) -> bool:
 
 
 def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
-    """Read a config.json's dict. Raises ConfigError for a config it cannot size (config_checks first: no
-    arithmetic on a value it has not checked)."""
+    """Read a config.json's dict as transformers fills it (config_defaults: the family's class defaults where it is
+    silent). Raises ConfigError for a config it cannot size (config_checks first: no arithmetic on a value it has
+    not checked)."""
+    config = config_defaults.filled(config)
     config_checks.check(config)
     text = text_config(config)
     if text.get("kv_lora_rank") or text.get("q_lora_rank"):
