@@ -5,44 +5,18 @@ catalog and sizing hold them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from components import catalog, sizing
 from components.basis import chip_memory
-from components.reading import bounded
+from components.catalog import weights_index
 from components.sizing.kv import KV_DTYPE_BITS
 
 # components.settings.root.Settings, which calls these for its properties (root imports this module, so not back).
 Settings = Any
 
-# Hugging Face's sharded-checkpoint index, written beside config.json (transformers' SAFE_WEIGHTS_INDEX_NAME); its
-# metadata.total_size is the bytes of every tensor of the checkpoint.
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-# An index lists every tensor (a 671B MoE's is a few megabytes); its total is bytes of weights, below a pebibyte.
-MAX_INDEX_BYTES = 32 * bounded.MIB
-MAX_WEIGHTS_BYTES = 1 << 50
-
-
-def index_total_size(config_path: str) -> int | None:
-    """metadata.total_size of the safetensors index beside vllm.modelConfig; None when there is no index;
-    catalog.ConfigError (naming the file, the key, the value and the fix) for one that is there and cannot be read."""
-    index = Path(config_path).expanduser().parent / SAFETENSORS_INDEX
-    if not index.exists():
-        return None
-    try:
-        document = bounded.read_json(index, MAX_INDEX_BYTES, SAFETENSORS_INDEX)
-    except bounded.ReadError as error:
-        raise catalog.ConfigError(str(error)) from None
-    metadata = document.get("metadata") if isinstance(document, dict) else None
-    total = metadata.get("total_size") if isinstance(metadata, dict) else None
-    if isinstance(total, bool) or not isinstance(total, int) or not 0 < total <= MAX_WEIGHTS_BYTES:
-        shown = bounded.ReadError(index, "").path
-        raise catalog.ConfigError(
-            f"{shown}: metadata.total_size = {total!r}: the checkpoint's bytes, a whole number from 1 to "
-            f"{MAX_WEIGHTS_BYTES:,}; download the checkpoint's own index (hf download MODEL {SAFETENSORS_INDEX}) "
-            "or remove it")
-    return total
+SAFETENSORS_INDEX = weights_index.SAFETENSORS_INDEX
+index_total_size = weights_index.index_total_size
 
 
 def index_weights_bytes(config_path: str) -> int | None:
@@ -58,12 +32,11 @@ def model_spec(settings: Settings) -> sizing.ModelSpec | None:
     model of vllm.model, else None (an unknown model: only vllm.modelGeometry, or nothing, sizes it)."""
     vllm = settings.vllm
     if vllm.hf_config is not None:
-        spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model,
-                                                 weights_bytes=index_weights_bytes(vllm.hf_config))
-        if spec.weights is not None and spec.weights.given:
-            spec = sizing.ModelSpec(spec.name, spec.geometry, catalog.Weights(
-                spec.weights.bytes, False, f"{SAFETENSORS_INDEX} metadata.total_size beside {vllm.hf_config}"),
-                spec.family)
+        spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model, index=False)
+        total = index_weights_bytes(vllm.hf_config)
+        if total is not None:
+            spec = sizing.ModelSpec(spec.name, spec.geometry, weights_index.index_weights(vllm.hf_config, total),
+                                    spec.family)
         return spec
     catalogued = catalog.catalog_model(vllm.model)
     return sizing.ModelSpec.of(catalogued) if catalogued is not None else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.catalog import engine_support
+from components.catalog import engine_support, weights_index
 from components.catalog import measured as catalog_measured
 from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ConfigError, ModelGeometry, geometry_from_config, read_config
@@ -63,9 +63,10 @@ class ModelSpec:
 
     @classmethod
     def from_config_file(cls, path: str | Path, name: str | None = None,
-                         weights_bytes: int | None = None) -> ModelSpec:
-        """Any model by its config.json: weights as given (labelled given), else counted from the config where its
-        layout allows (Llama, Qwen3 dense and MoE), else unknown. Named by the path as given. Raises catalog
+                         weights_bytes: int | None = None, index: bool = True) -> ModelSpec:
+        """Any model by its config.json: weights as given (labelled given), else the safetensors index's total
+        beside it (`index`), else counted from the config where its layout allows (Llama, Qwen3 dense and MoE),
+        else unknown. Named by the path as given. Raises catalog
         ConfigError in a user's words, vLLM's own for an architecture it refuses or sizes no KV cache for."""
         config = read_config(path)
         geometry = geometry_from_config(config)
@@ -74,6 +75,8 @@ class ModelSpec:
             raise ConfigError(f"architectures {list(geometry.architectures)}: {refused}")
         if weights_bytes is not None:
             weights = Weights(weights_bytes, False, "the bytes given with the config", given=True)
+        elif index and (stated := weights_index.index_weights(str(path))) is not None:
+            weights = stated
         elif geometry.parameter_count is not None:
             weights = Weights(geometry.parameter_count * 2, False,
                               "parameters counted from config.json x 2 bytes (bf16)")
