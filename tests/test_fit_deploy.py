@@ -295,3 +295,17 @@ def test_flex_start_messages_name_the_shape_the_zone_was_seen_on_not_the_one_ask
     assert "flex-start v6e is only verified (on v6e-1) in" in text and "flex-start v6e-8" not in text
     message = one_problem(tpu={"acceleratorType": "v6e-8", "zone": "us-south1-ai1b"})
     assert "where flex-start v6e-1 was run" in message and "flex-start v6e-8" not in message
+
+
+@pytest.mark.parametrize("platform", ["vm", "gke"])
+def test_qwen3_4b_plans_on_the_default_shape_on_both_platforms(platform):
+    # tpu-inference's release matrix tests Qwen3-4B; it fits the log's one-chip v5e at the default context.
+    sections = {"vllm": {"model": "Qwen/Qwen3-4B"}}
+    if platform == "gke":
+        sections.update(platform="gke")
+    cfg = load(**sections).settings
+    fitted = cfg.fit
+    assert fitted is not None and fitted.fits and fitted.shape.accelerator_type == "v5litepod-1"
+    args = serve_command.vllm_serve_args(cfg)
+    assert args[args.index("--tool-call-parser") + 1] == "hermes"
+    assert args[args.index("--reasoning-parser") + 1] == "qwen3"

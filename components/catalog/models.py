@@ -130,6 +130,9 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
         Weights(GEMMA_4_E4B_PARAMETERS * 2, False, GEMMA_4_COUNT_BASIS),
         notes="weights counted, not measured on TPU (E2B's same count is 6% over its measured bytes)",
     ),
+    # tpu-inference's release matrix tests Qwen3-4B; its copy is the same file's (tied embeddings, counted once).
+    CatalogModel("Qwen/Qwen3-4B", QWEN_3, "Qwen--Qwen3-4B.json", Source(_LLM_PROF, "read 2026-12"),
+                 counted_weights("Qwen--Qwen3-4B.json")),
     CatalogModel("Qwen/Qwen3-8B", QWEN_3, "Qwen--Qwen3-8B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-8B.json")),
     CatalogModel("Qwen/Qwen3-30B-A3B", QWEN_3, "Qwen--Qwen3-30B-A3B.json", Source(_LLM_PROF, "read 2026-12"),
