@@ -298,14 +298,22 @@ def test_flex_start_messages_name_the_shape_the_zone_was_seen_on_not_the_one_ask
 
 
 @pytest.mark.parametrize("platform", ["vm", "gke"])
-def test_qwen3_4b_plans_on_the_default_shape_on_both_platforms(platform):
-    # tpu-inference's release matrix tests Qwen3-4B; it fits the log's one-chip v5e at the default context.
-    sections = {"vllm": {"model": "Qwen/Qwen3-4B"}}
+@pytest.mark.parametrize(("model", "tpu", "parsers"), [
+    # tpu-inference's release matrix tests both; Qwen3-4B fits the log's one-chip v5e, gpt-oss-20b (a hybrid KV
+    # cache, two groups) one v6e chip.
+    ("Qwen/Qwen3-4B", None, ("hermes", "qwen3")),
+    ("openai/gpt-oss-20b", V6E_1, ("openai", "openai_gptoss")),
+])
+def test_the_new_catalog_models_plan_on_a_shape_that_fits_on_both_platforms(platform, model, tpu, parsers):
+    sections = {"vllm": {"model": model}}
+    if tpu is not None:
+        sections["tpu"] = tpu
     if platform == "gke":
-        sections.update(platform="gke")
+        sections["platform"] = "gke"
+        if tpu is not None:
+            sections["gke"] = GKE_V6E
     cfg = load(**sections).settings
     fitted = cfg.fit
-    assert fitted is not None and fitted.fits and fitted.shape.accelerator_type == "v5litepod-1"
+    assert fitted is not None and fitted.fits, fitted and fitted.reasons
     args = serve_command.vllm_serve_args(cfg)
-    assert args[args.index("--tool-call-parser") + 1] == "hermes"
-    assert args[args.index("--reasoning-parser") + 1] == "qwen3"
+    assert (args[args.index("--tool-call-parser") + 1], args[args.index("--reasoning-parser") + 1]) == parsers
