@@ -242,15 +242,19 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
     config_checks.check(config)
     text = text_config(config)
     if text.get("kv_lora_rank") or text.get("q_lora_rank"):
-        raise ConfigError("multi-head latent attention (kv_lora_rank): its cache is sized by other rules, not "
-                          "catalogued here")
+        raise ConfigError("multi-head latent attention (kv_lora_rank): not sized here; tpu-inference caches one "
+                          "latent vector per token and layer (an MLAAttentionSpec of kv_lora_rank + qk_rope_head_dim, "
+                          "each padded to 128: runner/kv_cache_manager.py get_kv_cache_spec), which this planner "
+                          "does not compute")
     layers = _positive_int(text, "num_hidden_layers")
     heads = _positive_int(text, "num_attention_heads")
     raw_types = text.get("layer_types")
     layer_types = list(raw_types) if isinstance(raw_types, list) else []
     odd = sorted(set(layer_types) & NOT_ATTENTION_LAYERS)
     if odd:
-        raise ConfigError(f"layer_types has {', '.join(odd)} layers: a hybrid whose state cache this planner does "
+        raise ConfigError(f"layer_types has {', '.join(odd)} layers: not sized here; vLLM gives each such layer a "
+                          "fixed state per request (a MambaSpec) in the attention layers' block pool, pages unified "
+                          "with theirs (tpu-inference update_mamba_page_size_padded), which this planner does "
                           "not size")
     shared = kv_share_map(text)
     fallback_dim, fallback_heads = base_head_dim(text), base_kv_heads(text)
