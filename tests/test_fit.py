@@ -59,7 +59,7 @@ def test_any_model_by_its_config(tmp_path, capsys):
     code, out, _ = run(capsys, "--model-config", str(config), "--json")
     assert code == 0
     report = json.loads(out)
-    assert report["model"] == "mine"
+    assert report["model"] == str(config)  # the file the user named, not its folder
     assert report["rows"][3]["figures"]["weights"]["value"] == 16_381_470_720
     assert report["rows"][3]["serve_flags"]["--tool-call-parser"] == "hermes"
 
@@ -156,3 +156,27 @@ def test_layouts_json_marks_one_chosen_layout_per_shape(capsys):
     v6e_8 = next(candidate for candidate in report["layouts"]["v6e-8"] if candidate["chosen"])
     assert v6e_8["tensor_parallel_size"] >= 2 and v6e_8["fits"]
     assert v6e_8["output_rate"]["measured"] is False and v6e_8["output_rate"]["basis"].startswith("step = ")
+
+
+def test_the_weights_are_the_safetensors_index_total_beside_the_config(tmp_path, capsys):
+    # A family the config cannot count (Gemma 3): the index the checkpoint ships states the bytes.
+    folder = tmp_path / "gemma-3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": {"hidden_size": 2560, "num_hidden_layers": 34, "sliding_window": 1024}}))
+    code, out, _ = run(capsys, "--model-config", str(folder / "config.json"), "--json")
+    assert code == 0 and json.loads(out)["rows"][3]["figures"]["weights"]["value"] is None  # asks for them
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 8_600_000_000},
+                                                                     "weight_map": {}}))
+    code, out, _ = run(capsys, "--model-config", str(folder / "config.json"), "--json")
+    weights = json.loads(out)["rows"][3]["figures"]["weights"]
+    assert code == 0 and weights["value"] == 8_600_000_000 and weights["measured"] and not weights["given"]
+    assert "model.safetensors.index.json metadata.total_size" in weights["basis"]
+    # A typed figure still wins, and is given.
+    code, out, _ = run(capsys, "--model-config", str(folder / "config.json"), "--weights-gib", "9", "--json")
+    assert json.loads(out)["rows"][3]["figures"]["weights"]["given"]
+    # An index that is there and wrong is refused by name, not ignored.
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": "8GB"}}))
+    code, out, err = run(capsys, "--model-config", str(folder / "config.json"))
+    assert code == 2 and out == "" and "metadata.total_size = '8GB'" in err and "Traceback" not in err

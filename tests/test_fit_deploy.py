@@ -295,3 +295,25 @@ def test_flex_start_messages_name_the_shape_the_zone_was_seen_on_not_the_one_ask
     assert "flex-start v6e is only verified (on v6e-1) in" in text and "flex-start v6e-8" not in text
     message = one_problem(tpu={"acceleratorType": "v6e-8", "zone": "us-south1-ai1b"})
     assert "where flex-start v6e-1 was run" in message and "flex-start v6e-8" not in message
+
+
+@pytest.mark.parametrize("platform", ["vm", "gke"])
+@pytest.mark.parametrize(("model", "tpu", "parsers"), [
+    # tpu-inference's release matrix tests both; Qwen3-4B fits the log's one-chip v5e, gpt-oss-20b (a hybrid KV
+    # cache, two groups) one v6e chip.
+    ("Qwen/Qwen3-4B", None, ("hermes", "qwen3")),
+    ("openai/gpt-oss-20b", V6E_1, ("openai", "openai_gptoss")),
+])
+def test_the_new_catalog_models_plan_on_a_shape_that_fits_on_both_platforms(platform, model, tpu, parsers):
+    sections = {"vllm": {"model": model}}
+    if tpu is not None:
+        sections["tpu"] = tpu
+    if platform == "gke":
+        sections["platform"] = "gke"
+        if tpu is not None:
+            sections["gke"] = GKE_V6E
+    cfg = load(**sections).settings
+    fitted = cfg.fit
+    assert fitted is not None and fitted.fits, fitted and fitted.reasons
+    args = serve_command.vllm_serve_args(cfg)
+    assert (args[args.index("--tool-call-parser") + 1], args[args.index("--reasoning-parser") + 1]) == parsers

@@ -180,9 +180,10 @@ def test_the_settings_do_not_accept_the_plans_placeholder_as_a_project(project):
 
 
 # The rooms of components/, lowest floor first. A module imports only from its own room or a lower floor: the
-# catalog's data knows nothing else, the figures and the sizing nothing of settings, settings nothing of what is
-# served, neither wing of the other.
+# bounded reader knows nothing else, the catalog's data only it, the figures and the sizing nothing of settings,
+# settings nothing of what is served, neither wing of the other.
 FLOORS = (
+    ("components.reading",),
     ("components.catalog",),
     ("components.basis", "components.sizing"),
     ("components.settings",),

@@ -151,12 +151,14 @@ def test_any_config_sizes_and_asks_for_weights_it_cannot_count(tmp_path):
     path.parent.mkdir()
     path.write_text((catalog.models.CONFIGS / model(E2B).config_file).read_text())
     spec = sizing.ModelSpec.from_config_file(path)
-    assert (spec.name, spec.weights, spec.family.tool_call_parser) == ("my-gemma", None, "gemma4")
+    assert (spec.name, spec.weights, spec.family.tool_call_parser) == (str(path), None, "gemma4")
     unknown = sizing.fit(spec, catalog.shape("v6e-1"), 32768)
     assert not unknown.fits and "weights' size is not known" in unknown.reasons[0]
     given = sizing.fit(sizing.ModelSpec.from_config_file(path, weights_bytes=model(E2B).weights.bytes),
                        catalog.shape("v6e-1"), 32768)
     assert given.fits and given.figures["kv_tokens"].value == 1_151_488
+    weights = given.figures["weights"]
+    assert weights.how == "given: the bytes given with the config" and not weights.measured
 
 
 @pytest.mark.parametrize("point", catalog.measured_pools(), ids=lambda p: f"{p.accelerator_type}-{p.max_model_len}")

@@ -1,6 +1,7 @@
 """Sliding windows by tpu-inference's model path (components/sizing/implementation.py): full-length pages on the JAX
 path (Gemma 4, Llama, Qwen3 dense) or when head sizes differ; a vLLM-path model that keeps its windows (GPT-OSS,
-vLLM-preferred; Gemma 3, not in the JAX registry) is "not sized" rather than charged full length."""
+vLLM-preferred; Gemma 3, not in the JAX registry) is planned as vLLM groups it (components/sizing/kv_groups.py;
+tests/test_kv_groups_upstream.py holds the figures to vLLM's planner)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,12 @@ def test_tpu_inference_picks_the_path_by_its_own_lists():
     assert sizing.model_implementation(("LlamaForCausalLM",)) == "flax_nnx"
 
 
-def test_a_vllm_path_model_that_keeps_its_windows_is_not_sized():
-    for config, name in ((GPT_OSS, "gpt-oss"), (GEMMA_3, "gemma-3")):
+def test_a_vllm_path_model_that_keeps_its_windows_is_planned_in_groups():
+    for config, name, groups in ((GPT_OSS, "gpt-oss", 2), (GEMMA_3, "gemma-3", 6)):
         result = sizing.fit(spec(config, name), catalog.shape("v6e-4"), 32768)
-        assert not result.fits
-        [reason] = [reason for reason in result.reasons if reason.startswith("not sized:")]
-        assert "sliding windows" in reason and "kv_tokens" not in result.figures
-        assert "kv_bytes_per_token" not in result.figures and result.kv_tokens == 0
+        assert result.fits and result.kv_tokens > 0, result.reasons
+        assert result.figures["kv_groups"].value == groups
+        assert "sliding-window" in result.figures["kv_groups"].basis
 
 
 def test_full_length_pages_where_tpu_inference_allocates_them():
@@ -55,6 +55,7 @@ def test_full_length_pages_where_tpu_inference_allocates_them():
     assert sizing.fit(catalog.catalog_model("Qwen/Qwen3-30B-A3B"), catalog.shape("v6e-8"), 32768).fits
     # A vLLM-path model whose head sizes differ: upstream disables its windows, so full pages are right.
     mixed = geometry_from_config({**GEMMA_3, "text_config": {**GEMMA_3["text_config"], "global_head_dim": 512}})
-    assert mixed.head_dims == {256, 512} and sizing.unsized_sliding_windows(mixed) is None
-    no_window = {**GPT_OSS, "sliding_window": None}
-    assert sizing.unsized_sliding_windows(geometry_from_config(no_window)) is None
+    plan = sizing.kv_groups.plan(mixed, 1, "auto", 16, 32768)
+    assert mixed.head_dims == {256, 512} and not plan.windows_kept and len(plan.groups) == 1
+    no_window = sizing.kv_groups.plan(geometry_from_config({**GPT_OSS, "sliding_window": None}), 1, "auto", 16, 32768)
+    assert not no_window.hybrid

@@ -97,7 +97,8 @@ def pools() -> list[dict]:
                  "accelerator_type": shape.accelerator_type, "chips": shape.chips,
                  "hbm_bytes_per_chip": shape.hbm_bytes_per_chip, "weights_bytes": model.weights.bytes,
                  "max_model_len": length, "gpu_memory_utilization": sizing.DEFAULT_GPU_MEMORY_UTILIZATION,
-                 "kv_dtype": "auto"}
+                 "kv_dtype": "auto",
+                 "vllm_path": sizing.model_implementation(model.geometry.architectures) == "vllm"}
                 for model in catalog.catalog_models() for shape in catalog.all_shapes() for length in POOL_LENGTHS]
     completed = vllm_venv.run([str(POOL_CHECK)], input=json.dumps(requests), text=True, timeout=900,
                               cwd=str(ROOT / "tests"))
@@ -129,6 +130,8 @@ def test_the_planners_page_pool_and_tokens_are_upstreams_at_every_tp_that_runs(p
             assert result.figures["kv_pool"].value == upstream_pool["available"], where
             assert result.figures["kv_blocks"].value == upstream_pool["num_blocks"], where
             assert result.figures["kv_tokens"].value == upstream_pool["tokens"], where
+            assert (not any("refuses to start" in reason for reason in result.reasons)) == upstream_pool["starts"], \
+                where
             compared += 1
     assert compared > 100
 

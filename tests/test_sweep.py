@@ -409,7 +409,8 @@ def test_an_arm_that_would_outlive_its_nodes_run_end_stops_the_sweep(no_plots, p
 
 
 def test_a_fresh_run_refuses_a_stack_left_by_another_sweep(project, server, capsys):
-    fake = FakePulumiCli({"dev": base_stack(project), "dev-sweep": {}})
+    fake = FakePulumiCli({"dev": base_stack(project), "dev-sweep": {}},
+                         tags={"dev-sweep": {"tpu-vllm:sweep": "0" * 32}})
     assert run_sweep(project, write_sweep(project, {"base": {}}), fake, server) == 2
     assert "stack dev-sweep already exists" in capsys.readouterr().err
 
@@ -550,9 +551,10 @@ def test_a_list_that_shrinks_by_two_is_the_arms_list(project):
     base = {"access": {"sshSourceRanges": ["1.1.1.1/32", "2.2.2.2/32", "3.3.3.3/32"]}}
     arm = {"access": {"sshSourceRanges": ["9.9.9.9/32"]}}
     ranges = list(base["access"]["sshSourceRanges"])
-    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": ranges}}})
+    fake = FakePulumiCli({"dev": {}, "s": {"tpu-vllm:access": {"sshSourceRanges": ranges}}},
+                         tags={"s": {"tpu-vllm:sweep": "a" * 32}})
     stack = stack_ops.SweepStack(project, "dev", "s", fake)
-    stack.open(resume=True)
+    stack.open(resume=True, mark="a" * 32)
     stack.apply(*config_paths.changes(base, arm))
     assert fake.stacks["s"].config["tpu-vllm:access"]["sshSourceRanges"] == ["9.9.9.9/32"]
     stack.apply(*config_paths.changes(arm, base))  # and growing back

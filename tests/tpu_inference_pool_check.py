@@ -55,7 +55,25 @@ def methods_of(relative: str, class_name: str, names: tuple[str, ...], namespace
     return namespace
 
 
+class AttentionStub:
+    """What get_kv_cache_spec reads of one vLLM Attention layer (vllm/model_executor/layers/attention/
+    attention.py): head_size, num_kv_heads, sliding_window, attn_type, kv_sharing_target_layer_name."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _attention_type():
+    from vllm.v1.attention import backend
+    return backend.AttentionType
+
+
+AttentionType = None
+
+
 def upstream():
+    global AttentionType
+    AttentionType = _attention_type()
     import torch
     import vllm.config  # noqa: F401 - first: the convertor module is circular with it
     from vllm.config import model as model_config_module
@@ -74,6 +92,12 @@ def upstream():
         "SlidingWindowSpec": kv_cache_interface.SlidingWindowSpec,
         "MLAAttentionSpec": kv_cache_interface.MLAAttentionSpec, "KVCacheSpec": kv_cache_interface.KVCacheSpec,
         "logger": logging.getLogger("tpu_inference_pool_check"),
+        # The vLLM-path branch: attention layers as vLLM's model class registers them (stubs of these classes,
+        # built by attention_layers below); no Mamba or DeepSeek-V4 layers in a config sized here.
+        "Attention": AttentionStub, "MLAAttention": type("MLAAttention", (), {}),
+        "MambaBase": type("MambaBase", (), {}), "AttentionLayerBase": type("AttentionLayerBase", (), {}),
+        "AttentionType": AttentionType, "is_cache_for_ds_v4": lambda module: False,
+        "get_layers_from_vllm_config": lambda config, classes: config.compilation_config.static_forward_context,
     }
     manager = methods_of("runner/kv_cache_manager.py", "KVCacheManager",
                          ("get_kv_cache_spec", "_create_attention_spec"), manager_namespace)
@@ -84,7 +108,9 @@ def upstream():
     verify = methods_of(model_config_module.__file__, "ModelConfig", ("verify_with_parallel_config",),
                         dict(vars(model_config_module)))
     return types.SimpleNamespace(manager=manager, pages=pages, worker=worker, verify=verify, torch=torch,
-                                 planning=kv_cache_planning, utils=kv_cache_utils, backend=up.backend)
+                                 planning=kv_cache_planning, utils=kv_cache_utils, backend=up.backend,
+                                 kv_share=up.kv_share["compute_kv_share_map"],
+                                 layer_kv_params=up.utils["get_layer_kv_params"])
 
 
 def configs_of(path: str):
@@ -108,7 +134,7 @@ def configs_of(path: str):
     return config, text, arch
 
 
-def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, block_size=16):
+def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, max_num_batched_tokens, block_size=16):
     """What the upstream functions run here read of VllmConfig, from vLLM's own config classes where they build on
     a CPU (CacheConfig) and the loaded model otherwise (ModelConfig.get_head_size, get_total_num_kv_heads and
     get_num_layers return the arch config's figures)."""
@@ -122,17 +148,55 @@ def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, block_s
         get_num_layers=lambda parallel: text.num_hidden_layers, model_arch_config=arch)
     parallel = types.SimpleNamespace(tensor_parallel_size=tp, enable_hc_sp=False, enable_expert_parallel=False,
                                      pipeline_parallel_size=1, decode_context_parallel_size=1)
-    return types.SimpleNamespace(
+    stub = types.SimpleNamespace(
         model_config=model, cache_config=cache, parallel_config=parallel,
         scheduler_config=types.SimpleNamespace(max_num_seqs=DEFAULT_MAX_NUM_SEQS,
-                                               disable_hybrid_kv_cache_manager=False),
+                                               disable_hybrid_kv_cache_manager=False,
+                                               max_num_batched_tokens=max_num_batched_tokens,
+                                               async_scheduling=True),
         attention_config=types.SimpleNamespace(hisparse_config=None),
         compilation_config=types.SimpleNamespace(static_forward_context={}),
-        kv_transfer_config=None, speculative_config=None, max_in_flight_tokens=None)
+        kv_transfer_config=None, speculative_config=None, use_v2_model_runner=False)
+    # vLLM's own properties (vllm/config/vllm.py): two concurrent batches with async scheduling, and the tokens
+    # in flight a sliding-window layer holds beyond its window.
+    from vllm.config import VllmConfig
+    stub.max_concurrent_batches = VllmConfig.max_concurrent_batches.fget(stub)
+    stub.max_in_flight_tokens = VllmConfig.max_in_flight_tokens.fget(stub)
+    return stub
+
+
+def attention_layers(up, text, arch) -> dict:
+    """The decoder Attention layers vLLM's model class builds (tpu-inference's vLLM path), by the rules the vLLM
+    0.32.0 model files state: the layer's own window where the class gives one (gemma3.py and llama.py:
+    layer_types[i] == "sliding_attention"; gpt_oss.py: every even layer), else cache_config.sliding_window, which
+    engine/arg_utils.py sets to the config's window only when layer_types is absent or all sliding
+    (layers/attention/attention.py); heads and head size per layer as get_layer_kv_params reads them, the KV-shared
+    layers pointing at their target (compute_kv_share_map)."""
+    layer_types = getattr(text, "layer_types", None)
+    window = getattr(text, "sliding_window", None)
+    everywhere = window if layer_types is None or all(kind == "sliding_attention" for kind in layer_types) else None
+    shared = up.kv_share(text)
+    layers = {}
+    for index in range(text.num_hidden_layers):
+        kind = layer_types[index] if layer_types and index < len(layer_types) else "full_attention"
+        if text.model_type == "gpt_oss":
+            own = window if index % 2 == 0 else None
+        else:
+            own = window if kind == "sliding_attention" else None
+        head_size, kv_heads = up.layer_kv_params(text, kind)
+        layers[f"model.layers.{index}.self_attn.attn"] = AttentionStub(
+            head_size=head_size or arch.head_size, num_kv_heads=kv_heads or arch.total_num_kv_heads,
+            sliding_window=own if own is not None else everywhere, attn_type=AttentionType.DECODER,
+            kv_sharing_target_layer_name=(f"model.layers.{shared[index]}.self_attn.attn" if index in shared
+                                          else None))
+    return layers
 
 
 def pool(up, request, loaded, tp):
-    config = vllm_config_stub(*loaded, tp, request["max_model_len"], request["gpu_memory_utilization"])
+    config = vllm_config_stub(*loaded, tp, request["max_model_len"], request["gpu_memory_utilization"],
+                              request.get("max_num_batched_tokens", 4096))
+    if request.get("vllm_path"):
+        config.compilation_config.static_forward_context = attention_layers(up, loaded[1], loaded[2])
     model_self = types.SimpleNamespace(**vars(config.model_config))
     try:
         up.verify["verify_with_parallel_config"](model_self, config.parallel_config)
@@ -168,8 +232,17 @@ def pool(up, request, loaded, tp):
     groups = up.planning.get_kv_cache_groups(config, specs)
     kv_cache_config = up.planning.get_kv_cache_config_from_groups(config, groups, available)
     tokens, _ = up.utils.get_kv_cache_capacity(config, kv_cache_config)
+    # get_kv_cache_configs' start-up check: the null block reserved, then one max-model-len request.
+    try:
+        up.planning.check_enough_kv_cache_memory(config, dict(specs), available)
+        starts, refusal = True, None
+    except ValueError as error:
+        starts, refusal = False, str(error)
     return {"runs": True, "block_size": config.cache_config.block_size, "num_blocks": kv_cache_config.num_blocks,
-            "tokens": tokens, "available": available, "groups": len(groups)}
+            "tokens": tokens, "available": available, "groups": len(groups), "starts": starts,
+            "refusal": refusal, "windows": sorted({group.kv_cache_spec.sliding_window for group in groups
+                                                   if hasattr(group.kv_cache_spec, "sliding_window")
+                                                   and group.kv_cache_spec.sliding_window is not None})}
 
 
 def main() -> int:

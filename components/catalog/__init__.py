@@ -27,8 +27,12 @@ Models (components/catalog/models.py, geometry.py)
     geometry_from_config(dict) / geometry_from_file(path) -> ModelGeometry   (raises ConfigError, user-worded)
     read_config(path) -> dict;  family_for(model_type) -> Family | None
     ModelGeometry: kv_layers (KvLayer: index, layer_type, head_dim, kv_heads; KV-shared layers left out),
-           kv_shared_layers, num_attention_heads, max_context_tokens, dtype, parameter_count (not
-           components.basis.chip_memory.ModelGeometry, the v5e budget's hand-typed geometry)
+           kv_shared_layers, num_attention_heads, max_context_tokens, dtype, parameter_count, sliding_window,
+           uses_sliding_window, layer_types_given (not components.basis.chip_memory.ModelGeometry, the v5e
+           budget's hand-typed geometry)
+    config_defaults.filled(config) -> dict       the family's transformers class defaults where a config is silent
+    engine_support.refusal(config) -> str | None vLLM's reason to refuse the architecture, or to size no KV cache
+    weights_index.index_total_size(config_path) / index_weights(config_path) -> the safetensors index beside it
 Measured points (components/catalog/measured.py)
     measured_pool(model, accelerator_type, max_model_len, gpu_memory_utilization=0.92, kv_cache_dtype="auto")
            -> MeasuredPool | None;  measured_pools(model=None, accelerator_type=None);  measured_on(model, type)

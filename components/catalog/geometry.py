@@ -8,11 +8,16 @@ Pure: a dict in, a frozen value out. The padding to the TPU's shapes and the byt
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from components.catalog import config_checks, config_defaults
+from components.catalog.config_checks import ConfigError
+from components.reading import bounded
+
+MAX_CONFIG_BYTES = 4 * bounded.MIB
+"""A config.json is a few kilobytes (a vision model's, with its processor's lists, tens)."""
 
 SLIDING = "sliding_attention"
 FULL = "full_attention"
@@ -39,10 +44,6 @@ ROPE_NESTING_KEYS = frozenset({
     "full_attention", "sliding_attention", "chunked_attention", "window_attention", "indexed_attention",
     "compressed_sparse_attention", "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe", "hybrid",
     "hybrid_sliding", "linear_attention", "sparse", "dense", "main", "compress"})
-
-
-class ConfigError(ValueError):
-    """A config.json this module cannot size: what is wrong, in words a user can act on."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class ModelGeometry:
     """The config sets a sliding window and does not turn it off (use_sliding_window: false): a model class may
     window some layers. Whether the cache keeps the window is tpu-inference's call (components/sizing/
     implementation.py)."""
+    layer_types_given: bool = False
+    """The config lists `layer_types` (vLLM's arg_utils puts a window on every layer only when it does not, or when
+    every entry is sliding: components/sizing/kv_groups.py)."""
 
     @property
     def kv_heads(self) -> frozenset[int]:
@@ -225,26 +229,32 @@ def parameter_count(text: dict[str, Any]) -> int | None:
 
 def _is_moe_layer(text: dict[str, Any], index: int) -> bool:
     """transformers' Qwen3MoeDecoderLayer: sparse unless listed in mlp_only_layers or off the sparse step."""
-    step = text.get("decoder_sparse_step", 1)
+    step = text.get("decoder_sparse_step") or 1  # null, like absent: the config class's default (1)
     return (index not in (text.get("mlp_only_layers") or [])
-            and text.get("num_experts", 0) > 0 and (index + 1) % step == 0)
+            and (text.get("num_experts") or 0) > 0 and (index + 1) % step == 0)
 
 
 def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
-    """Read a config.json's dict. Raises ConfigError for a config it cannot size."""
-    if not isinstance(config, dict):
-        raise ConfigError("a config.json holds one JSON object")
+    """Read a config.json's dict as transformers fills it (config_defaults: the family's class defaults where it is
+    silent). Raises ConfigError for a config it cannot size (config_checks first: no arithmetic on a value it has
+    not checked)."""
+    config = config_defaults.filled(config)
+    config_checks.check(config)
     text = text_config(config)
     if text.get("kv_lora_rank") or text.get("q_lora_rank"):
-        raise ConfigError("multi-head latent attention (kv_lora_rank): its cache is sized by other rules, not "
-                          "catalogued here")
+        raise ConfigError("multi-head latent attention (kv_lora_rank): not sized here; tpu-inference caches one "
+                          "latent vector per token and layer (an MLAAttentionSpec of kv_lora_rank + qk_rope_head_dim, "
+                          "each padded to 128: runner/kv_cache_manager.py get_kv_cache_spec), which this planner "
+                          "does not compute")
     layers = _positive_int(text, "num_hidden_layers")
     heads = _positive_int(text, "num_attention_heads")
     raw_types = text.get("layer_types")
     layer_types = list(raw_types) if isinstance(raw_types, list) else []
     odd = sorted(set(layer_types) & NOT_ATTENTION_LAYERS)
     if odd:
-        raise ConfigError(f"layer_types has {', '.join(odd)} layers: a hybrid whose state cache this planner does "
+        raise ConfigError(f"layer_types has {', '.join(odd)} layers: not sized here; vLLM gives each such layer a "
+                          "fixed state per request (a MambaSpec) in the attention layers' block pool, pages unified "
+                          "with theirs (tpu-inference update_mamba_page_size_padded), which this planner does "
                           "not size")
     shared = kv_share_map(text)
     fallback_dim, fallback_heads = base_head_dim(text), base_kv_heads(text)
@@ -270,28 +280,19 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
         parameter_count=parameter_count(text),
         uses_sliding_window=(isinstance(text.get("sliding_window"), int) and text["sliding_window"] > 0
                              and text.get("use_sliding_window") is not False),
+        layer_types_given=bool(layer_types),
     )
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """A config.json from disk, or ConfigError naming the file and what is wrong with it."""
-    if re.search(r"[\x00-\x1f\x7f-\x9f]", str(path)):
-        raise ConfigError(f"the path {str(path)!r} holds a control character: no file is named so on purpose")
-    file = Path(path)
+    """A config.json from disk (components/reading/bounded.py), or ConfigError naming the file and what is wrong."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read {file}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file} is not UTF-8 text, as a config.json is") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{file} is not JSON ({error.msg}, line {error.lineno})") from None
-    except RecursionError:
-        raise ConfigError(f"{file} nests deeper than Python's JSON reader goes: not a config.json") from None
+        config = bounded.read_json(path, MAX_CONFIG_BYTES, "config.json")
+    except bounded.ReadError as error:
+        raise ConfigError(str(error)) from None
     if not isinstance(config, dict):
-        raise ConfigError(f"{file} holds a JSON {type(config).__name__}, not the object a config.json is")
+        raise ConfigError(str(bounded.ReadError(path, f"holds a JSON {type(config).__name__}, not the object a "
+                                                      "config.json is")))
     return config
 
 

@@ -29,7 +29,9 @@ class Weights:
     bytes: int
     measured: bool
     basis: str
-    """The source when measured; the formula when computed."""
+    """The source when measured; the formula when computed; the flag as typed when given."""
+    given: bool = False
+    """The user typed it (--weights-gib): neither measured nor computed."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ GEMMA_4 = Family("Gemma 4", "gemma4", "gemma4", frozenset({"image", "video", "au
 QWEN_3 = Family("Qwen3", "hermes", "qwen3", frozenset())
 # Llama 3.1/3.2 emit JSON tool calls (`llama3_json`); no reasoning channel.
 LLAMA_3 = Family("Llama 3", "llama3_json", None, frozenset())
+# gpt-oss speaks OpenAI's harmony format: vLLM's `openai` tool parser and `openai_gptoss` reasoning parser
+# (vllm/tool_parsers/__init__.py, vllm/reasoning/__init__.py, vLLM 0.32.0).
+GPT_OSS = Family("gpt-oss", "openai", "openai_gptoss", frozenset())
 
 
 @dataclass(frozen=True)
@@ -128,12 +133,24 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
         Weights(GEMMA_4_E4B_PARAMETERS * 2, False, GEMMA_4_COUNT_BASIS),
         notes="weights counted, not measured on TPU (E2B's same count is 6% over its measured bytes)",
     ),
+    # tpu-inference's release matrix tests Qwen3-4B; its copy is the same file's (tied embeddings, counted once).
+    CatalogModel("Qwen/Qwen3-4B", QWEN_3, "Qwen--Qwen3-4B.json", Source(_LLM_PROF, "read 2026-12"),
+                 counted_weights("Qwen--Qwen3-4B.json")),
     CatalogModel("Qwen/Qwen3-8B", QWEN_3, "Qwen--Qwen3-8B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-8B.json")),
     CatalogModel("Qwen/Qwen3-30B-A3B", QWEN_3, "Qwen--Qwen3-30B-A3B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-30B-A3B.json"), notes="mixture of experts: 128 experts, 8 per token"),
     CatalogModel("Qwen/Qwen3-32B", QWEN_3, "Qwen--Qwen3-32B.json", Source(_LLM_PROF, "read 2026-12"),
                  counted_weights("Qwen--Qwen3-32B.json")),
+    # gpt-oss-20b: MXFP4 experts, which tpu-inference requantizes to float4_e2m1 on load (tpu_inference/layers/vllm/
+    # quantization/mxfp4.py), bf16 attention and embeddings; the checkpoint's index total is the weights' estimate.
+    CatalogModel("openai/gpt-oss-20b", GPT_OSS, "openai--gpt-oss-20b.json",
+                 Source(f"{_STORED} (id 31112482743): a dump of the openai/gpt-oss-20b repository's files "
+                        "(config.json, generation_config.json, model.safetensors.index.json)", "read 2026-12"),
+                 Weights(13_761_264_768, False, "the checkpoint's model.safetensors.index.json metadata.total_size "
+                         "(MXFP4 experts kept 4-bit by tpu-inference, bf16 elsewhere); an estimate of the resident "
+                         f"bytes ({_STORED}, id 31112482743)"),
+                 notes="hybrid KV cache: 12 sliding-window (128) + 12 full-attention layers, two KV groups"),
     # The -Instruct ids: Meta's base checkpoints ship no chat template, and vLLM 0.33.0 answers every chat request
     # to a tokenizer without one with 400 (vllm/renderers/hf.py ChatTemplateResolutionError; vllm-project/vllm#10299).
     # The config copies are the base checkpoints'; the Instruct ones share the architecture (Llama-3.1-8B-Instruct's
@@ -176,4 +193,6 @@ def family_for(model_type: str) -> Family | None:
         return QWEN_3
     if model_type == "llama":
         return LLAMA_3
+    if model_type == "gpt_oss":
+        return GPT_OSS
     return None

@@ -112,8 +112,15 @@ LLAMA_3 = ModelFamily(
     tool_call_parser=catalog_models.LLAMA_3.tool_call_parser, reasoning_parser=catalog_models.LLAMA_3.reasoning_parser,
     modalities=catalog_models.LLAMA_3.modalities, limit_mm_per_prompt={},
 )
-MODEL_FAMILIES = (GEMMA_4, QWEN_3, LLAMA_3)
-_BY_CATALOG_FAMILY = {catalog_models.GEMMA_4: GEMMA_4, catalog_models.QWEN_3: QWEN_3, catalog_models.LLAMA_3: LLAMA_3}
+# gpt-oss: OpenAI's harmony format (vLLM's openai tool parser, openai_gptoss reasoning); text only.
+GPT_OSS = ModelFamily(
+    name="gpt-oss", pattern=re.compile(r"gpt[-_]?oss", re.IGNORECASE),
+    tool_call_parser=catalog_models.GPT_OSS.tool_call_parser, reasoning_parser=catalog_models.GPT_OSS.reasoning_parser,
+    modalities=catalog_models.GPT_OSS.modalities, limit_mm_per_prompt={},
+)
+MODEL_FAMILIES = (GEMMA_4, QWEN_3, LLAMA_3, GPT_OSS)
+_BY_CATALOG_FAMILY = {catalog_models.GEMMA_4: GEMMA_4, catalog_models.QWEN_3: QWEN_3, catalog_models.LLAMA_3: LLAMA_3,
+                      catalog_models.GPT_OSS: GPT_OSS}
 # Parsers that read one family's output format and nothing else (hermes and llama3_json read any model's JSON).
 FAMILY_PARSERS = {"gemma4": GEMMA_4}
 

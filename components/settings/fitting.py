@@ -5,30 +5,26 @@ catalog and sizing hold them."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from components import catalog, sizing
 from components.basis import chip_memory
+from components.catalog import weights_index
 from components.sizing.kv import KV_DTYPE_BITS
 
 # components.settings.root.Settings, which calls these for its properties (root imports this module, so not back).
 Settings = Any
 
-# Hugging Face's sharded-checkpoint index, written beside config.json (transformers' SAFE_WEIGHTS_INDEX_NAME); its
-# metadata.total_size is the bytes of every tensor of the checkpoint.
-SAFETENSORS_INDEX = "model.safetensors.index.json"
+SAFETENSORS_INDEX = weights_index.SAFETENSORS_INDEX
+index_total_size = weights_index.index_total_size
 
 
 def index_weights_bytes(config_path: str) -> int | None:
-    """metadata.total_size of the safetensors index beside vllm.modelConfig, or None (no index, or unreadable)."""
-    index = Path(config_path).expanduser().parent / SAFETENSORS_INDEX
+    """index_total_size, or None where it has none or cannot be read (the vllm section's validator says why)."""
     try:
-        total = json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return index_total_size(config_path)
+    except catalog.ConfigError:
         return None
-    return total if isinstance(total, int) and total > 0 else None
 
 
 def model_spec(settings: Settings) -> sizing.ModelSpec | None:
@@ -36,12 +32,11 @@ def model_spec(settings: Settings) -> sizing.ModelSpec | None:
     model of vllm.model, else None (an unknown model: only vllm.modelGeometry, or nothing, sizes it)."""
     vllm = settings.vllm
     if vllm.hf_config is not None:
-        spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model,
-                                                 weights_bytes=index_weights_bytes(vllm.hf_config))
-        if spec.weights is not None and spec.weights.basis == "given":
-            spec = sizing.ModelSpec(spec.name, spec.geometry, catalog.Weights(
-                spec.weights.bytes, False, f"{SAFETENSORS_INDEX} metadata.total_size beside {vllm.hf_config}"),
-                spec.family)
+        spec = sizing.ModelSpec.from_config_file(vllm.hf_config, name=vllm.model, index=False)
+        total = index_weights_bytes(vllm.hf_config)
+        if total is not None:
+            spec = sizing.ModelSpec(spec.name, spec.geometry, weights_index.index_weights(vllm.hf_config, total),
+                                    spec.family)
         return spec
     catalogued = catalog.catalog_model(vllm.model)
     return sizing.ModelSpec.of(catalogued) if catalogued is not None else None
@@ -64,7 +59,8 @@ def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None, *,
                       kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype), context_tokens=settings.load.context_tokens,
                       clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
                       tensor_parallel_size=None if as_planned else tensor_parallel_size or vllm.tensor_parallel_size,
-                      data_parallel_size=None if as_planned or tensor_parallel_size else vllm.data_parallel_size)
+                      data_parallel_size=None if as_planned or tensor_parallel_size else vllm.data_parallel_size,
+                      max_num_batched_tokens=vllm.max_num_batched_tokens)
 
 
 def planned_layout_name(settings: Settings) -> str:
@@ -80,6 +76,7 @@ def smallest_shape(settings: Settings) -> catalog.Shape | None:
     vllm = settings.vllm
     return sizing.smallest_fitting_shape(spec, vllm.max_model_len,
                                          gpu_memory_utilization=vllm.gpu_memory_utilization,
+                                         max_num_batched_tokens=vllm.max_num_batched_tokens,
                                          kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype))
 
 

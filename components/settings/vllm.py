@@ -11,6 +11,7 @@ from pydantic.alias_generators import to_camel
 
 from components import catalog
 from components.basis import boot, chip_memory
+from components.settings import fitting
 from components.settings.facts import (
     DEFAULT_MODEL,
     KV_DTYPES_ACCEPTED,
@@ -323,6 +324,7 @@ class VllmSettings(_Section):
             return value
         try:
             catalog.geometry_from_file(value)
+            fitting.index_total_size(value)
         except catalog.ConfigError as error:
             raise InvalidSettingError(
                 str(error),

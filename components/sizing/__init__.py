@@ -5,7 +5,8 @@ formula). KV bytes per token follow tpu-inference 0.32.0's own rules (components
 Public interface (stable; settings checks, the serving spec and tools.fit read only these):
 
     fit(model, shape, max_model_len, *, gpu_memory_utilization=0.92, kv_cache_dtype="auto", context_tokens=None,
-        clients=None, region=None, run_hours=4.0, tensor_parallel_size=None, data_parallel_size=None) -> Fit
+        clients=None, region=None, run_hours=4.0, tensor_parallel_size=None, data_parallel_size=None,
+        max_num_batched_tokens=4096) -> Fit
         at the planned layout (components/sizing/layouts.py: every tensor-parallel t x data-parallel d of the
         host's devices, the lowest $ per million output tokens at `clients` x `context_tokens`, computed by
         components/sizing/rate.py), or at the one the sizes given make; fit_layout(...) the same at a given one
@@ -16,7 +17,8 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
     fits_by_shape(model, max_model_len, **same options) -> tuple[Fit, ...]     one per catalogued shape
     smallest_fitting_shape(model, max_model_len, **same options) -> Shape | None
     Fit: model, shape, max_model_len, tensor_parallel_size, data_parallel_size, layout (its name), fits,
-         reasons (why not, user-worded), figures {hbm, cap, weights, block_size, kv_bytes_per_token, kv_pool,
+         reasons (why not, user-worded), figures {hbm, cap, weights, block_size, kv_bytes_per_token, [kv_groups, kv_block_bytes,
+         kv_blocks_per_request: a hybrid cache], kv_pool,
          kv_blocks, kv_tokens, [kv_tokens_measured], clients, [kv_tokens_all]} of Figure (per replica but
          clients and kv_tokens_all), output_rate (Figure | None: computed tokens/s), usd_per_million_output
          {provisioning model: Figure}, usd_per_hour {provisioning model: Figure}, max_run_usd {...}, region,
@@ -31,9 +33,12 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
     padded_head_dim(head_dim), padded_kv_heads(kv_heads, tp), layer_bytes_per_token(head_dim, kv_heads, tp, bits)
     SizingError (bad KV dtype or TP), DEFAULT_GPU_MEMORY_UTILIZATION (0.92), LOAD_RULE (0.78)
     model_implementation(architectures) -> "flax_nnx" | "vllm"   tpu-inference's path for the architecture
-    unsized_sliding_windows(geometry) -> str | None   "not sized: ..." for a vLLM-path model that keeps its windows
+    kv_groups.plan(geometry, tp, kv_cache_dtype, block_size, max_model_len, max_num_batched_tokens=4096) -> KvPlan
+        vLLM's KV groups over one block pool: groups, bytes_per_block, blocks_per_request, capacity_tokens(blocks,
+        len), one_request_fits(blocks) (the null block held back); UnsizedKvCacheError for a mix it does not compute
 """
 
+from components.sizing import kv_groups
 from components.sizing.fit import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_RUN_HOURS,
@@ -43,7 +48,7 @@ from components.sizing.fit import (
     ModelSpec,
     fit_layout,
 )
-from components.sizing.implementation import model_implementation, unsized_sliding_windows
+from components.sizing.implementation import model_implementation
 from components.sizing.kv import (
     KV_DTYPE_BITS,
     SizingError,
@@ -64,5 +69,5 @@ __all__ = [
     "DEFAULT_PLANNED_CLIENTS", "ModelSpec", "RATE_FORMULA_SUMMARY", "SizingError", "all_layouts", "block_size",
     "fit", "fit_layout", "fits_by_shape", "kv_bytes_per_token", "layer_bytes_per_token",
     "padded_head_dim", "padded_kv_heads", "smallest_fitting_shape",
-    "tensor_parallel_choices", "unpadded_kv_bytes_per_token", "model_implementation", "unsized_sliding_windows",
+    "tensor_parallel_choices", "unpadded_kv_bytes_per_token", "model_implementation", "kv_groups",
 ]

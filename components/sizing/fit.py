@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from components.catalog import engine_support, weights_index
 from components.catalog import measured as catalog_measured
-from components.catalog import paging
 from components.catalog import prices as catalog_prices
-from components.catalog.geometry import ModelGeometry, geometry_from_file
+from components.catalog.geometry import ConfigError, ModelGeometry, geometry_from_config, read_config
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
-from components.sizing import implementation, kv, rate
+from components.sizing import kv, kv_groups, rate
 
 GIB = 1024**3
 # vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
@@ -39,11 +39,13 @@ class Figure:
     unit: str
     measured: bool
     basis: str
-    """The source when measured; the formula when computed."""
+    """The source when measured; the formula when computed; the flag as typed when given."""
+    given: bool = False
+    """The user typed it (a --weights-gib): shown as given, never as measured."""
 
     @property
     def how(self) -> str:
-        return f"{'measured' if self.measured else 'computed'}: {self.basis}"
+        return f"{'given' if self.given else 'measured' if self.measured else 'computed'}: {self.basis}"
 
 
 @dataclass(frozen=True)
@@ -61,18 +63,26 @@ class ModelSpec:
 
     @classmethod
     def from_config_file(cls, path: str | Path, name: str | None = None,
-                         weights_bytes: int | None = None) -> ModelSpec:
-        """Any model by its config.json: weights as given (measured), else counted from the config where its
-        layout allows (Llama, Qwen3 dense and MoE), else unknown. Raises catalog ConfigError in a user's words."""
-        geometry = geometry_from_file(path)
+                         weights_bytes: int | None = None, index: bool = True) -> ModelSpec:
+        """Any model by its config.json: weights as given (labelled given), else the safetensors index's total
+        beside it (`index`), else counted from the config where its layout allows (Llama, Qwen3 dense and MoE),
+        else unknown. Named by the path as given. Raises catalog
+        ConfigError in a user's words, vLLM's own for an architecture it refuses or sizes no KV cache for."""
+        config = read_config(path)
+        geometry = geometry_from_config(config)
+        refused = engine_support.refusal(config)
+        if refused is not None:
+            raise ConfigError(f"architectures {list(geometry.architectures)}: {refused}")
         if weights_bytes is not None:
-            weights = Weights(weights_bytes, True, "given")
+            weights = Weights(weights_bytes, False, "the bytes given with the config", given=True)
+        elif index and (stated := weights_index.index_weights(str(path))) is not None:
+            weights = stated
         elif geometry.parameter_count is not None:
             weights = Weights(geometry.parameter_count * 2, False,
                               "parameters counted from config.json x 2 bytes (bf16)")
         else:
             weights = None
-        return cls(name or Path(path).parent.name or str(path), geometry, weights, family_for(geometry.model_type))
+        return cls(name or str(path), geometry, weights, family_for(geometry.model_type))
 
 
 @dataclass(frozen=True)
@@ -151,11 +161,13 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION, kv_cache_dtype: str = "auto",
                context_tokens: int | None = None, clients: int | None = None, region: str | None = None,
                run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None,
-               data_parallel_size: int | None = None) -> Fit:
+               data_parallel_size: int | None = None,
+               max_num_batched_tokens: int = kv_groups.DEFAULT_MAX_NUM_BATCHED_TOKENS) -> Fit:
     """Size `model` on `shape` at one layout: `tensor_parallel_size` and/or `data_parallel_size` (the other
     follows from the host's devices; components/sizing/layouts.py fit() plans them when neither is given).
     `context_tokens` (default max_model_len) is what each client holds for the 78% rule; `clients` adds a check
-    of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS)."""
+    of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS); `max_num_batched_tokens` sets the in-flight tokens a sliding-window
+    group holds beyond its window."""
     if tensor_parallel_size is None and data_parallel_size is None:
         raise ValueError("fit_layout sizes a given layout: give tensor_parallel_size or data_parallel_size")
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
@@ -195,46 +207,54 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                        "metadata.total_size)")
         figures["weights"] = Figure(None, "bytes", False, "unknown")
     else:
-        figures["weights"] = Figure(weights.bytes, "bytes", weights.measured, weights.basis)
+        figures["weights"] = Figure(weights.bytes, "bytes", weights.measured, weights.basis, given=weights.given)
         if tp and tp > 1:
             notes.append("weights split over the chips; tensors replicated per chip (e.g. KV projections padded to "
                          "the TP size) add to them and are not counted")
     block = kv.block_size(max_model_len)
     figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
                                    "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / 512)")
-    unsized = implementation.unsized_sliding_windows(geometry)
-    if unsized:
-        reasons.append(unsized)
-        tp_sized = None
-    else:
-        tp_sized = tp
-    if tp_sized is not None:
+    kv_plan = None
+    if tp is not None:
+        try:
+            kv_plan = kv_groups.plan(geometry, tp, kv_cache_dtype, block, max_model_len, max_num_batched_tokens)
+        except kv_groups.UnsizedKvCacheError as error:
+            reasons.append(str(error))
+    if kv_plan is not None:
         per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype)
         heads = min(geometry.kv_heads)
         replication = max(1, tp // heads) if heads < tp else 1
-        figures["kv_bytes_per_token"] = Figure(per_token, "bytes", False, (
-            f"{len(geometry.kv_layers)} cache-owning layers x align(2 x KV heads padded to TP {tp} / TP, packing) "
-            f"x head_dim padded to 128 x {kv.kv_bits(kv_cache_dtype) // 8} B x TP"))
+        figures["kv_bytes_per_token"] = Figure(per_token, "bytes", False, _per_token_formula(geometry, tp,
+                                                                                             kv_cache_dtype))
         if replication > 1:
             notes.append(f"{heads} KV head(s) padded to TP {tp}: every token's KV is stored {replication} times")
-    if tp_sized is not None and weights is not None:
+        if kv_plan.hybrid:
+            figures["kv_groups"] = Figure(len(kv_plan.groups), "groups", False, _groups_basis(kv_plan))
+            figures["kv_block_bytes"] = Figure(kv_plan.bytes_per_block, "bytes", False,
+                                               "the largest group's pages summed (one block of the shared pool)")
+            figures["kv_blocks_per_request"] = Figure(kv_plan.blocks_per_request, "pages", False, (
+                f"full groups ceil(max_model_len / block_size) each; window groups ceil(min(window - 1 + "
+                f"{kv_plan.in_flight_tokens:,} in-flight tokens (2 x --max-num-batched-tokens "
+                f"{max_num_batched_tokens:,}), max_model_len) / block_size) + 1 each"))
+    if kv_plan is not None and weights is not None:
         pool = int(cap - weights.bytes)
         figures["kv_pool"] = Figure(pool, "bytes", False, "cap - weights")
         if pool <= 0:
             reasons.append(f"weights ({_gib(weights.bytes)}) fill the cap ({_gib(int(cap))} = "
                            f"{gpu_memory_utilization} x {_gib(hbm)} over {used_chips} chip(s))")
-        per_token = int(figures["kv_bytes_per_token"].value)
-        blocks = max(pool, 0) // (per_token * block)
-        figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // (block_size x kv_bytes_per_token)")
+        blocks = kv_plan.blocks(pool)
+        figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // kv_block_bytes" if kv_plan.hybrid else
+                                      "kv_pool // (block_size x kv_bytes_per_token)")
         # vLLM's "GPU KV cache size" (v1/core/kv_cache_utils.py get_kv_cache_capacity): the pages over the pages
         # one max-model-len request takes, times max-model-len (kv_blocks x block_size when it divides evenly).
-        per_request = paging.pages_per_request(max_model_len, block)
-        tokens = paging.capacity_tokens(blocks, block, max_model_len)
+        tokens = kv_plan.capacity_tokens(blocks, max_model_len)
         figures["kv_tokens"] = Figure(tokens, "tokens", False,
+                                      "int(kv_blocks / kv_blocks_per_request x max_model_len)" if kv_plan.hybrid else
                                       "int(kv_blocks / ceil(max_model_len / block_size) x max_model_len)")
-        if pool > 0 and blocks < per_request:
-            reasons.append(f"the KV pool holds {tokens:,} tokens, less than one {max_model_len:,}-token request: "
-                           "vLLM refuses to start")
+        if pool > 0 and not kv_plan.one_request_fits(blocks):
+            reasons.append(f"the KV pool holds {blocks:,} pages ({tokens:,} tokens), less than one "
+                           f"{max_model_len:,}-token request's {kv_plan.blocks_per_request:,} pages plus the null "
+                           "block vLLM holds back: vLLM refuses to start")
     # A replica of t chips sizes its pool from its own chips (tpu_worker.py determine_available_memory over
     # self.devices), as a t-chip host of the same generation does: that host's boot measures it.
     replica_shape = shape if dp == 1 else next(
@@ -272,7 +292,7 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         notes.append(f"no {shape.generation.name} price read for {chosen_region} (priced: "
                      f"{', '.join(catalog_prices.priced_regions(shape.generation.name)) or 'none'})")
     predicted = None
-    if tp_sized is not None and weights is not None and pool_tokens > 0:
+    if kv_plan is not None and weights is not None and pool_tokens > 0:
         predicted = rate.predict(spec.name, weights.bytes, int(figures["kv_bytes_per_token"].value), shape, tp, dp,
                                  pool_tokens, clients or rate.DEFAULT_PLANNED_CLIENTS, context)
     output_rate = None if predicted is None else Figure(round(predicted.output_tokens_per_second, 1), "tokens/s",
@@ -286,6 +306,35 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                reasons=tuple(reasons), figures=figures, usd_per_hour=usd, max_run_usd=run_usd, region=chosen_region,
                measured_point=point, family=spec.family, kv_replication=replication, notes=tuple(notes),
                data_parallel_size=dp, output_rate=output_rate, usd_per_million_output=per_million)
+
+
+def _per_token_formula(geometry: ModelGeometry, tp: int, kv_cache_dtype: str) -> str:
+    """The formula as computed: head_dim 64 has its own kernel, K and V side by side in 128 lanes (kv.py)."""
+    element = f"{kv.kv_bits(kv_cache_dtype) // 8} B x TP"
+    heads = f"KV heads padded to TP {tp} / TP"
+    terms = []
+    for head_dim in sorted(geometry.head_dims):
+        layers = sum(1 for layer in geometry.kv_layers if layer.head_dim == head_dim)
+        if kv.padded_head_dim(head_dim) == 64:
+            terms.append(f"{layers} cache-owning layers (head_dim 64) x align({heads}, packing) x 128 lanes (K and "
+                         f"V side by side) x {element}")
+        else:
+            terms.append(f"{layers} cache-owning layers x align(2 x {heads}, packing) x head_dim {head_dim} padded "
+                         f"to 128 x {element}")
+    return " + ".join(terms)
+
+
+def _groups_basis(kv_plan: kv_groups.KvPlan) -> str:
+    full = [group for group in kv_plan.groups if group.sliding_window is None]
+    window = [group for group in kv_plan.groups if group.sliding_window is not None]
+    parts = []
+    if full:
+        parts.append(f"{len(full)} full-attention")
+    if window:
+        sizes = sorted({group.sliding_window for group in window})
+        parts.append(f"{len(window)} sliding-window ({', '.join(f'{size:,}' for size in sizes)} tokens)")
+    return (f"vLLM's get_kv_cache_groups: {' + '.join(parts)} group(s) of up to "
+            f"{max(len(group.layers) for group in kv_plan.groups)} layers sharing one block pool")
 
 
 def _costs(shape: Shape, region: str, run_hours: float) -> tuple[dict[str, Figure], dict[str, Figure]]:

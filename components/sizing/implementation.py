@@ -8,15 +8,12 @@ when it is not. tests/test_sizing_upstream.py reads both lists from the installe
 
 tpu_inference/runner/kv_cache_manager.py get_kv_cache_spec: on the JAX path every layer gets full-length pages
 (`sliding_window = None`); on the vLLM path a layer keeps the window vLLM's model class gives it, unless the padded
-head sizes differ across layers (`disable_sliding_window = len(head_size_set) > 1`). vLLM then builds a hybrid
-(full + sliding window) cache whose pool and capacity follow other rules (vllm/v1/kv_cache_interface.py
-SlidingWindowSpec, the grouping in vllm/v1/core/kv_cache_utils.py): this planner does not size those, and says so.
+head sizes differ across layers (`disable_sliding_window = len(head_size_set) > 1`). vLLM then plans a hybrid
+(full + sliding window) cache: several KV groups over one block pool (vllm/v1/core/kv_cache_planning.py
+get_kv_cache_groups, vLLM 0.32.0), sized in components/sizing/kv_groups.py.
 """
 
 from __future__ import annotations
-
-from components.catalog.geometry import ModelGeometry
-from components.sizing import kv
 
 JAX = "flax_nnx"
 VLLM = "vllm"
@@ -44,18 +41,3 @@ def model_implementation(architectures: tuple[str, ...]) -> str:
     if architecture in VLLM_PREFERRED_ARCHITECTURES or architecture not in JAX_REGISTERED_ARCHITECTURES:
         return VLLM
     return JAX
-
-
-def unsized_sliding_windows(geometry: ModelGeometry) -> str | None:
-    """Why this planner cannot size the model's KV cache (a vLLM-path model whose sliding windows stay on), or None
-    when full-length pages are what tpu-inference allocates."""
-    if geometry.sliding_window is None or not geometry.uses_sliding_window:
-        return None
-    if model_implementation(geometry.architectures) == JAX:
-        return None
-    if len({kv.padded_head_dim(layer.head_dim) for layer in geometry.kv_layers}) > 1:
-        return None
-    name = geometry.architectures[0] if len(geometry.architectures) == 1 else "this architecture"
-    return (f"not sized: tpu-inference serves {name} through vLLM's model, which keeps its "
-            f"{geometry.sliding_window}-token sliding windows (a hybrid KV cache this planner does not compute); "
-            "full-length pages would overstate its KV")

@@ -10,8 +10,8 @@
   get_kv_cache_shape_with_mesh); a page's bytes are bits x product(shape) / 8 (get_attention_page_size_bytes);
 - sliding-window layers get full-length pages on the JAX path (kv_cache_manager.get_kv_cache_spec sets
   sliding_window=None), and KV-shared layers get none (components/catalog/geometry.py drops them). A model tpu-inference
-  serves through vLLM's model keeps its windows unless its head sizes differ: components/sizing/implementation.py
-  decides the path and fit() refuses to size that case ("not sized: ...").
+  serves through vLLM's model keeps its windows unless its head sizes differ (components/sizing/implementation.py):
+  the groups and the pool they share are components/sizing/kv_groups.py's.
 """
 
 from __future__ import annotations

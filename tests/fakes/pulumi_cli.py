@@ -12,8 +12,10 @@ and parses (pulumi/automation/_local_workspace.py, _stack.py, interface/__init__
   Events server (the CLI's way from 3.206 on: _stack.py _setup_event_log); a file path gets JSON lines instead
   (_watch_logs); every event parses with `EngineEvent.from_json`, and the stream ends with a cancelEvent;
 - `config set-all --path` stores each value as Pulumi's config map does (pulumi/pulumi
-  sdk/go/common/resource/config/object.go coerce, formerly map.go adjustObjectValue): "true"/"false" as bools, text
-  of more than one character starting with "0" as text, what strconv.Atoi reads as an int, the rest as text.
+  sdk/go/common/resource/config/object.go coerce, via value.go coerceObject, at 1b59498): "true"/"false" as bools,
+  text of more than one byte starting with "0" as text, what `strconv.ParseInt(v, 10, 64)` or else
+  `strconv.ParseUint(v, 10, 64)` reads as a number (golang/go src/strconv/atoi.go: ASCII digits, a sign only for
+  ParseInt, out of range an error), the rest as text.
 
 - exit codes as the CLI's main.go `os.Exit(cmd.ExitCodeFor(err))` (pkg/cmd/pulumi/cmd/exit_codes.go; constants in
   sdk/go/common/util/cmdutil/exit.go): StackNotFoundError 6, an auth error (MissingEnvVarForNonInteractiveError) 3,
@@ -85,14 +87,41 @@ time.sleep(30)
 """
 
 
+def _parse_uint(text: str, bits: int = 64) -> int | None:
+    """golang/go src/strconv/atoi.go ParseUint(s, 10, 64): ASCII digits only, no sign, at most 1<<64 - 1."""
+    if not text:
+        return None
+    number = 0
+    for byte in text.encode():
+        if not 0x30 <= byte <= 0x39:
+            return None
+        number = number * 10 + byte - 0x30
+        if number >= 1 << bits:
+            return None  # ErrRange
+    return number
+
+
+def _parse_int(text: str) -> int | None:
+    """ParseInt(s, 10, 64): an optional "+" or "-", then ParseUint's digits, within int64."""
+    sign, digits = (text[0], text[1:]) if text[:1] in ("+", "-") else ("+", text)
+    number = _parse_uint(digits)
+    if number is None:
+        return None
+    number = -number if sign == "-" else number
+    return number if -(1 << 63) <= number < 1 << 63 else None
+
+
 def adjusted(text: str) -> Any:
-    """object.go coerce (formerly adjustObjectValue), for a value set by path."""
+    """object.go coerce, for a value set by path: "false"/"true" as bools; more than one byte starting with "0" as
+    text; ParseInt(v, 10, 64), then ParseUint(v, 10, 64), as numbers; the rest as text."""
     if text in ("true", "false"):
         return text == "true"
-    if len(text) > 1 and text[0] == "0":
+    if len(text.encode()) > 1 and text.encode()[0] == 0x30:
         return text
-    if re.fullmatch(r"[+-]?[0-9]+", text):
-        return int(text)
+    for parse in (_parse_int, _parse_uint):
+        number = parse(text)
+        if number is not None:
+            return number
     return text
 
 
@@ -147,15 +176,18 @@ class FakeStack:
         self.locked = False
         self.outputs: dict[str, tuple[Any, bool]] = {}
         self.history: list[dict[str, Any]] = []
+        self.tags: dict[str, str] = {}
 
 
 class FakePulumiCli(PulumiCommand):
     def __init__(self, stacks: dict[str, dict[str, Any]], version: str = "3.272.0",
                  hold_up: bool = False, fail_up: str | None = None, logged_out: bool = False,
-                 watchdog_works: bool = True):
+                 watchdog_works: bool = True, tags: dict[str, dict[str, str]] | None = None):
         self.command = "pulumi"
         self.version = _parse_and_validate_pulumi_version(_MINIMUM_VERSION, version, False)
         self.stacks = {name: FakeStack(name, copy.deepcopy(config)) for name, config in stacks.items()}
+        for name, stack_tags in (tags or {}).items():
+            self.stacks[name].tags.update(stack_tags)
         self.selected: str | None = None
         self.calls: list[list[str]] = []
         self.ledger: list[dict[str, Any]] = []
@@ -200,6 +232,14 @@ class FakePulumiCli(PulumiCommand):
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
 
+    def hangup(self) -> None:
+        """The terminal closing: SIGHUP reaches the CLI's process too. The CLI does not handle it (pkg/backend/
+        cancellation_scope.go notifies only os.Interrupt and SIGTERM), so Go's runtime ends it at once (golang/go
+        src/os/signal/doc.go): the stand-in keeps SIGHUP's default action, and dies of it as the CLI does."""
+        process = self.up_process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGHUP)
+
     def billing(self) -> list[str]:
         return [f"{item['kind']}#{item['serial']}" for item in self.ledger if item["billing"]]
 
@@ -243,6 +283,8 @@ class FakePulumiCli(PulumiCommand):
         stack = self._stack(words)
         if stack is None:
             return EXIT_STACK_NOT_FOUND, "", f"error: no stack named '{self._flag(words, '--stack')}' found"
+        if head == ["stack", "tag"]:
+            return self._tag(stack, words[2:])
         if head == ["config", "copy"]:
             # pkg/cmd/pulumi/config/config.go newConfigCopyCmd opens the source with stack/io.go RequireStack:
             # non-interactive, a missing one is StackNotFoundError.
@@ -291,6 +333,28 @@ class FakePulumiCli(PulumiCommand):
         if words[0] == "destroy":
             return self._destroy(stack, on_output)
         return EXIT_ERROR, "", f"error: the fake does not know `pulumi {' '.join(words)}`"
+
+    @staticmethod
+    def _tag(stack: FakeStack, words: list[str]) -> tuple[int, str, str]:
+        """pkg/cmd/pulumi/stack/stack_tag.go: `set NAME VALUE`, `get NAME` (the value and a newline, or "stack tag
+        'NAME' not found for stack 'REF'"), `ls --json` (ui.FprintJSON: two-space indent, keys sorted, a newline);
+        names as pkg/util/validation/stack.go validateStackTagName takes them."""
+        verb, arguments = words[0], [word for word in words[1:] if not word.startswith("--")
+                                     and word != stack.name]
+        if verb == "set":
+            name, value = arguments[:2]
+            if not re.fullmatch(r"[a-zA-Z0-9-_.:]{1,40}", name):
+                return EXIT_ERROR, "", ("error: stack tag names may only contain alphanumerics, hyphens, "
+                                        "underscores, periods, or colons")
+            stack.tags[name] = value
+            return 0, "", ""
+        if verb == "get":
+            if arguments[0] in stack.tags:
+                return 0, stack.tags[arguments[0]] + "\n", ""
+            return EXIT_ERROR, "", f"error: stack tag '{arguments[0]}' not found for stack '{stack.name}'"
+        if verb in ("ls", "list"):
+            return 0, json.dumps(dict(sorted(stack.tags.items())), indent=2) + "\n", ""
+        return EXIT_ERROR, "", f"error: the fake does not know `pulumi stack tag {verb}`"
 
     def _set(self, stack: FakeStack, key: str, text: str, path: bool) -> None:
         namespace, _, name = key.partition(":")

@@ -7,12 +7,12 @@ ratio judged against a spread. Against the log the spread is the log's own coeff
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from components.reading import bounded
 from tools.bench import reference
 from tools.bench.results import PRICINGS, CellResult
 
@@ -53,15 +53,17 @@ class CompareFileError(Exception):
     pass
 
 
+MAX_RUN_BYTES = 16 * bounded.MIB
+"""A run of the log's 12 cells writes ~100 KB; 16 MB is no bench run."""
+
+
 def load_run(path: Path) -> tuple[str, list[RunCell]]:
     """Another run's JSON (written by --json), or a clear error naming --compare, the file and the fix."""
     fix = "pass a file written by `python -m tools.bench --json FILE`"
     try:
-        run = RunFile.model_validate(json.loads(path.read_text()))
-    except OSError as error:
-        raise CompareFileError(f"--compare {path}: cannot read it ({error.strerror}); {fix}") from None
-    except json.JSONDecodeError as error:
-        raise CompareFileError(f"--compare {path}: not JSON ({error.msg} at line {error.lineno}); {fix}") from None
+        run = RunFile.model_validate(bounded.read_json(path, MAX_RUN_BYTES, "bench run"))
+    except bounded.ReadError as error:
+        raise CompareFileError(f"--compare {error}; {fix}") from None
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])

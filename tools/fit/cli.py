@@ -61,6 +61,10 @@ def parser() -> argparse.ArgumentParser:
                          help="what each client holds, for the 78%% rule (default: --max-model-len)")
     command.add_argument("--weights-gib", type=_positive_float,
                          help="the weights' resident size, when the config cannot say (or to override)")
+    command.add_argument("--max-num-batched-tokens", type=_positive_int,
+                         default=sizing.kv_groups.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+                         help="vLLM's per-step token budget (default 4096, the stack's vllm.maxNumBatchedTokens): a "
+                              "sliding-window layer holds its window plus two steps of it")
     command.add_argument("--kv-cache-dtype", default="auto", choices=sorted(sizing.KV_DTYPE_BITS))
     command.add_argument("--gpu-memory-utilization", type=_fraction, default=sizing.DEFAULT_GPU_MEMORY_UTILIZATION)
     command.add_argument("--region", help="price the chips in this region (default: where each was priced)")
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         model = resolve_model(arguments.model, arguments.model_config, arguments.weights_gib)
         fits = rows(model, arguments.max_model_len, gpu_memory_utilization=arguments.gpu_memory_utilization,
                     kv_cache_dtype=arguments.kv_cache_dtype, context_tokens=arguments.context_tokens,
-                    clients=arguments.clients, region=arguments.region, run_hours=arguments.run_hours)
+                    clients=arguments.clients, region=arguments.region, run_hours=arguments.run_hours,
+                    max_num_batched_tokens=arguments.max_num_batched_tokens)
     except FitInputError as error:
         print(f"tools.fit: {error}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ from typing import Any
 
 from components import catalog, sizing
 from components.catalog.models import Weights
+from components.settings.text import escaped
 from components.sizing import Figure, Fit, ModelSpec
 
 GIB = 1024**3
@@ -36,7 +37,8 @@ def resolve_model(name: str | None = None, config_path: str | None = None,
         weights_bytes = None if weights_gib is None else _given_weights(weights_gib).bytes
         spec = ModelSpec.from_config_file(config_path, weights_bytes=weights_bytes)
     except catalog.ConfigError as error:
-        raise FitInputError(f"--model-config {config_path}: {error}") from None
+        shown = str(error) if str(error).startswith(str(config_path)) else f"{config_path}: {error}"
+        raise FitInputError(f"--model-config {escaped(shown)}") from None
     if weights_gib is not None:
         spec = dataclasses.replace(spec, weights=_given_weights(weights_gib))
     return spec
@@ -45,7 +47,7 @@ def resolve_model(name: str | None = None, config_path: str | None = None,
 def _given_weights(weights_gib: float) -> Weights:
     if weights_gib <= 0:
         raise FitInputError(f"--weights-gib {weights_gib}: the weights' resident size in GiB, above 0")
-    return Weights(int(weights_gib * GIB), True, f"given: --weights-gib {weights_gib}")
+    return Weights(int(weights_gib * GIB), False, f"--weights-gib {weights_gib}", given=True)
 
 
 def rows(model: ModelSpec, max_model_len: int, **options: Any) -> tuple[Fit, ...]:
@@ -56,7 +58,8 @@ def rows(model: ModelSpec, max_model_len: int, **options: Any) -> tuple[Fit, ...
 
 
 def _figure_json(figure: Figure) -> dict[str, Any]:
-    return {"value": figure.value, "unit": figure.unit, "measured": figure.measured, "basis": figure.basis}
+    return {"value": figure.value, "unit": figure.unit, "measured": figure.measured, "given": figure.given,
+            "basis": figure.basis}
 
 
 def report_json(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...]) -> dict[str, Any]:

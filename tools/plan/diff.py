@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
+from components.reading import bounded
+from components.settings.text import escaped
 from tools.plan import command_line
 from tools.plan.model import COMMAND_PROVIDER_PREFIX, is_command_input, is_command_output, sha256
 from tools.plan.placeholders import mark_placeholders
@@ -29,20 +32,26 @@ class PlanFileError(Exception):
     """The base plan cannot be read."""
 
 
+MAX_PLAN_BYTES = 64 * bounded.MIB
+"""The default stack's plan is ~100 KB; a saved plan past 64 MB is not one."""
+
+
 def load_plan(path: Path) -> dict[str, Any]:
+    """A plan saved by `python -m tools.plan --json`, read with bounds (components/reading/bounded.py)."""
+    shown = escaped(str(path))
+    if not Path(path).exists() and not Path(path).is_symlink():
+        raise PlanFileError(f"no base plan at {shown}; make one with: python -m tools.plan --stack dev --json "
+                            f"> {shlex.quote(str(path))}")
     try:
-        plan = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise PlanFileError(f"no base plan at {path}; make one with: python -m tools.plan --stack dev --json "
-                            f"> {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: {error}") from None
+        plan = bounded.read_json(path, MAX_PLAN_BYTES, "saved plan")
+    except bounded.ReadError as error:
+        raise PlanFileError(f"{shown} is not a plan saved by `python -m tools.plan --json`: {error.problem}") from None
     if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
-        raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: it has no resources list")
+        raise PlanFileError(f"{shown} is not a plan saved by `python -m tools.plan --json`: it has no resources list")
     for index, resource in enumerate(plan["resources"]):
         if not (isinstance(resource, dict) and isinstance(resource.get("type"), str)
                 and isinstance(resource.get("name"), str)):
-            raise PlanFileError(f"{path} is not a plan saved by `python -m tools.plan --json`: resource {index} "
+            raise PlanFileError(f"{shown} is not a plan saved by `python -m tools.plan --json`: resource {index} "
                                 "has no type and name")
     return mark_placeholders(plan)
 

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from components.reading import bounded
 from tools.plan.placeholders import SECRET_PLACEHOLDER
+
+MAX_STACK_FILE_BYTES = bounded.MIB
+"""A stack file is a few kilobytes; a megabyte holds any config a person writes."""
 
 
 def _strip_secure(value: Any) -> tuple[Any, bool]:
@@ -28,23 +30,6 @@ def _strip_secure(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-class _StackFileLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one map (plain YAML keeps the last silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                continue  # left to the constructor, which says what is wrong
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (first on line {seen[key].line + 1}); YAML "
-                    "would silently keep only the last value, so delete one", key_node.start_mark)
-            seen[key] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_stack_config(path: Path) -> tuple[dict[str, str], list[str]]:
     """Pulumi.<stack>.yaml -> (engine-style config map, secret keys).
 
@@ -57,17 +42,10 @@ def read_stack_config(path: Path) -> tuple[dict[str, str], list[str]]:
              "      config:\n        gcp:project: my-project\n        tpu-vllm:vllm:\n"
              "          maxModelLen: 32768\n    (see Pulumi.dev.yaml)")
     try:
-        with path.open(encoding="utf-8") as stream:
-            document = yaml.load(stream, Loader=_StackFileLoader)  # a SafeLoader subclass
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(part for part in (error.context, error.problem) if part)
-        if not isinstance(error, yaml.constructor.ConstructorError):
-            problem = f"not valid YAML ({problem}); fix that line, or let pulumi config set write it"
-        raise SettingsError([f"{path}{where}: {problem}"]) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise SettingsError([f"{path}: cannot be read as YAML ({error}); {shape}"]) from None
+        text = bounded.read_text(path, MAX_STACK_FILE_BYTES, "stack file")
+        document = bounded.parse_yaml(text, path, "stack file")
+    except bounded.ReadError as error:
+        raise SettingsError([str(error)]) from None
     if document is None:
         document = {}
     if not isinstance(document, dict):

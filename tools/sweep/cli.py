@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tools.sweep import estimate
+from tools.sweep.journal import Journal, JournalError
 from tools.sweep.sweep_file import SweepFileError, read
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -39,11 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *, pulumi_command: object | None = None,
          tunnel: object | None = None, ticker: object | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = args.out or DEFAULT_OUT / args.sweep_file.stem
+    journal = None
     try:
-        sweep = read(args.sweep_file, args.project_dir)
+        journal = Journal.load(out / "journal.json") if args.resume else None
+        sweep = read(args.sweep_file, args.project_dir, resumed_stack=journal.stack if journal else None)
         planned = estimate.plan(sweep)
     except SweepFileError as error:
         print(f"error: {error.render()}", file=sys.stderr)
+        return 2
+    except JournalError as error:
+        print(f"error: --resume: {error}", file=sys.stderr)
         return 2
     for warning in sweep.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -55,6 +62,5 @@ def main(argv: list[str] | None = None, *, pulumi_command: object | None = None,
         return 0
     from tools.sweep import runner
 
-    out = args.out or DEFAULT_OUT / args.sweep_file.stem
     return runner.run(planned, out, resume=args.resume, install_cli=args.install_cli,
-                      pulumi_command=pulumi_command, tunnel=tunnel, ticker=ticker)
+                      pulumi_command=pulumi_command, tunnel=tunnel, ticker=ticker, journal=journal)

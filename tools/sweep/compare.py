@@ -16,6 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.reading import bounded
 from tools.bench import reference
 from tools.bench.results import percentile
 
@@ -36,8 +37,12 @@ class Row:
     usd_per_million: float | None
 
 
+MAX_BENCH_JSON_BYTES = 16 * bounded.MIB
+
+
 def rows_of(arm: str, bench_json: Path, usd_per_hour: float) -> list[Row]:
-    data = json.loads(bench_json.read_text())
+    """One arm's rows from the bench JSON the sweep wrote (read with bounds: a journal names the file)."""
+    data = bounded.read_json(bench_json, MAX_BENCH_JSON_BYTES, "bench result")
     rows = []
     for cell in data["cells"]:
         reps = cell.get("reps") or []

@@ -1,10 +1,14 @@
 """An arm's `tpu-vllm:` settings as config leaves, set and removed by path, as `pulumi config set --path` stores them.
 
 Pulumi stores a value set by path as a bool for "true"/"false", as text when it has more than one character and
-starts with "0" (so "0.92" stays text), as an integer when Go's strconv.Atoi reads one, else as text
-(pulumi/pulumi sdk/go/common/resource/config/map.go, adjustObjectValue, v3.x; tests/fakes/pulumi_cli.py applies
-the same rule). The settings model reads "0.92" and "16384" as numbers, so every leaf round-trips, except text that
-the CLI would turn into a bool or a number: `leaves` refuses it.
+starts with "0" (so "0.92" stays text), as an integer when Go's `strconv.ParseInt(v, 10, 64)` reads it (an
+optional sign, ASCII digits, within int64) or else `strconv.ParseUint(v, 10, 64)` (no sign, within uint64), else
+as text: so text past 64 bits and digits of other scripts stay text (pulumi/pulumi
+sdk/go/common/resource/config/object.go `coerce`, called by value.go `coerceObject`, at 1b59498 after v3.259.0;
+the pinned 3.272.0's Go source is in no stored snapshot; golang/go src/strconv/atoi.go: ParseUint takes no sign,
+ParseInt "+" or "-" then ASCII digits; tests/fakes/pulumi_cli.py applies the same rule). The settings model reads
+"0.92" and "16384" as numbers, so every leaf round-trips, except text that the CLI would turn into a bool or a
+number: `misread` refuses it.
 """
 
 from __future__ import annotations
@@ -43,14 +47,24 @@ def leaves(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return found
 
 
+INT64 = range(-(1 << 63), 1 << 63)
+UINT64 = range(0, 1 << 64)
+
+
 def stored_as(text: str) -> Any:
-    """What `pulumi config set --path K TEXT` stores (map.go adjustObjectValue)."""
+    """What `pulumi config set --path K TEXT` stores (object.go coerce)."""
     if text in ("true", "false"):
         return text == "true"
     if len(text) > 1 and text.startswith("0"):
         return text
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
+    # ASCII digits only: Python's \d and int() also take other scripts' digits, Go's strconv does not. A 64-bit
+    # number has at most 20 significant digits (zeros after a sign count for nothing), so nothing longer is converted
+    # (Python refuses 4,300 digits).
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or len(text.lstrip("+-").lstrip("0")) > 20:
+        return text
+    number = int(text)
+    if number in INT64 or (text[0] not in "+-" and number in UINT64):
+        return number
     return text
 
 

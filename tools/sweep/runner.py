@@ -1,7 +1,17 @@
 """The sweep itself: for each arm, set its config by path, `up` (events to a log, one progress line), tunnel, health,
-the cells; then the comparison and the end action. Ctrl-C or any error: stop the running `pulumi up` (SIGINT, then
-SIGTERM, then SIGKILL: stack_ops.UpProcess), clear the pending creates it left, destroy the sweep's stack, and say
-so; a second Ctrl-C says what is left and the exact command that removes it."""
+the cells; then the comparison and the end action. Ctrl-C, SIGTERM, SIGHUP or any error: stop the running `pulumi
+up` (SIGINT, then SIGTERM, then SIGKILL: stack_ops.UpProcess), clear the lock and the pending creates it left,
+destroy the sweep's stack, and say so; a second signal says what is left and the exact command that removes it.
+
+Signals. CPython turns SIGINT into KeyboardInterrupt and leaves SIGTERM and SIGHUP at their default, which ends
+the process at once, no `finally` run (Doc/library/signal.rst, 3.11): so a `kill PID`, a CI runner's timeout or a
+closed terminal left the node billing. Here both are handled as Ctrl-C is, by a handler on the main thread that
+raises `Stopped` (a KeyboardInterrupt, so every clean-up path takes it). Who else got the signal differs: the
+terminal's Ctrl-C reaches the CLI too (one process group), a `kill PID` reaches the sweep alone, and a closed
+terminal sends SIGHUP to the CLI as well, which the CLI does not handle (pkg/backend/cancellation_scope.go notifies
+only os.Interrupt and SIGTERM), so Go's runtime ends it at once (golang/go src/os/signal/doc.go: "A SIGHUP, SIGINT,
+or SIGTERM signal causes the program to exit"), its lock left behind and its create pending. Every line the
+clean-up says also goes to `sweep.log` under --out: after a hang-up no terminal reads stderr."""
 
 from __future__ import annotations
 
@@ -10,6 +20,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +28,8 @@ from typing import Any
 
 from pulumi.automation.errors import CommandError, InvalidVersionError
 
-from tools.sweep import bench_step, compare, config_paths, stack_ops
+from components.settings.text import escaped
+from tools.sweep import bench_step, compare, config_paths, ownership, stack_ops
 from tools.sweep.estimate import ArmPlan, Plan
 from tools.sweep.journal import Journal
 
@@ -39,8 +51,48 @@ class LimitError(Exception):
     pass
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised on the main thread where the sweep runs (see the module's notes)."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.number = number
+
+    @property
+    def reason(self) -> str:
+        name = signal.Signals(self.number).name
+        return f"stopped by {name}" + (" (the terminal closed)" if self.number == signal.SIGHUP else "")
+
+
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+LOG: list[Path] = []
+"""Where _say also writes (out/sweep.log), once run() knows --out."""
+
+
 def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    for path in LOG:
+        with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as log:
+            log.write(text + "\n")
+    with contextlib.suppress(OSError, ValueError):  # a hung-up terminal: EIO; a closed stream: ValueError
+        print(text, file=sys.stderr, flush=True)
+
+
+def _raise_stopped(number: int, frame: object) -> None:
+    raise Stopped(number)
+
+
+@contextlib.contextmanager
+def signals_stop_the_sweep() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Stopped while the sweep runs (main thread only: CPython runs handlers there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, _raise_stopped) for number in HANDLED_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _event_record(event: Any) -> dict[str, Any]:
@@ -277,33 +329,41 @@ class Runner:
                 f"gcloud alpha compute tpus queued-resources delete {settings.node_id} --project="
                 f"{self.sweep.project or 'PROJECT'} --zone={settings.tpu.zone} --force --quiet")
 
-    def clean_up(self, reason: str, interrupted: bool) -> int:
-        """After Ctrl-C or an error: end the running update, clear its pending creates, destroy, say so. 130 after
-        Ctrl-C, else 1."""
-        _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (Ctrl-C again to stop that too).")
+    def clean_up(self, reason: str, interrupted: bool, exit_code: int | None = None) -> int:
+        """After a signal or an error: end the running update, clear its lock and pending creates, destroy, say so.
+        `interrupted`: the terminal's Ctrl-C, which the CLI got too. Returns exit_code (130 after Ctrl-C, 128 + the
+        signal after SIGTERM or SIGHUP, else 1)."""
+        code = exit_code if exit_code is not None else (130 if interrupted else 1)
+        _say(f"sweep stopped in phase {self.phase}: {reason}. Cleaning up (a second Ctrl-C or signal stops that "
+             "too, and says what is left).")
         try:
-            stopped = self.stack.up_running()
-            if stopped and self.stop_up(interrupted):
-                _say(self.stack.cancel())  # the lock the killed CLI left; it is gone now
+            running = self.stack.up_running()
+            killed = running and self.stop_up(interrupted)
+            ended_by_signal = self.stack.up_ended_by_signal()
+            if ended_by_signal and not self.cut_short:
+                self.cut_short = [urn for urn, type_ in self.in_flight.items() if type_.endswith(":QueuedResource")]
+            if killed or ended_by_signal:
+                _say(self.stack.cancel())  # the lock a CLI ended by a signal left; it is gone now
             if self.events_log is not None:
                 self.events_log.close()
             if self.journal.deployed:
-                self.destroy(clear_pending=stopped)
+                self.destroy(clear_pending=self.stack.up_unfinished())
             else:
                 self.stack.workspace.remove_stack(self.sweep.stack)
                 self.journal.applied = None
                 self.journal.save()
                 _say(f"nothing was deployed: nothing of the sweep is billing; removed stack {self.sweep.stack}, "
                      "which held no resources")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as again:
+            _say(f"the clean-up was stopped too ({again.reason if isinstance(again, Stopped) else 'Ctrl-C'})")
             self.left_behind()
-            return 130
+            return code
         except Exception as error:  # the clean-up itself failed: say what is left, never a traceback
             lines = str(error).strip().splitlines()
-            _say(f"the clean-up failed: {error.__class__.__name__}: {lines[-1] if lines else ''}")
+            _say(f"the clean-up failed: {error.__class__.__name__}: {escaped(lines[-1] if lines else '')}")
             self.left_behind()
             return 1
-        return 130 if interrupted else 1
+        return code
 
     def billing_until(self) -> str:
         """Until when the node bills, by its provisioning model (build-log.txt: spot and on-demand have no
@@ -330,19 +390,41 @@ class Runner:
 
 def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_command: Any = None,
         tunnel: Callable[[dict[str, Any]], contextlib.AbstractContextManager[tuple[str, str]]] | None = None,
-        ticker: Callable[[str], None] | None = None) -> int:
+        ticker: Callable[[str], None] | None = None, journal: Journal | None = None) -> int:
+    """`journal`: the one --resume read and checked (cli.main), else None."""
     sweep = planned.sweep
     names = [arm.arm.name for arm in planned.arms]
     journal_path = out / "journal.json"
-    journal = Journal.load(journal_path) if resume else None
     if resume and journal is None:
-        _say(f"error: --resume: no sweep to resume in {out} (no journal.json); run it without --resume")
+        _say(f"error: --resume: no sweep to resume in {escaped(str(out))} (no journal.json); run it without --resume")
         return 2
     if journal is not None and (journal.arms != names or journal.stack != sweep.stack):
-        _say(f"error: --resume: {journal_path} is of another sweep (arms {journal.arms}, stack {journal.stack}); "
-             "run this one without --resume, with another --out")
+        _say(f"error: --resume: {escaped(str(journal_path))} is of another sweep (arms "
+             f"{escaped(', '.join(journal.arms))}, stack {escaped(journal.stack)}); run this one without --resume, "
+             "with another --out")
         return 2
-    journal = journal or Journal(journal_path, str(sweep.path), sweep.stack, names)
+    if journal is not None and journal.mark is None:
+        _say(f"error: --resume: {escaped(str(journal_path))} holds no mark of the stack it made (an older sweep's "
+             f"journal): the sweep cannot tell stack {sweep.stack} is its own. Remove that stack as its LEFT BEHIND "
+             f"line said ({stack_ops.destroy_command(sweep.project_dir, sweep.stack)}), then run without --resume")
+        return 2
+    journal = journal or Journal(journal_path, str(sweep.path), sweep.stack, names, mark=ownership.new_mark())
+    with signals_stop_the_sweep():
+        try:
+            return _run(planned, out, journal, resume, install_cli, pulumi_command, tunnel, ticker)
+        except Stopped as stopped:  # before the runner was there to clean up: nothing was deployed yet
+            _say(f"sweep {stopped.reason} before anything was deployed. If stack {sweep.stack} was made, it holds "
+                 f"no resources: pulumi stack rm --yes {sweep.stack} --cwd {sweep.project_dir}")
+            return 128 + stopped.number
+        finally:
+            LOG.clear()
+
+
+def _run(planned: Plan, out: Path, journal: Journal, resume: bool, install_cli: bool, pulumi_command: Any,
+         tunnel: Any, ticker: Any) -> int:
+    sweep = planned.sweep
+    out.mkdir(parents=True, exist_ok=True)
+    LOG[:] = [out / "sweep.log"]
     try:
         command = pulumi_command or stack_ops.pulumi_command(install_cli)
     except (OSError, subprocess.CalledProcessError, InvalidVersionError) as error:
@@ -352,12 +434,12 @@ def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_com
         return 2
     stack = stack_ops.SweepStack(sweep.project_dir, sweep.base, sweep.stack, command)
     try:
-        made = stack.open(resume)
-    except stack_ops.StackExistsError as error:
-        _say(f"error: {error}")
+        made = stack.open(resume, journal.mark)
+    except (stack_ops.StackExistsError, stack_ops.NotTheSweepsStackError) as error:
+        _say(f"error: {error}. Nothing was started.")
         return 2
     except CommandError as error:  # e.g. not logged in: nothing was made yet
-        said = str(error).rpartition("stderr:")[2].strip()  # CommandResult.__str__: code, stdout, stderr
+        said = escaped(str(error).rpartition("stderr:")[2].strip())  # CommandResult.__str__: code, stdout, stderr
         _say(f"error: the Pulumi CLI refused to open stack {sweep.stack}: {said}. Log in "
              "(pulumi login) and check the base stack exists. Nothing was started.")
         return 2
@@ -370,10 +452,12 @@ def run(planned: Plan, out: Path, *, resume: bool, install_cli: bool, pulumi_com
     try:
         runner.run_arms()
         return runner.finish()
+    except Stopped as stopped:
+        return runner.clean_up(stopped.reason, interrupted=False, exit_code=128 + stopped.number)
     except KeyboardInterrupt:
         return runner.clean_up("interrupted (Ctrl-C)", interrupted=True)
     except Exception as error:  # any error: nothing may be left billing
-        detail = str(error).strip().splitlines()[-1] if str(error).strip() else ""
+        detail = escaped(str(error).strip().splitlines()[-1]) if str(error).strip() else ""
         return runner.clean_up(f"{error.__class__.__name__}: {detail}", interrupted=False)
 
 

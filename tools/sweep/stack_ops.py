@@ -32,6 +32,7 @@ What the SDK does with each call, read in its source (pulumi 3.272.0):
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -44,7 +45,7 @@ from pulumi.automation import ConfigValue, PulumiCommand
 from pulumi.automation.errors import StackNotFoundError
 from semver import VersionInfo
 
-from tools.sweep import config_paths
+from tools.sweep import config_paths, ownership
 
 # The CLI the sweep drives: the release of the SDK requirements.txt pins (the SDK and the CLI ship together), and
 # the one the preview job installs (.github/workflows/preview.yml pulumi-version); Pulumi.yaml's
@@ -59,6 +60,10 @@ def pulumi_command(install: bool = False) -> PulumiCommand:
 
 class StackExistsError(Exception):
     pass
+
+
+class NotTheSweepsStackError(Exception):
+    """The stack exists and is not this sweep's (no mark, or another sweep's): it is never touched."""
 
 
 def destroy_command(project_dir: Path, stack: str) -> str:
@@ -80,6 +85,15 @@ def _process_table() -> list[tuple[int, int, list[str]]]:
         if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit():
             table.append((int(fields[0]), int(fields[1]), fields[2:]))
     return table
+
+
+def exit_code(error: BaseException) -> int | None:
+    """The CLI's exit code in a CommandError (_cmd.py CommandResult.__str__: "\\n code: N\\n stdout: ..."); None
+    for any other error."""
+    if not isinstance(error, auto.errors.CommandError):
+        return None
+    found = re.search(r"^ code: (-?\d+)$", str(error), re.M)
+    return int(found.group(1)) if found else None
 
 
 class UpProcess:
@@ -154,9 +168,13 @@ class SweepStack:
         self.stack: auto.Stack | None = None
         self._up_thread: threading.Thread | None = None
         self._up_error: BaseException | None = None
+        self._up_code: int | None = None
+        self._up_finished = False
 
-    def open(self, resume: bool) -> bool:
-        """Select the stack (resume) or make it from the base's config; True when it was made now."""
+    def open(self, resume: bool, mark: str) -> bool:
+        """Select the stack (resume) or make it from the base's config; True when it was made now. An existing stack
+        is opened only when it carries this sweep's mark (ownership.MARK_TAG = mark), read back through the
+        Automation API (`pulumi stack tag ls --json`); a new one gets the mark before anything else."""
         try:
             self.stack = auto.Stack.select(self.name, self.workspace)
         except StackNotFoundError:
@@ -164,10 +182,22 @@ class SweepStack:
             # StackNotFoundError): look first, so a missing base leaves no empty sweep stack behind.
             auto.Stack.select(self.base, self.workspace)
             self.stack = auto.Stack.create(self.name, self.workspace)
+            try:
+                self.workspace.set_tag(self.name, ownership.MARK_TAG, mark)
+            except auto.errors.CommandError:
+                self.workspace.remove_stack(self.name)  # new and empty: nothing of it may stay unmarked
+                self.stack = None
+                raise
             self.workspace.cli_api.config_copy(stack=self.base, dest=self.name, cwd=str(self.project_dir),
                                                additional_env=dict(self.workspace.env_vars))
             return True
+        tags = self.workspace.list_tags(self.name)
+        problem = ownership.mark_problem(self.name, tags if isinstance(tags, dict) else {}, mark if resume else None)
+        if problem is not None and (resume or ownership.MARK_TAG not in (tags or {})):
+            self.stack = None
+            raise NotTheSweepsStackError(problem)
         if not resume:
+            self.stack = None
             raise StackExistsError(
                 f"stack {self.name} already exists (a sweep that did not finish?): add --resume to go on with it, "
                 f"or remove it: {destroy_command(self.project_dir, self.name)}")
@@ -187,11 +217,15 @@ class SweepStack:
         """`up` in a worker thread, so Ctrl-C reaches the main thread (see the module's notes)."""
         assert self.stack is not None
         self._up_error = None
+        self._up_code = None
+        self._up_finished = False
 
         def work() -> None:
             try:
                 self.stack.up(on_event=on_event, on_output=on_output, on_error=on_output, color="never")
+                self._up_finished = True
             except BaseException as error:  # handed to the main thread, which decides
+                self._up_code = exit_code(error)
                 self._up_error = error
 
         self._up_thread = threading.Thread(target=work, name="pulumi-up", daemon=True)
@@ -199,6 +233,16 @@ class SweepStack:
 
     def up_running(self) -> bool:
         return self._up_thread is not None and self._up_thread.is_alive()
+
+    def up_unfinished(self) -> bool:
+        """An `up` was started and did not succeed (it may have left pending creates)."""
+        return self._up_thread is not None and not self._up_finished
+
+    def up_ended_by_signal(self) -> bool:
+        """The last `up` ended killed by a signal (a negative exit code: CPython's returncode for a signal), so
+        its CLI never released the stack's lock (pkg/backend/diy/lock.go: the lock file is removed only by the
+        update's own unlock, or by `pulumi cancel`)."""
+        return not self.up_running() and self._up_code is not None and self._up_code < 0
 
     def wait_up(self, timeout: float) -> bool:
         """True when the `up` ended (re-raising its error); False while it still runs."""

@@ -8,26 +8,36 @@ as the user writes it, the value and the fix, prefixed with the file and the arm
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from components.reading import bounded
 from components.settings import SettingsError
 from components.settings.fields import parse_duration
 from components.settings.findings import InvalidSettingError
 from components.settings.loading import Loaded, load
 from components.settings.root import SECRET_BY_NATURE, TOP_LEVEL_KEYS
+from components.settings.text import escaped
 from tools.bench import reference
 from tools.bench.sweep import DEFAULT_OUTPUT_TOKENS, DEFAULT_REQUESTS_PER_CLIENT
 from tools.plan.placeholders import UNSET_PROJECT_STAND_IN
 from tools.plan.stack_file import read_stack_config
-from tools.sweep import config_paths
+from tools.sweep import config_paths, ownership
 
 END_ACTIONS = ("destroy", "keep-best", "restore-base")
 EXAMPLE = "sweeps/log-arms.yaml"
+MAX_SWEEP_FILE_BYTES = bounded.MIB
+"""The shipped sweep is 2 KB; a megabyte holds any sweep a person writes."""
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+"""An arm's name becomes a directory (`NN-NAME` under --out), a table row, a plot label and a progress line: ASCII
+letters, digits, '.', '_' and '-', starting with a letter or digit, at most 40, so it is inert everywhere (no
+path, no line break, no escape, no look-alike letters of other scripts)."""
+# Within reason for one rented chip: past these no cell of the sweep ends in hours.
+MAX_CONTEXT, MAX_CLIENTS, MAX_REPS, MAX_REQUESTS, MAX_OUTPUT_TOKENS = 1 << 20, 1024, 100, 10_000, 1 << 16
 
 
 class SweepFileError(Exception):
@@ -43,23 +53,24 @@ class SweepFileError(Exception):
 
 class Cells(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    contexts: list[int] = Field(default_factory=lambda: list(reference.CONTEXTS), min_length=1)
-    clients: list[int] = Field(default_factory=lambda: list(reference.CLIENTS), min_length=1)
-    reps: int = Field(3, ge=1)
-    requests_per_client: int = Field(DEFAULT_REQUESTS_PER_CLIENT, ge=1, alias="requestsPerClient")
-    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=2, alias="outputTokens")
+    contexts: list[int] = Field(default_factory=lambda: list(reference.CONTEXTS), min_length=1, max_length=32)
+    clients: list[int] = Field(default_factory=lambda: list(reference.CLIENTS), min_length=1, max_length=32)
+    reps: int = Field(3, ge=1, le=MAX_REPS)
+    requests_per_client: int = Field(DEFAULT_REQUESTS_PER_CLIENT, ge=1, le=MAX_REQUESTS, alias="requestsPerClient")
+    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=2, le=MAX_OUTPUT_TOKENS, alias="outputTokens")
 
     @field_validator("contexts", "clients")
     @classmethod
-    def _positive(cls, values: list[int]) -> list[int]:
-        if any(value < 1 for value in values):
-            raise ValueError("every entry must be a whole number of at least 1")
+    def _positive(cls, values: list[int], info: Any) -> list[int]:
+        top = MAX_CONTEXT if info.field_name == "contexts" else MAX_CLIENTS
+        if any(not 1 <= value <= top for value in values):
+            raise ValueError(f"every entry must be a whole number from 1 to {top:,}")
         return values
 
 
 class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    max_spend_usd: float = Field(gt=0, alias="maxSpendUsd")
+    max_spend_usd: float = Field(gt=0, allow_inf_nan=False, alias="maxSpendUsd")
     max_duration: str = Field(alias="maxDuration")
     at_end: Literal["destroy", "keep-best", "restore-base"] = Field("destroy", alias="atEnd")
 
@@ -81,9 +92,23 @@ class Document(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     base: str = Field(min_length=1)
     stack: str | None = None
-    arms: dict[str, dict[str, Any]] = Field(min_length=1)
+    arms: dict[str, dict[str, Any]] = Field(min_length=1, max_length=64)
     cells: Cells = Field(default_factory=Cells)
     limits: Limits
+
+    @field_validator("arms")
+    @classmethod
+    def _arm_names(cls, arms: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        seen: dict[str, str] = {}
+        for name in arms:
+            if not ARM_NAME.fullmatch(name):
+                raise ValueError(f"arm name {escaped(name)!r}: an arm's name is 1 to 40 ASCII letters, digits, '.', "
+                                 "'_' or '-', starting with a letter or digit (it names a directory and a table "
+                                 "row); rename it, e.g. ngram-4")
+            if name.casefold() in seen:
+                raise ValueError(f"arm names {seen[name.casefold()]!r} and {name!r} differ only in case; rename one")
+            seen[name.casefold()] = name
+        return arms
 
 
 @dataclass(frozen=True)
@@ -119,6 +144,16 @@ class Sweep:
         return config_paths.deep_merge(self.base_config, self.stack_overrides)
 
 
+def _shown_value(value: Any) -> str:
+    """A value as JSON on one inert line, cut at 200 characters (a refusal quotes what was written, not all of it)."""
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):
+        text = repr(type(value).__name__)
+    text = escaped(text)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _decoded(value: str) -> Any:
     try:
         return json.loads(value)
@@ -127,10 +162,10 @@ def _decoded(value: str) -> Any:
 
 
 def _base_config(project_dir: Path, base: str, where: str) -> tuple[dict[str, Any], str | None, frozenset[str]]:
+    problem = ownership.base_problem(base, project_dir)
+    if problem is not None:
+        raise SweepFileError([f"{escaped(where)}: {problem}"])
     path = project_dir / f"Pulumi.{base}.yaml"
-    if not path.is_file():
-        raise SweepFileError([f"{where}: base = {json.dumps(base)}: there is no {path.name} in {project_dir}; "
-                              "name a stack of this project (e.g. dev)"])
     try:
         config, secret_keys = read_stack_config(path)
     except SettingsError as error:
@@ -144,7 +179,7 @@ def _base_config(project_dir: Path, base: str, where: str) -> tuple[dict[str, An
 def _arm_problems(where: str, name: str, overlay: Any) -> list[str]:
     head = f"{where}: arms.{name}"
     if not isinstance(overlay, dict):
-        return [f"{head} = {json.dumps(overlay, default=str)}: must be a map of tpu-vllm: settings, e.g. "
+        return [f"{head} = {_shown_value(overlay)}: must be a map of tpu-vllm: settings, e.g. "
                 "vllm: {maxNumBatchedTokens: 8192}; write {} for the base itself"]
     problems = []
     for path, value in config_paths.leaves(overlay).items():
@@ -158,39 +193,44 @@ def _arm_problems(where: str, name: str, overlay: Any) -> list[str]:
         elif top == "platform" or path.startswith("platform"):
             problems.append(f"{head}: tpu-vllm:{path}: an arm cannot change the platform; make a sweep of its own")
         elif (why := config_paths.misread(value)) is not None:
-            problems.append(f"{head}: tpu-vllm:{path} = {json.dumps(value)}: {why}; write the value itself "
+            problems.append(f"{head}: tpu-vllm:{escaped(path)} = {_shown_value(value)}: {why}; write the value itself "
                             "(a number as a number, true or false unquoted)")
     return problems
 
 
-def read(path: Path, project_dir: Path) -> Sweep:
-    """The sweep file, every arm validated as a whole configuration; raises SweepFileError with every problem."""
-    where = str(path)
+def project_name(project_dir: Path) -> str | None:
+    """Pulumi.yaml's `name` (the project the sweep's stack belongs to); None when it cannot be read."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SweepFileError([f"{where}: cannot read it ({error.strerror}); see {EXAMPLE}"]) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = f", line {mark.line + 1}" if mark else ""
-        raise SweepFileError([f"{where}{line}: not valid YAML ({getattr(error, 'problem', error)}); "
-                              f"see {EXAMPLE}"]) from None
+        document = bounded.read_yaml(project_dir / "Pulumi.yaml", MAX_SWEEP_FILE_BYTES, "Pulumi.yaml")
+    except bounded.ReadError:
+        return None
+    name = document.get("name") if isinstance(document, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def read(path: Path, project_dir: Path, resumed_stack: str | None = None) -> Sweep:
+    """The sweep file, every arm validated as a whole configuration; raises SweepFileError with every problem.
+    `resumed_stack`: the stack a journal of this sweep names (--resume), whose own stack file is expected."""
+    where = escaped(str(path))
+    try:
+        document = bounded.read_yaml(path, MAX_SWEEP_FILE_BYTES, "sweep file")
+    except bounded.ReadError as error:
+        raise SweepFileError([f"{error}; see {EXAMPLE}"]) from None
     try:
         parsed = Document.model_validate(document if document is not None else {})
     except ValidationError as error:
         problems = []
         for item in error.errors():
-            key = ".".join(str(part) for part in item["loc"]) or "(the file)"
-            value = "" if item["type"] == "missing" else f" = {json.dumps(item.get('input'), default=str)}"
+            key = ".".join(escaped(str(part)) for part in item["loc"]) or "(the file)"
+            value = "" if item["type"] == "missing" else f" = {_shown_value(item.get('input'))}"
             problems.append(f"{where}: {key}{value}: {item['msg'].removeprefix('Value error, ')}; see {EXAMPLE}")
         raise SweepFileError(problems) from None
     base_raw, project, secret_keys = _base_config(project_dir, parsed.base, where)
     problems: list[str] = []
     arms: list[Arm] = []
     stack = parsed.stack or f"{parsed.base}-sweep"
-    if stack == parsed.base:
-        problems.append(f"{where}: stack = {json.dumps(stack)}: the sweep's stack must be its own, not the base; "
-                        "leave it out (default: BASE-sweep)")
+    problems += [f"{where}: {problem}" for problem in ownership.sweep_stack_problems(
+        stack, parsed.base, project_dir, project_name(project_dir), resumed_stack)]
     # cache.keepOnDestroy makes the disk retainOnDelete (components/vm/cache_disk.py): `pulumi destroy` would leave it
     # billing and `stack rm` forget it, so the sweep's own stack always sets it false, and says so.
     overrides: dict[str, Any] = {}

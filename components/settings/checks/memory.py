@@ -4,6 +4,7 @@ cache disk's room for the weights."""
 from __future__ import annotations
 
 import math
+import shlex
 
 from components import sizing
 from components.basis import chip_memory
@@ -138,6 +139,15 @@ def load_checks(settings: Settings) -> list[Finding]:
     return findings
 
 
+def fit_command(settings: Settings) -> str:
+    """The tools.fit command that sizes this very model: by its config.json when vllm.modelConfig gives one (an
+    uncatalogued model has no --model), else by its catalogued id."""
+    vllm = settings.vllm
+    which = (f"--model-config {shlex.quote(vllm.hf_config)}" if vllm.hf_config is not None
+             else f"--model {shlex.quote(vllm.model)}")
+    return f"python -m tools.fit {which} --max-model-len {vllm.max_model_len}"
+
+
 def fit_checks(settings: Settings) -> list[Finding]:
     """The model on tpu.acceleratorType as tools.fit sizes it: refused when it cannot fit (naming the smallest
     shape that can), an explicit tensor-parallel size the shape does not allow, and a pair nobody measured."""
@@ -184,7 +194,7 @@ def fit_checks(settings: Settings) -> list[Finding]:
         fix = (f"put the checkpoint's {fitting.SAFETENSORS_INDEX} beside {vllm.hf_config} (its "
                "metadata.total_size is the weights' bytes)" if fitted.figures["weights"].value is None else
                f"set tpu.acceleratorType to {smallest.accelerator_type}, the smallest shape it fits "
-               f"(python -m tools.fit --model {vllm.model} compares them)" if smallest is not None and
+               f"({fit_command(settings)} compares them)" if smallest is not None and
                smallest.accelerator_type != tpu.accelerator_type else
                "no catalogued shape holds it at this vllm.maxModelLen: lower it, or pick a smaller model "
                "(python -m tools.fit)")
