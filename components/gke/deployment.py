@@ -14,7 +14,7 @@ from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.shared_resources import Core
 from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
-from components.gke import compile_cache, compute_class, manifests
+from components.gke import compile_cache, compute_class, manifests, scale_to_zero
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.capacity import kv_outputs
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
@@ -122,6 +122,11 @@ class GkeWing(pulumi.ComponentResource):
         class_models = compute_class.models(cfg.tpu.provisioning_model, gke)
         after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         cluster_name = gke.cluster_name or cfg.resource_prefix
+        # The pool's zero, read by the picker, the HPA, the outputs and the dashboard (None at gke.minReplicas >= 1).
+        zero = scale_to_zero.zero_pool(gke.min_replicas, gke.max_replicas,
+                                       scale_to_zero_after=gke.scale_to_zero_after,
+                                       waiting_requests_target=gke.waiting_requests_target,
+                                       max_num_seqs=cfg.vllm.max_num_seqs)
 
         nodes = ServiceIdentity(
             f"{name}-nodes",
@@ -141,7 +146,7 @@ class GkeWing(pulumi.ComponentResource):
                 system_machine_type=gke.system_machine_type, system_node_count=gke.system_node_count,
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
                 use_existing=gke.use_existing_cluster, labels=core.labels,
-                gateway_api=gke.inference_gateway is not None),
+                gateway_api=gke.inference_gateway is not None, scale_to_zero=zero is not None),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix, shape), class_models,
@@ -203,7 +208,7 @@ class GkeWing(pulumi.ComponentResource):
                 front_port=spec.listen_port, adopted_subnet=gke.inference_gateway.proxy_only_subnet,
                 proxy_only_range=gke.inference_gateway.proxy_only_range, picker_image=picker_image,
                 provider=cluster.provider, workload=workload, services=core.apis,
-                pool_grace_seconds=gke.termination_grace_seconds),
+                pool_grace_seconds=gke.termination_grace_seconds, zero=zero),
                 pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
             project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
@@ -211,7 +216,7 @@ class GkeWing(pulumi.ComponentResource):
             waiting_requests_target=gke.waiting_requests_target,
             adapter_account_id=naming.service_account_id(cfg.stack, "metrics"),
             provider=cluster.provider, workload=workload,
-            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready),
+            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready, zero=zero),
             pulumi.ResourceOptions(parent=self))
         if cfg.monitoring.enabled:
             OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(
@@ -252,8 +257,10 @@ class GkeWing(pulumi.ComponentResource):
             "apiKey": core.secrets.api_key,
             "hfTokenSource": core.secrets.hf_token_source,
             "vllmServeCommand": render_serve_args(spec.serve_args),
-            "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
+            "hpaMetric": (f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})" if zero is None
+                          else scale_to_zero.hpa_metric_text(zero)),
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
+            **({"scaleToZero": scale_to_zero.outputs(zero)} if zero is not None else {}),
             **gke_costs(cfg),
             **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas, cfg.tpu.shape.gke_tpu_count),
         }

@@ -52,6 +52,8 @@ STACKS = (
     GoldenStack("qwenv6e", VARIANT_STACKS_DIR, "vm: Qwen3-8B on v6e-1 in us-east5-a (v6e runtime, Hyperdisk, parsers)"),
     GoldenStack("qwenv6egke", VARIANT_STACKS_DIR, "gke: Qwen3-8B on v6e-1 (ct6e-standard-1t, tpu-v6e-slice)"),
     GoldenStack("gkegateway", VARIANT_STACKS_DIR, "gke with the opt-in inference gateway (Gateway, pool, picker)"),
+    GoldenStack("gkezero", VARIANT_STACKS_DIR, "the gateway stack at gke.minReplicas 0 (flow control, the picker's "
+                "queue to the HPA)"),
 )
 
 
