@@ -4,8 +4,9 @@ Declared as llm-d/llm-d-router v0.10.0's `llm-d-router-gateway` chart renders th
 templates/_inferencepool.yaml, _deployment.yaml, _service.yaml, _rbac.yaml, _config.yaml and the gateway chart's
 rbac.yaml), with this stack's differences, each said where it is made: the pool's port is the front's (the key
 check stays in the front; the gateway never sees vLLM's port); requests that fit the cluster's system pool (the
-chart asks 8 CPUs and 8 GiB); the picker reads each replica's metrics from the metrics door, not the pool's port (picker_config.py);
-the image pinned by digest. tests/test_gke_gateway.py compares these objects with the chart's templates.
+chart asks 8 CPUs and 8 GiB); the picker reads each replica's metrics from the metrics door, not the pool's port
+(picker_config.py); the image pinned by digest. tests/test_gke_gateway.py compares these objects with the chart's
+templates.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pulumi
 
-from components.gke import manifests, metrics_door, picker_config, scale_to_zero
+from components.gke import manifests, picker_config, scale_to_zero
 from components.settings.gateway import PICKER_MEMORY_LIMIT, PICKER_REQUESTS
 
 POOL_GROUP = "inference.networking.k8s.io"

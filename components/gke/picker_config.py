@@ -1,9 +1,9 @@
 """The endpoint picker's own configuration: which scorers choose a replica for each request.
 
-The picker is llm-d's (llm-d/llm-d-router, v0.10.0, 71f4f099; the fields below read the same at v0.9.0). Its loader (pkg/epp/config/loader/configloader.go,
-decodeRawConfig) decodes this file strictly into `EndpointPickerConfig` (apix/config/v1alpha1/
-endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`, `plugins` (type, optional name defaulting to the
-type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go), `dataLayer` sources with
+The picker is llm-d's (llm-d/llm-d-router, v0.10.0, 71f4f099; the fields below read the same at v0.9.0). Its
+loader (pkg/epp/config/loader/configloader.go, decodeRawConfig) decodes this file strictly into
+`EndpointPickerConfig` (apix/config/v1alpha1/endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`,
+`plugins` (type, optional name defaulting to the type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go), `dataLayer` sources with
 their extractors. The scorers are the chart's own defaults (config/charts/routerlib/templates/_config.yaml,
 `default-plugins.yaml`; the same as loader/defaults.go loadDefaultConfig): queue depth and KV-cache utilisation
 (weight 2 each) from each replica's vLLM metrics, and the prefix-cache scorer (weight 3), whose match data comes
