@@ -1,15 +1,16 @@
 """The endpoint picker's own configuration: which scorers choose a replica for each request.
 
-The picker is llm-d's (llm-d/llm-d-router, v0.10.0, 71f4f099; the fields below read the same at v0.9.0). Its
-loader (pkg/epp/config/loader/configloader.go, decodeRawConfig) decodes this file strictly into
-`EndpointPickerConfig` (apix/config/v1alpha1/endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`,
-`plugins` (type, optional name defaulting to the type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go), `dataLayer` sources with
-their extractors. The scorers are the chart's own defaults (config/charts/routerlib/templates/_config.yaml,
-`default-plugins.yaml`; the same as loader/defaults.go loadDefaultConfig): queue depth and KV-cache utilisation
-(weight 2 each) from each replica's vLLM metrics, and the prefix-cache scorer (weight 3), whose match data comes
-from the approximate prefix producer the runner registers as the default producer of that data
-(cmd/epp/runner/runner.go, RegisterAsDefaultProducer(approx-prefix-cache-producer)): it remembers which replica
-got which prompt blocks, so it needs nothing from vLLM but its standard metrics.
+The picker is llm-d's (llm-d/llm-d-router, v0.10.0, 71f4f099; the fields below read the same at v0.9.0). Its loader
+(pkg/epp/config/loader/configloader.go, decodeRawConfig) decodes this file strictly into `EndpointPickerConfig`
+(apix/config/v1alpha1/endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`, `plugins` (type, optional name
+defaulting to the type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go),
+`dataLayer` sources with their extractors. The scorers are the chart's own defaults
+(config/charts/routerlib/templates/_config.yaml, `default-plugins.yaml`; the same as loader/defaults.go
+loadDefaultConfig): queue depth and KV-cache utilisation (weight 2 each) from each replica's vLLM metrics, and the
+prefix-cache scorer (weight 3), whose match data comes from the approximate prefix producer the runner registers as
+the default producer of that data (cmd/epp/runner/runner.go,
+RegisterAsDefaultProducer(approx-prefix-cache-producer)): it remembers which replica got which prompt blocks, so it
+needs nothing from vLLM but its standard metrics.
 
 Two settings differ from the chart's defaults, each said where it is made: the request parsers end with the
 passthrough parser, so every `/v1` path the route sends reaches a replica; the saturation detector's staleness
