@@ -193,3 +193,41 @@ def test_the_fakes_words_are_the_pickers():
 
     assert agent.DROPPED_REASON_HEADER == DROPPED_REASON_HEADER
     assert set(agent.DROPPED_REASONS) == {"rejected-no-endpoints", "rejected-ttl-expired", "rejected-saturated"}
+
+
+def test_the_plan_prices_the_pool_at_zero_beside_one_replica_and_a_working_day():
+    from components.economics.costs import total_usd_per_hour, zero_day
+
+    loaded = settings.load(with_gke(minReplicas=0, inferenceGateway=True, scaleToZeroAfter="30m"), "my-proj", "gke")
+    day = zero_day(loaded.settings)
+    at_zero, at_one = total_usd_per_hour(loaded.settings, 0), total_usd_per_hour(loaded.settings, 1)
+    assert 0 < day["perHourAtZero"] == round(at_zero, 4) < day["perHourAtOneReplica"] == round(at_one, 4)
+    assert day["servingHoursPerDay"] == 10.5  # load.activeHoursPerDay's 10 + the 30m idle tail
+    assert day["perDay"] == round(10.5 * at_one + 13.5 * at_zero, 2) < day["perDayAtOneReplicaAllDay"]
+    assert "computed" in day["formula"]
+    all_day = settings.load({**with_gke(minReplicas=0, inferenceGateway=True), "load": {"activeHoursPerDay": 24}},
+                            "my-proj", "gke")
+    assert zero_day(all_day.settings)["savedPerMonth"] == 0  # nothing idles, nothing is saved
+
+
+def test_at_zero_the_alert_is_a_held_request_timing_out_not_a_pool_with_no_replica():
+    from components.monitoring import dashboard
+    from tests.test_monitoring import load_document, validate
+
+    program = zero_program()
+    names = {p["name"] for p in program.of_type("gcp:monitoring/alertPolicy:AlertPolicy")}
+    assert names == {f"gke-monitoring-alert-{key}" for key in ("kv", "waiting", "held-timeout")}
+    [held] = [p for p in program.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p["name"].endswith("timeout")]
+    query = held["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    assert 'outcome="EvictedTTL"' in query and 'job="vllm-pool-epp"' in query
+    [board] = program.of_type("gcp:monitoring/dashboard:Dashboard")
+    import json
+
+    import promql_parser
+
+    body = json.loads(board["inputs"]["dashboardJson"])
+    assert validate(body, {"$ref": "Dashboard"}, load_document("monitoring.v1")) == []
+    queries = dashboard.queries(body)
+    for each in queries:
+        promql_parser.parse(each)
+    assert any("llm_d_epp_flow_control_queue_size" in q for q in queries)

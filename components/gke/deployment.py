@@ -22,7 +22,7 @@ from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.gateway import InferenceGateway, InferenceGatewayArgs, gateway_endpoint
 from components.gke.image_digest import pinned_image
-from components.gke.inference_pool import PICKER_IMAGE
+from components.gke.inference_pool import PICKER_IMAGE, PICKER_NAME
 from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (
     APP_NAME,
@@ -79,7 +79,7 @@ def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: 
 
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
                      max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
-                     baseline_usd_per_hour: float) -> Scope:
+                     baseline_usd_per_hour: float, zero: scale_to_zero.ZeroPool | None = None) -> Scope:
     """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
     as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
     pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
@@ -90,7 +90,13 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
     if model == "flex-start":
         notes.append(f"Each node runs {max_run_duration}; its replacement comes up "
                      f"{gke.recycling_lead_time} before the end (node recycling)")
-    return Scope(title=f"tpu-vllm {stack} (gke)",
+    if zero is not None:
+        notes.append(f"The pool goes to zero after {gke.scale_to_zero_after} with nothing held or running; the "
+                     f"gateway holds a request up to {zero.request_ttl_seconds} s while it wakes")
+    # The picker's series carry its PodMonitoring's name as `job` (components/gke/scale_to_zero.py).
+    picker_labels = ({"cluster": cluster_name, "namespace": gke.namespace, "job": PICKER_NAME}
+                     if zero is not None else None)
+    return Scope(title=f"tpu-vllm {stack} (gke)", picker_labels=picker_labels,
                  labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
                  kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
                  baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes))
@@ -225,7 +231,7 @@ class GkeWing(pulumi.ComponentResource):
                     gke, stack=cfg.stack, cluster_name=cluster_name, provisioning_model=cfg.tpu.provisioning_model,
                     max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
                     replica_usd_per_hour=replica_usd_per_hour(cfg, cfg.tpu.provisioning_model),
-                    baseline_usd_per_hour=baseline(cfg).usd_per_hour),
+                    baseline_usd_per_hour=baseline(cfg).usd_per_hour, zero=zero),
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = spec.listen_port
