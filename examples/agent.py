@@ -53,6 +53,19 @@ RETRIES = 2
 TURN_SECONDS = 180.0
 
 
+# The gateway's endpoint picker says why it dropped a request in this header (llm-d/llm-d-router v0.10.0
+# pkg/common/error/error.go RequestDroppedReasonHeaderKey and the reasons; pkg/epp/requestcontrol/admission.go
+# translateFlowControlOutcome: 503 when the pool has no endpoint, 429 when it is only busy).
+DROPPED_REASON_HEADER = "x-llm-d-request-dropped-reason"
+DROPPED_REASONS = {
+    "rejected-no-endpoints": ("no replica was ready while the gateway held it (a pool at zero wakes in minutes: "
+                              "retry, and give --timeout and --turn-seconds the stack's scaleToZero.requestTtlSeconds "
+                              "or more)"),
+    "rejected-ttl-expired": "the gateway held it past its time-to-live while every replica was busy; retry later",
+    "rejected-saturated": "the gateway's queue is full; retry later",
+}
+
+
 class AgentError(Exception):
     """Ends the run: its message is printed as one line on stderr, and the exit status is 1."""
 
@@ -373,6 +386,9 @@ def explain(error: Exception, base_url: str, timeout: float) -> str:
         body = error.body.get("message", error.body) if isinstance(error.body, dict) else error.body
         said = one_line(str(body or "")) or "no message"
         hint = "; check OPENAI_API_KEY (the stack's apiKey output)" if error.status_code in (401, 403) else ""
+        dropped = error.response.headers.get(DROPPED_REASON_HEADER)
+        if dropped:
+            hint = f"; {DROPPED_REASONS.get(dropped, f'the gateway dropped it ({dropped})')}"
         return f"the server answered HTTP {error.status_code}: {said}{hint}"
     return f"the server reported an error: {one_line(str(error))}"
 

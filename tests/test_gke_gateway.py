@@ -117,9 +117,12 @@ def test_the_picker_reaches_only_the_metrics_door_and_only_the_gateway_reaches_t
                          "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]}
     picker = one(program, "NetworkPolicy", network_policy.PICKER_POLICY_NAME)
     assert [p["port"] for p in picker["spec"]["ingress"][0]["ports"]] == [9002, 9003]
-    # The picker scrapes the door's port, not the pool's (the front, which wants the key on /metrics).
+    # The picker scrapes the door's port, not the pool's (the front, which wants the key on /metrics): at v0.10.0
+    # the metrics source's `port` parameter; the flag v0.9.0 read is gone, and the picker would refuse to start.
     args = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert f"--model-server-metrics-port={metrics_door.METRICS_PORT}" in args
+    assert not any(arg.startswith("--model-server-metrics") for arg in args)
+    source = next(p for p in picker_config.picker_config()["plugins"] if p["type"] == picker_config.METRICS_SOURCE)
+    assert source["parameters"]["port"] == metrics_door.METRICS_PORT
 
 
 def test_the_picker_image_is_pinned_by_digest_and_its_requests_fit_the_system_pool():
@@ -132,12 +135,18 @@ def test_the_picker_image_is_pinned_by_digest_and_its_requests_fit_the_system_po
     assert requests["cpu"] == "250m" and requests["memory"] == "512Mi"
 
 
-# The picker's configuration as its loader reads it (llm-d/llm-d-router v0.9.0, pkg/epp/config/loader/
+# The picker's configuration as its loader reads it (llm-d/llm-d-router v0.10.0, pkg/epp/config/loader/
 # configloader.go decodeRawConfig: strict, unknown fields refused; validation.go: every pluginRef names a plugin,
 # whose name defaults to its type, defaults.go applyStaticDefaults). The fields of EndpointPickerConfig and its
 # parts (apix/config/v1alpha1/endpointpickerconfig_types.go), written here as a schema.
 _REF = {"type": "object", "additionalProperties": False, "required": ["pluginRef"],
         "properties": {"pluginRef": {"type": "string", "minLength": 1}}}
+# A resource.Quantity: a string ("100", "1k", "1Gi") or a number; the loader refuses a negative one
+# (loader/flowcontrol.go resolveQuantity).
+_QUANTITY = {"type": ["string", "integer"], "pattern": "^[0-9]+(\\.[0-9]+)?([kMGTPE]i?|[mun])?$", "minimum": 0}
+_BAND = {"type": "object", "additionalProperties": False, "required": ["priority"],
+         "properties": {"priority": {"type": "integer"}, "maxBytes": _QUANTITY, "maxRequests": _QUANTITY,
+                        "fairnessPolicyRef": {"type": "string"}, "orderingPolicyRef": {"type": "string"}}}
 PICKER_CONFIG_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "plugins"],
     "properties": {
@@ -157,24 +166,28 @@ PICKER_CONFIG_SCHEMA = {
             "sources": {"type": "array", "items": {
                 "type": "object", "additionalProperties": False, "required": ["pluginRef"],
                 "properties": {"pluginRef": {"type": "string"}, "extractors": {"type": "array", "items": _REF}}}}}},
-        # FlowControlConfig and RequestHandlerConfig (the same file).
+        # FlowControlConfig, PriorityBandConfig and RequestHandlerConfig (the same file, v0.10.0).
         "flowControl": {"type": "object", "additionalProperties": False, "properties": {
-            "saturationDetector": _REF, "maxBytes": {}, "maxRequests": {}, "defaultRequestTTL": {},
-            "defaultPriorityBand": {}, "defaultNegativePriorityBand": {}, "priorityBands": {},
-            "usageLimitPolicyPluginRef": {"type": "string"}}},
+            "saturationDetector": _REF, "maxBytes": _QUANTITY, "maxRequests": _QUANTITY,
+            "defaultRequestTTL": {"type": "string"},
+            "defaultPriorityBand": _BAND, "defaultNegativePriorityBand": _BAND,
+            "priorityBands": {"type": "array", "items": _BAND},
+            "usageLimitPolicyPluginRef": {"type": "string"}, "enableEviction": {"type": "boolean"}}},
         "requestHandler": {"type": "object", "additionalProperties": False, "properties": {
             "parsers": {"type": "array", "items": _REF}}},
         "saturationDetector": {"type": "object"}, "parser": {"type": "object"},
     },
 }
-# The plugin types the v0.9.0 runner registers that this configuration names (their Type constants:
+# The plugin types the v0.10.0 runner registers that this configuration names (their Type constants:
 # scorer/queuedepth/queue.go, scorer/kvcacheutilization/kvcache_utilization.go, scorer/prefix/plugin.go,
 # datalayer/source/metrics/datasource.go, datalayer/extractor/metrics/factories.go).
 REGISTERED_TYPES = {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "metrics-data-source",
                     "core-metrics-extractor", "utilization-detector", "openai-parser", "anthropic-parser",
                     "vllmhttp-parser", "passthrough-parser"}
-# metricsDatasourceParams (datasource.go): scheme, path, insecureSkipVerify, nothing else.
-METRICS_SOURCE_PARAMETERS = {"scheme", "path", "insecureSkipVerify"}
+REGISTERED_GATES = {"flowControl", "haPopulateNonLeaderDatastore"}
+# metricsDatasourceParams (datasource.go, v0.10.0).
+METRICS_SOURCE_PARAMETERS = {"scheme", "path", "port", "insecureSkipVerify", "caCertPath", "clientCertPath",
+                             "clientKeyPath", "interval"}
 # The utilization detector's apiConfig (flowcontrol/saturationdetector/utilization/config.go).
 DETECTOR_PARAMETERS = {"queueDepthThreshold", "kvCacheUtilThreshold", "metricsStalenessThreshold", "headroom"}
 # The path suffixes each parser claims (Claims().Paths: parsers/openai/openai.go, anthropic/anthropic.go,
@@ -225,11 +238,23 @@ def loader_errors(config: dict) -> list[str]:
 
     errors = [e.message for e in jsonschema.Draft202012Validator(PICKER_CONFIG_SCHEMA).iter_errors(config)]
     names = {p.get("name") or p["type"] for p in config.get("plugins", [])}
+    # validateFeatureGates (configloader.go): a registered gate, bare or "=true"/"=false" (cmd/epp/runner/
+    # runner.go registers flowControl and haPopulateNonLeaderDatastore at v0.10.0).
+    for gate in config.get("featureGates", []):
+        if gate.split("=", 1)[0] not in REGISTERED_GATES or gate.count("=") > 1 or (
+                "=" in gate and gate.split("=", 1)[1] not in ("true", "false")):
+            errors.append(f"unknown feature gate {gate!r}")
+    ttl = config.get("flowControl", {}).get("defaultRequestTTL")
+    if isinstance(ttl, str) and ttl != "0s" and go_duration_seconds(ttl) <= 0:
+        errors.append("defaultRequestTTL must be a positive duration")
     for plugin in config.get("plugins", []):
         if plugin["type"] not in REGISTERED_TYPES:
             errors.append(f"unknown plugin type {plugin['type']}")
         if plugin["type"] == "metrics-data-source" and set(plugin.get("parameters", {})) - METRICS_SOURCE_PARAMETERS:
             errors.append("unknown metrics-data-source parameter")
+        port = plugin.get("parameters", {}).get("port") if plugin["type"] == "metrics-data-source" else None
+        if port is not None and not 1 <= port <= 65535:  # MetricsDataSourceFactory's own check
+            errors.append(f"invalid port {port}: must be between 1 and 65535")
         if plugin["type"] == "utilization-detector":
             parameters = plugin.get("parameters", {})
             if set(parameters) - DETECTOR_PARAMETERS:
@@ -269,7 +294,8 @@ def test_the_picker_configuration_reads_as_its_loader_reads_it():
 
 @pytest.mark.parametrize("breakage", ["unknown top-level", "dangling ref", "bad source parameter", "typo type",
                                       "parser after the fallback", "unknown parser", "detector parameter",
-                                      "zero staleness"])
+                                      "zero staleness", "port out of range", "unknown gate",
+                                      "band without priority"])
 def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
     config = picker_config.picker_config()
     if breakage == "unknown top-level":
@@ -277,7 +303,13 @@ def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
     elif breakage == "dangling ref":
         config["schedulingProfiles"][0]["plugins"].append({"pluginRef": "no-such-scorer", "weight": 1})
     elif breakage == "bad source parameter":
-        config["plugins"][3]["parameters"]["port"] = 9090
+        config["plugins"][3]["parameters"]["metricsPort"] = 9090  # v0.9.0's flag's name, no parameter's
+    elif breakage == "port out of range":
+        config["plugins"][3]["parameters"]["port"] = 65536
+    elif breakage == "unknown gate":
+        config["featureGates"] = ["flowcontrol"]
+    elif breakage == "band without priority":
+        config["flowControl"]["defaultPriorityBand"] = {"maxRequests": "10"}
     elif breakage == "parser after the fallback":
         config["requestHandler"]["parsers"].reverse()
     elif breakage == "unknown parser":
@@ -291,7 +323,7 @@ def test_the_loader_check_refuses_what_the_loader_refuses(breakage):
     assert loader_errors(config)
 
 
-# What llm-d-router v0.9.0's llm-d-router-gateway chart renders with provider gke and a pool (its templates:
+# What llm-d-router v0.10.0's llm-d-router-gateway chart renders with provider gke and a pool (its templates:
 # routerlib _inferencepool.yaml, _service.yaml, _deployment.yaml, gke.yaml, httproute.yaml), read here as the
 # fields the stack keeps equal; the differences the stack makes are listed in components/gke/inference_pool.py.
 CHART_POOL = {"appProtocol": "http", "endpointPickerRef": {"port": {"number": 9002}, "failureMode": "FailOpen"}}
@@ -317,7 +349,8 @@ def test_the_objects_are_the_charts_with_the_stacks_stated_differences():
     deployment = one(program, "Deployment", inference_pool.PICKER_NAME)["spec"]
     assert deployment["strategy"] == {"type": "Recreate"} and deployment["replicas"] == 1
     service = one(program, "Service", inference_pool.PICKER_NAME)["spec"]
-    assert service["ports"] == [{"name": "grpc-ext-proc", "protocol": "TCP", "port": 9002}]
+    assert service["ports"] == [{"name": "grpc-ext-proc", "protocol": "TCP", "port": 9002,
+                                 "appProtocol": "kubernetes.io/h2c"}]
     for kind in ("HealthCheckPolicy", "GCPBackendPolicy"):
         assert one(program, kind)["spec"]["targetRef"] == gateway.pool_target_ref()
 

@@ -29,11 +29,15 @@ def vm_runs(served_and_mailed):
 @pytest.fixture(scope="module")
 def gke_runs(gke_program, variant):
     """The gke example stack (internalEndpoint), with an external load balancer (externalEndpoint instead), and with
-    the inference gateway (its outputs)."""
+    the inference gateway (its outputs), and with the pool at zero (scaleToZero)."""
+    from tests import test_scale_to_zero
+
     assert variant.problems is None and "externalEndpoint" in variant.data["outputs"]
     gateway = test_gke_gateway.gateway_program()
     assert "inferenceGateway" in gateway.data["outputs"]
-    return [gke_program, variant, gateway]
+    zero = test_scale_to_zero.zero_program()
+    assert "scaleToZero" in zero.data["outputs"]
+    return [gke_program, variant, gateway, zero]
 
 
 def exported(runs) -> list[set[str]]:

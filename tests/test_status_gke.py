@@ -406,3 +406,33 @@ def test_a_stack_without_the_gateway_reads_no_gateway(cluster, capsys):
     assert run() == status_report.EXIT_READY
     assert "gateway" not in shown(capsys)
     assert "gateway" not in cluster.log.read_text()
+
+
+def test_a_gateway_programmed_on_another_address_than_the_reserved_one_needs_action(cluster, capsys):
+    """Whether GKE takes the reserved SHARED_LOADBALANCER_VIP address is read from no page (issue 46): checked."""
+    cluster.put("outputs", GATEWAY_OUTPUTS)
+    cluster.put("pods", {"items": [ready_pod_at("vllm-a", "10.8.0.11")]})
+    moved = gateway_object()
+    moved["status"]["addresses"] = [{"type": "IPAddress", "value": "10.128.0.77"}]
+    cluster.put("gateways.gateway.networking.k8s.io", moved)
+    cluster.put("inferencepools.inference.networking.k8s.io", pool_object())
+    cluster.put("deployment", {"status": {"readyReplicas": 1}})
+    run()
+    out = shown(capsys)
+    assert "GKE programmed the Gateway on 10.128.0.77, not the reserved address 10.128.0.60" in out
+    assert "http://10.128.0.77/v1" in out
+
+
+def test_a_pool_at_zero_is_its_idle_state_not_a_missing_deployment(cluster, capsys):
+    outputs = {**GATEWAY_OUTPUTS, "scaleToZero": {"requestTtlSeconds": 1560}}
+    cluster.put("outputs", outputs)
+    cluster.put("pods", {"items": []})
+    cluster.put("gateways.gateway.networking.k8s.io", gateway_object())
+    cluster.put("inferencepools.inference.networking.k8s.io", pool_object())
+    cluster.put("deployment", {"status": {"readyReplicas": 1}})
+    assert run() == status_report.EXIT_READY
+    out = shown(capsys)
+    assert "the pool is at zero (gke.minReplicas 0)" in out and "holds it up to 1560 s" in out
+    cluster.put("outputs", GATEWAY_OUTPUTS)  # without the zero, no pods is still a missing Deployment's
+    assert run() != status_report.EXIT_READY
+    assert "the Deployment has no pods" in shown(capsys)

@@ -48,6 +48,14 @@ def gateway_facts(kube: Reader, outputs: dict[str, Any], namespace: str,
                       f"{programmed.get('message') or 'GKE is making the load balancer'})")
         facts.append(("gateway", f"{', '.join(addresses) or 'no address yet'} "
                                  f"(reserved {wanted.get('address', '?')}), {state}"))
+        reserved = wanted.get("address")
+        if programmed.get("status") == "True" and reserved and addresses and reserved not in addresses:
+            # Whether GKE takes the reserved address (purpose SHARED_LOADBALANCER_VIP) named by the Gateway's
+            # NamedAddress is read from no Google page (docs/development.md, issue 46's row): checked here instead.
+            problems.append(f"GKE programmed the Gateway on {', '.join(addresses)}, not the reserved address "
+                            f"{reserved} the internalEndpoint output names; agents would reach nothing: kubectl -n "
+                            f"{namespace} describe {GATEWAY_RESOURCE} {wanted.get('gateway')}, and use "
+                            f"http://{addresses[0]}/v1 meanwhile")
         if programmed.get("status") == "False":
             why = programmed.get("message") or programmed.get("reason")
             problems.append(f"GKE has not programmed the Gateway: {why}; "

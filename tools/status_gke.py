@@ -335,6 +335,14 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
         found = [r for r in replicas if r.state == state]
         if found:
             return Report(state, f"no replica serving yet; {len(found)} {state}", found[0].next_step, facts=facts)
+    zero = outputs.get("scaleToZero")
+    if zero and not replicas:
+        # gke.minReplicas 0: no pod is the idle state, and the gateway holds what arrives while one starts.
+        ttl = zero.get("requestTtlSeconds", "?")
+        return Report("at zero", "no replica: the pool is at zero (gke.minReplicas 0) and costs its baseline alone",
+                      f"send a request to wake it: the gateway holds it up to {ttl} s while a replica starts "
+                      "(give the client a timeout past that: the scaleToZero output's clients line)",
+                      exit_code=EXIT_READY, facts=facts)
     return Report("no replicas", "the Deployment has no pods",
                   f"kubectl -n {namespace} describe deployment vllm; `pulumi up` recreates what is missing",
                   facts=facts)

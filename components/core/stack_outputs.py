@@ -113,6 +113,9 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _gke("inferenceGatewayCost", "what the gateway adds: the regional proxies per hour at least, per GiB processed, "
          "the picker's share of the system pool (computed; the proxy-hour price is not read from Google's page, "
          "which says so)", only_when="`gke.inferenceGateway` is on"),
+    _gke("scaleToZero", "the pool at zero: the idle time before it, the endpoint picker's request time-to-live "
+         "(computed from the stated cold start: which parts are measured), the held-request bound, and what a "
+         "client's timeouts must be to wait", only_when="`gke.minReplicas` is 0"),
 )
 
 BY_NAME = {output.name: output for output in OUTPUTS}

@@ -168,6 +168,15 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"  no run duration ({summary['pricing']}): every TPU node bills until the autoscaler "
                      f"removes it, never below gke.minReplicas ({least}), or until pulumi destroy")
+    zero = summary.get("gke_zero")
+    if zero is not None:
+        lines.append(f"  at zero replicas (gke.minReplicas 0, after gke.scaleToZeroAfter idle): "
+                     f"{_money(zero['perHourAtZero'])}/hour (the cluster, the system pool with the picker, the "
+                     f"gateway's proxy, the cache); with one replica serving: {_money(zero['perHourAtOneReplica'])}"
+                     "/hour")
+        lines.append(f"  a day of {zero['activeHoursPerDay']:g} active hours (load.activeHoursPerDay): "
+                     f"{_money(zero['perDay'])}, against {_money(zero['perDayAtOneReplicaAllDay'])} with one replica "
+                     f"all day; about {_money(zero['savedPerMonth'])}/month saved ({zero['formula']})")
     idle = [f"{least} replica(s) (gke.minReplicas) with their boot disks"]
     if not summary["gke_reused_cluster"]:
         idle.append("the cluster fee and the system pool")

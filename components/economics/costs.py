@@ -13,6 +13,7 @@ from components.economics import gateway_costs
 from components.monitoring import alerts, scrape
 from components.settings import Settings, fitting, untested_arms
 from components.settings.facts import GKE_ROLLOUT_SURGE_PODS
+from components.settings.fields import parse_duration
 
 # The log's shape and price region: its plan's budget is the log's, field for field; any other shape adds the
 # tpu_* fields that say which (plan_budget).
@@ -104,11 +105,31 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         for fallback in gke.fallback}
     if gke.inference_gateway is not None:
         costs.update(gateway_costs.gateway_costs())
+    if gke.min_replicas == 0:
+        costs["scaleToZeroCostUsd"] = zero_day(settings)
     if model == "flex-start":
         # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
         costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
                                            settings.tpu.run_seconds / 3600, 2)
     return costs
+
+
+def zero_day(settings: Settings) -> dict[str, Any]:
+    """What a pool at zero costs and saves (gke.minReplicas 0), computed: the baseline alone at zero (the cluster fee,
+    the system pool and its disks, the gateway's proxy, the cache; the picker runs on the system pool), one replica
+    more while serving, and a day of load.activeHoursPerDay followed by the gke.scaleToZeroAfter idle tail at one
+    replica, the rest at zero, against one replica kept all day."""
+    gke, load = settings.gke, settings.load
+    at_zero, at_one = total_usd_per_hour(settings, 0), total_usd_per_hour(settings, 1)
+    serving_hours = min(24.0, load.active_hours_per_day + parse_duration(gke.scale_to_zero_after) / 3600)
+    day = serving_hours * at_one + (24 - serving_hours) * at_zero
+    return {"perHourAtZero": round(at_zero, 4), "perHourAtOneReplica": round(at_one, 4),
+            "activeHoursPerDay": load.active_hours_per_day, "servingHoursPerDay": round(serving_hours, 4),
+            "perDay": round(day, 2), "perDayAtOneReplicaAllDay": round(24 * at_one, 2),
+            "savedPerMonth": round((24 * at_one - day) * price_list.HOURS_PER_MONTH / 24, 2),
+            "formula": (f"({load.active_hours_per_day:g} h active + {gke.scale_to_zero_after} idle tail) x "
+                        f"${at_one:.4f}/h + the rest of 24 h x ${at_zero:.4f}/h (computed; the cold starts' minutes "
+                        "are in the serving hours' margin, not priced apart)")}
 
 
 def gke_plan_summary(settings: Settings) -> dict[str, Any]:
@@ -149,6 +170,8 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
     }
     if gke.inference_gateway is not None:
         summary.update(gateway_costs.gateway_summary())
+    if "scaleToZeroCostUsd" in costs:
+        summary["gke_zero"] = costs["scaleToZeroCostUsd"]
     if kv is not None:
         summary["kv_tokens_at_max_replicas"] = kv.kv_tokens * gke.max_replicas
         summary["load_limit_tokens_at_max_replicas"] = kv.load_limit_tokens * gke.max_replicas

@@ -5,6 +5,10 @@
   -> Google's custom metrics adapter (custom.metrics.k8s.io, reads Cloud Monitoring with its own Google
   identity) -> the HPA (autoscaling/v2, Pods metric, average per pod) -> Deployment replicas -> a pending
   pod -> the cluster autoscaler adds a flex-start TPU node.
+
+A pool that may stand at zero (gke.minReplicas 0, components/gke/scale_to_zero.py) scales on the endpoint picker's
+own gauges instead, External metrics that exist while no vLLM pod does: the requests it holds and those it has sent
+on. The path is the same from the collectors on.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components.basis import boot
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
-from components.gke import manifests, metrics_door
+from components.gke import manifests, metrics_door, scale_to_zero
 from components.gke.workload import APP_NAME, bind_workload_identity
 from components.monitoring.scrape import GKE_SCRAPE_INTERVAL
 from components.settings import GKE_METRICS_ADAPTER_NAMESPACE
@@ -55,7 +59,23 @@ def pod_monitoring(labels: dict[str, str], namespace: str) -> dict[str, Any]:
 
 
 def horizontal_pod_autoscaler(labels: dict[str, str], namespace: str, *, min_replicas: int, max_replicas: int,
-                              waiting_requests_target: int) -> dict[str, Any]:
+                              waiting_requests_target: int,
+                              zero: scale_to_zero.ZeroPool | None = None) -> dict[str, Any]:
+    """zero: the pool's zero; then the floor is 0, the metrics are the picker's and the scale-down window is
+    gke.scaleToZeroAfter (the HPA removes the last replica only after that long with nothing held or running)."""
+    if zero is not None:
+        return {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": manifests.metadata(APP_NAME, namespace, dict(labels)),
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": APP_NAME},
+                "minReplicas": 0,
+                "maxReplicas": max_replicas,
+                "metrics": scale_to_zero.hpa_metrics(zero, namespace),
+                "behavior": {"scaleDown": {"stabilizationWindowSeconds": zero.idle_seconds,
+                                           "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}]}},
+            },
+        }
     return {
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "metadata": manifests.metadata(APP_NAME, namespace, dict(labels)),
@@ -182,6 +202,8 @@ class AutoscalingArgs:
     """Deploy Google's custom metrics adapter (off when a reused cluster already runs one)."""
     cluster_ready: list[pulumi.Resource]
     """The cluster (its workload pool must exist before the Workload Identity binding)."""
+    zero: scale_to_zero.ZeroPool | None = None
+    """The pool's zero (gke.minReplicas 0): the HPA's floor, metrics and idle window."""
 
 
 class Autoscaling(pulumi.ComponentResource):
@@ -218,7 +240,7 @@ class Autoscaling(pulumi.ComponentResource):
         self.hpa = manifests.declare(
             f"{name}-hpa", horizontal_pod_autoscaler(
                 args.selector_labels, ns, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                waiting_requests_target=args.waiting_requests_target),
+                waiting_requests_target=args.waiting_requests_target, zero=args.zero),
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=adapter_ready)))
         self.register_outputs({})
 

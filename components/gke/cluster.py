@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.basis import price_list
 from components.settings import GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, NAMESPACE, gke_version_at_least
+from components.settings.checks.scale_to_zero import ZERO_MIN_VERSION_REASON, ZERO_MIN_VERSION_TEXT, minor_at_least
 from components.settings.gateway import GATEWAY_CRDS_VERSION
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -57,11 +58,18 @@ GATEWAY_VERSION_REASON = ("from it GKE installs the Gateway API and InferencePoo
 GATEWAY_API_ON = ("CHANNEL_STANDARD", "CHANNEL_EXPERIMENTAL")
 
 
-def check_channel_version(channel: str, default_version: str | None, gateway: bool = False) -> str | None:
+def check_channel_version(channel: str, default_version: str | None, gateway: bool = False,
+                          scale_to_zero: bool = False) -> str | None:
     """The problem with a release channel whose default is too old for the stack's ComputeClass (or, with
-    gke.inferenceGateway, for the CRDs GKE installs from GATEWAY_CRDS_VERSION), or None."""
+    gke.inferenceGateway, for the CRDs GKE installs from GATEWAY_CRDS_VERSION; with gke.minReplicas 0, for the HPA
+    at zero), or None."""
     if default_version is None:
         return None
+    if scale_to_zero and minor_at_least(default_version) is not True:
+        return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
+                f"older than {ZERO_MIN_VERSION_TEXT} ({ZERO_MIN_VERSION_REASON}), which gke.minReplicas: 0 needs; "
+                f"set gke.minMasterVersion to {ZERO_MIN_VERSION_TEXT}, use a channel whose default is that recent "
+                "(RAPID), or set gke.minReplicas to 1")
     if gke_version_at_least(default_version) is False:
         return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
                 f"older than {GKE_MIN_VERSION} ({GKE_MIN_VERSION_REASON}); use RAPID or REGULAR, "
@@ -82,7 +90,7 @@ def network_policy_enforced(cluster: gcp.container.GetClusterResult) -> bool:
 
 
 def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str,
-                              gateway: bool = False) -> list[str]:
+                              gateway: bool = False, scale_to_zero: bool = False) -> list[str]:
     """What a reused cluster lacks for this stack (with gke.inferenceGateway, also for the gateway), each with
     the gcloud fix."""
     where = f"{cluster.name} --location {cluster.location} --project {project}"
@@ -115,6 +123,11 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
                         f"--cluster-version {GKE_MIN_VERSION}")
     if gateway:
         problems.extend(_gateway_problems(cluster, where))
+    if scale_to_zero and cluster.master_version and minor_at_least(cluster.master_version) is not True:
+        problems.append(f"it runs GKE {cluster.master_version}, older than {ZERO_MIN_VERSION_TEXT} "
+                        f"({ZERO_MIN_VERSION_REASON}), which gke.minReplicas: 0 needs: gcloud container clusters "
+                        f"upgrade {where} --master --cluster-version {ZERO_MIN_VERSION_TEXT}, or set gke.minReplicas "
+                        "to 1")
     return problems
 
 
@@ -162,6 +175,8 @@ class GkeClusterArgs:
     gateway_api: bool = False
     """Turn on GKE's Gateway controller, standard channel (gke.inferenceGateway): it runs the Gateway's load
     balancer, and from 1.34.0-gke.1626000 GKE installs the Gateway API and InferencePool CRDs with it."""
+    scale_to_zero: bool = False
+    """gke.minReplicas is 0: the channel's default or the reused cluster must be GKE 1.37 or later."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -183,7 +198,8 @@ class GkeCluster(pulumi.ComponentResource):
         self.system_pool = None
         if args.use_existing:
             existing = gcp.container.get_cluster(name=args.name, location=args.location, project=args.project)
-            problems = existing_cluster_problems(existing, args.project, gateway=args.gateway_api)
+            problems = existing_cluster_problems(existing, args.project, gateway=args.gateway_api,
+                                                 scale_to_zero=args.scale_to_zero)
             if problems:
                 raise pulumi.RunError(
                     f"{NAMESPACE}:gke.clusterName = {args.name!r} (useExistingCluster): the cluster cannot host "
@@ -269,6 +285,7 @@ class GkeCluster(pulumi.ComponentResource):
                             f"if it is older than {GKE_MIN_VERSION}, the ComputeClass cannot create its TPU nodes")
             return
         default = (versions.release_channel_default_version or {}).get(args.release_channel)
-        problem = check_channel_version(args.release_channel, default, gateway=args.gateway_api)
+        problem = check_channel_version(args.release_channel, default, gateway=args.gateway_api,
+                                        scale_to_zero=args.scale_to_zero)
         if problem:
             raise pulumi.RunError(problem)

@@ -14,7 +14,7 @@ from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
 from components.core.shared_resources import Core
 from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
-from components.gke import compile_cache, compute_class, manifests
+from components.gke import compile_cache, compute_class, manifests, scale_to_zero
 from components.gke.autoscaling import HPA_METRIC, Autoscaling, AutoscalingArgs, scale_up_latency
 from components.gke.capacity import kv_outputs
 from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, credentials_command
@@ -22,7 +22,7 @@ from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.gateway import InferenceGateway, InferenceGatewayArgs, gateway_endpoint
 from components.gke.image_digest import pinned_image
-from components.gke.inference_pool import PICKER_IMAGE
+from components.gke.inference_pool import PICKER_IMAGE, PICKER_NAME
 from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (
     APP_NAME,
@@ -79,7 +79,8 @@ def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: 
 
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
                      max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
-                     baseline_usd_per_hour: float, devices: int = 1, engines: int = 1) -> Scope:
+                     baseline_usd_per_hour: float, devices: int = 1, engines: int = 1,
+                     zero: scale_to_zero.ZeroPool | None = None) -> Scope:
     """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
     as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
     pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
@@ -92,7 +93,13 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
                      f"{gke.recycling_lead_time} before the end (node recycling)")
     if engines > 1:
         notes.append(layout_note(devices, engines) + " in each pod")
-    return Scope(title=f"tpu-vllm {stack} (gke)",
+    if zero is not None:
+        notes.append(f"The pool goes to zero after {gke.scale_to_zero_after} with nothing held or running; the "
+                     f"gateway holds a request up to {zero.request_ttl_seconds} s while it wakes")
+    # The picker's series carry its PodMonitoring's name as `job` (components/gke/scale_to_zero.py).
+    picker_labels = ({"cluster": cluster_name, "namespace": gke.namespace, "job": PICKER_NAME}
+                     if zero is not None else None)
+    return Scope(title=f"tpu-vllm {stack} (gke)", picker_labels=picker_labels,
                  labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
                  kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
                  baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes), engines=engines)
@@ -124,6 +131,11 @@ class GkeWing(pulumi.ComponentResource):
         class_models = compute_class.models(cfg.tpu.provisioning_model, gke)
         after_services = pulumi.ResourceOptions(parent=self, depends_on=core.apis)
         cluster_name = gke.cluster_name or cfg.resource_prefix
+        # The pool's zero, read by the picker, the HPA, the outputs and the dashboard (None at gke.minReplicas >= 1).
+        zero = scale_to_zero.zero_pool(gke.min_replicas, gke.max_replicas,
+                                       scale_to_zero_after=gke.scale_to_zero_after,
+                                       waiting_requests_target=gke.waiting_requests_target,
+                                       max_num_seqs=cfg.vllm.max_num_seqs)
 
         nodes = ServiceIdentity(
             f"{name}-nodes",
@@ -143,7 +155,7 @@ class GkeWing(pulumi.ComponentResource):
                 system_machine_type=gke.system_machine_type, system_node_count=gke.system_node_count,
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
                 use_existing=gke.use_existing_cluster, labels=core.labels,
-                gateway_api=gke.inference_gateway is not None),
+                gateway_api=gke.inference_gateway is not None, scale_to_zero=zero is not None),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix, shape), class_models,
@@ -205,7 +217,7 @@ class GkeWing(pulumi.ComponentResource):
                 front_port=spec.listen_port, adopted_subnet=gke.inference_gateway.proxy_only_subnet,
                 proxy_only_range=gke.inference_gateway.proxy_only_range, picker_image=picker_image,
                 provider=cluster.provider, workload=workload, services=core.apis,
-                pool_grace_seconds=gke.termination_grace_seconds),
+                pool_grace_seconds=gke.termination_grace_seconds, zero=zero),
                 pulumi.ResourceOptions(parent=self))
         Autoscaling("autoscaling", AutoscalingArgs(
             project=cfg.project, namespace=gke.namespace, selector_labels=selector_labels(cfg.resource_prefix),
@@ -213,7 +225,7 @@ class GkeWing(pulumi.ComponentResource):
             waiting_requests_target=gke.waiting_requests_target,
             adapter_account_id=naming.service_account_id(cfg.stack, "metrics"),
             provider=cluster.provider, workload=workload,
-            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready),
+            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready, zero=zero),
             pulumi.ResourceOptions(parent=self))
         if cfg.monitoring.enabled:
             OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(
@@ -223,7 +235,7 @@ class GkeWing(pulumi.ComponentResource):
                     max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
                     replica_usd_per_hour=replica_usd_per_hour(cfg, cfg.tpu.provisioning_model),
                     baseline_usd_per_hour=baseline(cfg).usd_per_hour, devices=cfg.tpu.shape.devices,
-                    engines=cfg.data_parallel_size),
+                    engines=cfg.data_parallel_size, zero=zero),
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = spec.listen_port
@@ -255,8 +267,10 @@ class GkeWing(pulumi.ComponentResource):
             "apiKey": core.secrets.api_key,
             "hfTokenSource": core.secrets.hf_token_source,
             "vllmServeCommand": render_serve_args(spec.serve_args),
-            "hpaMetric": f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})",
+            "hpaMetric": (f"{HPA_METRIC} (average per pod, target {gke.waiting_requests_target})" if zero is None
+                          else scale_to_zero.hpa_metric_text(zero)),
             "scaleUpLatency": scale_up_latency(list(gke.tpu_zones)),
+            **({"scaleToZero": scale_to_zero.outputs(zero)} if zero is not None else {}),
             **gke_costs(cfg),
             **kv_outputs(cfg.kv_budget(), gke.min_replicas, gke.max_replicas, cfg.tpu.shape.gke_tpu_count),
         }

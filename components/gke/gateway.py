@@ -10,7 +10,7 @@ picker sends a prompt to the replica holding its prefix (so one conversation sta
 new prefixes, or load past what the prefix weight outweighs, across every replica (tests/test_gateway_balancing.py
 shows this on 127.0.0.1).
 
-The objects follow llm-d/llm-d-router v0.9.0's chart for GKE (config/charts/llm-d-router-gateway/templates/gke.yaml,
+The objects follow llm-d/llm-d-router v0.10.0's chart for GKE (config/charts/llm-d-router-gateway/templates/gke.yaml,
 httproute.yaml). The class is GKE's internal one; the same repository's GKE sample (config/manifests/gateway/gke/
 gateway.yaml) uses the regional external class, which the policy pack refuses (GKE's GatewayClass list names both):
 - Gateway `gke-l7-rilb` (GKE's regional internal Application Load Balancer class), one HTTP listener;
@@ -33,7 +33,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.gke import inference_pool, manifests, network_policy
+from components.gke import inference_pool, manifests, network_policy, scale_to_zero
 from components.serving import front
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
@@ -142,6 +142,9 @@ class InferenceGatewayArgs:
     services: list[pulumi.Resource]
     pool_grace_seconds: int
     """The serving pods' terminationGracePeriodSeconds (gke.terminationGracePeriod): the picker's mirrors it."""
+    zero: scale_to_zero.ZeroPool | None = None
+    """The pool's zero (gke.minReplicas 0): the picker holds requests (flow control) and Managed Prometheus scrapes
+    its queue for the HPA."""
 
 
 def gateway_endpoint(address: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -169,12 +172,18 @@ class InferenceGateway(pulumi.ComponentResource):
         ns = args.namespace
         sources = [args.proxy_only_range, *HEALTH_CHECK_RANGES]
         picker_ports = [inference_pool.EXT_PROC_PORT, inference_pool.HEALTH_PORT]
+        zero = args.zero
         for manifest in [network_policy.gateway_network_policy(ns, args.selector_labels, args.front_port, sources,
                                                                inference_pool.PICKER_LABELS),
-                         network_policy.picker_network_policy(ns, inference_pool.PICKER_LABELS, sources, picker_ports),
-                         *inference_pool.picker_access(ns), inference_pool.picker_config_map(ns),
-                         inference_pool.picker_deployment(ns, args.picker_image, args.pool_grace_seconds),
+                         network_policy.picker_network_policy(
+                             ns, inference_pool.PICKER_LABELS, sources, picker_ports,
+                             collector_port=scale_to_zero.PICKER_METRICS_PORT if zero is not None else None),
+                         *inference_pool.picker_access(ns), inference_pool.picker_config_map(ns, zero),
+                         inference_pool.picker_deployment(ns, args.picker_image, args.pool_grace_seconds, zero),
                          inference_pool.picker_service(ns),
+                         *([scale_to_zero.picker_pod_monitoring(ns, inference_pool.PICKER_LABELS,
+                                                                inference_pool.PICKER_NAME)] if zero is not None
+                           else []),
                          inference_pool.inference_pool(ns, args.selector_labels, args.front_port),
                          http_route(ns), health_check_policy(ns, args.front_port), backend_policy(ns)]:
             manifests.declare(f"{name}-{manifest['metadata']['name']}-{manifest['kind'].lower()}", manifest, k8s_opts)
@@ -192,6 +201,10 @@ class InferenceGateway(pulumi.ComponentResource):
                                  "endpointPicker": inference_pool.PICKER_NAME,
                                  "pickerImage": args.picker_image, "proxyOnlySubnet": self.subnet,
                                  "proxyOnlySubnetAdopted": args.adopted_subnet is not None,
-                                 "failureMode": inference_pool.FAILURE_MODE},
+                                 "failureMode": inference_pool.FAILURE_MODE,
+                                 **({"flowControl": {"requestTtlSeconds": zero.request_ttl_seconds,
+                                                     "requestTtl": zero.ttl_text(),
+                                                     "heldRequestLimit": zero.held_limit}}
+                                    if zero is not None else {})},
         }
         self.register_outputs({"address": self.address})

@@ -38,9 +38,7 @@ def pod_network_policy(namespace: str, pod_labels: dict[str, str], front_port: i
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"ports": [{"protocol": "TCP", "port": front_port}]},
-                {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: COLLECTOR_NAMESPACE}},
-                           "podSelector": {"matchLabels": dict(COLLECTOR_LABELS)}}],
-                 "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]},
+                _collectors_to(metrics_door.METRICS_PORT),
             ],
         },
     }
@@ -75,14 +73,23 @@ def gateway_network_policy(namespace: str, pod_labels: dict[str, str], front_por
     }
 
 
+def _collectors_to(port: int) -> dict[str, Any]:
+    return {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: COLLECTOR_NAMESPACE}},
+                      "podSelector": {"matchLabels": dict(COLLECTOR_LABELS)}}],
+            "ports": [{"protocol": "TCP", "port": port}]}
+
+
 def picker_network_policy(namespace: str, picker_labels: dict[str, str], gateway_sources: list[str],
-                          ports: list[int]) -> dict[str, Any]:
+                          ports: list[int], collector_port: int | None = None) -> dict[str, Any]:
     """The endpoint picker answers the gateway's proxies (ext_proc) and Google's health checks on its own ports,
-    and no one else: nothing in the cluster may steer the routing."""
+    and no one else: nothing in the cluster may steer the routing. collector_port: the picker's own /metrics
+    (keyless, for the HPA at zero), which only Managed Prometheus's collectors may read."""
+    ingress = [{"from": _from_ranges(gateway_sources), "ports": [{"protocol": "TCP", "port": port} for port in ports]}]
+    if collector_port is not None:
+        ingress.append(_collectors_to(collector_port))
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": manifests.metadata(PICKER_POLICY_NAME, namespace, picker_labels),
         "spec": {"podSelector": {"matchLabels": dict(picker_labels)}, "policyTypes": ["Ingress"],
-                 "ingress": [{"from": _from_ranges(gateway_sources),
-                              "ports": [{"protocol": "TCP", "port": port} for port in ports]}]},
+                 "ingress": ingress},
     }

@@ -1,19 +1,22 @@
 """The endpoint picker's own configuration: which scorers choose a replica for each request.
 
-The picker is llm-d's (llm-d/llm-d-router, v0.9.0). Its loader (pkg/epp/config/loader/configloader.go,
-decodeRawConfig) decodes this file strictly into `EndpointPickerConfig` (apix/config/v1alpha1/
-endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`, `plugins` (type, optional name defaulting to the
-type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go), `dataLayer` sources with
-their extractors. The scorers are the chart's own defaults (config/charts/routerlib/templates/_config.yaml,
-`default-plugins.yaml`; the same as loader/defaults.go loadDefaultConfig): queue depth and KV-cache utilisation
-(weight 2 each) from each replica's vLLM metrics, and the prefix-cache scorer (weight 3), whose match data comes
-from the approximate prefix producer the runner registers as the default producer of that data
-(cmd/epp/runner/runner.go, RegisterAsDefaultProducer(approx-prefix-cache-producer)): it remembers which replica
-got which prompt blocks, so it needs nothing from vLLM but its standard metrics.
+The picker is llm-d's (llm-d/llm-d-router, v0.10.0, 71f4f099; the fields below read the same at v0.9.0). Its loader
+(pkg/epp/config/loader/configloader.go, decodeRawConfig) decodes this file strictly into `EndpointPickerConfig`
+(apix/config/v1alpha1/endpointpickerconfig_types.go): `apiVersion: llm-d.ai/v1alpha1`, `plugins` (type, optional name
+defaulting to the type, parameters), `schedulingProfiles` whose `pluginRef`s name plugins (validation.go),
+`dataLayer` sources with their extractors. The scorers are the chart's own defaults
+(config/charts/routerlib/templates/_config.yaml, `default-plugins.yaml`; the same as loader/defaults.go
+loadDefaultConfig): queue depth and KV-cache utilisation (weight 2 each) from each replica's vLLM metrics, and the
+prefix-cache scorer (weight 3), whose match data comes from the approximate prefix producer the runner registers as
+the default producer of that data (cmd/epp/runner/runner.go,
+RegisterAsDefaultProducer(approx-prefix-cache-producer)): it remembers which replica got which prompt blocks, so it
+needs nothing from vLLM but its standard metrics.
 
 Two settings differ from the chart's defaults, each said where it is made: the request parsers end with the
 passthrough parser, so every `/v1` path the route sends reaches a replica; the saturation detector's staleness
-follows the stack's slower metrics refresh.
+follows the stack's slower metrics refresh. A pool that may stand at zero (components/gke/scale_to_zero.py) also
+turns on flow control, which holds a request while no replica is ready: the `flowControl` feature gate (off by
+default at v0.10.0, cmd/epp/runner/runner.go RegisterFeatureGate) and its TTL and band bound.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from components.gke import metrics_door
+from components.gke import metrics_door, scale_to_zero
 
 API_VERSION = "llm-d.ai/v1alpha1"
 KIND = "EndpointPickerConfig"
@@ -53,16 +56,21 @@ SATURATION_DETECTOR = "utilization-detector"
 METRICS_STALENESS_THRESHOLD = "2s"
 
 
-def picker_config() -> dict[str, Any]:
-    """The metrics source reads GET /metrics over plain HTTP (source/metrics/datasource.go parameters scheme,
-    path, insecureSkipVerify): the metrics door's, the only keyless /metrics a pod has; which port is a flag
-    (inference_pool.METRICS_PORT_FLAG)."""
+def picker_config(zero: scale_to_zero.ZeroPool | None = None) -> dict[str, Any]:
+    """zero: the pool's zero (gke.minReplicas 0), which adds flow control. The metrics source reads GET /metrics
+    over plain HTTP from each replica's metrics door, the only keyless /metrics a pod has: at v0.10.0 its port is
+    the source's `port` parameter, which overrides the pool's target port for every endpoint (source/metrics/
+    datasource.go metricsDatasourceParams: scheme, path, port, insecureSkipVerify, caCertPath, clientCertPath,
+    clientKeyPath, interval); the `--model-server-metrics-port` flag v0.9.0 read is gone (llm-d-router #1940)."""
+    # featureGates: a list of gate names, a bare name meaning "=true" (endpointpickerconfig_types.go FeatureGates).
     return {
         "apiVersion": API_VERSION, "kind": KIND,
+        **({"featureGates": [scale_to_zero.FLOW_CONTROL_GATE]} if zero is not None else {}),
         "plugins": [
             {"type": QUEUE_SCORER}, {"type": KV_SCORER}, {"type": PREFIX_SCORER},
             {"type": METRICS_SOURCE,
-             "parameters": {"scheme": "http", "path": metrics_door.METRICS_PATH, "insecureSkipVerify": False}},
+             "parameters": {"scheme": "http", "path": metrics_door.METRICS_PATH, "port": metrics_door.METRICS_PORT,
+                            "insecureSkipVerify": False}},
             {"type": METRICS_EXTRACTOR},
             {"type": SATURATION_DETECTOR, "parameters": {"metricsStalenessThreshold": METRICS_STALENESS_THRESHOLD}},
             *({"type": parser} for parser in PARSERS),
@@ -71,10 +79,11 @@ def picker_config() -> dict[str, Any]:
             {"pluginRef": name, "weight": weight} for name, weight in WEIGHTS.items()]}],
         "dataLayer": {"sources": [{"pluginRef": METRICS_SOURCE, "extractors": [{"pluginRef": METRICS_EXTRACTOR}]}]},
         # Read whether or not the flowControl feature gate is on (loader/configloader.go).
-        "flowControl": {"saturationDetector": {"pluginRef": SATURATION_DETECTOR}},
+        "flowControl": {"saturationDetector": {"pluginRef": SATURATION_DETECTOR},
+                        **(scale_to_zero.flow_control(zero) if zero is not None else {})},
         "requestHandler": {"parsers": [{"pluginRef": parser} for parser in PARSERS]},
     }
 
 
-def picker_config_text() -> str:
-    return yaml.safe_dump(picker_config(), sort_keys=False)
+def picker_config_text(zero: scale_to_zero.ZeroPool | None = None) -> str:
+    return yaml.safe_dump(picker_config(zero), sort_keys=False)

@@ -39,10 +39,19 @@ def rules(scope: Scope, *, kv_for_seconds: int, waiting_for_seconds: int, run_en
              "contexts" + ("; on gke, more replicas (gke.maxReplicas)." if scope.replicas else ".")),
         Rule("waiting", f"{scope.title}: requests waiting", promql.requests_waiting(scope), waiting_for_seconds,
              "WARNING", "Requests have been waiting in vLLM's queue: the engine is full (see the KV tile)."),
-        Rule("down", f"{scope.title}: endpoint not serving", promql.not_scraped(scope), NOT_SCRAPED_FOR_SECONDS,
-             "CRITICAL", "No successful scrape of vLLM's metrics: the server is down, still booting (a cold "
-             "start takes ~14 min), or the run has ended. tools.status says which."),
     ]
+    if scope.picker_labels is None:
+        found.append(Rule(
+            "down", f"{scope.title}: endpoint not serving", promql.not_scraped(scope), NOT_SCRAPED_FOR_SECONDS,
+            "CRITICAL", "No successful scrape of vLLM's metrics: the server is down, still booting (a cold "
+            "start takes ~14 min), or the run has ended. tools.status says which."))
+    else:
+        # At zero no vLLM is scraped by design: what fails a user is a held request the picker gave up on.
+        found.append(Rule(
+            "held-timeout", f"{scope.title}: a held request timed out", promql.held_timed_out(scope), 0,
+            "CRITICAL", "The inference gateway's endpoint picker held a request for its whole time-to-live "
+            "(the scaleToZero output's requestTtlSeconds) and answered 503 or 429: the pool did not wake in time "
+            "(no TPU capacity, a cold compile) or every replica stayed busy. tools.status shows the replicas."))
     ending = promql.run_ending_in_flight(scope, run_end_warning_seconds)
     if ending:
         found.append(Rule("run-end", f"{scope.title}: run ends with requests in flight", ending, 0, "CRITICAL",

@@ -79,6 +79,10 @@ def widgets(scope: Scope) -> list[dict[str, Any]]:
     if scope.replicas:
         items.append(_chart("USD per hour now (replicas scraped x price + baseline)",
                             [("USD/hour", promql.burn_rate(scope))], y_label="USD/hour"))
+    if scope.picker_labels is not None:
+        items.append(_chart("Pool at zero: replicas serving and requests the gateway holds",
+                            [("replicas", promql.replicas_scraped(scope)), ("held", promql.held_requests(scope))],
+                            y_label="count"))
     return items
 
 

@@ -69,6 +69,9 @@ class Scope:
     """Data-parallel replicas inside one server (vLLM's --data-parallel-size): above 1, tiles split by vLLM's
     `engine` label too (vllm/v1/metrics/loggers.py PrometheusStatLogger: labelnames ["model_name", "engine"], one
     value per data-parallel rank, every API server's /metrics the same multiprocess registry)."""
+    picker_labels: dict[str, str] | None = None
+    """The endpoint picker's series (gke, a pool that may stand at zero): its held requests and their outcomes;
+    None when the pool never reaches zero."""
 
     @property
     def kv_rule(self) -> float:
@@ -167,3 +170,30 @@ def run_ending_in_flight(scope: Scope, warning_seconds: int) -> str | None:
         return None
     in_flight = f"sum({RUNNING}{selector(scope)}) > 0"
     return f"{scope.run_end_epoch} - timestamp({in_flight}) < {warning_seconds}"
+
+
+# The endpoint picker's gauges and counter (llm-d/llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go;
+# components/gke/scale_to_zero.py says why these), read only for a pool that may stand at zero.
+HELD = "llm_d_epp_flow_control_queue_size"
+FLOW_OUTCOMES = "llm_d_epp_flow_control_requests_total"
+TTL_EXPIRED_OUTCOME = "EvictedTTL"
+
+
+def _picker_selector(scope: Scope, **extra: str) -> str:
+    labels = {**(scope.picker_labels or {}), **extra}
+    return "{" + ",".join(f"{key}={label_value(value)}" for key, value in sorted(labels.items())) + "}"
+
+
+def replicas_scraped(scope: Scope) -> str:
+    """The replicas serving, 0 at zero (count of nothing is no series)."""
+    return f"count(max by (instance) ({RUNNING}{selector(scope)})) or vector(0)"
+
+
+def held_requests(scope: Scope) -> str:
+    return f"sum({HELD}{_picker_selector(scope)}) or vector(0)"
+
+
+def held_timed_out(scope: Scope) -> str:
+    """True when the picker let a held request's TTL end (it answered 503 or 429) in the window."""
+    outcomes = _picker_selector(scope, outcome=TTL_EXPIRED_OUTCOME)
+    return f"sum(increase({FLOW_OUTCOMES}{outcomes}[{RATE_WINDOW}])) > 0"

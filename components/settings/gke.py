@@ -69,8 +69,13 @@ class GkeSettings(_Section):
         "unset: `tpu.acceleratorType`'s GKE machine (`ct5lp-hightpu-1t/-4t/-8t`, `ct6e-standard-1t/-4t/-8t`), "
         "one per replica with every chip of it; one that names another shape is an error (set "
         "`tpu.acceleratorType` instead)"))
-    min_replicas: int = Field(1, ge=1, description=(
-        "replicas the HPA keeps (each is one chip, billed while it runs); at least 1, at most `maxReplicas`"))
+    min_replicas: int = Field(1, ge=0, description=(
+        "replicas the HPA keeps (each is one chip, billed while it runs), at most `maxReplicas`; 0 only with "
+        "`inferenceGateway`, whose endpoint picker holds what arrives while the pool is at zero (GKE 1.37 or later; "
+        "docs/gke.md, *Scale to zero*)"))
+    scale_to_zero_after: Duration = Field("15m", description=(
+        "with `minReplicas: 0`: how long the pool serves nothing and holds nothing before the HPA removes its last "
+        "replica and GKE its TPU node (the HPA's scale-down window); 1m to 1h"))
     max_replicas: int = Field(4, ge=1, description=(
         "replicas (and TPU nodes) the HPA and the node pool's autoscaler may reach; at most `maxTpuChips`"))
     max_tpu_chips: int = Field(8, ge=1, description=(

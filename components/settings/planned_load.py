@@ -20,3 +20,6 @@ class LoadSettings(_Section):
     context_tokens: int = Field(1024, ge=1, description=(
         "planned tokens per client; `clients` x this warns above 78% of the KV pool; at most `vllm.maxModelLen`; "
         "the layout is planned at it"))
+    active_hours_per_day: float = Field(10, gt=0, le=24, description=(
+        "hours a day the agents send requests (office hours: 10); read with `gke.minReplicas: 0`, where the plan "
+        "prices such a day against one replica kept all day"))

@@ -9,12 +9,13 @@ from components.settings.checks.memory import memory_checks
 from components.settings.checks.model import model_checks
 from components.settings.checks.monitoring import monitoring_checks
 from components.settings.checks.ports import port_checks
+from components.settings.checks.scale_to_zero import scale_to_zero_checks
 from components.settings.checks.tpu import tpu_checks
 from components.settings.findings import Finding
 from components.settings.root import Settings
 
 RULES = (tpu_checks, model_checks, memory_checks, arm_checks, port_checks, access_checks, gke_checks,
-         monitoring_checks)
+         scale_to_zero_checks, monitoring_checks)
 
 
 def cross_checks(settings: Settings) -> list[Finding]:

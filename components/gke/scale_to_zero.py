@@ -1,0 +1,170 @@
+"""A pool that may stand at zero replicas (`gke.minReplicas: 0`, only behind `gke.inferenceGateway`): one value,
+`ZeroPool`, that the picker's configuration, the HPA, the picker's scrape, the network policy, the outputs and the
+dashboard read.
+
+At zero no vLLM pod exists to report a queue, and a Kubernetes Service holds nothing ("Kubernetes Services do not
+buffer requests while no Pods are ready, so HTTP and other request-driven workloads need a separate buffering
+layer", kubernetes.io/blog/2026/09/02/kubernetes-v1-37-hpa-scale-to-zero-beta). The buffer is llm-d-router
+v0.10.0's flow control: with its `flowControl` feature gate on, a request that finds no endpoint waits in the
+picker ("When the pool has no endpoints the queue acts as a scale-from-zero waiting room and requests hold for the
+full budget", pkg/epp/flowcontrol/README.md) for at most `defaultRequestTTL` (60 s when omitted: apix/config/
+v1alpha1/endpointpickerconfig_types.go, flowcontrol/controller/config.go defaultRequestTTL). The picker counts what
+it holds in `llm_d_epp_flow_control_queue_size` and what it has sent on in `llm_d_epp_request_running`
+(pkg/epp/metrics/llm_d_router_metrics.go, subsystem `llm_d_epp`); those two gauges exist while the pool is empty,
+so the HPA reads them as External metrics, which Kubernetes 1.37 lets scale to and from zero ("A
+HorizontalPodAutoscaler (HPA) that uses a suitable object metric or external metric can now scale a workload to
+zero replicas", the same blog; Beta and on by default from 1.37).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from components.basis import boot
+from components.catalog import paging
+from components.monitoring.scrape import GKE_SCRAPE_INTERVAL
+from components.settings.facts import GKE_NODE_UP_ALLOWANCE_SECONDS
+from components.settings.fields import parse_duration
+
+# llm-d-router v0.10.0 (71f4f099): the flow-control gate (pkg/epp/flowcontrol/config.go FeatureGate, registered off
+# by default in cmd/epp/runner/runner.go) and the two gauges (pkg/epp/metrics/llm_d_router_metrics.go).
+FLOW_CONTROL_GATE = "flowControl"
+HELD_METRIC = "llm_d_epp_flow_control_queue_size"
+RUNNING_METRIC = "llm_d_epp_request_running"
+TTL_OUTCOMES_METRIC = "llm_d_epp_flow_control_requests_total"
+TTL_OUTCOME = "EvictedTTL"  # flowcontrol/types/outcomes.go QueueOutcome.String
+# The picker's own /metrics (pkg/epp/server/options.go MetricsPort 9090); its bearer-token check
+# (--metrics-endpoint-auth, on by default) is turned off for Managed Prometheus, which sends no token; the network
+# policy admits only the collectors to the port (components/gke/network_policy.py).
+PICKER_METRICS_PORT = 9090
+PICKER_METRICS_PORT_NAME = "metrics"
+PICKER_METRICS_FLAGS = (f"--metrics-port={PICKER_METRICS_PORT}", "--metrics-endpoint-auth=false")
+# From a request held to the HPA's decision: the collectors scrape every GKE_SCRAPE_INTERVAL, Cloud Monitoring and
+# the custom metrics adapter add their delay, the HPA syncs every 15 s (kube-controller-manager
+# --horizontal-pod-autoscaler-sync-period default). The same ~1-2 min as autoscaling.scale_up_latency; the bound
+# taken here is its upper end (computed, not measured).
+DETECTION_SECONDS = 120
+# The TTL's headroom over the stated cold start: a cold start the stack has not measured on GKE may run long.
+TTL_HEADROOM = 1.25
+# The Go duration form metav1.Duration reads (time.ParseDuration).
+_GO_DURATION = "{seconds}s"
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """How long a held request waits at zero before a replica serves it, each part labelled by its source."""
+
+    detection_seconds: int = DETECTION_SECONDS
+    node_seconds: int = GKE_NODE_UP_ALLOWANCE_SECONDS
+    warm_boot_seconds: int = boot.WARM_BOOT_SECONDS
+
+    @property
+    def seconds(self) -> int:
+        return self.detection_seconds + self.node_seconds + self.warm_boot_seconds
+
+    def text(self) -> str:
+        return (f"~{self.seconds} s: the HPA sees the held request in ~{self.detection_seconds} s (computed: "
+                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the adapter, the HPA's 15 s sync), a flex-start "
+                f"TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, not measured), vLLM "
+                f"warm from the shared compile cache in {self.warm_boot_seconds} s (measured, the build log)")
+
+
+@dataclass(frozen=True)
+class ZeroPool:
+    idle_seconds: int
+    """gke.scaleToZeroAfter: the HPA's scale-down window, so the last replica goes only after this long with no
+    request held and none running."""
+    running_per_replica: int
+    """vLLM's max_num_seqs: the in-flight requests one replica takes (the HPA keeps ceil(running / this))."""
+    held_per_replica: int
+    """gke.waitingRequestsTarget: the held requests per replica the HPA aims at."""
+    held_limit: int
+    """The default band's maxRequests: what the whole pool at gke.maxReplicas takes at once; more is refused."""
+    cold_start: ColdStart
+
+    @property
+    def request_ttl_seconds(self) -> int:
+        """The cold start with headroom, in whole minutes (computed)."""
+        return math.ceil(self.cold_start.seconds * TTL_HEADROOM / 60) * 60
+
+    def ttl_text(self) -> str:
+        return (f"{self.request_ttl_seconds} s (computed: {self.cold_start.seconds} s cold start x {TTL_HEADROOM}, "
+                f"rounded up to a minute; the cold start: {self.cold_start.text()})")
+
+
+def zero_pool(min_replicas: int, max_replicas: int, *, scale_to_zero_after: str, waiting_requests_target: int,
+              max_num_seqs: int | None) -> ZeroPool | None:
+    """The pool's zero, or None when gke.minReplicas keeps a replica (nothing here is read then)."""
+    if min_replicas != 0:
+        return None
+    running = max_num_seqs or paging.DEFAULT_MAX_NUM_SEQS
+    return ZeroPool(idle_seconds=parse_duration(scale_to_zero_after), running_per_replica=running,
+                    held_per_replica=waiting_requests_target, held_limit=max_replicas * running,
+                    cold_start=ColdStart())
+
+
+def flow_control(zero: ZeroPool) -> dict[str, Any]:
+    """The picker configuration's flow-control section (FlowControlConfig, PriorityBandConfig: endpointpickerconfig_
+    types.go; built by pkg/epp/config/loader/flowcontrol.go). One band: the stack sends no priorities, so every
+    request is priority 0 and lands in `defaultPriorityBand`; its maxRequests bounds what is held (the system default
+    5000 otherwise); past it the picker answers 503 rejected-no-endpoints at zero, 429 rejected-saturated above it."""
+    return {"defaultRequestTTL": _GO_DURATION.format(seconds=zero.request_ttl_seconds),
+            "defaultPriorityBand": {"priority": 0, "maxRequests": str(zero.held_limit)}}
+
+
+def _external(metric: str, per_replica: int, namespace: str) -> dict[str, Any]:
+    """A Managed Prometheus gauge through Google's custom metrics adapter: `prometheus.googleapis.com|<name>|gauge`,
+    selected by the picker's namespace (resource.labels.namespace, the prometheus_target resource's label)."""
+    return {"type": "External", "external": {
+        "metric": {"name": f"prometheus.googleapis.com|{metric}|gauge",
+                   "selector": {"matchLabels": {"resource.labels.namespace": namespace}}},
+        "target": {"type": "AverageValue", "averageValue": str(per_replica)}}}
+
+
+def hpa_metrics(zero: ZeroPool, namespace: str) -> list[dict[str, Any]]:
+    """The held requests (what wakes the pool) and the running ones (what keeps it awake while it serves). The HPA
+    takes the larger proposal, so the pool goes to zero only when both are zero for `idle_seconds`."""
+    return [_external(HELD_METRIC, zero.held_per_replica, namespace),
+            _external(RUNNING_METRIC, zero.running_per_replica, namespace)]
+
+
+def picker_pod_monitoring(namespace: str, picker_labels: dict[str, str], name: str) -> dict[str, Any]:
+    """Managed Prometheus scrapes the picker's own /metrics (a PodMonitoring as autoscaling.pod_monitoring's)."""
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": dict(picker_labels)},
+                 "endpoints": [{"port": PICKER_METRICS_PORT_NAME, "path": "/metrics",
+                                "interval": GKE_SCRAPE_INTERVAL}]},
+    }
+
+
+# The openai SDK waits 600 s for a response and retries a timeout, a 429 or a 5xx twice (openai 3.57.0
+# _constants.py DEFAULT_TIMEOUT = httpx2.Timeout(timeout=600, connect=5.0), DEFAULT_MAX_RETRIES = 2).
+SDK_TIMEOUT_SECONDS = 600
+SDK_MAX_RETRIES = 2
+
+
+def hpa_metric_text(zero: ZeroPool) -> str:
+    return (f"prometheus.googleapis.com|{HELD_METRIC}|gauge (External, the endpoint picker's held requests, target "
+            f"{zero.held_per_replica} per replica) and prometheus.googleapis.com|{RUNNING_METRIC}|gauge (its running "
+            f"requests, target {zero.running_per_replica} per replica); floor 0")
+
+
+def clients_text(zero: ZeroPool) -> str:
+    """What an agent sees while the pool wakes, and the client timeouts that let it wait."""
+    ttl = zero.request_ttl_seconds
+    return (f"a request that finds the pool at zero is held by the endpoint picker for up to {ttl} s; the client "
+            f"gets no byte until a replica answers. The openai SDK's default timeout ({SDK_TIMEOUT_SECONDS} s, "
+            f"{SDK_MAX_RETRIES} retries) ends a wait before that: create the client with timeout={ttl + 60} or "
+            f"more (examples/agent.py: --timeout {ttl + 60} --turn-seconds {ttl + 240}). Past {ttl} s the picker "
+            "answers HTTP 503 with x-llm-d-request-dropped-reason: rejected-no-endpoints")
+
+
+def outputs(zero: ZeroPool) -> dict[str, Any]:
+    return {"minReplicas": 0, "idleSecondsBeforeZero": zero.idle_seconds,
+            "requestTtlSeconds": zero.request_ttl_seconds, "requestTtl": zero.ttl_text(),
+            "coldStartSeconds": zero.cold_start.seconds, "heldRequestLimit": zero.held_limit,
+            "clients": clients_text(zero)}

@@ -1,0 +1,233 @@
+"""gke.minReplicas: 0 behind the inference gateway: the settings' refusals, the version floor, the picker's flow
+control and the HPA at zero in the plan, and a request held through a scale-up on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from components import settings
+from components.basis import boot
+from components.gke import cluster, inference_pool, network_policy, picker_config, scale_to_zero
+from components.settings.checks.scale_to_zero import minor_at_least
+from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from tests import program as harness
+from tests.flow_control_fake import DROPPED_REASON_HEADER, TTL_AT_ZERO_BODY, FlowControlFake, wait_until
+from tests.k8s_schema import kubernetes_objects, validation_errors
+from tests.test_gke_gateway import loader_errors
+from tests.test_gke_settings import gke_raw, problems_of
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "CANARYzeroKEY0123456789abcdef"
+
+
+def with_gke(**values) -> dict:
+    raw = gke_raw()
+    return {**raw, "gke": {**raw["gke"], **values}}
+
+
+def test_zero_without_the_gateway_is_refused_naming_it():
+    [problem] = problems_of(with_gke(minReplicas=0))
+    assert problem.startswith("tpu-vllm:gke.minReplicas = 0") and "set gke.inferenceGateway to true" in problem
+
+
+def test_zero_with_the_gateway_loads():
+    loaded = settings.load(with_gke(minReplicas=0, inferenceGateway=True), "my-proj", "gke")
+    assert loaded.settings.gke.min_replicas == 0
+
+
+@pytest.mark.parametrize(("pin", "refused"), [("1.36", True), ("1.36.4-gke.1200", True), ("1.37", False),
+                                              ("1.38.1-gke.5", False)])
+def test_a_pinned_version_before_1_37_is_refused_at_zero(pin, refused):
+    raw = with_gke(minReplicas=0, inferenceGateway=True, minMasterVersion=pin)
+    if refused:
+        [problem] = problems_of(raw)
+        assert problem.startswith("tpu-vllm:gke.minMasterVersion = ") and pin in problem and "pin 1.37" in problem
+    else:
+        settings.load(raw, "my-proj", "gke")
+
+
+@pytest.mark.parametrize(("idle", "refused"), [("30s", True), ("2h", True), ("1m", False), ("1h", False)])
+def test_the_idle_time_is_an_hpa_window_the_api_server_takes(idle, refused):
+    raw = with_gke(minReplicas=0, inferenceGateway=True, scaleToZeroAfter=idle)
+    if refused:
+        [problem] = problems_of(raw)
+        assert problem.startswith("tpu-vllm:gke.scaleToZeroAfter = ") and idle in problem and "use 1m to 1h" in problem
+    else:
+        settings.load(raw, "my-proj", "gke")
+
+
+def test_the_idle_time_is_only_warned_about_where_the_pool_never_reaches_zero():
+    loaded = settings.load(with_gke(minReplicas=2, scaleToZeroAfter="20m"), "my-proj", "gke")
+    assert any(w.startswith("tpu-vllm:gke.scaleToZeroAfter = ") and "read only with gke.minReplicas: 0" in w
+               for w in loaded.warnings)
+    assert not any("scaleToZeroAfter" in w for w in settings.load(with_gke(minReplicas=2), "my-proj", "gke").warnings)
+
+
+@pytest.mark.parametrize(("version", "newer"), [("1.37", True), ("1.37.0-gke.1", True), ("latest", True),
+                                                ("1.36.9-gke.99", False), ("1.4", False), ("1.x", None)])
+def test_the_minor_floor_reads_gke_versions(version, newer):
+    assert minor_at_least(version) is newer
+
+
+def test_a_channel_default_before_1_37_stops_the_preview_only_at_zero():
+    problem = cluster.check_channel_version("REGULAR", "1.36.3-gke.1000", gateway=True, scale_to_zero=True)
+    assert problem and "older than 1.37" in problem and "gke.minMasterVersion to 1.37" in problem
+    assert cluster.check_channel_version("REGULAR", "1.36.3-gke.1000", gateway=True) is None
+    assert cluster.check_channel_version("RAPID", "1.37.1-gke.200", gateway=True, scale_to_zero=True) is None
+
+
+@functools.cache
+def zero_program():
+    config = harness.with_section(harness.gke_config(), "gke", inferenceGateway=True, minReplicas=0,
+                                  minMasterVersion="1.37")
+    return harness.run(config, stack="gke")
+
+
+def objects() -> list[dict]:
+    return kubernetes_objects(zero_program().registrations)
+
+
+def one(kind: str, name: str | None = None) -> dict:
+    [found] = [o for o in objects() if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    return found
+
+
+def test_the_zero_plan_is_valid_against_the_upstream_schemas():
+    for manifest in objects():
+        assert validation_errors(manifest) == [], manifest["kind"]
+
+
+def test_the_hpa_has_floor_zero_and_reads_the_pickers_own_gauges():
+    spec = one("HorizontalPodAutoscaler")["spec"]
+    assert spec["minReplicas"] == 0
+    names = [m["external"]["metric"]["name"] for m in spec["metrics"]]
+    assert names == ["prometheus.googleapis.com|llm_d_epp_flow_control_queue_size|gauge",
+                     "prometheus.googleapis.com|llm_d_epp_request_running|gauge"]
+    assert all(m["type"] == "External" for m in spec["metrics"])  # no Pods metric: none exists at zero
+    assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 900  # gke.scaleToZeroAfter's 15m
+
+
+def test_the_picker_holds_requests_longer_than_the_stated_cold_start():
+    import yaml
+
+    config = yaml.safe_load(one("ConfigMap", inference_pool.PICKER_NAME)["data"][picker_config.FILE_NAME])
+    assert loader_errors(config) == []
+    assert config["featureGates"] == ["flowControl"]
+    ttl = int(config["flowControl"]["defaultRequestTTL"].removesuffix("s"))
+    cold = scale_to_zero.ColdStart()
+    assert ttl > cold.seconds == cold.detection_seconds + cold.node_seconds + boot.WARM_BOOT_SECONDS
+    assert config["flowControl"]["defaultPriorityBand"] == {"priority": 0, "maxRequests": str(4 * 256)}
+    outputs = zero_program().output("scaleToZero")["value"]
+    assert outputs["requestTtlSeconds"] == ttl and "measured" in outputs["requestTtl"]
+    assert "computed" in outputs["requestTtl"] and "timeout=" in outputs["clients"]
+
+
+def test_only_the_collectors_reach_the_pickers_metrics_and_only_at_zero():
+    container = one("Deployment", inference_pool.PICKER_NAME)["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-endpoint-auth=false" in container["args"]
+    rules = one("NetworkPolicy", network_policy.PICKER_POLICY_NAME)["spec"]["ingress"]
+    [collectors] = [r for r in rules if r["ports"] == [{"protocol": "TCP", "port": 9090}]]
+    assert collectors["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "gmp-system"}
+    assert one("PodMonitoring", inference_pool.PICKER_NAME)["spec"]["endpoints"][0]["port"] == "metrics"
+    at_one = harness.run(harness.with_section(harness.gke_config(), "gke", inferenceGateway=True), stack="gke")
+    policy = [o for o in kubernetes_objects(at_one.registrations)
+              if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == network_policy.PICKER_POLICY_NAME][0]
+    assert len(policy["spec"]["ingress"]) == 1
+    assert "featureGates" not in picker_config.picker_config()
+
+
+@pytest.fixture
+def replica():
+    started = FakeOpenAIServer(FakeTiming(ttft=0, tpot=0)).start_in_thread()
+    yield started
+    started.stop()
+
+
+def test_a_request_at_zero_is_held_until_a_replica_is_ready_then_served(replica):
+    import openai
+
+    picker = FlowControlFake(replica.url, ttl_seconds=30, ready_after=None).start()
+    try:
+        client = openai.OpenAI(base_url=picker.url, api_key=KEY, max_retries=0, timeout=30)
+        answers: list[str] = []
+        asking = threading.Thread(target=lambda: answers.append(client.chat.completions.create(
+            model="google/gemma-4-E2B-it", messages=[{"role": "user", "content": "hi"}],
+            max_completion_tokens=8).choices[0].message.content or ""))
+        asking.start()
+        assert wait_until(lambda: picker.held == 1)  # held, not refused, while the pool is at zero
+        assert not answers
+        picker.ready.set()  # the replica the HPA asked for is ready
+        asking.join(30)
+        assert answers and answers[0]
+    finally:
+        picker.stop()
+
+
+def test_past_the_ttl_the_agent_says_the_pickers_error_in_one_line(replica):
+    picker = FlowControlFake(replica.url, ttl_seconds=0.2, ready_after=None).start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env.update({"OPENAI_BASE_URL": picker.url, "OPENAI_API_KEY": KEY})
+        done = subprocess.run([sys.executable, "examples/agent.py", "--retries", "0"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        picker.stop()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("agent: the server answered HTTP 503: ")
+    assert TTL_AT_ZERO_BODY in line and "no replica was ready while the gateway held it" in line
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_the_fakes_words_are_the_pickers():
+    """The fake's body and header are the strings llm-d-router v0.10.0 builds (tests/flow_control_fake.py)."""
+    assert DROPPED_REASON_HEADER == "x-llm-d-request-dropped-reason"
+    from examples import agent
+
+    assert agent.DROPPED_REASON_HEADER == DROPPED_REASON_HEADER
+    assert set(agent.DROPPED_REASONS) == {"rejected-no-endpoints", "rejected-ttl-expired", "rejected-saturated"}
+
+
+def test_the_plan_prices_the_pool_at_zero_beside_one_replica_and_a_working_day():
+    from components.economics.costs import total_usd_per_hour, zero_day
+
+    loaded = settings.load(with_gke(minReplicas=0, inferenceGateway=True, scaleToZeroAfter="30m"), "my-proj", "gke")
+    day = zero_day(loaded.settings)
+    at_zero, at_one = total_usd_per_hour(loaded.settings, 0), total_usd_per_hour(loaded.settings, 1)
+    assert 0 < day["perHourAtZero"] == round(at_zero, 4) < day["perHourAtOneReplica"] == round(at_one, 4)
+    assert day["servingHoursPerDay"] == 10.5  # load.activeHoursPerDay's 10 + the 30m idle tail
+    assert day["perDay"] == round(10.5 * at_one + 13.5 * at_zero, 2) < day["perDayAtOneReplicaAllDay"]
+    assert "computed" in day["formula"]
+    all_day = settings.load({**with_gke(minReplicas=0, inferenceGateway=True), "load": {"activeHoursPerDay": 24}},
+                            "my-proj", "gke")
+    assert zero_day(all_day.settings)["savedPerMonth"] == 0  # nothing idles, nothing is saved
+
+
+def test_at_zero_the_alert_is_a_held_request_timing_out_not_a_pool_with_no_replica():
+    from components.monitoring import dashboard
+    from tests.test_monitoring import load_document, validate
+
+    program = zero_program()
+    names = {p["name"] for p in program.of_type("gcp:monitoring/alertPolicy:AlertPolicy")}
+    assert names == {f"gke-monitoring-alert-{key}" for key in ("kv", "waiting", "held-timeout")}
+    [held] = [p for p in program.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p["name"].endswith("timeout")]
+    query = held["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
+    assert 'outcome="EvictedTTL"' in query and 'job="vllm-pool-epp"' in query
+    [board] = program.of_type("gcp:monitoring/dashboard:Dashboard")
+    import json
+
+    import promql_parser
+
+    body = json.loads(board["inputs"]["dashboardJson"])
+    assert validate(body, {"$ref": "Dashboard"}, load_document("monitoring.v1")) == []
+    queries = dashboard.queries(body)
+    for each in queries:
+        promql_parser.parse(each)
+    assert any("llm_d_epp_flow_control_queue_size" in q for q in queries)
