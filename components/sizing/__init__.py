@@ -17,9 +17,9 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
     fits_by_shape(model, max_model_len, **same options) -> tuple[Fit, ...]     one per catalogued shape
     smallest_fitting_shape(model, max_model_len, **same options) -> Shape | None
     Fit: model, shape, max_model_len, tensor_parallel_size, data_parallel_size, layout (its name), fits,
-         reasons (why not, user-worded), figures {hbm, cap, weights, block_size, kv_bytes_per_token, [kv_groups, kv_block_bytes,
-         kv_blocks_per_request: a hybrid cache], kv_pool,
-         kv_blocks, kv_tokens, [kv_tokens_measured], clients, [kv_tokens_all]} of Figure (per replica but
+         reasons (why not, user-worded), figures {hbm, cap, weights, block_size, kv_bytes_per_token,
+         [kv_groups, kv_block_bytes, kv_blocks_per_request: a hybrid cache], kv_pool, kv_blocks, kv_tokens,
+         [kv_tokens_measured], clients, [kv_tokens_all]} of Figure (per replica but
          clients and kv_tokens_all), output_rate (Figure | None: computed tokens/s), usd_per_million_output
          {provisioning model: Figure}, usd_per_hour {provisioning model: Figure}, max_run_usd {...}, region,
          measured_point (MeasuredPool | None), measured_here (any boot of this pair), kv_tokens (every replica's;

@@ -166,8 +166,8 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     """Size `model` on `shape` at one layout: `tensor_parallel_size` and/or `data_parallel_size` (the other
     follows from the host's devices; components/sizing/layouts.py fit() plans them when neither is given).
     `context_tokens` (default max_model_len) is what each client holds for the 78% rule; `clients` adds a check
-    of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS); `max_num_batched_tokens` sets the in-flight tokens a sliding-window
-    group holds beyond its window."""
+    of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS);
+    `max_num_batched_tokens` sets the in-flight tokens a sliding-window group holds beyond its window."""
     if tensor_parallel_size is None and data_parallel_size is None:
         raise ValueError("fit_layout sizes a given layout: give tensor_parallel_size or data_parallel_size")
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
