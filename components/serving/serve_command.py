@@ -74,11 +74,21 @@ def vllm_serve_args(settings: Settings) -> list[str]:
 MEDIA_REDIRECTS_VARIABLE = "VLLM_MEDIA_URL_ALLOW_REDIRECTS"
 
 
+# With data parallelism tpu-inference isolates each rank's chips after asking the host its TPU type
+# (tpu-inference 0.32.0 worker/tpu_worker.py _setup_dp_chip_isolation -> tpu_info.get_num_cores_per_chip ->
+# get_tpu_type: `envs.TPU_ACCELERATOR_TYPE`, else the GCE metadata server's accelerator-type, None when it does not
+# answer, and then `None.startswith` raises). A GKE pod's metadata server is GKE's, which may not serve it: the stack
+# states the type it rented, on both platforms, so a rank never depends on that answer.
+ACCELERATOR_TYPE_VARIABLE = "TPU_ACCELERATOR_TYPE"
+
+
 def backend_environment(settings: Settings) -> dict[str, str]:
     """Variables vLLM's container gets on both platforms beyond its own (HF_HOME, the token's path):
-    tpu-inference's, from tpu-vllm:tpuInference, and no media redirects. None is secret; both platforms show
+    tpu-inference's, from tpu-vllm:tpuInference, no media redirects, and past one replica the TPU type. None is secret; both platforms show
     them in the plan."""
-    return {**settings.tpu_inference.environment(), MEDIA_REDIRECTS_VARIABLE: "0"}
+    replicas = settings.data_parallel_size > 1
+    layout = {ACCELERATOR_TYPE_VARIABLE: settings.tpu.shape.accelerator_type} if replicas else {}
+    return {**settings.tpu_inference.environment(), MEDIA_REDIRECTS_VARIABLE: "0", **layout}
 
 
 def render_serve_args(serve_args: Iterable[str]) -> str:
