@@ -112,7 +112,7 @@ def test_the_picker_reaches_only_the_metrics_door_and_only_the_gateway_reaches_t
     program = gateway_program()
     policy = one(program, "NetworkPolicy", network_policy.GATEWAY_POLICY_NAME)
     front_rule, door_rule = policy["spec"]["ingress"]
-    assert [b["ipBlock"]["cidr"] for b in front_rule["from"]] == ["10.129.0.0/23", "35.191.0.0/16", "130.211.0.0/22"]
+    assert [b["ipBlock"]["cidr"] for b in front_rule["from"]] == ["172.16.0.0/23", "35.191.0.0/16", "130.211.0.0/22"]
     assert door_rule == {"from": [{"podSelector": {"matchLabels": inference_pool.PICKER_LABELS}}],
                          "ports": [{"protocol": "TCP", "port": metrics_door.METRICS_PORT}]}
     picker = one(program, "NetworkPolicy", network_policy.PICKER_POLICY_NAME)

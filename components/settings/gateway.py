@@ -19,9 +19,20 @@ from components.basis import naming
 from components.settings.fields import _Section
 from components.settings.findings import InvalidSettingError
 
-# Google's examples use 10.129.0.0/23 for the proxy-only subnet (load-balancing/docs/l7-internal/setting-up-l7-
-# internal, "Configure the proxy-only subnet"); it must not overlap the VPC's other subnets.
-DEFAULT_PROXY_ONLY_RANGE = "10.129.0.0/23"
+# Google's example proxy-only range, 10.129.0.0/23 (load-balancing/docs/l7-internal/setting-up-l7-internal), is on a
+# custom-mode network; the stack's default network is auto mode, whose subnets take 10.128.0.0/9, and a subnet added
+# to it may not overlap that ("you can create a new subnet ... in the auto mode VPC network as long as none of its
+# ranges overlap with 10.128.0.0/9", cloud.google.com vpc/docs/alias-ip, updated 2026-04-08; the API's refusal,
+# "networks cannot overlap with 10.128.0.0/9", as GoogleCloudPlatform/gcpdiag's lint rule for it matches it). So
+# the default is a /23 (Google's size) of RFC 1918's 172.16.0.0/12: outside the auto-mode block and outside
+# 10.0.0.0/8, where a VPC-native cluster's own pod ranges are allocated when none is given.
+DEFAULT_PROXY_ONLY_RANGE = "172.16.0.0/23"
+# What a subnet of a VPC may use and the stack takes for the proxies' range: private space, RFC 1918 and RFC 6598's
+# shared 100.64.0.0/10, both in Google's list of valid subnet ranges (vpc/docs/subnets, "Valid IPv4 ranges"), which
+# also lists 0.0.0.0/8, 127.0.0.0/8 and 169.254.0.0/16 as prohibited. The network policy admits this range to the
+# front's port and the picker, so nothing wider (or public) may pass.
+PRIVATE_SUBNET_SPACE = tuple(ipaddress.ip_network(block) for block in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
 # From this GKE version GKE installs the Gateway API and Inference Extension CRDs itself (llm-d.ai
 # docs/resources/gateway/gke, "GKE automatically installs all GA CRDs for Gateway API and Gateway API Inference
 # Extension on GKE versions 1.34.0-gke.1626000 or later"); the stack installs none.
@@ -45,8 +56,9 @@ class InferenceGatewaySetting(_Section):
         "an existing proxy-only subnet (purpose REGIONAL_MANAGED_PROXY) in the cluster's region and network to "
         "adopt (the region has at most one active); unset: the stack makes one"))
     proxy_only_range: str = Field(DEFAULT_PROXY_ONLY_RANGE, description=(
-        "the proxy-only subnet's range: the stack's own (/26 or larger, private, not overlapping the VPC's other "
-        "subnets), or the adopted one's as it is (the network policy admits it to the front's port)"))
+        "the proxy-only subnet's range: the stack's own (/26 or larger, inside RFC 1918 or RFC 6598, not "
+        "overlapping the VPC's other subnets: with `tpu.network` default, not 10.128.0.0/9), or the adopted one's "
+        "as it is (the network policy admits it to the front's port)"))
 
     @field_validator("proxy_only_subnet")
     @classmethod
@@ -62,10 +74,14 @@ class InferenceGatewaySetting(_Section):
         try:
             network = ipaddress.ip_network(value.strip(), strict=True)
         except ValueError:
-            raise InvalidSettingError("not a CIDR range without host bits", "write it like 10.129.0.0/23") from None
-        if network.version != 4 or not network.is_private:
-            raise InvalidSettingError("a proxy-only subnet takes a private IPv4 range",
-                                      f"use a free private range, e.g. {DEFAULT_PROXY_ONLY_RANGE}")
+            raise InvalidSettingError("not a CIDR range without host bits",
+                                      f"write it like {DEFAULT_PROXY_ONLY_RANGE}") from None
+        if network.version != 4 or not any(network.subnet_of(block) for block in PRIVATE_SUBNET_SPACE):
+            raise InvalidSettingError(
+                "a proxy-only subnet takes a private IPv4 range inside RFC 1918 (10.0.0.0/8, 172.16.0.0/12, "
+                "192.168.0.0/16) or RFC 6598 (100.64.0.0/10), which GCP subnets take; loopback, link-local, "
+                "0.0.0.0/8 and public ranges are no subnet's",
+                f"use a free private range, e.g. {DEFAULT_PROXY_ONLY_RANGE}")
         if network.prefixlen > PROXY_ONLY_MIN_PREFIX:
             raise InvalidSettingError(f"smaller than the /{PROXY_ONLY_MIN_PREFIX} a proxy-only subnet needs",
                                       f"use /{PROXY_ONLY_MIN_PREFIX} or larger; Google sizes it /23")

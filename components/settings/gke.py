@@ -22,7 +22,7 @@ from components.settings.facts import (
 )
 from components.settings.fields import Duration, Zone, _Section, parse_duration
 from components.settings.findings import InvalidSettingError
-from components.settings.gateway import GATEWAY_CRDS_VERSION, InferenceGatewaySetting
+from components.settings.gateway import DEFAULT_PROXY_ONLY_RANGE, GATEWAY_CRDS_VERSION, InferenceGatewaySetting
 
 # A flex-start node's recycling is a scale-down by GKE's cluster autoscaler: its recycling plugin picks the node
 # once its run's end is nearer than nodeRecycling.leadTimeSeconds, and scales it down like any other
@@ -102,7 +102,8 @@ class GkeSettings(_Section):
         "request to a replica by queue, KV-cache use and prefix match, instead of the passthrough load balancer, "
         "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true` (the stack "
         "makes the region's proxy-only subnet), or `proxyOnlySubnet` (an existing one to adopt) and `proxyOnlyRange` "
-        "(its range; default 10.129.0.0/23, /26 or larger); internal only, not with `allowExternalLoadBalancer`"))
+        f"(its range; default {DEFAULT_PROXY_ONLY_RANGE}, /26 or larger, outside the default network's "
+        "10.128.0.0/9); internal only, not with `allowExternalLoadBalancer`"))
     allow_unbounded_billing: bool = Field(False, description=(
         "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
         "stops their billing"))
