@@ -78,6 +78,8 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _gke("bootDiskUsdPerMonthPerNode", "a node's boot disk per month"),
     _gke("compileCacheUsdPerMonth", "the compile-cache bucket per month"),
     _gke("fallbackCostPerHourUsd", "each `gke.fallback`'s price per replica and at `gke.maxReplicas`"),
+    _gke("scaleToZeroCostUsd", "the pool at zero per hour beside one replica, and a day of `load.activeHoursPerDay` "
+         "against one replica kept all day (computed, with the formula)", only_when="`gke.minReplicas` is 0"),
     # One chip's memory.
     _both("kvBytesPerToken", "KV-cache bytes per token of the model", only_when=KV_BUDGET),
     _both("kvTokens", "the tokens one chip's KV pool holds", only_when=KV_BUDGET),
