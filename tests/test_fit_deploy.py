@@ -317,3 +317,15 @@ def test_the_new_catalog_models_plan_on_a_shape_that_fits_on_both_platforms(plat
     assert fitted is not None and fitted.fits, fitted and fitted.reasons
     args = serve_command.vllm_serve_args(cfg)
     assert (args[args.index("--tool-call-parser") + 1], args[args.index("--reasoning-parser") + 1]) == parsers
+
+
+def test_a_pinned_max_num_seqs_sizes_the_page_as_tpu_inference_does():
+    """tpu-inference bounds a request's page table by max_num_seqs (flash_attn.py: 1024 * 1024 // 2 // max_num_seqs
+    // 4 pages), so 1,024 sequences at 32,768 tokens take 256-token pages where 256 sequences take 64 (the second
+    reader of issue 47: the plan had ignored vllm.maxNumSeqs)."""
+    from components.settings.fitting import deployed_fit
+
+    default = deployed_fit(load(vllm={"maxModelLen": 32768}).settings)
+    pinned = deployed_fit(load(vllm={"maxModelLen": 32768, "maxNumSeqs": 1024}).settings)
+    assert default.figures["block_size"].value == 64
+    assert pinned.figures["block_size"].value == 256 and "max_num_seqs 1024" in pinned.figures["block_size"].basis

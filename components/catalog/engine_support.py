@@ -80,6 +80,8 @@ def refusal(config: dict[str, Any]) -> str | None:
         if plugin is not None:
             return (f"vLLM refuses it: \"Model architecture {architecture} is not supported in-tree anymore. Please "
                     f"install the plugin at {plugin} if you want to use this model architecture.\"")
-    return (f"vLLM refuses it: \"Model architectures {architectures} are not supported for now.\" (vLLM "
-            f"{registry()['vllm']}'s registry does not list it; vLLM would first try its Transformers modeling "
-            "backend, a path this planner does not size)")
+    # Not refused outright: with model_impl auto vLLM first tries its Transformers modeling backend
+    # (registry.py inspect_model_cls, _try_resolve_transformers) and says "not supported for now" only when that fails.
+    return (f"vLLM {registry()['vllm']}'s registry does not list it: vLLM would try its Transformers modeling "
+            "backend, a path this planner does not size (and, failing that, refuses it: \"Model architectures "
+            f"{architectures} are not supported for now.\")")

@@ -84,8 +84,8 @@ ACCELERATOR_TYPE_VARIABLE = "TPU_ACCELERATOR_TYPE"
 
 def backend_environment(settings: Settings) -> dict[str, str]:
     """Variables vLLM's container gets on both platforms beyond its own (HF_HOME, the token's path):
-    tpu-inference's, from tpu-vllm:tpuInference, no media redirects, and past one replica the TPU type. None is secret; both platforms show
-    them in the plan."""
+    tpu-inference's, from tpu-vllm:tpuInference, no media redirects, and past one replica the TPU type. None is
+    secret; both platforms show them in the plan."""
     replicas = settings.data_parallel_size > 1
     layout = {ACCELERATOR_TYPE_VARIABLE: settings.tpu.shape.accelerator_type} if replicas else {}
     return {**settings.tpu_inference.environment(), MEDIA_REDIRECTS_VARIABLE: "0", **layout}

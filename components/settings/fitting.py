@@ -60,7 +60,7 @@ def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None, *,
                       clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
                       tensor_parallel_size=None if as_planned else tensor_parallel_size or vllm.tensor_parallel_size,
                       data_parallel_size=None if as_planned or tensor_parallel_size else vllm.data_parallel_size,
-                      max_num_batched_tokens=vllm.max_num_batched_tokens)
+                      max_num_batched_tokens=vllm.max_num_batched_tokens, max_num_seqs=vllm.max_num_seqs)
 
 
 def planned_layout_name(settings: Settings) -> str:

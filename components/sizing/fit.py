@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.catalog import engine_support, weights_index
+from components.catalog import engine_support, paging, weights_index
 from components.catalog import measured as catalog_measured
 from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ConfigError, ModelGeometry, geometry_from_config, read_config
@@ -162,12 +162,14 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                context_tokens: int | None = None, clients: int | None = None, region: str | None = None,
                run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None,
                data_parallel_size: int | None = None,
-               max_num_batched_tokens: int = kv_groups.DEFAULT_MAX_NUM_BATCHED_TOKENS) -> Fit:
+               max_num_batched_tokens: int = kv_groups.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+               max_num_seqs: int | None = None) -> Fit:
     """Size `model` on `shape` at one layout: `tensor_parallel_size` and/or `data_parallel_size` (the other
     follows from the host's devices; components/sizing/layouts.py fit() plans them when neither is given).
     `context_tokens` (default max_model_len) is what each client holds for the 78% rule; `clients` adds a check
     of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS);
-    `max_num_batched_tokens` sets the in-flight tokens a sliding-window group holds beyond its window."""
+    `max_num_batched_tokens` sets the in-flight tokens a sliding-window group holds beyond its window;
+    `max_num_seqs` (vLLM's default when None) bounds the page table, so it can raise the page size."""
     if tensor_parallel_size is None and data_parallel_size is None:
         raise ValueError("fit_layout sizes a given layout: give tensor_parallel_size or data_parallel_size")
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
@@ -211,9 +213,10 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         if tp and tp > 1:
             notes.append("weights split over the chips; tensors replicated per chip (e.g. KV projections padded to "
                          "the TP size) add to them and are not counted")
-    block = kv.block_size(max_model_len)
+    block = kv.block_size(max_model_len, max_num_seqs or paging.DEFAULT_MAX_NUM_SEQS)
     figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
-                                   "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / 512)")
+                                   "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / (131,072 // "
+                                   f"max_num_seqs {max_num_seqs or paging.DEFAULT_MAX_NUM_SEQS}))")
     kv_plan = None
     if tp is not None:
         try:
