@@ -82,9 +82,11 @@ def test_the_plan_shows_every_gke_output_the_registry_lists(gke_json):
 
     # The docs' table is written from the registry (tests/test_stack_outputs.py). externalEndpoint takes
     # internalEndpoint's place only with gke.allowExternalLoadBalancer, and the inference gateway's outputs come only
-    # with gke.inferenceGateway, and scaleToZero only at gke.minReplicas 0, all of which the example stack leaves off.
+    # with gke.inferenceGateway, and scaleToZero and scaleToZeroCostUsd only at gke.minReplicas 0,
+    # all of which the example stack leaves off.
     assert names_for("gke") == set(gke_json["outputs"]) | {"externalEndpoint", "inferenceGateway",
-                                                           "inferenceGatewayCost", "scaleToZero"}
+                                                           "inferenceGatewayCost", "scaleToZero",
+                                                           "scaleToZeroCostUsd"}
 
 
 def cost_lines(text: str) -> list[str]:
