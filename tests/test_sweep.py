@@ -325,6 +325,17 @@ def test_an_error_in_up_ends_in_a_destroy(project, server, capsys):
     assert fake.billing() == []
 
 
+def ctrl_c_at_second_cells():
+    """A ticker that presses Ctrl-C when the sweep enters its cells the second time (the second arm's)."""
+    seen = []
+
+    def ticker(now):
+        seen.append(now)
+        if now == "cells" and seen.count("cells") == 2:
+            raise KeyboardInterrupt
+    return ticker
+
+
 def ctrl_c_in(*phases: str):
     """A ticker that presses Ctrl-C whenever the sweep enters one of these phases (twice: the cells, then its
     own clean-up)."""
@@ -347,14 +358,7 @@ def test_a_second_ctrl_c_says_what_is_left_and_how_to_remove_it(project, server,
 def test_resume_goes_on_after_the_last_finished_arm(no_plots, project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
     sweep = write_sweep(project, {"base": {}, "ngram": FOUR_ARMS["ngram"]})
-    seen = []
-
-    def ticker(now):
-        seen.append(now)
-        if now == "cells" and seen.count("cells") == 2:
-            raise KeyboardInterrupt
-
-    assert run_sweep(project, sweep, fake, server, ticker=ticker) == 130
+    assert run_sweep(project, sweep, fake, server, ticker=ctrl_c_at_second_cells()) == 130
     assert fake.billing() == []
     runs_before = len(fake.serving_runs)
     assert run_sweep(project, sweep, fake, server, "--resume") == 0

@@ -23,6 +23,7 @@ from tests.test_sweep import (  # noqa: F401 (fixtures)
     ROOT,
     TINY_CELLS,
     base_stack,
+    ctrl_c_at_second_cells,
     no_plots,
     project,
     run_sweep,
@@ -126,14 +127,7 @@ def test_a_stack_another_sweep_made_is_not_resumed_by_this_one(project, server, 
 def test_the_sweep_marks_the_stack_it_makes_and_resumes_only_with_that_mark(no_plots, project, server, capsys):
     fake = FakePulumiCli({"dev": base_stack(project)})
     sweep = write(project, arms={"base": {}, "ngram": {"vllm": {"speculativeConfig": {"method": "ngram"}}}})
-    seen = []
-
-    def ticker(now):
-        seen.append(now)
-        if now == "cells" and seen.count("cells") == 2:
-            raise KeyboardInterrupt
-
-    assert run_sweep(project, sweep, fake, server, ticker=ticker) == 130
+    assert run_sweep(project, sweep, fake, server, ticker=ctrl_c_at_second_cells()) == 130
     journal = json.loads((project / "out" / "journal.json").read_text())
     assert ownership.MARK.fullmatch(journal["mark"])
     tag_sets = [call for call in fake.calls if call[1:4] == ["stack", "tag", "set"]]
