@@ -442,7 +442,7 @@ def _gateway_problem(**gke) -> str:
 
 @pytest.mark.parametrize(("gke", "said"), [
     ({"inferenceGateway": {"proxyOnlyRange": "10.0.0.0/28"}}, "proxyOnlyRange = \"10.0.0.0/28\": smaller than the /26"),
-    ({"inferenceGateway": {"proxyOnlyRange": "8.8.8.0/23"}}, "takes a private IPv4 range"),
+    ({"inferenceGateway": {"proxyOnlyRange": "8.8.8.0/23"}}, "only inside RFC 1918"),
     ({"inferenceGateway": {"proxyOnlyRange": "10.129.0.1/23"}}, "not a CIDR range without host bits"),
     ({"inferenceGateway": {"proxyOnlySubnet": "Proxy_Subnet"}}, "proxyOnlySubnet = \"Proxy_Subnet\": not a subnetwork"),
     ({"inferenceGateway": True, "allowExternalLoadBalancer": True}, "turn off gke.allowExternalLoadBalancer"),
@@ -497,6 +497,15 @@ def test_a_reused_cluster_with_the_gateway_api_on_and_recent_enough_passes():
     # Without the gateway, neither is asked of it.
     bare = reused({"masterVersion": "1.34.0-gke.1000000"})
     assert existing_cluster_problems(bare, "my-proj") == []
+
+
+def test_a_reused_autopilot_cluster_is_refused_for_its_collectors_namespace():
+    # Its collectors run in gke-gmp-system, which the network policies (gmp-system) do not admit.
+    from components.gke.cluster import existing_cluster_problems
+    from tests.test_gke_program import reused
+
+    [problem] = existing_cluster_problems(reused({"enableAutopilot": True}), "my-proj")
+    assert "Autopilot" in problem and "gke-gmp-system" in problem and "gke.useExistingCluster" in problem
 
 
 def test_the_network_services_api_is_enabled_only_with_the_gateway():

@@ -95,6 +95,14 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
     the gcloud fix."""
     where = f"{cluster.name} --location {cluster.location} --project {project}"
     problems = []
+    if cluster.enable_autopilot:
+        # Autopilot runs Managed Prometheus's collectors in gke-gmp-system (llm-d-router v0.10.0
+        # config/charts/epplib/templates/_gke.yaml: `if $isAutopilot`, `$gmpNamespace = "gke-gmp-system"`), not in
+        # the gmp-system the pods' network policies admit: the HPA's metrics would never be scraped.
+        problems.append("it is an Autopilot cluster, whose Managed Prometheus collectors run in gke-gmp-system, "
+                        "which the stack's network policies do not admit (the autoscaler's metrics would never "
+                        "arrive): name a Standard cluster, or set gke.useExistingCluster to false to let the stack "
+                        "make one")
     pools = [c.workload_pool for c in cluster.workload_identity_configs or [] if c.workload_pool]
     if not pools:
         problems.append("Workload Identity is off (pods could not read their secrets): gcloud container clusters "

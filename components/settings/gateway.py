@@ -27,10 +27,15 @@ from components.settings.findings import InvalidSettingError
 # the default is a /23 (Google's size) of RFC 1918's 172.16.0.0/12: outside the auto-mode block and outside
 # 10.0.0.0/8, where a VPC-native cluster's own pod ranges are allocated when none is given.
 DEFAULT_PROXY_ONLY_RANGE = "172.16.0.0/23"
-# What a subnet of a VPC may use and the stack takes for the proxies' range: private space, RFC 1918 and RFC 6598's
-# shared 100.64.0.0/10, both in Google's list of valid subnet ranges (vpc/docs/subnets, "Valid IPv4 ranges"), which
-# also lists 0.0.0.0/8, 127.0.0.0/8 and 169.254.0.0/16 as prohibited. The network policy admits this range to the
-# front's port and the picker, so nothing wider (or public) may pass.
+# What GCP refuses to any subnet (vpc/docs/subnets, "Prohibited IPv4 subnet ranges" beside "Valid IPv4 ranges"):
+# this-network, loopback, link-local, multicast and broadcast. Everything else is some subnet's, an adopted
+# proxy-only subnet's too (Google's valid list also has RFC 6890's 192.0.0.0/24, RFC 5737's documentation nets,
+# RFC 2544's 198.18.0.0/15, class E and privately used public ranges).
+PROHIBITED_SUBNET_SPACE = tuple(ipaddress.ip_network(block) for block in (
+    "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32"))
+# Where the stack makes its own proxy-only subnet: private space, RFC 1918 and RFC 6598's shared 100.64.0.0/10. The
+# stack's rule, narrower than GCP's: the network policy admits this range to the front's port and the picker, so a
+# range the stack picks for itself is never one another network could own (components/settings/checks/gateway.py).
 PRIVATE_SUBNET_SPACE = tuple(ipaddress.ip_network(block) for block in (
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
 # From this GKE version GKE installs the Gateway API and Inference Extension CRDs itself (llm-d.ai
@@ -57,8 +62,8 @@ class InferenceGatewaySetting(_Section):
         "adopt (the region has at most one active); unset: the stack makes one"))
     proxy_only_range: str = Field(DEFAULT_PROXY_ONLY_RANGE, description=(
         "the proxy-only subnet's range: the stack's own (/26 or larger, inside RFC 1918 or RFC 6598, not "
-        "overlapping the VPC's other subnets: with `tpu.network` default, not 10.128.0.0/9), or the adopted one's "
-        "as it is (the network policy admits it to the front's port)"))
+        "overlapping the VPC's other subnets: with `tpu.network` default, not 10.128.0.0/9), or, stated whenever "
+        "`proxyOnlySubnet` is, the adopted one's as it is (the network policy admits it to the front's port)"))
 
     @field_validator("proxy_only_subnet")
     @classmethod
@@ -70,17 +75,16 @@ class InferenceGatewaySetting(_Section):
 
     @field_validator("proxy_only_range")
     @classmethod
-    def _private_range(cls, value: str) -> str:
+    def _subnet_range(cls, value: str) -> str:
         try:
             network = ipaddress.ip_network(value.strip(), strict=True)
         except ValueError:
             raise InvalidSettingError("not a CIDR range without host bits",
                                       f"write it like {DEFAULT_PROXY_ONLY_RANGE}") from None
-        if network.version != 4 or not any(network.subnet_of(block) for block in PRIVATE_SUBNET_SPACE):
+        if network.version != 4 or any(network.overlaps(block) for block in PROHIBITED_SUBNET_SPACE):
             raise InvalidSettingError(
-                "a proxy-only subnet takes a private IPv4 range inside RFC 1918 (10.0.0.0/8, 172.16.0.0/12, "
-                "192.168.0.0/16) or RFC 6598 (100.64.0.0/10), which GCP subnets take; loopback, link-local, "
-                "0.0.0.0/8 and public ranges are no subnet's",
+                "a proxy-only subnet takes an IPv4 range, and GCP refuses every subnet in 0.0.0.0/8, loopback "
+                "(127.0.0.0/8), link-local (169.254.0.0/16), multicast (224.0.0.0/4) and broadcast",
                 f"use a free private range, e.g. {DEFAULT_PROXY_ONLY_RANGE}")
         if network.prefixlen > PROXY_ONLY_MIN_PREFIX:
             raise InvalidSettingError(f"smaller than the /{PROXY_ONLY_MIN_PREFIX} a proxy-only subnet needs",

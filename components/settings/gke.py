@@ -102,8 +102,9 @@ class GkeSettings(_Section):
         "request to a replica by queue, KV-cache use and prefix match, instead of the passthrough load balancer, "
         "which keeps each keep-alive connection on one replica (docs/gke.md, *Inference gateway*); `true` (the stack "
         "makes the region's proxy-only subnet), or `proxyOnlySubnet` (an existing one to adopt) and `proxyOnlyRange` "
-        f"(its range; default {DEFAULT_PROXY_ONLY_RANGE}, /26 or larger, outside the default network's "
-        "10.128.0.0/9); internal only, not with `allowExternalLoadBalancer`"))
+        f"(its range, required when adopting; for the stack's own: default {DEFAULT_PROXY_ONLY_RANGE}, /26 or "
+        "larger, private, outside the default network's 10.128.0.0/9); internal only, not with "
+        "`allowExternalLoadBalancer`"))
     allow_unbounded_billing: bool = Field(False, description=(
         "explicit opt-in for spot or on-demand as the first priority (`tpu.provisioningModel`) on gke: nothing "
         "stops their billing"))

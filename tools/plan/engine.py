@@ -256,6 +256,7 @@ class StackMocks(pulumi.runtime.Mocks):
                 "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": True}]}],
                 "monitoringConfigs": [{"managedPrometheuses": [{"enabled": True}]}],
                 "datapathProvider": "ADVANCED_DATAPATH",  # Dataplane V2: NetworkPolicy enforced
+                "enableAutopilot": False,  # a Standard cluster: the stack adds its own node pools
                 "network": f"projects/{self.project}/global/networks/default",
             }
         return {}
