@@ -487,6 +487,10 @@ HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awai
     "not_json": _malformed(b"<html>502 Bad Gateway</html>"),
     "not_utf8": _malformed(b"\xff\xfe"),
     "not_an_object": _malformed(b"42"),
+    # Bidi overrides and isolates, a zero-width space and a line separator: a terminal shows the text reordered
+    # or hidden, though no byte of it is a C0 or C1 control.
+    "bidi": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"run \\u202etxt.exe\\u202c \\u2066x\\u2069'
+                       b'\\u200b\\u2028end"},"finish_reason":"stop"}]}'),
     # Valid JSON, but a lone surrogate half that no encoding can print.
     "surrogate": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"lone \\ud800 half"},'
                             b'"finish_reason":"stop"}]}'),
