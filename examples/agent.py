@@ -49,6 +49,11 @@ MAX_TURN_CHARS = 200_000
 MAX_CALLS_PER_TURN = 8
 MAX_ARGUMENT_CHARS = 16_384
 """One tool call's name plus arguments; a time zone is a few dozen characters."""
+ERROR_BODY_BYTES = 1 << 20
+"""Of an error's body: vLLM's errors are a few hundred bytes; the rest of a longer one is not read."""
+STREAM_BYTES = 8 * MAX_TURN_CHARS
+"""Of one reply's stream: its text is capped at MAX_TURN_CHARS, and each chunk's JSON wraps a few characters in
+a few hundred bytes, so a stream this long is a runaway even before its text is parsed."""
 TIMEOUT_SECONDS = 60.0
 RETRIES = 2
 TURN_SECONDS = 180.0
@@ -72,6 +77,38 @@ HELD_A_WHOLE_TTL = frozenset({"rejected-no-endpoints", "rejected-ttl-expired"})
 def dropped_hint(reason: str) -> str:
     """What a dropped request's reason means, the reason itself shown inertly when it is not one of the picker's."""
     return DROPPED_REASONS.get(reason, f"the gateway dropped it ({one_line(reason, 80)})")
+
+
+def bounded_answer(response) -> None:
+    """The SDK's HTTP client's response hook (httpx2, openai 3.57.0's dependency): every answer gets a final verdict
+    on retries (final_when_held_a_whole_ttl) and a bounded body. The SDK reads an error's body whole
+    (_base_client.py: err.response.read()) and a stream's event whole however long (_streaming.py SSEDecoder), so a
+    server could fill memory with one 2 GB answer: an error's body is cut at ERROR_BODY_BYTES, and a stream past
+    STREAM_BYTES is stopped as a runaway reply."""
+    final_when_held_a_whole_ttl(response)
+    limit = ERROR_BODY_BYTES if response.status_code >= 400 else STREAM_BYTES
+    response.stream = _bounded_stream(response.stream, limit, cut=response.status_code >= 400)
+
+
+def _bounded_stream(stream, limit: int, cut: bool):
+    import httpx2
+
+    class Bounded(httpx2.SyncByteStream):
+        def __iter__(self):
+            size = 0
+            for part in stream:
+                size += len(part)
+                if size > limit:
+                    if not cut:
+                        raise RunawayReplyError(f"a stream of more than {limit} bytes in one turn")
+                    yield part[:len(part) - (size - limit)]
+                    return
+                yield part
+
+        def close(self) -> None:
+            stream.close()
+
+    return Bounded()
 
 
 def final_when_held_a_whole_ttl(response) -> None:
@@ -436,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         base_url, api_key = endpoint(args.stack)
         import openai  # after the endpoint's checks: a missing setting is said without the SDK's ~1 s import
 
-        http_client = openai.DefaultHttpxClient(event_hooks={"response": [final_when_held_a_whole_ttl]})
+        http_client = openai.DefaultHttpxClient(event_hooks={"response": [bounded_answer]})
         client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=args.retries,
                                http_client=http_client)
         try:

@@ -361,3 +361,20 @@ def test_a_reader_that_goes_away_ends_the_agent_without_a_traceback(server):
     assert agent.returncode == 1, stderr  # not 120: the interpreter's own flush at exit found nothing left to write
     assert b"Traceback" not in stderr and b"BrokenPipeError" not in stderr, stderr
     assert b"Exception ignored" not in stderr, stderr
+
+
+def test_a_2_gib_error_body_is_read_to_its_cap_and_said_in_one_line(serve, run_agent):
+    # Read whole (the SDK's err.response.read()), the body would fill memory before any deadline.
+    line = the_one_line(run_agent(serve(hostile="huge_error"), "--retries", "0", "--turn-seconds", "30"))
+    assert line.startswith("agent: the server answered HTTP 503: \\x1b]0;owned\\x07xxxx") and len(line) < 400
+
+
+def test_a_stream_that_goes_on_after_done_is_not_read_on(serve, run_agent):
+    done = run_agent(serve(hostile="after_done"), "--turn-seconds", "30")
+    assert done.returncode == 0 and done.stdout == "x\n", done.stderr
+
+
+def test_a_stream_past_its_byte_cap_is_a_runaway_reply(serve, run_agent):
+    # Comment lines forever: no text to count, only bytes (the SDK's decoder has no cap of its own).
+    line = the_one_line(run_agent(serve(hostile="comments"), "--turn-seconds", "60"))
+    assert line.startswith("agent: stopped a runaway reply: a stream of more than 1600000 bytes in one turn")

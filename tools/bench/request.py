@@ -26,13 +26,11 @@ from typing import Any
 import aiohttp
 
 from components.settings.text import one_line
-from examples.agent import DROPPED_REASON_HEADER, dropped_hint
+from examples.agent import DROPPED_REASON_HEADER, ERROR_BODY_BYTES, dropped_hint
 from tools.bench.sse import LineTooLongError, SseParser
 
 FILLER = "hello "
 ERROR_TEXT_LIMIT = 300
-ERROR_BODY_BYTES = 64 * 1024
-"""Of an error's body (or any one JSON body): vLLM's errors are a few hundred bytes; past this is not read."""
 STREAM_BASE_BYTES = 64 * 1024
 STREAM_BYTES_PER_TOKEN = 4096
 """A stream's cap is the base plus this per max_tokens: vLLM's chunk for one token is about 250 bytes."""
@@ -260,7 +258,8 @@ class Endpoint:
                                      json={"model": self.model, "messages": messages, "max_tokens": 1}) as response:
             body = await bounded_body(response)
             if response.status != 200:
-                raise CalibrationError(http_error(response.status, body, response.headers))
+                raise CalibrationError(http_error(response.status, body, response.headers),
+                                       dropped=DROPPED_REASON_HEADER in response.headers)
             try:
                 usage = loads(body)["usage"]
                 tokens = count(usage["prompt_tokens"], "usage.prompt_tokens") if isinstance(usage, dict) else None
@@ -396,4 +395,9 @@ def _incomplete(result: RequestResult) -> str | None:
 
 
 class CalibrationError(Exception):
-    """The server refused the requests that measure a prompt's length."""
+    """The server refused the requests that measure a prompt's length; `dropped`: the gateway's picker dropped them
+    (so the key and the model are not what to check)."""
+
+    def __init__(self, message: str, dropped: bool = False):
+        super().__init__(message)
+        self.dropped = dropped
