@@ -14,8 +14,10 @@ arguments in pieces (vllm/entrypoints/openai/chat_completion/serving.py).
 
 Whatever the server sends, the agent ends: every turn has a deadline and the client a timeout and few retries
 (openai 3.57.0's defaults, openai/_constants.py, are a 600 s read timeout and 2 retries: a silent server would
-hold it ~30 minutes); what the server says is shown without its terminal control sequences; and a failure is
-one line on stderr and exit status 1, never a traceback.
+hold it ~30 minutes); every answer's body is read to a cap; what the server says is shown with each character a
+terminal would obey written as its escape (components/settings/text.py, the project's one sanitizer, loaded from
+its file); a request the gateway dropped after holding it is not retried; and a failure is one line on stderr and
+exit status 1, never a traceback.
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ SERVER_NOT_FOUND = "Error from server (NotFound): "
 # What kubectl is given from the stack's outputs is a name, checked as one before any command runs, so an output such
 # as `--all-namespaces` never becomes a flag: a namespace is an RFC 1123 label, other objects' names RFC 1123
 # subdomains (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1123Label, IsDNS1123Subdomain).
-_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
-DNS1123_LABEL = re.compile(rf"{_LABEL}\Z")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+DNS1123_LABEL = re.compile(rf"(?=.{{1,63}}\Z){_LABEL}\Z")
 DNS1123_SUBDOMAIN = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*\Z")
 # Its cluster coordinates become the context name (gke_<project>_<location>_<cluster>) and gcloud's arguments.
 GCLOUD_PART = re.compile(r"[a-z0-9][-a-z0-9.:]{0,126}\Z")
