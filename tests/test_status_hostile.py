@@ -6,13 +6,15 @@ or ssh's command line."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.settings.text import unprintable
 from tests.test_status import OUTPUTS as VM_OUTPUTS
 from tests.test_status import run as run_vm
 from tests.test_status import stack  # noqa: F401 - the fixture
 from tests.test_status_gke import GATEWAY_OUTPUTS, OUTPUTS, cluster, hpa, pod, run  # noqa: F401 - cluster: the fixture
-from tools import status_report
+from tools import status, status_report
 
 # A terminal's title set and screen cleared, a forged line, NUL, and text shown reversed.
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\nnext: rm -rf ~\r\x00\u202etxt.exe\u2066\x9b"
@@ -77,3 +79,13 @@ def test_an_ssh_user_that_is_an_option_never_reaches_ssh(stack, capsys):  # noqa
     [line] = printed_lines(capsys)
     assert "names the user '-i ~/.ssh/k -oProxyCommand" in line or "names the user '-oProxyCommand" in line, line
     assert not (stack.node / "target").exists()  # ssh never ran
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(), min_size=5, max_size=5))
+def test_any_text_renders_as_one_inert_line_per_piece(texts):
+    state, headline, label, value, next_step = texts
+    shown = status.render(status_report.Report(state, headline, next_step, facts=[(label, value)]), "stack x")
+    lines = shown.split("\n")
+    assert len(lines) == 4 + ("ssh -i " in next_step)
+    assert all(unprintable(line) is None for line in lines)
