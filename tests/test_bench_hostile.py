@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from components.settings.text import unprintable
-from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from dev.fake_openai_server import FakeOpenAIServer
+from tests.test_agent_example import serve  # noqa: F401 - the fixture: serve(**FakeTiming fields)
 from tools.bench import cli, fleet
 from tools.bench.request import (
     EXTRA_CHUNKS,
@@ -35,19 +36,6 @@ def inert(text: str | None) -> bool:
     return text is None or unprintable(text) is None
 
 
-@pytest.fixture
-def serve():
-    started: list[FakeOpenAIServer] = []
-
-    def start(**timing: object) -> FakeOpenAIServer:
-        started.append(FakeOpenAIServer(FakeTiming(ttft=0, tpot=0, **timing)).start_in_thread())
-        return started[-1]
-
-    yield start
-    for each in started:
-        each.stop()
-
-
 def ask(server: FakeOpenAIServer, output_tokens: int = 4, timeout: float = 30) -> RequestResult:
     async def one() -> RequestResult:
         async with aiohttp.ClientSession() as session:
@@ -61,7 +49,7 @@ def ask(server: FakeOpenAIServer, output_tokens: int = 4, timeout: float = 30) -
     ("usage_string", 'malformed stream event: usage.prompt_tokens is "many", not a token count'),
     ("usage_negative", "malformed stream event: usage.completion_tokens is -5, not a token count"),
 ])
-def test_a_field_no_server_sends_so_is_the_requests_error_in_one_line(serve, attack, said):
+def test_a_field_no_server_sends_so_is_the_requests_error_in_one_line(serve, attack, said):  # noqa: F811
     result = ask(serve(hostile=attack))
     assert result.error is not None and result.error.startswith(said), result.error
     assert inert(result.error)
@@ -73,18 +61,18 @@ def test_a_null_usage_is_no_usage():
     assert result.usage_tokens is None and result.token_chunks == 1 and result.error is None
 
 
-def test_a_2_gib_error_body_is_read_to_its_cap(serve):
+def test_a_2_gib_error_body_is_read_to_its_cap(serve):  # noqa: F811
     result = ask(serve(hostile="huge_error"))
     assert result.error is not None and result.error.startswith("HTTP 503: \\x1b]0;owned\\x07xxx"), result.error
     assert len(result.error) <= 300
 
 
-def test_a_stream_that_goes_on_after_done_is_not_read_on(serve):
+def test_a_stream_that_goes_on_after_done_is_not_read_on(serve):  # noqa: F811
     result = ask(serve(hostile="after_done"))
     assert result.done and result.error is None and result.token_chunks == 1
 
 
-def test_a_stream_past_its_cap_is_a_runaway_not_read_to_the_timeout(serve):
+def test_a_stream_past_its_cap_is_a_runaway_not_read_to_the_timeout(serve):  # noqa: F811
     result = ask(serve(hostile="comments"))
     assert result.error == (f"a runaway stream: over {stream_limit(4):,} bytes without data: [DONE] "
                             "(the cap for its max_tokens)")
@@ -173,7 +161,7 @@ def test_no_error_body_raises_and_each_is_one_inert_line(status, body, reason):
     assert inert(said) and said.startswith(f"HTTP {status}")
 
 
-def test_at_zero_past_the_ttl_the_fleet_says_the_pickers_reason_in_one_line(serve, capsys):
+def test_at_zero_past_the_ttl_the_fleet_says_the_pickers_reason_in_one_line(serve, capsys):  # noqa: F811
     from tests.flow_control_fake import FlowControlFake
 
     picker = FlowControlFake(serve().url, ttl_seconds=0.2, ready_after=None).start()

@@ -10,10 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
 from tests.flow_control_fake import FlowControlFake
+from tests.test_scale_to_zero import replica  # noqa: F401 - the fixture: the pool's one replica, a fake vLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "CANARYgatewayKEY0123456789abcdef"
@@ -31,13 +29,6 @@ class CountingPicker(FlowControlFake):
         super().handle(request)
 
 
-@pytest.fixture
-def replica():
-    started = FakeOpenAIServer(FakeTiming(ttft=0, tpot=0)).start_in_thread()
-    yield started
-    started.stop()
-
-
 def run_agent(url: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY})
@@ -45,7 +36,7 @@ def run_agent(url: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-def test_past_the_ttl_the_agent_says_the_drop_at_once_without_the_sdks_retries(replica):
+def test_past_the_ttl_the_agent_says_the_drop_at_once_without_the_sdks_retries(replica):  # noqa: F811
     picker = CountingPicker(replica.url, ttl_seconds=0.2, ready_after=None).start()
     try:
         done = run_agent(picker.url, "--retries", "2")  # the SDK's default count
@@ -61,7 +52,7 @@ def test_past_the_ttl_the_agent_says_the_drop_at_once_without_the_sdks_retries(r
     assert KEY not in done.stdout + done.stderr
 
 
-def test_a_full_queue_is_still_retried_as_any_429(replica):
+def test_a_full_queue_is_still_retried_as_any_429(replica):  # noqa: F811
     picker = CountingPicker(replica.url, ttl_seconds=5, ready_after=None, max_requests=0).start()
     try:
         done = run_agent(picker.url, "--retries", "1")
