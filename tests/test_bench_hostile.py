@@ -44,7 +44,7 @@ def ask(server: FakeOpenAIServer, output_tokens: int = 4, timeout: float = 30) -
 
 
 @pytest.mark.parametrize(("attack", "said"), [
-    ("choices_object", "malformed stream event: choices is dict, not a list"),
+    ("choices_object", "malformed stream event: choices is an object, not an array"),
     ("usage_infinity", "unparseable stream event (a non-finite number (Infinity))"),
     ("usage_string", 'malformed stream event: usage.prompt_tokens is "many", not a token count'),
     ("usage_negative", "malformed stream event: usage.completion_tokens is -5, not a token count"),

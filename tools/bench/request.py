@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 from components.settings.text import one_line
-from examples.agent import DROPPED_REASON_HEADER, ERROR_BODY_BYTES, dropped_hint
+from examples.agent import DROPPED_REASON_HEADER, ERROR_BODY_BYTES, dropped_hint, json_kind
 from tools.bench.sse import LineTooLongError, SseParser
 
 FILLER = "hello "
@@ -123,7 +123,7 @@ def count(value: Any, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-        shown = json.dumps(value)[:40] if isinstance(value, (int, float, str, bool)) else type(value).__name__
+        shown = json.dumps(value)[:40] if isinstance(value, (int, float, str, bool)) else json_kind(value)
         raise UntrustedFieldError(f"{what} is {shown}, not a token count")
     return value
 
@@ -180,7 +180,7 @@ def _take_fields(result: RequestResult, event: dict[str, Any], now: float) -> bo
         return False
     choices = event.get("choices")
     if choices is not None and not isinstance(choices, list):
-        raise UntrustedFieldError(f"choices is {type(choices).__name__}, not a list")
+        raise UntrustedFieldError(f"choices is {json_kind(choices)}, not an array")
     if choices and isinstance(choices[0], dict) and streams_output(choices[0].get("delta")):
         if result.last_token is None:
             result.first_token = now
@@ -190,7 +190,7 @@ def _take_fields(result: RequestResult, event: dict[str, Any], now: float) -> bo
         result.token_chunks += 1
     usage = event.get("usage")
     if usage is not None and not isinstance(usage, dict):
-        raise UntrustedFieldError(f"usage is {type(usage).__name__}, not an object")
+        raise UntrustedFieldError(f"usage is {json_kind(usage)}, not an object")
     if usage:
         result.prompt_tokens = count(usage.get("prompt_tokens"), "usage.prompt_tokens") or 0
         completion = count(usage.get("completion_tokens"), "usage.completion_tokens")
