@@ -473,11 +473,46 @@ async def _retry_later(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter
     return True
 
 
+async def _after_done(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """A whole answer and `[DONE]`, then events forever on the same stream: a client that reads on never ends."""
+    writer.write(SSE_HEAD + chunk.role() + chunk.delta(DeltaMessage(content="x"), "stop") + chunk.done())
+    while True:
+        writer.write(chunk.delta(DeltaMessage(content="after")))
+        await writer.drain()
+        await asyncio.sleep(0.001)
+
+
+async def _comments(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """SSE comment lines as fast as the client reads: bytes without one event, so no text cap is ever reached."""
+    writer.write(SSE_HEAD + chunk.role())
+    while True:
+        writer.write(_chunk(b": " + b"padding " * 8000 + b"\n"))
+        await writer.drain()
+
+
+async def _huge_error(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+    """A 503 whose body says it is 2 GiB, sent for as long as the client reads."""
+    writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                 b"Content-Length: 2147483648\r\n\r\n\x1b]0;owned\x07")
+    while True:
+        writer.write(b"x" * 65536)
+        await writer.drain()
+
+
 _CHUNK_HEAD = b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
 HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awaitable[bool]]] = {
     "escapes": _escapes, "endless": _endless, "trickle": _trickle, "flood": _flood,
     "huge_arguments": _huge_arguments, "many_calls": _many_calls, "silent": _silent, "hang_up": _hang_up,
-    "retry_later": _retry_later,
+    "retry_later": _retry_later, "after_done": _after_done, "huge_error": _huge_error,
+    "comments": _comments,
+    # Fields no OpenAI-compatible server sends so: a null usage (tolerated), choices as an object, a count that is
+    # Infinity (Python's json writes it), a string, negative.
+    "usage_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],'
+                             b'"usage":null}'),
+    "choices_object": _malformed(_CHUNK_HEAD + b'{"0":{"index":0,"delta":{"content":"x"}}}}'),
+    "usage_infinity": _malformed(_CHUNK_HEAD + b'[],"usage":{"prompt_tokens":1,"completion_tokens":Infinity}}'),
+    "usage_string": _malformed(_CHUNK_HEAD + b'[],"usage":{"prompt_tokens":"many","completion_tokens":1}}'),
+    "usage_negative": _malformed(_CHUNK_HEAD + b'[],"usage":{"prompt_tokens":1,"completion_tokens":-5}}'),
     "index_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"tool_calls":[{"index":null,"id":"c",'
                              b'"type":"function","function":{"name":"current_time","arguments":"{}"}}]}}]}'),
     "arguments_object": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c",'
@@ -487,6 +522,10 @@ HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awai
     "not_json": _malformed(b"<html>502 Bad Gateway</html>"),
     "not_utf8": _malformed(b"\xff\xfe"),
     "not_an_object": _malformed(b"42"),
+    # Bidi overrides and isolates, a zero-width space and a line separator: a terminal shows the text reordered
+    # or hidden, though no byte of it is a C0 or C1 control.
+    "bidi": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"run \\u202etxt.exe\\u202c \\u2066x\\u2069'
+                       b'\\u200b\\u2028end"},"finish_reason":"stop"}]}'),
     # Valid JSON, but a lone surrogate half that no encoding can print.
     "surrogate": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"lone \\ud800 half"},'
                             b'"finish_reason":"stop"}]}'),

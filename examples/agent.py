@@ -14,16 +14,18 @@ arguments in pieces (vllm/entrypoints/openai/chat_completion/serving.py).
 
 Whatever the server sends, the agent ends: every turn has a deadline and the client a timeout and few retries
 (openai 3.57.0's defaults, openai/_constants.py, are a 600 s read timeout and 2 retries: a silent server would
-hold it ~30 minutes); what the server says is shown without its terminal control sequences; and a failure is
-one line on stderr and exit status 1, never a traceback.
+hold it ~30 minutes); every answer's body is read to a cap; what the server says is shown with each character a
+terminal would obey written as its escape (components/settings/text.py, the project's one sanitizer, loaded from
+its file); a request the gateway dropped after holding it is not retried; and a failure is one line on stderr and
+exit status 1, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -31,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -48,6 +51,11 @@ MAX_TURN_CHARS = 200_000
 MAX_CALLS_PER_TURN = 8
 MAX_ARGUMENT_CHARS = 16_384
 """One tool call's name plus arguments; a time zone is a few dozen characters."""
+ERROR_BODY_BYTES = 1 << 20
+"""Of an error's body: vLLM's errors are a few hundred bytes; the rest of a longer one is not read."""
+STREAM_BYTES = 8 * MAX_TURN_CHARS
+"""Of one reply's stream: its text is capped at MAX_TURN_CHARS, and each chunk's JSON wraps a few characters in
+a few hundred bytes, so a stream this long is a runaway even before its text is parsed."""
 TIMEOUT_SECONDS = 60.0
 RETRIES = 2
 TURN_SECONDS = 180.0
@@ -55,15 +63,64 @@ TURN_SECONDS = 180.0
 
 # The gateway's endpoint picker says why it dropped a request in this header (llm-d/llm-d-router v0.10.0
 # pkg/common/error/error.go RequestDroppedReasonHeaderKey and the reasons; pkg/epp/requestcontrol/admission.go
-# translateFlowControlOutcome: 503 when the pool has no endpoint, 429 when it is only busy).
+# translateFlowControlOutcome: 503 when the pool has no endpoint, 429 when it is only busy). What each means, in words
+# any client of the gateway can show (tools/bench reads them too).
 DROPPED_REASON_HEADER = "x-llm-d-request-dropped-reason"
 DROPPED_REASONS = {
     "rejected-no-endpoints": ("no replica was ready while the gateway held it (a pool at zero wakes in minutes: "
-                              "retry, and give --timeout and --turn-seconds the stack's scaleToZero.requestTtlSeconds "
-                              "or more)"),
+                              "retry, with a client timeout of the stack's scaleToZero.requestTtlSeconds or more)"),
     "rejected-ttl-expired": "the gateway held it past its time-to-live while every replica was busy; retry later",
     "rejected-saturated": "the gateway's queue is full; retry later",
 }
+HELD_A_WHOLE_TTL = frozenset({"rejected-no-endpoints", "rejected-ttl-expired"})
+"""Drops that come after the picker held the request for its whole TTL: a retry would be held as long again."""
+
+
+def dropped_hint(reason: str) -> str:
+    """What a dropped request's reason means, the reason itself shown inertly when it is not one of the picker's."""
+    return DROPPED_REASONS.get(reason, f"the gateway dropped it ({one_line(reason, 80)})")
+
+
+def bounded_answer(response) -> None:
+    """The SDK's HTTP client's response hook (httpx2, openai 3.57.0's dependency): every answer gets a final verdict
+    on retries (final_when_held_a_whole_ttl) and a bounded body. The SDK reads an error's body whole
+    (_base_client.py: err.response.read()) and a stream's event whole however long (_streaming.py SSEDecoder), so a
+    server could fill memory with one 2 GB answer: an error's body is cut at ERROR_BODY_BYTES, and a stream past
+    STREAM_BYTES is stopped as a runaway reply."""
+    final_when_held_a_whole_ttl(response)
+    limit = ERROR_BODY_BYTES if response.status_code >= 400 else STREAM_BYTES
+    response.stream = _bounded_stream(response.stream, limit, cut=response.status_code >= 400)
+
+
+def _bounded_stream(stream, limit: int, cut: bool):
+    import httpx2
+
+    class Bounded(httpx2.SyncByteStream):
+        def __iter__(self):
+            size = 0
+            for part in stream:
+                size += len(part)
+                if size > limit:
+                    if not cut:
+                        raise RunawayReplyError(f"a stream of more than {limit} bytes in one turn")
+                    yield part[:len(part) - (size - limit)]
+                    return
+                yield part
+
+        def close(self) -> None:
+            stream.close()
+
+    return Bounded()
+
+
+def final_when_held_a_whole_ttl(response) -> None:
+    """An httpx response hook: the SDK retries a 503 or a 429 twice by default (openai 3.57.0 _constants.py
+    DEFAULT_MAX_RETRIES, _base_client.py _should_retry) but obeys the answer's own `x-should-retry: false` first.
+    A request the gateway held for its whole TTL and then dropped would be held that long again on each retry,
+    so the user would wait three TTLs for this line: it is marked final, and the reason is said at once. A full
+    queue (rejected-saturated, refused before queueing) is still retried, as any 429 is."""
+    if response.headers.get(DROPPED_REASON_HEADER) in HELD_A_WHOLE_TTL:
+        response.headers["x-should-retry"] = "false"
 
 
 class AgentError(Exception):
@@ -123,25 +180,24 @@ def call_tool(name: str, arguments: str) -> str:
         return f"{name} failed: {type(error).__name__}: {str(error)[:200]}"
 
 
-# --- What reaches the terminal: the server's text without the sequences a terminal would obey.
+# --- What reaches the terminal: the server's text through the project's one sanitizer, every character a terminal
+# would obey (ESC, CR, C1, bidi overrides, lone surrogates) written as its escape.
 
-TERMINAL_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"                   # CSI: cursor moves, screen clears, colours
-    r"|\x1b[\]PX^_].*?(?:\x07|\x1b\\|\Z)"         # OSC (window title, clipboard), DCS, SOS, PM, APC strings
-    r"|\x1b[ -/]*[0-~]"                          # the other escapes (ESC c resets the terminal)
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"            # C0 but tab and newline, DEL, C1 (0x9b is CSI to some terminals)
-    r"|[\ud800-\udfff]",                         # lone surrogates (JSON's \ud800): no encoding can print them
-    re.DOTALL)
-
-
-def printable(text: str) -> str:
-    return TERMINAL_CONTROL.sub("", text)
+def _text_rules():
+    """components/settings/text.py, loaded from its file: the settings package around it imports the whole stack
+    (pydantic and more), and this example needs only the openai SDK."""
+    path = Path(__file__).resolve().parent.parent / "components" / "settings" / "text.py"
+    spec = importlib.util.spec_from_file_location("tpu_vllm_text_rules", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    """For a line about the server's text: printable, on one line, and short."""
-    flat = " ".join(printable(text).split())
-    return flat if len(flat) <= limit else flat[:limit] + "..."
+_TEXT = _text_rules()
+printable = _TEXT.shown
+"""A reply's prose for the terminal: its line breaks kept, nothing else a terminal obeys."""
+one_line = _TEXT.one_line
+"""For a line about the server's text: inert, on one line, and short."""
 
 
 # --- Where the endpoint is.
@@ -366,7 +422,7 @@ def run(question: str, client: OpenAI, turn_seconds: float = TURN_SECONDS) -> st
         for call in calls:
             name, arguments = call["function"]["name"], call["function"]["arguments"]
             result = call_tool(name, arguments)
-            print(f"[tool] {one_line(name, 80)}({one_line(arguments, 200)}) -> {one_line(result)}", file=sys.stderr)
+            print(f"[tool] {one_line(name, 200)}({one_line(arguments, 200)}) -> {one_line(result)}", file=sys.stderr)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     raise AgentError(f"no final answer after {MAX_TURNS} turns of tool calls")
 
@@ -388,7 +444,8 @@ def explain(error: Exception, base_url: str, timeout: float) -> str:
         hint = "; check OPENAI_API_KEY (the stack's apiKey output)" if error.status_code in (401, 403) else ""
         dropped = error.response.headers.get(DROPPED_REASON_HEADER)
         if dropped:
-            hint = f"; {DROPPED_REASONS.get(dropped, f'the gateway dropped it ({dropped})')}"
+            hint = f"; {dropped_hint(dropped)}" + (" (here --timeout and --turn-seconds)"
+                                                   if dropped == "rejected-no-endpoints" else "")
         return f"the server answered HTTP {error.status_code}: {said}{hint}"
     return f"the server reported an error: {one_line(str(error))}"
 
@@ -418,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
         base_url, api_key = endpoint(args.stack)
         import openai  # after the endpoint's checks: a missing setting is said without the SDK's ~1 s import
 
-        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=args.retries)
+        http_client = openai.DefaultHttpxClient(event_hooks={"response": [bounded_answer]})
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=args.retries,
+                               http_client=http_client)
         try:
             run(args.question, client, args.turn_seconds)
             # Inside the try, as Python's "Note on SIGPIPE" does: a reader gone before the last line is caught here,
@@ -427,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         except openai.APIError as error:
             raise AgentError(explain(error, one_line(base_url, 100), args.timeout)) from None
     except AgentError as error:
-        sys.exit(f"agent: {printable(str(error))}")
+        sys.exit(f"agent: {one_line(str(error), 2000)}")
     except KeyboardInterrupt:
         print("\nagent: interrupted", file=sys.stderr)
         return 130  # the shell's status for a command ended by SIGINT (128 + 2)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from components.settings.text import unprintable
 from dev.fake_openai_server import ESCAPES, FakeOpenAIServer, FakeTiming
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +120,9 @@ def run_agent(forking_parent, tmp_path):
         stdout, stderr = out.read_bytes(), err.read_bytes()
         for stream in (stdout, stderr):
             assert not TERMINAL_CONTROL.search(stream), stream[-2000:]
+            # Nor a format character (bidi overrides, zero-width), a separator or a surrogate: no C0/C1 byte,
+            # yet the terminal shows the text reordered or hidden.
+            assert unprintable(stream.decode(errors="replace").replace("\n", "").replace("\t", "")) is None, stream
         return subprocess.CompletedProcess(argv, returncode, stdout.decode(), stderr.decode())
     return run
 
@@ -180,9 +184,16 @@ def test_the_servers_terminal_control_sequences_never_reach_the_terminal(serve, 
     assert server.chat_bodies[1]["messages"][1]["tool_calls"][1]["function"]["arguments"] == ESCAPES
 
 
-def test_a_character_no_encoding_can_print_is_left_out_not_a_crash(serve, run_agent):
+def test_a_character_no_encoding_can_print_is_shown_escaped_not_a_crash(serve, run_agent):
     done = run_agent(serve(hostile="surrogate"))
-    assert done.returncode == 0 and done.stdout == "lone  half\n", done.stderr
+    assert done.returncode == 0 and done.stdout == "lone \\ud800 half\n", done.stderr
+
+
+def test_bidi_overrides_and_invisible_characters_are_shown_as_their_escapes(serve, run_agent):
+    # components/settings/text.py, the project's one sanitizer: what reorders or hides text is written escaped.
+    done = run_agent(serve(hostile="bidi"))  # run_agent refuses any format character on either stream
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "run \\u202etxt.exe\\u202c \\u2066x\\u2069\\u200b\\u2028end\n"
 
 
 @pytest.mark.parametrize("attack", ["endless", "trickle", "retry_later"])
@@ -241,7 +252,8 @@ def test_a_wrong_key_is_one_line_that_says_which_setting_to_check(serve, run_age
 def test_a_servers_error_message_is_shown_short_and_without_control_sequences(serve, run_agent):
     server = serve(fail_every=1, fail_status=400, fail_message=f"bad{ESCAPES}request " + "x" * 100_000)
     line = the_one_line(run_agent(server))
-    assert line.startswith("agent: the server answered HTTP 400: bad2Jrequest xxx") and len(line) < 400
+    assert line.startswith("agent: the server answered HTTP 400: bad\\x1b]0;owned\\x07") and len(line) < 400
+    assert "request xxx" in line
 
 
 def test_a_server_error_is_retried_a_bounded_number_of_times_then_said(serve, run_agent):
@@ -349,3 +361,20 @@ def test_a_reader_that_goes_away_ends_the_agent_without_a_traceback(server):
     assert agent.returncode == 1, stderr  # not 120: the interpreter's own flush at exit found nothing left to write
     assert b"Traceback" not in stderr and b"BrokenPipeError" not in stderr, stderr
     assert b"Exception ignored" not in stderr, stderr
+
+
+def test_a_2_gib_error_body_is_read_to_its_cap_and_said_in_one_line(serve, run_agent):
+    # Read whole (the SDK's err.response.read()), the body would fill memory before any deadline.
+    line = the_one_line(run_agent(serve(hostile="huge_error"), "--retries", "0", "--turn-seconds", "30"))
+    assert line.startswith("agent: the server answered HTTP 503: \\x1b]0;owned\\x07xxxx") and len(line) < 400
+
+
+def test_a_stream_that_goes_on_after_done_is_not_read_on(serve, run_agent):
+    done = run_agent(serve(hostile="after_done"), "--turn-seconds", "30")
+    assert done.returncode == 0 and done.stdout == "x\n", done.stderr
+
+
+def test_a_stream_past_its_byte_cap_is_a_runaway_reply(serve, run_agent):
+    # Comment lines forever: no text to count, only bytes (the SDK's decoder has no cap of its own).
+    line = the_one_line(run_agent(serve(hostile="comments"), "--turn-seconds", "60"))
+    assert line.startswith("agent: stopped a runaway reply: a stream of more than 1600000 bytes in one turn")

@@ -62,7 +62,9 @@ while (($#)); do
     -o) options+=("$2"); shift 2 ;;
     -F) printf '%s\n' "$2" >"$FAKE_NODE/config-file"; shift 2 ;;
     -p) shift 2 ;;
-    *) break ;;
+    --) shift; break ;;
+    -*) echo "fake ssh: unknown option $1" >&2; exit 3 ;;
+    *) echo "fake ssh: the destination must follow --" >&2; exit 3 ;;
   esac
 done
 target="$1"; shift

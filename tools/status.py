@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from components.settings.text import escaped
 from components.vm import container
 from components.vm.queued_resource import WAITING_STATES
 from components.vm.tpu_api import TpuApi, TpuApiError
@@ -241,10 +242,14 @@ def _on_node(seen: NodeFacts, target: SshTarget, facts: list[tuple[str, str]], p
 # ---- output ----
 
 def render(report: Report, stack_label: str) -> str:
-    width = max([len(label) for label, _ in report.facts] + [10])
-    lines = [f"tpu-vllm status, {stack_label}: {report.state.upper()}", f"  {report.headline}"]
-    lines += [f"  {label.ljust(width)}  {value}" for label, value in report.facts]
-    lines.append(f"next: {report.next_step}")
+    """The report, each piece one inert line: what the cluster, the node or the API said (a pod's name, a condition's
+    message, a log line) passes through the project's one sanitizer (components/settings/text.py)."""
+    facts = [(escaped(label), escaped(value)) for label, value in report.facts]
+    width = max([len(label) for label, _ in facts] + [10])
+    lines = [f"tpu-vllm status, {escaped(stack_label)}: {escaped(report.state.upper())}",
+             f"  {escaped(report.headline)}"]
+    lines += [f"  {label.ljust(width)}  {value}" for label, value in facts]
+    lines.append(f"next: {escaped(report.next_step)}")
     if "ssh -i " in report.next_step:
         lines.append(f"      (the key file, once: {KEY_SETUP_HINT})")
     return "\n".join(lines)
@@ -275,10 +280,10 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
             report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader,
                             settings_name)
     except StatusError as error:
-        print(f"error: {redact(str(error))}", file=sys.stderr)
+        print(f"error: {escaped(redact(str(error)))}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as error:  # noqa: BLE001 - credentials and transport faults: a message, not a traceback
-        print(f"error: {redact(_explain(error))}", file=sys.stderr)
+        print(f"error: {escaped(redact(_explain(error)))}", file=sys.stderr)
         return EXIT_ERROR
     print(redact(render(report, stack_label)))
     return report.exit_code

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 
 from components.gke import compute_class
 from components.gke.cluster import credentials_command as get_credentials_command
+from components.settings.text import escaped
 from tools.status_gateway import gateway_facts
 from tools.status_report import EXIT_READY, Report, StatusError, parse_time, span
 
@@ -51,13 +53,37 @@ CONTEXT_NOT_FOUND = "context was not found for specified context: "
 SERVER_NOT_FOUND = "Error from server (NotFound): "
 
 
+# What kubectl is given from the stack's outputs is a name, checked as one before any command runs, so an output such
+# as `--all-namespaces` never becomes a flag: a namespace is an RFC 1123 label, other objects' names RFC 1123
+# subdomains (kubernetes/apimachinery pkg/util/validation/validation.go IsDNS1123Label, IsDNS1123Subdomain).
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+DNS1123_LABEL = re.compile(rf"(?=.{{1,63}}\Z){_LABEL}\Z")
+DNS1123_SUBDOMAIN = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*\Z")
+# Its cluster coordinates become the context name (gke_<project>_<location>_<cluster>) and gcloud's arguments.
+GCLOUD_PART = re.compile(r"[a-z0-9][-a-z0-9.:]{0,126}\Z")
+
+
+def kube_name(value: Any, output: str, stack_label: str, namespace: bool = False) -> str:
+    """The output's value, if it is a name Kubernetes allows; else a StatusError naming the output."""
+    if isinstance(value, str) and (DNS1123_LABEL if namespace else DNS1123_SUBDOMAIN).match(value):
+        return value
+    shown = escaped(str(value))[:120]
+    raise StatusError(f"{stack_label}'s {output} output {shown!r} is not a Kubernetes "
+                      f"{'namespace' if namespace else 'object name'}; run `pulumi up` to rewrite the outputs")
+
+
 def _cluster(outputs: dict[str, Any]) -> tuple[str, str, str]:
     """(project, location, cluster name) from the stack's outputs."""
     project = PROJECT_FLAG.search(str(outputs.get("credentialsCommand", "")))
     if not project or not outputs.get("clusterName") or not outputs.get("clusterLocation"):
         raise StatusError("the stack's outputs lack credentialsCommand, clusterName or clusterLocation; run "
                           "`pulumi up` again to write them")
-    return project.group(1), str(outputs["clusterLocation"]), str(outputs["clusterName"])
+    parts = project.group(1), str(outputs["clusterLocation"]), str(outputs["clusterName"])
+    for output, part in zip(("credentialsCommand's --project", "clusterLocation", "clusterName"), parts, strict=True):
+        if not GCLOUD_PART.match(part):
+            raise StatusError(f"the stack's {output} output {escaped(part)[:120]!r} is not a Google Cloud name; "
+                              "run `pulumi up` to rewrite the outputs")
+    return parts
 
 
 def kube_context(outputs: dict[str, Any]) -> str:
@@ -204,8 +230,10 @@ class Replica:
 
 def replica(pod: dict[str, Any], now: datetime, namespace: str) -> Replica:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    name = meta.get("name", "?")
-    logs = f"kubectl -n {namespace} logs {name} -c {VLLM_CONTAINER} -f"
+    name = str(meta.get("name", "?"))
+    # The pod's name as the cluster said it, in a command the user may paste: quoted if it is not a plain name.
+    pod_name = shlex.quote(name)
+    logs = f"kubectl -n {namespace} logs {pod_name} -c {VLLM_CONTAINER} -f"
     if meta.get("deletionTimestamp"):
         return Replica(name, "stopping", "finishing its streams (run end, scale-down or update)",
                        "nothing: its replacement starts on another node")
@@ -219,7 +247,8 @@ def replica(pod: dict[str, Any], now: datetime, namespace: str) -> Replica:
     waiting = (vllm.get("state") or {}).get("waiting") or {}
     if waiting.get("reason") in STUCK_REASONS:
         return Replica(name, "failing", f"{waiting['reason']}: {waiting.get('message', '')}".strip(": "),
-                       f"read why: kubectl -n {namespace} describe pod {name}; {logs.removesuffix(' -f')} --previous")
+                       f"read why: kubectl -n {namespace} describe pod {pod_name}; "
+                       f"{logs.removesuffix(' -f')} --previous")
     if _condition(pod, "Ready").get("status") == "True":
         return Replica(name, "ready", f"serving on {pod.get('spec', {}).get('nodeName', '?')}", "nothing")
     running = (vllm.get("state") or {}).get("running")
@@ -295,6 +324,12 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
     name, namespace = outputs.get("computeClass"), outputs.get("namespace")
     if not name or not namespace:
         raise StatusError(f"{stack_label}'s outputs lack computeClass or namespace: run `pulumi up` to update them")
+    name = kube_name(name, "computeClass", stack_label)
+    namespace = kube_name(namespace, "namespace", stack_label, namespace=True)
+    wanted = outputs.get("inferenceGateway")
+    if wanted:
+        for key in ("gateway", "inferencePool", "endpointPicker"):
+            kube_name((wanted if isinstance(wanted, dict) else {}).get(key), f"inferenceGateway.{key}", stack_label)
     kube = kubectl_factory(kube_context(outputs), credentials_command(outputs))
     tpu_class = kube.get("computeclass", name)
     facts, class_problem = class_facts(tpu_class, name)

@@ -3,7 +3,9 @@ status file, the vLLM container and its /health, by a read-only probe that arriv
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.settings.text import escaped
 from components.vm import boot_contract, container
 from components.vm.host_key import pinned_ssh_options
 from tools.status_outputs import last_line, required
@@ -72,12 +75,29 @@ class SshTarget:
     port: int = 22
 
 
+# The user from the sshCommand output and the address from the TPU API reach ssh's command line: a user name as
+# useradd takes one (shadow-utils' default NAME_REGEX), an address as an IP, so neither can be an option such as
+# `-oProxyCommand=...`; they also follow `--`, after which ssh reads no option (OpenSSH ssh.c, getopt).
+SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+
+
+def _checked_host(host: str, stack_label: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        raise StatusError(f"{stack_label}'s node address {escaped(host)[:80]!r} is not an IP address") from None
+
+
 def ssh_target(outputs: dict[str, Any], host: str, stack_label: str) -> SshTarget:
     """The stack's user and key, for the node at `host` (the live address, not the last deploy's)."""
     command = required(outputs, "sshCommand", stack_label).split()
     user = command[-1].rpartition("@")[0]
     if not user:
-        raise StatusError(f"{stack_label}'s sshCommand output names no user: {' '.join(command)!r}")
+        raise StatusError(f"{stack_label}'s sshCommand output names no user: {escaped(' '.join(command))!r}")
+    if not SSH_USER.match(user):
+        raise StatusError(f"{stack_label}'s sshCommand output names the user {escaped(user)[:80]!r}, which is no "
+                          "user name; run `pulumi up` to rewrite the outputs")
+    host = _checked_host(host, stack_label)
     key = required(outputs, "sshPrivateKey", stack_label)
     known_hosts = required(outputs, "sshKnownHosts", stack_label)
     return SshTarget(user=user, host=host, private_key=key, known_hosts=known_hosts,
@@ -118,7 +138,7 @@ def read_node(target: SshTarget, port: int) -> NodeFacts:
             "ssh", "-i", str(key_file), "-p", str(target.port),
             "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_SECONDS}",
             "-o", "IdentitiesOnly=yes", *pinned_ssh_options(str(known_hosts), alias), "-o", "LogLevel=ERROR",
-            f"{target.user}@{target.host}", remote_command(port),
+            "--", f"{target.user}@{target.host}", remote_command(port),
         ]
         try:
             completed = subprocess.run(command, input=PROBE_SCRIPT, capture_output=True, text=True,

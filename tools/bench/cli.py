@@ -25,6 +25,7 @@ from pathlib import Path
 
 import aiohttp
 
+from components.settings.text import escaped, one_line
 from tools.bench import fleet, reference, report
 from tools.bench.request import CalibrationError, Endpoint
 from tools.bench.results import CellResult
@@ -177,11 +178,12 @@ def fleet_main(args: argparse.Namespace) -> int:
             results.append(asyncio.run(fleet.run_fleet(label, url, args.api_key, args.model, args.output_tokens,
                                                        args.timeout, options)))
         except CalibrationError as error:
-            print(f"error: {url} refused the requests that size the prompts: {error}. Check --api-key and --model.",
-                  file=sys.stderr)
+            print(f"error: {escaped(url)} refused the requests that size the prompts: {error}"
+                  + ("" if error.dropped else ". Check --api-key and --model."), file=sys.stderr)
             return 2
         except (aiohttp.ClientError, TimeoutError) as error:
-            print(f"error: could not reach {url}: {error.__class__.__name__}: {error}", file=sys.stderr)
+            print(f"error: could not reach {escaped(url)}: {one_line(f'{error.__class__.__name__}: {error}')}",
+                  file=sys.stderr)
             return 2
     print(fleet.render(results, options))
     if args.json:
@@ -208,12 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cells = asyncio.run(_run(args))
     except CalibrationError as error:
-        print(f"error: {args.base_url} refused the requests that size the prompts: {error}. Check --api-key "
-              "(or $OPENAI_API_KEY) and --model.", file=sys.stderr)
+        print(f"error: {escaped(args.base_url)} refused the requests that size the prompts: {error}"
+              + ("" if error.dropped else ". Check --api-key (or $OPENAI_API_KEY) and --model."), file=sys.stderr)
         return 2
     except (aiohttp.ClientError, TimeoutError) as error:
-        print(f"error: could not reach {args.base_url}: {error.__class__.__name__}: {error}. Is the SSH tunnel "
-              "open ($(pulumi stack output sshTunnelCommand))?", file=sys.stderr)
+        print(f"error: could not reach {escaped(args.base_url)}: {one_line(f'{error.__class__.__name__}: {error}')}."
+              " Is the SSH tunnel open ($(pulumi stack output sshTunnelCommand))?", file=sys.stderr)
         return 2
     print(report.render(cells, compare, args.label))
     if args.json:

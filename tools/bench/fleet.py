@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from components.settings.text import escaped
 from tools.bench.request import FILLER, Endpoint, RequestResult
 from tools.bench.results import percentile
 
@@ -79,9 +80,15 @@ class FleetResult:
     def errors(self) -> int:
         return sum(1 for _, _, r in self.calls if r.error)
 
+    @property
+    def first_error(self) -> str | None:
+        """The first failed call's reason (already one inert line: tools/bench/request.py), by agent and turn."""
+        return next((r.error for _, _, r in sorted(self.calls, key=lambda call: call[:2]) if r.error), None)
+
     def summary(self) -> dict[str, Any]:
         first, later = self._ttft_ms(True), self._ttft_ms(False)
         return {"label": self.label, "base_url": self.base_url, "calls": len(self.calls), "errors": self.errors,
+                "first_error": self.first_error,
                 "first_call_median_ttft_ms": percentile(first, 0.5),
                 "later_calls_median_ttft_ms": percentile(later, 0.5),
                 "later_calls_p90_ttft_ms": percentile(later, 0.9)}
@@ -124,12 +131,17 @@ def render(results: list[FleetResult], options: FleetOptions) -> str:
              f"{'later p90 ms':>13}"]
     for result in results:
         s = result.summary()
-        lines.append(f"{result.label:<28} {s['calls']:>6} {s['errors']:>6} {_ms(s['first_call_median_ttft_ms']):>17} "
+        lines.append(f"{escaped(result.label):<28} {s['calls']:>6} {s['errors']:>6} "
+                     f"{_ms(s['first_call_median_ttft_ms']):>17} "
                      f"{_ms(s['later_calls_median_ttft_ms']):>14} {_ms(s['later_calls_p90_ttft_ms']):>13}")
     if len(results) == 2:
         mine, other = (r.summary()["later_calls_median_ttft_ms"] for r in results)
         if mine and other:
-            lines.append(f"later calls' median TTFT, {results[0].label} / {results[1].label}: {mine / other:.2f}x")
+            lines.append(f"later calls' median TTFT, {escaped(results[0].label)} / {escaped(results[1].label)}: "
+                         f"{mine / other:.2f}x")
+    # A failed call is said in one line per endpoint, in the server's (or the gateway's) words.
+    lines += [f"{escaped(r.label)}: {r.errors} of {len(r.calls)} call(s) failed; the first: {escaped(r.first_error)}"
+              for r in results if r.first_error]
     return "\n".join(lines)
 
 

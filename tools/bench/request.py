@@ -6,22 +6,42 @@ chunk whose delta streams output, including a token that decodes to "" (a `conte
 but not the role-only chunk that opens the stream; inter-token latencies are the gaps between such chunks;
 the last token is the last such chunk, so a late usage chunk or [DONE] does not stretch TPOT. Unlike it, a
 reasoning-only reply counts its `reasoning` tokens, and an error event inside the stream fails the request.
+
+Whatever the server sends, a request ends with a result, never an exception: every body is read to a cap (an
+error's to ERROR_BODY_BYTES, a stream's to a size past its max_tokens), a stream is read up to `data: [DONE]` and
+not on, every field is checked before it is used (`usage: null`, `choices` as an object, a count that is a string,
+Infinity or negative is the request's error), and what the server said is quoted through the project's one
+sanitizer (components/settings/text.py), so no byte of it reaches the terminal as a control.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from components.settings.text import one_line
+from examples.agent import DROPPED_REASON_HEADER, ERROR_BODY_BYTES, dropped_hint, json_kind
 from tools.bench.sse import LineTooLongError, SseParser
 
 FILLER = "hello "
 ERROR_TEXT_LIMIT = 300
+STREAM_BASE_BYTES = 64 * 1024
+STREAM_BYTES_PER_TOKEN = 4096
+"""A stream's cap is the base plus this per max_tokens: vLLM's chunk for one token is about 250 bytes."""
+EXTRA_CHUNKS = 16
+"""Token chunks past max_tokens a stream may carry before it is a runaway (max_tokens is a bound; vLLM sends at
+most one chunk per token)."""
+AFTER_DONE_BYTES = 4096
+AFTER_DONE_SECONDS = 1.0
+"""After [DONE] only the body's end may follow: this much, this soon, else the connection is dropped, not read."""
+MAX_COUNT = 1 << 31
+"""A token count past this is no count a server has."""
 STREAMED_KEYS = ("content", "reasoning", "reasoning_content", "tool_calls", "function_call")
 
 
@@ -78,8 +98,46 @@ class StampedBody(aiohttp.BytesPayload):
 
 
 def short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= ERROR_TEXT_LIMIT else text[:ERROR_TEXT_LIMIT - 3] + "..."
+    return one_line(text, ERROR_TEXT_LIMIT)
+
+
+class UntrustedFieldError(ValueError):
+    """A field of the server's answer is not what an OpenAI-compatible server sends there."""
+
+
+def _no_constant(name: str) -> None:
+    raise UntrustedFieldError(f"a non-finite number ({name})")
+
+
+def loads(data: bytes) -> Any:
+    """JSON from the server: UTF-8, finite numbers, nested within reason; UntrustedFieldError (a ValueError)
+    otherwise."""
+    try:
+        return json.loads(data.decode(), parse_constant=_no_constant)
+    except RecursionError:
+        raise UntrustedFieldError("JSON nested too deep") from None
+
+
+def count(value: Any, what: str) -> int | None:
+    """A token count from the server: a whole number from 0 to MAX_COUNT, or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        shown = json.dumps(value)[:40] if isinstance(value, (int, float, str, bool)) else json_kind(value)
+        raise UntrustedFieldError(f"{what} is {shown}, not a token count")
+    return value
+
+
+async def bounded_body(response: aiohttp.ClientResponse, limit: int = ERROR_BODY_BYTES) -> bytes:
+    """Up to `limit` bytes of the body; a longer one is cut there and its connection dropped, not read on."""
+    parts, size = [], 0
+    async for chunk in response.content.iter_chunked(limit):
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            response.close()
+            break
+    return b"".join(parts)[:limit]
 
 
 def streams_output(delta: Any) -> bool:
@@ -98,13 +156,22 @@ def take_event(result: RequestResult, data: bytes, now: float) -> bool:
         return False
     try:
         # Decoded here: json.loads on bytes first sniffs their encoding, per chunk, for nothing.
-        event = json.loads(data.decode())
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
-        result.error = short(f"unparseable stream event: {data.decode('utf-8', 'replace')}")
+        event = loads(data)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError and UntrustedFieldError alike
+        why = f" ({error})" if isinstance(error, UntrustedFieldError) else ""
+        result.error = short(f"unparseable stream event{why}: {data[:ERROR_TEXT_LIMIT].decode('utf-8', 'replace')}")
         return False
     if not isinstance(event, dict):
-        result.error = short(f"stream event is not a JSON object: {data.decode('utf-8', 'replace')}")
+        result.error = short(f"stream event is not a JSON object: {data[:ERROR_TEXT_LIMIT].decode('utf-8', 'replace')}")
         return False
+    try:
+        return _take_fields(result, event, now)
+    except UntrustedFieldError as error:
+        result.error = short(f"malformed stream event: {error}")
+        return False
+
+
+def _take_fields(result: RequestResult, event: dict[str, Any], now: float) -> bool:
     if event.get("error"):
         # vLLM reports a failure inside an open stream as an event with an error object.
         error = event["error"]
@@ -112,6 +179,8 @@ def take_event(result: RequestResult, data: bytes, now: float) -> bool:
         result.error = short(f"error event: {message}")
         return False
     choices = event.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise UntrustedFieldError(f"choices is {json_kind(choices)}, not an array")
     if choices and isinstance(choices[0], dict) and streams_output(choices[0].get("delta")):
         if result.last_token is None:
             result.first_token = now
@@ -120,24 +189,36 @@ def take_event(result: RequestResult, data: bytes, now: float) -> bool:
         result.last_token = now
         result.token_chunks += 1
     usage = event.get("usage")
-    if isinstance(usage, dict):
-        result.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        if usage.get("completion_tokens") is not None:
-            result.usage_tokens = int(usage["completion_tokens"])
+    if usage is not None and not isinstance(usage, dict):
+        raise UntrustedFieldError(f"usage is {json_kind(usage)}, not an object")
+    if usage:
+        result.prompt_tokens = count(usage.get("prompt_tokens"), "usage.prompt_tokens") or 0
+        completion = count(usage.get("completion_tokens"), "usage.completion_tokens")
+        if completion is not None:
+            result.usage_tokens = completion
     return True
 
 
-def http_error(status: int, body: bytes) -> str:
-    """An HTTP error in the server's own words: vLLM's {"error": {"message", "type"}} when it is that."""
-    text = body.decode("utf-8", "replace").strip()
+def http_error(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> str:
+    """An HTTP error in the server's own words: vLLM's {"error": {"message", "type"}} when it is that; a request the
+    gateway's picker dropped says its reason (the picker's header, examples/agent.py DROPPED_REASONS) and what to
+    do, whatever its body says."""
+    text = body[:ERROR_BODY_BYTES].decode("utf-8", "replace").strip()
     try:
-        error = json.loads(text).get("error")
+        error = loads(text.encode()).get("error")
     except (ValueError, AttributeError):
         error = None
+    said = text
+    kind = ""
     if isinstance(error, dict) and error.get("message"):
         kind = f" {error['type']}" if error.get("type") else ""
-        return short(f"HTTP {status}{kind}: {error['message']}")
-    return short(f"HTTP {status}: {text}")
+        said = str(error["message"])
+    dropped = (headers or {}).get(DROPPED_REASON_HEADER)
+    if dropped:
+        # The hint comes first: a long body must not cut it off the line.
+        return f"HTTP {status}, dropped by the gateway ({one_line(dropped, 80)}): {dropped_hint(dropped)}; " + short(
+            f"it said: {said}")
+    return short(f"HTTP {status}{kind}: {said}")
 
 
 class Endpoint:
@@ -167,15 +248,29 @@ class Endpoint:
                                          json={"model": self.model, "messages": messages,
                                                "add_generation_prompt": True}) as response:
                 if response.status == 200:
-                    return int((await response.json(content_type=None))["count"])
+                    tokens = count(loads(await bounded_body(response))["count"], "count")
+                    if tokens is not None:
+                        return tokens
         except (aiohttp.ClientResponseError, ValueError, KeyError, TypeError):
             pass
         async with self.session.post(f"{self.base_url}/chat/completions", headers=self.headers,
                                      timeout=self.timeout,
                                      json={"model": self.model, "messages": messages, "max_tokens": 1}) as response:
+            body = await bounded_body(response)
             if response.status != 200:
-                raise CalibrationError(http_error(response.status, await response.read()))
-            return int((await response.json(content_type=None))["usage"]["prompt_tokens"])
+                raise CalibrationError(http_error(response.status, body, response.headers),
+                                       dropped=DROPPED_REASON_HEADER in response.headers)
+            try:
+                usage = loads(body)["usage"]
+                tokens = count(usage["prompt_tokens"], "usage.prompt_tokens") if isinstance(usage, dict) else None
+            except UntrustedFieldError as error:
+                raise CalibrationError(short(f"its answer's {error}")) from None
+            except (ValueError, KeyError, TypeError):
+                tokens = None
+            if tokens is None:
+                raise CalibrationError(short("its answer has no usage.prompt_tokens: "
+                                             + body[:ERROR_TEXT_LIMIT].decode("utf-8", "replace")))
+            return tokens
 
     async def calibrate(self, context: int) -> int:
         """Filler words that make a prompt of exactly `context` tokens (to the tokenizer's granularity)."""
@@ -212,11 +307,12 @@ class Endpoint:
                                          data=StampedBody(json.dumps(body).encode(), result),
                                          timeout=self.timeout) as response:
                 if response.status != 200:
-                    result.error = http_error(response.status, await response.read())
+                    result.error = http_error(response.status, await bounded_body(response), response.headers)
                     return result
                 if response.content_type == "application/json":
+                    said = (await bounded_body(response))[:ERROR_TEXT_LIMIT].decode("utf-8", "replace")
                     result.error = short("the server answered with one JSON body, not a stream (does it support "
-                                         f"\"stream\": true?): {(await response.read()).decode('utf-8', 'replace')}")
+                                         f"\"stream\": true?): {said}")
                     return result
                 await self._read_stream(response, result)
         except TimeoutError:
@@ -230,31 +326,60 @@ class Endpoint:
             result.end = time.perf_counter()
         return result
 
-    @staticmethod
-    async def _read_stream(response: aiohttp.ClientResponse, result: RequestResult) -> None:
-        await read_stream(response.content.iter_any(), result, time.perf_counter)
+    async def _read_stream(self, response: aiohttp.ClientResponse, result: RequestResult) -> None:
+        await read_stream(response.content.iter_any(), result, time.perf_counter,
+                          limit_bytes=stream_limit(self.output_tokens), max_chunks=self.output_tokens + EXTRA_CHUNKS)
+        if not (result.done and await _only_the_end_follows(response)):
+            response.close()  # not read on: the connection is dropped, not put back in the pool
 
 
-async def read_stream(chunks: AsyncIterator[bytes], result: RequestResult, clock: Callable[[], float]) -> None:
-    """Every event of a stream's reads onto the result, each stamped when its read arrived."""
-    parser, reading = SseParser(), True
-    # Read to the end even after [DONE] or an error, so the connection goes back to the pool.
+def stream_limit(max_tokens: int) -> int:
+    """The bytes a stream of max_tokens may take before it is a runaway."""
+    return STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max_tokens
+
+
+async def _only_the_end_follows(response: aiohttp.ClientResponse) -> bool:
+    """After the stream's last event: whether the body ends (a few bytes, at once), so the connection can go back
+    to the pool; a server that goes on is not read on."""
+    if response.content.at_eof():
+        return True
+    try:
+        rest = await asyncio.wait_for(response.content.read(AFTER_DONE_BYTES + 1), AFTER_DONE_SECONDS)
+        return len(rest) <= AFTER_DONE_BYTES and (await asyncio.wait_for(response.content.read(1),
+                                                                        AFTER_DONE_SECONDS)) == b""
+    except (TimeoutError, aiohttp.ClientError):
+        return False
+
+
+async def read_stream(chunks: AsyncIterator[bytes], result: RequestResult, clock: Callable[[], float],
+                      limit_bytes: int | None = None, max_chunks: int | None = None) -> None:
+    """A stream's events onto the result, each stamped when its read arrived, up to `data: [DONE]` (or the first
+    error) and no further; past `limit_bytes` or `max_chunks` token chunks it is a runaway, and stops."""
+    parser, size = SseParser(), 0
     async for chunk in chunks:
-        if reading:
-            now = clock()
-            try:
-                events = parser.feed(chunk)
-            except LineTooLongError as error:
-                result.error, reading = f"unparseable stream: {error}", False
-                continue
-            for data in events:
-                if not take_event(result, data, now):
-                    reading = False
-                    break
-    if reading:
-        data = parser.close()
-        if data is not None:
-            take_event(result, data, clock())
+        now = clock()
+        size += len(chunk)
+        if limit_bytes is not None and size > limit_bytes:
+            result.error = (f"a runaway stream: over {limit_bytes:,} bytes without data: [DONE] "
+                            "(the cap for its max_tokens)")
+            return
+        try:
+            events = parser.feed(chunk)
+        except LineTooLongError as error:
+            result.error = f"unparseable stream: {error}"
+            return
+        for data in events:
+            if not take_event(result, data, now):
+                if result.error is None:
+                    result.error = _incomplete(result)
+                return
+            if max_chunks is not None and result.token_chunks > max_chunks:
+                result.error = (f"a runaway stream: more than {max_chunks:,} token chunks "
+                                f"(max_tokens {max_chunks - EXTRA_CHUNKS:,})")
+                return
+    data = parser.close()
+    if data is not None:
+        take_event(result, data, clock())
     if result.error is None:
         result.error = _incomplete(result)
 
@@ -270,4 +395,9 @@ def _incomplete(result: RequestResult) -> str | None:
 
 
 class CalibrationError(Exception):
-    """The server refused the requests that measure a prompt's length."""
+    """The server refused the requests that measure a prompt's length; `dropped`: the gateway's picker dropped them
+    (so the key and the model are not what to check)."""
+
+    def __init__(self, message: str, dropped: bool = False):
+        super().__init__(message)
+        self.dropped = dropped
