@@ -160,3 +160,26 @@ def test_the_null_block_moves_the_start_boundary_by_one_block(configs):
     fits = sizing.fit(spec("gpt-oss", one_more), shape, length)
     assert not refused.fits and "null block" in refused.reasons[0]
     assert fits.fits
+
+
+def test_the_start_check_is_the_engines_group_padded_one_and_the_planner_agrees(configs):
+    # vLLM's engine checks one max-model-len request against _max_memory_usage_bytes_from_groups (get_kv_cache_configs,
+    # v1/core/kv_cache_planning.py): every group pays the largest group's block, so 20 sliding layers in groups of
+    # 7, 7 and 6 pay for 21. The public check_enough_kv_cache_memory sums each layer's own need and says yes one
+    # window's worth of blocks sooner. At exactly one block short the engine (and the planner) refuse.
+    shape, length = catalog.shape("v6e-1"), 32768
+    model = spec("uneven")
+    block = sizing.block_size(length)
+    plan = kv_groups.plan(model.geometry, 1, "auto", block, length)
+    assert sorted(len(group.layers) for group in plan.groups) == [6, 7, 7, 7]
+    cap = int(shape.hbm_bytes_per_chip * sizing.DEFAULT_GPU_MEMORY_UTILIZATION)
+    starts_at = cap - plan.bytes_per_block * (plan.blocks_per_request + 1)
+    short = starts_at + 1  # a byte less pool: one block less
+    at_start, at_short = (answer["tp"]["1"] for answer in run_oracle(
+        [request(configs["uneven"], "uneven", shape, length, weights) for weights in (starts_at, short)]))
+    assert at_start["num_blocks"] == plan.blocks_per_request + 1 and at_start["starts"]
+    assert at_short["num_blocks"] == plan.blocks_per_request and not at_short["starts"]
+    assert at_short["public_check_starts"]  # the per-layer sum would have said it starts
+    assert sizing.fit(spec("uneven", starts_at), shape, length).fits
+    refused = sizing.fit(spec("uneven", short), shape, length)
+    assert not refused.fits and "null block" in refused.reasons[0]
