@@ -14,6 +14,7 @@ import pytest
 
 from components import catalog, sizing
 from components.catalog import geometry_from_config
+from components.catalog import models as catalog_models
 from components.catalog.models import Weights
 from components.sizing import ModelSpec, kv_groups
 from tests import vllm_venv
@@ -183,3 +184,30 @@ def test_the_start_check_is_the_engines_group_padded_one_and_the_planner_agrees(
     assert sizing.fit(spec("uneven", starts_at), shape, length).fits
     refused = sizing.fit(spec("uneven", short), shape, length)
     assert not refused.fits and "null block" in refused.reasons[0]
+
+
+def test_googles_gemma_3_configs_are_sized_within_a_percent_of_the_engine(configs):
+    # gemma-3-27b-it's own text config (catalogued) leaves vocab_size, max_position_embeddings and layer_types at
+    # Gemma3TextConfig's defaults; the 4B-shaped one omits num_attention_heads, num_key_value_heads and head_dim too.
+    # Each is read as transformers fills it and planned as vLLM groups it (seven groups: 10 full, 52 sliding in 6).
+    model = catalog.catalog_model("google/gemma-3-27b-it")
+    sparse = spec("gemma-3-sparse", 9 * GIB)
+    cases = [(model, catalog_models.CONFIGS / model.config_file, kind) for kind in ("v5litepod-8", "v6e-4", "v6e-8")]
+    cases += [(sparse, configs["gemma-3-sparse"], kind) for kind in ("v5litepod-1", "v6e-1")]
+    requests = [{**request(path, "gemma-3", catalog.shape(kind), 32768, planned.weights.bytes), "name": planned.name}
+                for planned, path, kind in cases]
+    compared = 0
+    for (planned, _, kind), answer in zip(cases, run_oracle(requests), strict=True):
+        shape = catalog.shape(kind)
+        for size in sizing.tensor_parallel_choices(planned.geometry, shape.chips):
+            upstream, result = answer["tp"][str(size)], sizing.fit(planned, shape, 32768, tensor_parallel_size=size)
+            where = (planned.name, kind, size)
+            if "pool_error" in upstream:  # the weights fill the chips at this TP: both refuse
+                assert not result.fits, where
+                continue
+            assert upstream["starts"] == result.fits, where  # TP 2 on a v6e-4: a 6.4 GiB pool, short of one request
+            assert abs(result.figures["kv_tokens"].value - upstream["tokens"]) <= upstream["tokens"] / 100, where
+            assert abs(result.figures["kv_pool"].value - upstream["available"]) <= upstream["available"] / 100, where
+            assert result.figures["kv_groups"].value == upstream["groups"], where
+            compared += 1
+    assert compared >= 5
