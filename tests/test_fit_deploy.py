@@ -321,10 +321,11 @@ def test_the_new_catalog_models_plan_on_a_shape_that_fits_on_both_platforms(plat
 
 @pytest.mark.parametrize("platform", ["vm", "gke"])
 @pytest.mark.parametrize(("model", "shape", "vllm", "parsers"), [
-    # The release matrix's larger models on the smallest v6e shape each fits (docs/models.md): gpt-oss-120b and
-    # gemma-3-27b-it at TP 4, Llama-3.3-70B-Instruct at TP 8. Gemma 3 has no tool-call format of its own (no family
-    # parser), so its deploy names one.
+    # The release matrix's larger models on the smallest v6e shape each fits (docs/models.md): gpt-oss-120b,
+    # gemma-4-31B-it and gemma-3-27b-it at TP 4, Llama-3.3-70B-Instruct at TP 8. Gemma 3 has no tool-call format of
+    # its own (no family parser), so its deploy names one.
     ("openai/gpt-oss-120b", "v6e-4", {}, ("openai", "openai_gptoss")),
+    ("google/gemma-4-31B-it", "v6e-4", {}, ("gemma4", "gemma4")),
     ("google/gemma-3-27b-it", "v6e-4", {"toolCallParser": "pythonic"}, ("pythonic", None)),
     ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8", {}, ("llama3_json", None)),
 ])

