@@ -130,6 +130,43 @@ def test_weights_counted_from_the_config_are_the_safetensors_index_total(name):
     assert catalog.catalog_model(name).weights.bytes == total
 
 
+def gpt_oss_checkpoint_bytes(config: dict) -> int:
+    """gpt-oss's safetensors tensors from its config: bf16 embeddings, head, norms, attention (with biases and sinks)
+    and router; each expert's gate_up and down projections as MXFP4 blocks (16 bytes per 32 values), one scale byte
+    per 32 values and a bf16 bias (transformers' GptOss checkpoint layout: *_blocks, *_scales, *_bias)."""
+    hidden, inner, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    heads, kv_heads, head_dim = config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]
+    experts, vocab, bf16 = config["num_local_experts"], config["vocab_size"], 2
+    attention = (2 * heads * head_dim * hidden + heads * head_dim + hidden + heads
+                 + 2 * (kv_heads * head_dim * hidden + kv_heads * head_dim)) * bf16
+    router = (experts * hidden + experts) * bf16
+    gate_up = experts * 2 * inner * (hidden // 32 * 17 + bf16)
+    down = experts * hidden * (inner // 32 * 17 + bf16)
+    per_layer = attention + 2 * hidden * bf16 + router + gate_up + down
+    return 2 * vocab * hidden * bf16 + hidden * bf16 + layers * per_layer
+
+
+def test_gpt_oss_weights_are_the_checkpoints_index_totals_recomputed_from_the_config():
+    # One rule lands on gpt-oss-20b's stored index total and on the figure cited for gpt-oss-120b, to the byte.
+    for name in ("openai/gpt-oss-20b", "openai/gpt-oss-120b"):
+        model = catalog.catalog_model(name)
+        assert gpt_oss_checkpoint_bytes(model.config) == model.weights.bytes, name
+    assert catalog.catalog_model("openai/gpt-oss-120b").weights.bytes == catalog_models.GPT_OSS_120B_INDEX_TOTAL
+
+
+def test_the_release_matrix_models_are_catalogued_with_their_hybrid_layers():
+    gemma = catalog.catalog_model("google/gemma-3-27b-it").geometry
+    kinds = [layer.layer_type for layer in gemma.kv_layers]
+    # Gemma3TextConfig's default pattern (sliding unless (i + 1) % 6 == 0) on 62 layers: 10 full, 52 sliding.
+    assert (kinds.count("full_attention"), kinds.count("sliding_attention")) == (10, 52)
+    assert gemma.sliding_window == 1024 and gemma.max_context_tokens == 131072 and gemma.kv_heads == {16}
+    oss = catalog.catalog_model("openai/gpt-oss-120b").geometry
+    assert len(oss.kv_layers) == 36 and oss.sliding_window == 128 and oss.head_dims == {64}
+    llama = catalog.catalog_model("meta-llama/Llama-3.3-70B-Instruct")
+    assert llama.geometry.kv_heads == {8} and len(llama.geometry.kv_layers) == 80
+    assert catalog.catalog_model("google/gemma-3-27b-it").family.tool_call_parser is None
+
+
 def test_weights_count_is_none_for_a_layout_it_does_not_know():
     assert catalog.catalog_model("google/gemma-4-E2B-it").geometry.parameter_count is None
     assert catalog.catalog_model("google/gemma-4-E2B-it").weights.measured

@@ -319,6 +319,30 @@ def test_the_new_catalog_models_plan_on_a_shape_that_fits_on_both_platforms(plat
     assert (args[args.index("--tool-call-parser") + 1], args[args.index("--reasoning-parser") + 1]) == parsers
 
 
+@pytest.mark.parametrize("platform", ["vm", "gke"])
+@pytest.mark.parametrize(("model", "shape", "vllm", "parsers"), [
+    # The release matrix's larger models on the smallest v6e shape each fits (docs/models.md): gpt-oss-120b,
+    # gemma-4-31B-it and gemma-3-27b-it at TP 4, Llama-3.3-70B-Instruct at TP 8. Gemma 3 has no tool-call format of
+    # its own (no family parser), so its deploy names one.
+    ("openai/gpt-oss-120b", "v6e-4", {}, ("openai", "openai_gptoss")),
+    ("google/gemma-4-31B-it", "v6e-4", {}, ("gemma4", "gemma4")),
+    ("google/gemma-3-27b-it", "v6e-4", {"toolCallParser": "pythonic"}, ("pythonic", None)),
+    ("meta-llama/Llama-3.3-70B-Instruct", "v6e-8", {}, ("llama3_json", None)),
+])
+def test_the_release_matrix_models_plan_on_a_shape_that_fits_on_both_platforms(platform, model, shape, vllm, parsers):
+    chips = catalog.shape(shape).chips
+    sections = {"vllm": {"model": model, **vllm}, "tpu": {**V6E_1, "acceleratorType": shape}}
+    if platform == "gke":
+        # One replica, and room for the rollout's second.
+        sections.update(platform="gke", gke={**GKE_V6E, "maxReplicas": 1, "maxTpuChips": 2 * chips})
+    cfg = load(**sections).settings
+    assert cfg.fit is not None and cfg.fit.fits and cfg.fit.tensor_parallel_size == chips, cfg.fit.reasons
+    args = serve_command.vllm_serve_args(cfg)
+    tool, reasoning = parsers
+    assert args[args.index("--tool-call-parser") + 1] == tool
+    assert (args[args.index("--reasoning-parser") + 1] if "--reasoning-parser" in args else None) == reasoning
+
+
 def test_a_pinned_max_num_seqs_sizes_the_page_as_tpu_inference_does():
     """tpu-inference bounds a request's page table by max_num_seqs (flash_attn.py: 1024 * 1024 // 2 // max_num_seqs
     // 4 pages), so 1,024 sequences at 32,768 tokens take 256-token pages where 256 sequences take 64 (the second

@@ -14,6 +14,7 @@ import pytest
 
 from components import catalog, sizing
 from components.catalog import geometry_from_config
+from components.catalog import models as catalog_models
 from components.catalog.models import Weights
 from components.sizing import ModelSpec, kv_groups
 from tests import vllm_venv
@@ -160,3 +161,53 @@ def test_the_null_block_moves_the_start_boundary_by_one_block(configs):
     fits = sizing.fit(spec("gpt-oss", one_more), shape, length)
     assert not refused.fits and "null block" in refused.reasons[0]
     assert fits.fits
+
+
+def test_the_start_check_is_the_engines_group_padded_one_and_the_planner_agrees(configs):
+    # vLLM's engine checks one max-model-len request against _max_memory_usage_bytes_from_groups (get_kv_cache_configs,
+    # v1/core/kv_cache_planning.py): every group pays the largest group's block, so 20 sliding layers in groups of
+    # 7, 7 and 6 pay for 21. The public check_enough_kv_cache_memory sums each layer's own need and says yes one
+    # window's worth of blocks sooner. At exactly one block short the engine (and the planner) refuse.
+    shape, length = catalog.shape("v6e-1"), 32768
+    model = spec("uneven")
+    block = sizing.block_size(length)
+    plan = kv_groups.plan(model.geometry, 1, "auto", block, length)
+    assert sorted(len(group.layers) for group in plan.groups) == [6, 7, 7, 7]
+    cap = int(shape.hbm_bytes_per_chip * sizing.DEFAULT_GPU_MEMORY_UTILIZATION)
+    starts_at = cap - plan.bytes_per_block * (plan.blocks_per_request + 1)
+    short = starts_at + 1  # a byte less pool: one block less
+    at_start, at_short = (answer["tp"]["1"] for answer in run_oracle(
+        [request(configs["uneven"], "uneven", shape, length, weights) for weights in (starts_at, short)]))
+    assert at_start["num_blocks"] == plan.blocks_per_request + 1 and at_start["starts"]
+    assert at_short["num_blocks"] == plan.blocks_per_request and not at_short["starts"]
+    assert at_short["public_check_starts"]  # the per-layer sum would have said it starts
+    assert sizing.fit(spec("uneven", starts_at), shape, length).fits
+    refused = sizing.fit(spec("uneven", short), shape, length)
+    assert not refused.fits and "null block" in refused.reasons[0]
+
+
+def test_googles_gemma_3_configs_are_sized_within_a_percent_of_the_engine(configs):
+    # gemma-3-27b-it's own text config (catalogued) leaves vocab_size, max_position_embeddings and layer_types at
+    # Gemma3TextConfig's defaults; the 4B-shaped one omits num_attention_heads, num_key_value_heads and head_dim too.
+    # Each is read as transformers fills it and planned as vLLM groups it (seven groups: 10 full, 52 sliding in 6).
+    model = catalog.catalog_model("google/gemma-3-27b-it")
+    sparse = spec("gemma-3-sparse", 9 * GIB)
+    cases = [(model, catalog_models.CONFIGS / model.config_file, kind) for kind in ("v5litepod-8", "v6e-4", "v6e-8")]
+    cases += [(sparse, configs["gemma-3-sparse"], kind) for kind in ("v5litepod-1", "v6e-1")]
+    requests = [{**request(path, "gemma-3", catalog.shape(kind), 32768, planned.weights.bytes), "name": planned.name}
+                for planned, path, kind in cases]
+    compared = 0
+    for (planned, _, kind), answer in zip(cases, run_oracle(requests), strict=True):
+        shape = catalog.shape(kind)
+        for size in sizing.tensor_parallel_choices(planned.geometry, shape.chips):
+            upstream, result = answer["tp"][str(size)], sizing.fit(planned, shape, 32768, tensor_parallel_size=size)
+            where = (planned.name, kind, size)
+            if "pool_error" in upstream:  # the weights fill the chips at this TP: both refuse
+                assert not result.fits, where
+                continue
+            assert upstream["starts"] == result.fits, where  # TP 2 on a v6e-4: a 6.4 GiB pool, short of one request
+            assert abs(result.figures["kv_tokens"].value - upstream["tokens"]) <= upstream["tokens"] / 100, where
+            assert abs(result.figures["kv_pool"].value - upstream["available"]) <= upstream["available"] / 100, where
+            assert result.figures["kv_groups"].value == upstream["groups"], where
+            compared += 1
+    assert compared >= 5

@@ -578,6 +578,7 @@ def test_secret_keys_stay_masked_but_token_counts_do_not():
 # --- Changing the model ------------------------------------------------------------------------
 
 V6E_1 = {"zone": "us-east5-a", "acceleratorType": "v6e-1"}
+V6E_4 = {**V6E_1, "acceleratorType": "v6e-4"}
 
 
 def test_parsers_and_limits_follow_the_model_family():
@@ -591,7 +592,8 @@ def test_parsers_and_limits_follow_the_model_family():
     assert (e4b.tool_call_parser, e4b.reasoning_parser) == ("gemma4", "gemma4")
     assert e4b.limit_mm_per_prompt == {"image": 4, "audio": 1}
     # The 26B and 31B checkpoints have no audio tower.
-    assert load(vllm={"model": "google/gemma-4-31B-it"}).settings.vllm.limit_mm_per_prompt == {"image": 4}
+    # (31B is catalogued and fits a v6e-4 at the default length.)
+    assert load(tpu=V6E_4, vllm={"model": "google/gemma-4-31B-it"}).settings.vllm.limit_mm_per_prompt == {"image": 4}
 
 
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "google/gemma-3-4b-it"])
@@ -625,7 +627,8 @@ def test_a_model_without_geometry_says_what_is_unchecked_and_how_to_supply_it():
 
 
 def test_audio_on_a_model_without_an_audio_tower_warns():
-    warnings = load(vllm={"model": "google/gemma-4-31B-it", "limitMmPerPrompt": {"image": 4, "audio": 1}}).warnings
+    warnings = load(tpu=V6E_4, vllm={"model": "google/gemma-4-31B-it",
+                                     "limitMmPerPrompt": {"image": 4, "audio": 1}}).warnings
     assert any("takes no audio" in w for w in warnings)
 
 

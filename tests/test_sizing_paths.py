@@ -59,3 +59,18 @@ def test_full_length_pages_where_tpu_inference_allocates_them():
     assert mixed.head_dims == {256, 512} and not plan.windows_kept and len(plan.groups) == 1
     no_window = sizing.kv_groups.plan(geometry_from_config({**GPT_OSS, "sliding_window": None}), 1, "auto", 16, 32768)
     assert not no_window.hybrid
+
+
+def test_an_mxfp4_checkpoints_load_transient_is_said_unknown_with_its_size():
+    # tpu-inference's MXFP4 loader dequantizes a whole MoE layer to float32 before requantizing it: the plan cannot
+    # know whether XLA holds that at once, so it says so, with the size computed from the config.
+    [note] = [note for note in sizing.fit(catalog.catalog_model("openai/gpt-oss-20b"), catalog.shape("v6e-1"),
+                                          32768).notes if note.startswith("unknown:")]
+    assert "2.97 GiB" in note and f"{32 * 3 * 2880 * 2880:,} expert weights" in note
+    big = sizing.fit(catalog.catalog_model("openai/gpt-oss-120b"), catalog.shape("v6e-8"), 32768)
+    assert any("11.87 GiB" in note for note in big.notes)
+    # Unquantized (GPT_OSS here states no quantization_config) and dense models: nothing to say.
+    assert not any(note.startswith("unknown:") for note in sizing.fit(spec(GPT_OSS, "g"), catalog.shape("v6e-1"),
+                                                                      32768).notes)
+    assert not any(note.startswith("unknown:") for note in sizing.fit(catalog.catalog_model("Qwen/Qwen3-8B"),
+                                                                      catalog.shape("v6e-1"), 32768).notes)

@@ -12,8 +12,10 @@ the installed files by name, as tests/tpu_inference_kv_check.py does):
   the larger taken as tpu_platform.py's check_and_update_config does (the one line restated);
 - the pool: TPUWorker.determine_available_memory (worker/tpu_worker.py) on TP devices reporting the catalog's HBM
   limit each and the weights split over them;
-- vLLM's own get_kv_cache_groups, get_kv_cache_config_from_groups (v1/core/kv_cache_planning.py) and
-  get_kv_cache_capacity (v1/core/kv_cache_utils.py) for the pages and the logged "KV cache size".
+- vLLM's own get_global_kv_cache_groups and get_kv_cache_configs (v1/core/kv_cache_planning.py), called as the
+  engine calls them (v1/engine/core.py): the groups, the null block, the start-up check on the group-padded
+  _max_memory_usage_bytes_from_groups and the pages; get_kv_cache_capacity (v1/core/kv_cache_utils.py) for the
+  logged "KV cache size".
 
 stdin: JSON [{"config": PATH, "chips": N, "hbm_bytes_per_chip": B, "weights_bytes": W, "max_model_len": L,
 "gpu_memory_utilization": U, "kv_dtype": "auto"}]; stdout: JSON [{..., "tp": {"1": {"runs": true, "block_size": ..,
@@ -79,7 +81,7 @@ def upstream():
     from vllm.config import model as model_config_module
     from vllm.utils.math_utils import cdiv, next_power_of_2
     from vllm.v1 import kv_cache_interface
-    from vllm.v1.core import kv_cache_planning, kv_cache_utils
+    from vllm.v1.core import kv_cache_config_builder, kv_cache_planning, kv_cache_utils
 
     up = kv_check.upstream()
     utils = types.SimpleNamespace(**{name: up.utils[name] for name in (
@@ -109,6 +111,7 @@ def upstream():
                         dict(vars(model_config_module)))
     return types.SimpleNamespace(manager=manager, pages=pages, worker=worker, verify=verify, torch=torch,
                                  planning=kv_cache_planning, utils=kv_cache_utils, backend=up.backend,
+                                 builder=kv_cache_config_builder,
                                  kv_share=up.kv_share["compute_kv_share_map"],
                                  layer_kv_params=up.utils["get_layer_kv_params"])
 
@@ -145,7 +148,10 @@ def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, max_num
     model = types.SimpleNamespace(
         max_model_len=max_model_len, hf_text_config=text, hf_config=config, use_mla=False, multimodal_config=None,
         get_total_num_kv_heads=lambda: arch.total_num_kv_heads, get_head_size=lambda: arch.head_size,
-        get_num_layers=lambda parallel: text.num_hidden_layers, model_arch_config=arch)
+        get_num_layers=lambda parallel: text.num_hidden_layers, model_arch_config=arch,
+        # get_kv_cache_configs auto-fits the length only when it was -1; the default builder groups by itself
+        # unless the model class declares its own grouping (none of the families sized here).
+        original_max_model_len=max_model_len, supports_kv_cache_grouping=False)
     parallel = types.SimpleNamespace(tensor_parallel_size=tp, enable_hc_sp=False, enable_expert_parallel=False,
                                      pipeline_parallel_size=1, decode_context_parallel_size=1)
     stub = types.SimpleNamespace(
@@ -162,6 +168,7 @@ def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, max_num
     from vllm.config import VllmConfig
     stub.max_concurrent_batches = VllmConfig.max_concurrent_batches.fget(stub)
     stub.max_in_flight_tokens = VllmConfig.max_in_flight_tokens.fget(stub)
+    stub.num_prefill_lookahead_tokens = VllmConfig.num_prefill_lookahead_tokens.fget(stub)
     return stub
 
 
@@ -229,17 +236,30 @@ def pool(up, request, loaded, tp):
         available = up.worker["determine_available_memory"](worker)
     except ValueError as error:  # "total_hbm_used_gb=... exceeds ...": the weights fill the cap
         return {"runs": True, "block_size": config.cache_config.block_size, "pool_error": str(error)}
-    groups = up.planning.get_kv_cache_groups(config, specs)
-    kv_cache_config = up.planning.get_kv_cache_config_from_groups(config, groups, available)
-    tokens, _ = up.utils.get_kv_cache_capacity(config, kv_cache_config)
-    # get_kv_cache_configs' start-up check: the null block reserved, then one max-model-len request.
+    # The engine's own sequence (vllm/v1/engine/core.py _initialize_kv_caches): get_global_kv_cache_groups, then
+    # get_kv_cache_configs, which reserves the null block and checks one max-model-len request against the
+    # group-padded _max_memory_usage_bytes_from_groups before it builds the config.
+    groups = up.planning.get_global_kv_cache_groups(config, [specs])
     try:
-        up.planning.check_enough_kv_cache_memory(config, dict(specs), available)
+        [kv_cache_config] = up.planning.get_kv_cache_configs(config, [specs], [available], groups)
         starts, refusal = True, None
     except ValueError as error:
         starts, refusal = False, str(error)
+        # The config get_kv_cache_configs would have built past its check (its own three lines).
+        builder = up.builder.get_kv_cache_config_builder(config)
+        per_block = up.planning._pool_bytes_per_block_from_builder(builder, config, groups)
+        kv_cache_config = builder.get_kv_cache_config_from_groups(config, groups, available // per_block)
+    tokens, _ = up.utils.get_kv_cache_capacity(config, kv_cache_config)
+    # The public check_enough_kv_cache_memory sums each layer's own need (max_memory_usage_bytes), not the padded
+    # groups': kept to show where the two part (a bucket split into unequal groups).
+    try:
+        up.planning.check_enough_kv_cache_memory(config, dict(specs), available)
+        public_starts = True
+    except ValueError:
+        public_starts = False
     return {"runs": True, "block_size": config.cache_config.block_size, "num_blocks": kv_cache_config.num_blocks,
             "tokens": tokens, "available": available, "groups": len(groups), "starts": starts,
+            "public_check_starts": public_starts,
             "refusal": refusal, "windows": sorted({group.kv_cache_spec.sliding_window for group in groups
                                                    if hasattr(group.kv_cache_spec, "sliding_window")
                                                    and group.kv_cache_spec.sliding_window is not None})}

@@ -28,8 +28,8 @@ Models (components/catalog/models.py, geometry.py)
     read_config(path) -> dict;  family_for(model_type) -> Family | None
     ModelGeometry: kv_layers (KvLayer: index, layer_type, head_dim, kv_heads; KV-shared layers left out),
            kv_shared_layers, num_attention_heads, max_context_tokens, dtype, parameter_count, sliding_window,
-           uses_sliding_window, layer_types_given (not components.basis.chip_memory.ModelGeometry, the v5e
-           budget's hand-typed geometry)
+           uses_sliding_window, layer_types_given, quant_method, expert_weight_elements_per_layer (not
+           components.basis.chip_memory.ModelGeometry, the v5e budget's hand-typed geometry)
     config_defaults.filled(config) -> dict       the family's transformers class defaults where a config is silent
     engine_support.refusal(config) -> str | None vLLM's reason to refuse the architecture, or to size no KV cache
     weights_index.index_total_size(config_path) / index_weights(config_path) -> the safetensors index beside it

@@ -83,6 +83,11 @@ class ModelGeometry:
     layer_types_given: bool = False
     """The config lists `layer_types` (vLLM's arg_utils puts a window on every layer only when it does not, or when
     every entry is sliding: components/sizing/kv_groups.py)."""
+    quant_method: str | None = None
+    """quantization_config.quant_method as the checkpoint states it (e.g. "mxfp4"); None for unquantized."""
+    expert_weight_elements_per_layer: int | None = None
+    """One MoE layer's expert weights in elements (gpt-oss: experts x (gate_up 2 x intermediate x hidden + down
+    hidden x intermediate)); None for layouts not read here."""
 
     @property
     def kv_heads(self) -> frozenset[int]:
@@ -281,7 +286,27 @@ def geometry_from_config(config: dict[str, Any]) -> ModelGeometry:
         uses_sliding_window=(isinstance(text.get("sliding_window"), int) and text["sliding_window"] > 0
                              and text.get("use_sliding_window") is not False),
         layer_types_given=bool(layer_types),
+        quant_method=_quant_method(config),
+        expert_weight_elements_per_layer=_expert_elements(text),
     )
+
+
+def _quant_method(config: dict[str, Any]) -> str | None:
+    quantization = config.get("quantization_config") or text_config(config).get("quantization_config")
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def _expert_elements(text: dict[str, Any]) -> int | None:
+    """gpt-oss's fused experts (transformers' GptOssExperts: gate_up_proj 2 x intermediate x hidden, down_proj
+    hidden x intermediate, per expert)."""
+    if text.get("model_type") != "gpt_oss":
+        return None
+    experts, hidden, inner = (text.get(key) for key in ("num_local_experts", "hidden_size", "intermediate_size"))
+    if not all(isinstance(value, int) and not isinstance(value, bool) and value > 0
+               for value in (experts, hidden, inner)):
+        return None
+    return experts * 3 * hidden * inner
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from components.catalog import prices as catalog_prices
 from components.catalog.geometry import ConfigError, ModelGeometry, geometry_from_config, read_config
 from components.catalog.models import CatalogModel, Family, Weights, family_for
 from components.catalog.shapes import Shape, all_shapes
-from components.sizing import kv, kv_groups, rate
+from components.sizing import kv, kv_groups, load_transients, rate
 
 GIB = 1024**3
 # vLLM 0.33.0's default (vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.92); the log measured 0.92
@@ -213,6 +213,7 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         if tp and tp > 1:
             notes.append("weights split over the chips; tensors replicated per chip (e.g. KV projections padded to "
                          "the TP size) add to them and are not counted")
+        notes.extend(load_transients.notes(geometry))
     block = kv.block_size(max_model_len, max_num_seqs or paging.DEFAULT_MAX_NUM_SEQS)
     figures["block_size"] = Figure(block, "tokens", False, "tpu-inference's page size: 16 past 8192 tokens, else "
                                    "next_pow2(len)/16 in [16, 256]; at least next_pow2(len / (131,072 // "

@@ -60,8 +60,8 @@ def models_rows() -> list[str]:
         shared = f"; {len(geometry.kv_shared_layers)} KV-shared" if geometry.kv_shared_layers else ""
         weights = (f"{model.weights.bytes / GIB:.2f} GiB "
                    f"({'measured' if model.weights.measured else 'computed'}: {model.weights.basis})")
-        parsers = f"`{model.family.tool_call_parser}`, " + (f"`{model.family.reasoning_parser}`"
-                                                             if model.family.reasoning_parser else "none")
+        parsers = ", ".join(f"`{parser}`" if parser else "none"
+                            for parser in (model.family.tool_call_parser, model.family.reasoning_parser))
         lines.append(f"| `{model.name}` | {parsers} | {layers}{shared} | {geometry.max_context_tokens:,} | "
                      f"{weights.replace('|', '/')} | {model.config_source.where.replace('|', '/')} |")
     return lines
