@@ -34,7 +34,8 @@ def model_checks(settings: Settings) -> list[Finding]:
         findings.append(Finding(
             "vllm.toolCallParser", None,
             "enableAutoToolChoice needs a parser (vLLM exits: '--enable-auto-tool-choice requires "
-            f"--tool-call-parser'), and no model family is known for {vllm.model}",
+            f"--tool-call-parser'), and none is known for {vllm.model} (a family whose format vLLM registers no parser "
+            "for, or a model the catalog does not know)",
             f"set the one its chat template writes, one of {registered}", also_keys=("vllm.model",),
         ))
     for key, parser, own in (("toolCallParser", vllm.tool_call_parser, family and family.tool_call_parser),
