@@ -104,6 +104,9 @@ class Generation:
     """The Compute Engine boot image Google's Compute Engine TPU pages name for this generation (None: not read; the
     compute path then needs tpu.runtimeVersion to name one)."""
     compute_image_source: Source | None = None
+    gke_built: bool = True
+    """Whether the gke wing builds node pools of this generation (TPU7x: not yet, its ComputeClass and the GKE
+    version it needs are not read)."""
 
     @property
     def runtime_tag(self) -> str:
@@ -352,6 +355,7 @@ TPU7X = Generation(
     hbm_bandwidth_source=TPU7X_PAGE,
     node_apis=(COMPUTE,),
     default_api=COMPUTE,
+    gke_built=False,
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.

@@ -25,6 +25,14 @@ def gke_checks(settings: Settings) -> list[Finding]:
         return []
     findings: list[Finding] = []
     shape = settings.tpu.shape
+    if not shape.generation.gke_built:
+        return [Finding(
+            "tpu.acceleratorType", settings.tpu.accelerator_type,
+            f"the gke wing does not build {shape.generation.name} node pools yet (GKE's {shape.generation.name} "
+            "ComputeClass, the GKE version it needs and its chip quota are not read), and no "
+            f"{shape.generation.name} price has been read",
+            "use tpu-vllm:platform vm (a Compute Engine instance), or a v5e or v6e shape on gke",
+            also_keys=("platform",))]
     if gke.machine_type is not None and gke.machine_type != shape.gke_machine_type:
         named = catalog.shape_for_gke_machine(gke.machine_type)
         findings.append(Finding(
