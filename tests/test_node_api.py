@@ -10,30 +10,13 @@ import pytest
 from components import catalog, sizing
 from components import settings as s
 from components.economics import cost_lines, costs
+from tests.test_fit_deploy import load, one_problem
 from tests.test_gke_settings import gke_raw
 
-SSH = {"sshSourceRanges": ["198.51.100.7/32"]}
 # No Compute Engine boot image has been read for TPU7x or v6e (components/catalog/shapes.py compute_image): a
 # compute stack names one, as a user would after reading Google's create-tpu-vm-instance page.
 IMAGE = "projects/example-images/global/images/family/example-tpu-image"
 TPU7X = {"acceleratorType": "tpu7x-standard-4t", "zone": "us-central1-c", "runtimeVersion": IMAGE}
-
-
-def load(**sections):
-    sections["access"] = {**SSH, **sections.get("access", {})}
-    return s.load(sections, project="my-proj", stack="dev")
-
-
-def problems(**sections) -> list[str]:
-    with pytest.raises(s.SettingsError) as caught:
-        load(**sections)
-    return caught.value.problems
-
-
-def one_problem(**sections) -> str:
-    found = problems(**sections)
-    assert len(found) == 1, found
-    return found[0]
 
 
 @pytest.mark.parametrize(("machine", "name"), [("ct6e-standard-1t", "v6e-1"), ("ct6e-standard-4t", "v6e-4"),
