@@ -168,3 +168,17 @@ def test_tpu7x_on_gke_is_refused_until_the_wing_builds_it():
     with pytest.raises(s.SettingsError) as caught:
         s.load(raw, project="my-proj", stack="gke")
     assert any("does not build TPU7x node pools yet" in p and "platform vm" in p for p in caught.value.problems)
+
+
+def test_a_cloud_tpu_runtime_version_is_not_a_compute_engine_boot_image():
+    message = one_problem(tpu={"acceleratorType": "v6e-1", "zone": "us-east5-a", "api": "compute",
+                               "runtimeVersion": "v2-alpha-tpuv6e"})
+    assert 'tpu-vllm:tpu.runtimeVersion = "v2-alpha-tpuv6e"' in message and "Compute Engine image" in message
+
+
+def test_tpu_api_on_gke_warns_that_gke_never_reads_it():
+    raw = gke_raw()
+    raw["tpu"] = {**raw.get("tpu", {}), "api": "queued-resource"}
+    loaded = s.load(raw, project="my-proj", stack="gke")
+    assert any('tpu-vllm:tpu.api = "queued-resource"' in w and "read only by the vm platform" in w
+               for w in loaded.warnings)

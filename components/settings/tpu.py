@@ -110,7 +110,13 @@ class TpuSettings(_Section):
         shape = catalog.shape(info.data.get("accelerator_type") or "")
         api = info.data.get("api") or (shape.generation.default_api if shape else None)
         if api == catalog.COMPUTE:
-            # The compute path's boot image: an image or image family of Compute Engine, by name or path.
+            # The compute path's boot image: an image or image family of Compute Engine, by name or path. The Cloud
+            # TPU API's runtime versions (v2-alpha-tpuv6e, tpu-ubuntu2204-base) are not Compute Engine images.
+            if re.fullmatch(r"v2-alpha-[a-z0-9-]+|tpu-vm-[a-z0-9.-]+|tpu-ubuntu[0-9]+-base", value):
+                raise InvalidSettingError(
+                    "a Cloud TPU API runtime version; with tpu.api compute the node boots a Compute Engine image",
+                    "name the boot image Google's Compute Engine TPU pages give for the machine type, or set "
+                    "tpu.api to queued-resource")
             if not re.fullmatch(rf"(?:projects/{PROJECT_IN_PATH}/global/images/(?:family/)?)?[a-z]([-a-z0-9]{{0,61}}"
                                 r"[a-z0-9])?", value):
                 raise InvalidSettingError(
