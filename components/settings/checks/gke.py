@@ -108,10 +108,14 @@ def gke_checks(settings: Settings) -> list[Finding]:
         verified = sorted(shape.flex_start_accepted_zones)
         unverified = [zone for zone in gke.tpu_zones if zone not in shape.flex_start_accepted_zones]
         absent = [zone for zone in gke.tpu_zones if zone not in shape.generation.zones]
+        # Issue 46: a zone nobody wrote down warns (Google's lists change); only the default location left on another
+        # generation, which the user never chose, is an error.
+        chosen = bool({"location", "node_locations"} & gke.model_fields_set)
         if absent:
-            findings.append(Finding(
+            findings.append((Finding.warning if chosen else Finding)(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
-                "; ".join(shape.generation.zone_not_listed(zone) for zone in absent),
+                "; ".join((shape.generation.zone_unknown if chosen else shape.generation.zone_not_listed)(zone)
+                          for zone in absent),
                 f"list {', '.join(verified)} (where flex-start {shape.generation.flex_start_observed_on} was run)",
                 also_keys=("gke.location", "tpu.acceleratorType"),
             ))
