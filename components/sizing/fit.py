@@ -185,6 +185,9 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     if tp is None or tp * dp != devices:
         reasons.append(f"tensor-parallel {tp or '?'} x data-parallel {dp} is not this host's {devices} devices")
         tp = None
+    elif (split := whole_chips_per_rank(tp, dp, shape)) is not None:
+        reasons.append(split)
+        tp = None
     elif tp not in kv.tensor_parallel_choices(geometry, devices):
         reasons.append(f"{geometry.num_attention_heads} attention heads and KV heads {sorted(geometry.kv_heads)} "
                        f"split over none of this host's tensor-parallel sizes"
@@ -374,3 +377,21 @@ def price_not_found(generation: str, region: str, provisioning_model: str | None
     where = f" in {region}" if region else " in any region"
     return (f"price not found ({what}{where}: components/catalog/prices.py holds only prices someone read, each "
             "with its source)")
+
+
+def whole_chips_per_rank(tensor_parallel_size: int, data_parallel_size: int, shape: Shape) -> str | None:
+    """Why t x d does not fit the host's chips, or None. tpu-inference 0.32.0 isolates each multi-process
+    data-parallel rank on whole chips, ceil(t / cores per chip) of them (worker/tpu_worker.py
+    _setup_dp_chip_isolation: chips_per_rank = math.ceil(num_devices / cores_per_chip)), so on a chip of two devices
+    (TPU7x) a rank of one device still takes a chip: d ranks then need more chips than the host has, or leave
+    devices idle."""
+    per_chip = shape.generation.devices_per_chip
+    if data_parallel_size == 1 or per_chip == 1:
+        return None
+    chips_per_rank = -(-tensor_parallel_size // per_chip)
+    if chips_per_rank * data_parallel_size * per_chip == shape.devices:
+        return None
+    return (f"tpu-inference gives each of the {data_parallel_size} data-parallel ranks whole chips (ceil("
+            f"{tensor_parallel_size} / {per_chip} devices per chip) = {chips_per_rank}): "
+            f"{chips_per_rank * data_parallel_size} chips, the host has {shape.chips}; use a tensor-parallel size "
+            f"that is a multiple of {per_chip}")
