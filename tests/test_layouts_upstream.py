@@ -62,9 +62,11 @@ def test_each_rank_gets_the_chips_the_planner_counts(engine, model_name, shape_n
     # vLLM keeps d engine cores; each builds a mesh of t devices (no data axis) on its own chips.
     assert answer["multiprocess_dp"] == "1" and answer["vllm_data_parallel_size"] == dp
     assert answer["mesh"]["data_parallelism"] == 1
+    # Each rank's chips: its t devices over the chip's devices (TPU7x: two per chip), whole chips only.
+    per_rank = tp // shape.generation.devices_per_chip
     chips = [rank["visible_chips"] for rank in answer["ranks"]]
-    assert chips == [",".join(map(str, range(rank * tp, (rank + 1) * tp))) for rank in range(dp)]
-    assert {rank["chips_per_process_bounds"] for rank in answer["ranks"]} == {f"1,{tp},1"}
+    assert chips == [",".join(map(str, range(rank * per_rank, (rank + 1) * per_rank))) for rank in range(dp)]
+    assert {rank["chips_per_process_bounds"] for rank in answer["ranks"]} == {f"1,{per_rank},1"}
     assert len({rank["process_port"] for rank in answer["ranks"]}) == dp
 
 

@@ -64,8 +64,9 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _vm("sshHostKey", "the node's SSH host key (the stack's, installed at boot)"),
     _vm("sshKnownHosts", "the host key's known_hosts line (`HostKeyAlias` = the resource prefix)"),
     # What it costs.
-    _both("costPerHourUsd", "the TPU (vm) or the whole cluster at `gke.maxReplicas` (gke) per hour"),
-    _both("maxSpendPerRunUsd", "the most one run can cost", only_when=FLEX_START),
+    _both("costPerHourUsd", "the TPU (vm) or the whole cluster at `gke.maxReplicas` (gke) per hour; null where no "
+          "price was read for the chip (TPU7x: the plan says \"price not found\")"),
+    _both("maxSpendPerRunUsd", "the most one run can cost (null where no price was read)", only_when=FLEX_START),
     _vm("maxSpendPerRunUsdWithDisk", "one run with the cache disk's share", only_when=FLEX_START),
     _vm("cacheDiskUsdPerMonth", "the cache disk per month"),
     _vm("cacheDiskBilling", "whether `destroy` deletes the cache disk, and what it bills until then"),

@@ -55,8 +55,8 @@ class Scope:
     """The KV pool (settings.kv_budget()); None: an unknown model, the rule's bare fraction."""
     replicas: bool
     """True on gke: tiles split by replica (the scraped instance)."""
-    usd_per_hour: float
-    """One replica's (the VM's) price per hour."""
+    usd_per_hour: float | None
+    """One replica's (the VM's) price per hour; None: no price read for the chip (no spend tile then)."""
     baseline_usd_per_hour: float = 0.0
     """What bills with no replica (gke: the fee, the system pool, the bucket)."""
     run_seconds: int | None = None
@@ -139,15 +139,17 @@ def minutes_left(scope: Scope) -> str | None:
 
 def spend_so_far(scope: Scope) -> str | None:
     """USD of this run so far: its hours since it began (run end - run length), at the VM's price."""
-    if scope.run_end_epoch is None or scope.run_seconds is None:
+    if scope.run_end_epoch is None or scope.run_seconds is None or scope.usd_per_hour is None:
         return None
     start = f"({scope.run_end_epoch} - {scope.run_seconds})"
     return (f"clamp_max(clamp_min(timestamp({serving(scope)}) - {start}, 0), {scope.run_seconds}) / 3600 * "
             f"{scope.usd_per_hour}")
 
 
-def burn_rate(scope: Scope) -> str:
-    """USD per hour now: the replicas scraped x one replica's price, plus the baseline."""
+def burn_rate(scope: Scope) -> str | None:
+    """USD per hour now: the replicas scraped x one replica's price, plus the baseline (None: no price read)."""
+    if scope.usd_per_hour is None:
+        return None
     replicas = f"count(max by (instance) ({RUNNING}{selector(scope)}))"
     return f"{replicas} * {scope.usd_per_hour} + {scope.baseline_usd_per_hour}"
 

@@ -102,3 +102,8 @@ def chip_usd_per_hour(settings: Settings, provisioning_model: str) -> catalog.Ch
     generation = settings.tpu.shape.generation
     return (catalog.chip_price(generation.name, settings.tpu.region, provisioning_model)
             or catalog.chip_price(generation.name, generation.price_region, provisioning_model))
+
+
+def price_not_found(generation: catalog.Generation, region: str, provisioning_model: str) -> str:
+    """The words for a chip with no price read (sizing's, one wording for the plan and tools.fit)."""
+    return sizing.price_not_found(generation.name, region, provisioning_model)

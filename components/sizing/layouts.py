@@ -22,7 +22,7 @@ from typing import Any
 from components.catalog.models import CatalogModel
 from components.catalog.shapes import Shape, all_shapes
 from components.sizing import kv
-from components.sizing.fit import Fit, ModelSpec, fit_layout
+from components.sizing.fit import Fit, ModelSpec, fit_layout, whole_chips_per_rank
 
 PROVISIONING_FOR_CHOICE = "flex-start"
 """The price the choice is shown at (the stack's default); any other scales every layout alike."""
@@ -33,8 +33,10 @@ def layout_sizes(model: ModelSpec | CatalogModel, shape: Shape) -> tuple[tuple[i
     a host whose heads split over no size still gets its whole-host layout, which says why it does not fit."""
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
     choices = kv.tensor_parallel_choices(spec.geometry, shape.devices)
-    sizes = tuple((size, shape.devices // size) for size in sorted(choices, reverse=True))
+    sizes = tuple((size, shape.devices // size) for size in sorted(choices, reverse=True)
+                  if whole_chips_per_rank(size, shape.devices // size, shape) is None)
     return sizes or ((shape.devices, 1),)
+
 
 
 def all_layouts(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int,

@@ -89,7 +89,8 @@ def render_budget(plan: dict[str, Any]) -> list[str]:
 
     budget = plan["budget"]
     # The log's shape adds no tpu_* fields to the budget (components/economics/costs.py shape_summary).
-    region = budget.get("tpu_price_region", "us-west4")
+    # None: no price read for the chip (TPU7x); the TPU line then says "price not found".
+    region = budget.get("tpu_price_region", "us-west4") or "no TPU"
     lines = [f"cost (USD, {region} list prices; sources in components/basis/price_list.py and "
              "components/catalog/prices.py):", *plan_cost_lines(budget)]
     if budget.get("platform") == "gke":
