@@ -21,7 +21,14 @@ from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
 from components.gke.autoscaling import ADAPTER_NAME
 from tests import autoscaler_fake
 from tests import program as harness
-from tests.flow_control_fake import DROPPED_REASON_HEADER, TTL_AT_ZERO_BODY, FlowControlFake, wait_until
+from tests.flow_control_fake import (
+    DROPPED_REASON_HEADER,
+    FULL_AT_ZERO_BODY,
+    SATURATED_BODY,
+    TTL_AT_ZERO_BODY,
+    FlowControlFake,
+    wait_until,
+)
 from tests.k8s_schema import kubernetes_objects, validation_errors
 from tests.test_gke_gateway import loader_errors
 from tests.test_gke_settings import gke_raw, problems_of
@@ -248,6 +255,38 @@ def test_past_the_ttl_the_agent_says_the_pickers_error_in_one_line(replica):
     assert KEY not in done.stdout + done.stderr
 
 
+def _post(url: str) -> tuple[int, str, str] | None:
+    """POST to the fake: None when served, else the refusal's status, dropped reason and body."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/chat/completions", data=b"{}", method="POST"), timeout=30)
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers[DROPPED_REASON_HEADER], error.read().decode()
+    return None
+
+
+def test_a_full_band_at_zero_is_503_no_endpoints_and_429_saturated_once_a_replica_serves(replica):
+    """processor.go's capacity check: RejectedNoEndpoints while the pool is empty, RejectedCapacity otherwise."""
+    picker = FlowControlFake(replica.url, ttl_seconds=30, ready_after=None, max_requests=1).start()
+    try:
+        held = threading.Thread(target=lambda: _post(picker.url))
+        held.start()
+        assert wait_until(lambda: picker.held == 1)
+        assert _post(picker.url) == (503, "rejected-no-endpoints", FULL_AT_ZERO_BODY)
+        picker.ready.set()
+        held.join(30)
+    finally:
+        picker.stop()
+    busy = FlowControlFake(replica.url, ttl_seconds=30, ready_after=0, max_requests=0).start()
+    try:
+        assert wait_until(busy.ready.is_set)
+        assert _post(busy.url) == (429, "rejected-saturated", SATURATED_BODY)
+    finally:
+        busy.stop()
+
+
 def test_the_fakes_words_are_the_pickers():
     """The fake's body and header are the strings llm-d-router v0.10.0 builds (tests/flow_control_fake.py)."""
     assert DROPPED_REASON_HEADER == "x-llm-d-request-dropped-reason"
@@ -255,6 +294,13 @@ def test_the_fakes_words_are_the_pickers():
 
     assert agent.DROPPED_REASON_HEADER == DROPPED_REASON_HEADER
     assert set(agent.DROPPED_REASONS) == {"rejected-no-endpoints", "rejected-ttl-expired", "rejected-saturated"}
+    # Error.Error's "inference error: %s - %s" over translateFlowControlOutcome's Msg and types/errors.go's texts.
+    rejected, evicted = "request rejected pre-queue", "request evicted from queue"
+    assert SATURATED_BODY == f"inference error: ResourceExhausted - {rejected}: queue at capacity"
+    assert FULL_AT_ZERO_BODY == ("inference error: ServiceUnavailable - no endpoints available: "
+                                 f"{rejected}: no endpoints available")
+    assert TTL_AT_ZERO_BODY == ("inference error: ServiceUnavailable - request timed out in queue and no endpoints "
+                                f"are available: {evicted}: request TTL expired")
 
 
 def test_the_plan_prices_the_pool_at_zero_beside_one_replica_and_a_working_day():
