@@ -60,7 +60,7 @@ PICKER_METRICS_PORT = 9090
 PICKER_METRICS_PORT_NAME = "metrics"
 PICKER_METRICS_FLAGS = (f"--metrics-port={PICKER_METRICS_PORT}", "--metrics-endpoint-auth=false")
 # From a request held to the HPA's decision: the collectors scrape every GKE_SCRAPE_INTERVAL, Cloud Monitoring and
-# the custom metrics adapter add their delay, the HPA syncs every 15 s (kube-controller-manager
+# the AutoscalingMetric's PromQL read add their delay, the HPA syncs every 15 s (kube-controller-manager
 # --horizontal-pod-autoscaler-sync-period default). The same ~1-2 min as autoscaling.scale_up_latency; the bound
 # taken here is its upper end (computed, not measured).
 DETECTION_SECONDS = 120
@@ -84,7 +84,7 @@ class ColdStart:
 
     def text(self) -> str:
         return (f"~{self.seconds} s: the HPA sees the held request in ~{self.detection_seconds} s (computed: "
-                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the adapter, the HPA's 15 s sync), a flex-start "
+                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the AutoscalingMetric's PromQL, the HPA's 15 s sync), a flex-start "
                 f"TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, not measured), vLLM "
                 f"warm from the shared compile cache in {self.warm_boot_seconds} s (measured, the build log)")
 
