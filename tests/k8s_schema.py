@@ -61,9 +61,10 @@ CUSTOM_RESOURCE_SCHEMAS = {
                     "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
                     "properties": {
                         "promql": {"type": "object", "required": ["name", "query"], "additionalProperties": False,
-                                   "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                                                           "maxLength": 63},
-                                                  "query": {"type": "string", "minLength": 1}}},
+                                   "properties": {
+                                       "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                                "maxLength": 63},
+                                       "query": {"type": "string", "minLength": 1}}},
                         "pod": {"type": "object"}}}}}}}},
     ("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass"): {
         "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,

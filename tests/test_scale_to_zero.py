@@ -16,9 +16,9 @@ import pytest
 from components import settings
 from components.basis import boot
 from components.gke import cluster, inference_pool, network_policy, picker_config, scale_to_zero
+from components.gke.autoscaling import ADAPTER_NAME
 from components.settings.checks.scale_to_zero import minor_at_least
 from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
-from components.gke.autoscaling import ADAPTER_NAME
 from tests import autoscaler_fake
 from tests import program as harness
 from tests.flow_control_fake import (

@@ -84,9 +84,10 @@ class ColdStart:
 
     def text(self) -> str:
         return (f"~{self.seconds} s: the HPA sees the held request in ~{self.detection_seconds} s (computed: "
-                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the AutoscalingMetric's PromQL, the HPA's 15 s sync), a flex-start "
-                f"TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, not measured), vLLM "
-                f"warm from the shared compile cache in {self.warm_boot_seconds} s (measured, the build log)")
+                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the AutoscalingMetric's PromQL, the HPA's 15 s "
+                f"sync), a flex-start TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, "
+                f"not measured), vLLM warm from the shared compile cache in {self.warm_boot_seconds} s (measured, "
+                "the build log)")
 
 
 @dataclass(frozen=True)
