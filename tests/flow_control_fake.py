@@ -5,10 +5,14 @@ It answers as that release's code does (llm-d/llm-d-router v0.10.0, 71f4f099): a
 endpoint waits (pkg/epp/flowcontrol/README.md: "When the pool has no endpoints the queue acts as a scale-from-zero
 waiting room"); one still waiting after the TTL is evicted and answered by translateFlowControlOutcome
 (pkg/epp/requestcontrol/admission.go): 503 with `x-llm-d-request-dropped-reason: rejected-no-endpoints` while the
-pool is empty, 429 with `rejected-ttl-expired` while it has endpoints; a request past the band's maxRequests is
-429 `rejected-saturated`. The body is the error's own text, `inference error: <Code> - <Msg>` (pkg/common/error/
-error.go Error.Error, BuildErrResponse), Msg wrapping the flow controller's errors (pkg/epp/flowcontrol/types/
-errors.go, controller/internal/item.go "%w: %w"). A held request is sent on, streamed, once the replica is ready.
+pool is empty, 429 with `rejected-ttl-expired` while it has endpoints. A request past the band's maxRequests is
+refused before it is queued (controller/internal/processor.go, the capacity check): while the pool has no endpoint
+as RejectedNoEndpoints, 503 `rejected-no-endpoints` ("signal genuine unavailability rather than backpressure"),
+otherwise as RejectedCapacity, 429 `rejected-saturated`. The body is the error's own text, `inference error:
+<Code> - <Msg>` (pkg/common/error/error.go Error.Error, BuildErrResponse), Msg wrapping the flow controller's
+errors (pkg/epp/flowcontrol/types/errors.go ErrRejected, ErrQueueAtCapacity, ErrNoEndpoints, ErrEvicted,
+ErrTTLExpired; processor.go and controller/internal/item.go join them "%w: %w"). A held request is sent on,
+streamed, once the replica is ready.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ TTL_AT_ZERO_BODY = ("inference error: ServiceUnavailable - request timed out in 
                     "request evicted from queue: request TTL expired")
 TTL_BUSY_BODY = ("inference error: ResourceExhausted - request timed out in queue: request evicted from queue: "
                  "request TTL expired")
-SATURATED_BODY = ("inference error: ResourceExhausted - request rejected pre-queue: request not accepted: "
-                  "queue at capacity")
+SATURATED_BODY = "inference error: ResourceExhausted - request rejected pre-queue: queue at capacity"
+FULL_AT_ZERO_BODY = ("inference error: ServiceUnavailable - no endpoints available: request rejected pre-queue: "
+                     "no endpoints available")
 _HOP_BY_HOP = {"connection", "transfer-encoding", "content-length", "keep-alive"}
 
 
@@ -71,6 +76,8 @@ class FlowControlFake:
         body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
         with self._lock:
             if self.held >= self.max_requests:
+                if not self.ready.is_set():  # the pool has no endpoint: unavailability, not backpressure
+                    return self._drop(request, 503, FULL_AT_ZERO_BODY, "rejected-no-endpoints")
                 return self._drop(request, 429, SATURATED_BODY, "rejected-saturated")
             self.held += 1
             self.held_most = max(self.held_most, self.held)

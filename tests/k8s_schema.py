@@ -2,9 +2,12 @@
 
 Built-in kinds: kubernetes-validate's strict schemas (offline; unknown fields are errors). The custom
 resources are not in Kubernetes' schema. GKE's ComputeClass is checked against its CRD's own published schema,
-shipped in tests/schemas/ (its README says where it came from). The two others get a schema written here from
-their CRDs (Managed Prometheus's PodMonitoring v1, the Secrets Store CSI driver's SecretProviderClass v1),
-unknown fields refused too.
+shipped in tests/schemas/ (its README says where it came from). The others get a schema written here from
+their CRDs (Managed Prometheus's PodMonitoring v1, the Secrets Store CSI driver's SecretProviderClass v1) or, for
+GKE's AutoscalingMetric (autoscaling.gke.io/v1beta1, whose CRD is not published), from GKE's pages (its `pod`
+entry from "Expose custom metrics for autoscaling"; its `promql` entry, name and query, from "Autoscale Pods by
+using custom or external metrics" as far as read: docs/development.md says what is unread), unknown fields refused
+too.
 """
 
 from __future__ import annotations
@@ -49,6 +52,20 @@ CUSTOM_RESOURCE_SCHEMAS = {
                                  "timeout": {"type": "string", "pattern": r"^([0-9]+(ms|[smhdwy]))+$"}}}},
                          "targetLabels": {"type": "object"}, "limits": {"type": "object"},
                          "filterRunning": {"type": "boolean"}}}}},
+    ("autoscaling.gke.io/v1beta1", "AutoscalingMetric"): {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META,
+            "spec": {"type": "object", "required": ["metrics"], "additionalProperties": False, "properties": {
+                "metrics": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
+                    "properties": {
+                        "promql": {"type": "object", "required": ["name", "query"], "additionalProperties": False,
+                                   "properties": {
+                                       "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                                "maxLength": 63},
+                                       "query": {"type": "string", "minLength": 1}}},
+                        "pod": {"type": "object"}}}}}}}},
     ("secrets-store.csi.x-k8s.io/v1", "SecretProviderClass"): {
         "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
         "properties": {

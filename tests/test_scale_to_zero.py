@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,10 +16,19 @@ import pytest
 from components import settings
 from components.basis import boot
 from components.gke import cluster, inference_pool, network_policy, picker_config, scale_to_zero
+from components.gke.autoscaling import ADAPTER_NAME
 from components.settings.checks.scale_to_zero import minor_at_least
 from dev.fake_openai_server import FakeOpenAIServer, FakeTiming
+from tests import autoscaler_fake
 from tests import program as harness
-from tests.flow_control_fake import DROPPED_REASON_HEADER, TTL_AT_ZERO_BODY, FlowControlFake, wait_until
+from tests.flow_control_fake import (
+    DROPPED_REASON_HEADER,
+    FULL_AT_ZERO_BODY,
+    SATURATED_BODY,
+    TTL_AT_ZERO_BODY,
+    FlowControlFake,
+    wait_until,
+)
 from tests.k8s_schema import kubernetes_objects, validation_errors
 from tests.test_gke_gateway import loader_errors
 from tests.test_gke_settings import gke_raw, problems_of
@@ -108,10 +118,69 @@ def test_the_hpa_has_floor_zero_and_reads_the_pickers_own_gauges():
     spec = one("HorizontalPodAutoscaler")["spec"]
     assert spec["minReplicas"] == 0
     names = [m["external"]["metric"]["name"] for m in spec["metrics"]]
-    assert names == ["prometheus.googleapis.com|llm_d_epp_flow_control_queue_size|gauge",
-                     "prometheus.googleapis.com|llm_d_epp_request_running|gauge"]
+    assert names == ["autoscaling.gke.io|picker-demand|held-requests",
+                     "autoscaling.gke.io|picker-demand|running-requests"]
     assert all(m["type"] == "External" for m in spec["metrics"])  # no Pods metric: none exists at zero
     assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 900  # gke.scaleToZeroAfter's 15m
+    queries = [m["promql"]["query"] for m in one("AutoscalingMetric", "picker-demand")["spec"]["metrics"]]
+    assert all(q.endswith(" or vector(0)") and 'job="vllm-pool-epp"' in q for q in queries)
+    assert "llm_d_epp_flow_control_queue_size" in queries[0] and "llm_d_epp_request_running" in queries[1]
+    # At zero nothing reads Google's adapter, and its external.metrics.k8s.io APIService would answer External too.
+    assert not [o for o in objects() if o["kind"] == "APIService" or o["metadata"].get("name") == ADAPTER_NAME]
+
+
+def picker_series(held: float | None = None, running: float | None = None) -> autoscaler_fake.Series:
+    """The picker's /metrics as Managed Prometheus stores it (its labels and the target's); None: no child."""
+    target = {"cluster": zero_program().output("clusterName")["value"], "namespace": "tpu-vllm",
+              "job": inference_pool.PICKER_NAME, "instance": "vllm-pool-epp-0:metrics"}
+    flow = {**target, "fairness_id": "default-flow", "priority": "0", "inference_pool": "vllm-pool",
+            "model_name": "google/gemma-4-E2B-it", "target_model_name": "google/gemma-4-E2B-it"}
+    series: autoscaler_fake.Series = {}
+    if held is not None:
+        series[scale_to_zero.HELD_METRIC] = [(flow, held)]
+    if running is not None:
+        series[scale_to_zero.RUNNING_METRIC] = [(flow, running)]
+    return series
+
+
+def zero_hpa() -> dict:
+    return one("HorizontalPodAutoscaler")
+
+
+@pytest.mark.parametrize(("why", "series"), [
+    ("a fresh picker exports no child of either gauge", picker_series()),
+    ("the flow registry deleted the idle flow's queue series", picker_series(running=0)),
+    ("both at zero before the garbage collection", picker_series(held=0, running=0)),
+])
+def test_an_idle_pool_reaches_zero_whatever_series_the_picker_shows(why, series):
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 1, series, objects()) == 0, why
+
+
+def test_a_held_request_wakes_the_pool_and_running_ones_keep_it_awake():
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 0, picker_series(held=1), objects()) == 1
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 0, picker_series(held=5, running=0), objects()) == 1
+    busy = picker_series(held=0, running=300)  # 300 running over 256 per replica
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 1, busy, objects()) == 2
+
+
+def test_the_adapters_gauges_would_keep_the_last_replica_forever():
+    """The fake answers as the adapter and the HPA do: with the picker's gauges read through Google's adapter (the
+    first landing), a series gone is an invalid metric and the HPA never scales down from one."""
+    hpa = zero_hpa()
+    through_adapter = {**hpa, "spec": {**hpa["spec"], "metrics": [
+        {"type": "External", "external": {"metric": {"name": f"prometheus.googleapis.com|{gauge}|gauge"},
+                                          "target": {"type": "AverageValue", "averageValue": "1"}}}
+        for gauge in (scale_to_zero.HELD_METRIC, scale_to_zero.RUNNING_METRIC)]}}
+    assert autoscaler_fake.desired_replicas(through_adapter, 1, picker_series(), objects()) == 1
+    assert autoscaler_fake.desired_replicas(through_adapter, 1, picker_series(running=0), objects()) == 1
+    assert autoscaler_fake.desired_replicas(through_adapter, 0, picker_series(held=1), objects()) == 1
+
+
+def test_the_fake_evaluates_only_the_query_the_stack_writes():
+    with pytest.raises(ValueError, match="only sum"):
+        autoscaler_fake.evaluate("max(llm_d_epp_request_running) or vector(0)", {})
+    assert autoscaler_fake.evaluate('sum(x{a="b"}) or vector(0)', {"x": [({"a": "c"}, 4.0)]}) == [0.0]
+    assert autoscaler_fake.evaluate('sum(x{a="b"}) or vector(0)', {"x": [({"a": "b"}, 4.0)] * 2}) == [8.0]
 
 
 def test_the_picker_holds_requests_longer_than_the_stated_cold_start():
@@ -186,6 +255,38 @@ def test_past_the_ttl_the_agent_says_the_pickers_error_in_one_line(replica):
     assert KEY not in done.stdout + done.stderr
 
 
+def _post(url: str) -> tuple[int, str, str] | None:
+    """POST to the fake: None when served, else the refusal's status, dropped reason and body."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/chat/completions", data=b"{}", method="POST"), timeout=30)
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers[DROPPED_REASON_HEADER], error.read().decode()
+    return None
+
+
+def test_a_full_band_at_zero_is_503_no_endpoints_and_429_saturated_once_a_replica_serves(replica):
+    """processor.go's capacity check: RejectedNoEndpoints while the pool is empty, RejectedCapacity otherwise."""
+    picker = FlowControlFake(replica.url, ttl_seconds=30, ready_after=None, max_requests=1).start()
+    try:
+        held = threading.Thread(target=lambda: _post(picker.url))
+        held.start()
+        assert wait_until(lambda: picker.held == 1)
+        assert _post(picker.url) == (503, "rejected-no-endpoints", FULL_AT_ZERO_BODY)
+        picker.ready.set()
+        held.join(30)
+    finally:
+        picker.stop()
+    busy = FlowControlFake(replica.url, ttl_seconds=30, ready_after=0, max_requests=0).start()
+    try:
+        assert wait_until(busy.ready.is_set)
+        assert _post(busy.url) == (429, "rejected-saturated", SATURATED_BODY)
+    finally:
+        busy.stop()
+
+
 def test_the_fakes_words_are_the_pickers():
     """The fake's body and header are the strings llm-d-router v0.10.0 builds (tests/flow_control_fake.py)."""
     assert DROPPED_REASON_HEADER == "x-llm-d-request-dropped-reason"
@@ -193,6 +294,13 @@ def test_the_fakes_words_are_the_pickers():
 
     assert agent.DROPPED_REASON_HEADER == DROPPED_REASON_HEADER
     assert set(agent.DROPPED_REASONS) == {"rejected-no-endpoints", "rejected-ttl-expired", "rejected-saturated"}
+    # Error.Error's "inference error: %s - %s" over translateFlowControlOutcome's Msg and types/errors.go's texts.
+    rejected, evicted = "request rejected pre-queue", "request evicted from queue"
+    assert SATURATED_BODY == f"inference error: ResourceExhausted - {rejected}: queue at capacity"
+    assert FULL_AT_ZERO_BODY == ("inference error: ServiceUnavailable - no endpoints available: "
+                                 f"{rejected}: no endpoints available")
+    assert TTL_AT_ZERO_BODY == ("inference error: ServiceUnavailable - request timed out in queue and no endpoints "
+                                f"are available: {evicted}: request TTL expired")
 
 
 def test_the_plan_prices_the_pool_at_zero_beside_one_replica_and_a_working_day():
@@ -210,7 +318,7 @@ def test_the_plan_prices_the_pool_at_zero_beside_one_replica_and_a_working_day()
     assert zero_day(all_day.settings)["savedPerMonth"] == 0  # nothing idles, nothing is saved
 
 
-def test_at_zero_the_alert_is_a_held_request_timing_out_not_a_pool_with_no_replica():
+def test_at_zero_the_alert_is_a_request_turned_away_not_a_pool_with_no_replica():
     from components.monitoring import dashboard
     from tests.test_monitoring import load_document, validate
 
@@ -219,7 +327,13 @@ def test_at_zero_the_alert_is_a_held_request_timing_out_not_a_pool_with_no_repli
     assert names == {f"gke-monitoring-alert-{key}" for key in ("kv", "waiting", "held-timeout")}
     [held] = [p for p in program.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p["name"].endswith("timeout")]
     query = held["inputs"]["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
-    assert 'outcome="EvictedTTL"' in query and 'job="vllm-pool-epp"' in query
+    assert 'job="vllm-pool-epp"' in query
+    # Every QueueOutcome.String (flowcontrol/types/outcomes.go) that answers 503 or 429, none that serves or that
+    # the client ended.
+    [outcomes] = re.findall(r'outcome=~"([^"]*)"', query)
+    assert set(outcomes.split("|")) == {"EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity", "RejectedOther",
+                                        "EvictedOther"}
+    assert "turned a request away" in held["inputs"]["displayName"]
     [board] = program.of_type("gcp:monitoring/dashboard:Dashboard")
     import json
 

@@ -423,16 +423,60 @@ def test_a_gateway_programmed_on_another_address_than_the_reserved_one_needs_act
     assert "http://10.128.0.77/v1" in out
 
 
-def test_a_pool_at_zero_is_its_idle_state_not_a_missing_deployment(cluster, capsys):
-    outputs = {**GATEWAY_OUTPUTS, "scaleToZero": {"requestTtlSeconds": 1560}}
-    cluster.put("outputs", outputs)
+ZERO_OUTPUTS = {**GATEWAY_OUTPUTS, "scaleToZero": {"requestTtlSeconds": 1560, "coldStartSeconds": 1240}}
+
+
+def zero_hpa(held: str = "0", running: str = "0", active: bool = True) -> dict:
+    """The HPA at zero as it reports itself: External metrics, the AutoscalingMetric's names (scale_to_zero.py)."""
+    metrics = [{"type": "External", "external": {"metric": {"name": f"autoscaling.gke.io|picker-demand|{name}"},
+                                                 "current": {"averageValue": value}}}
+               for name, value in (("held-requests", held), ("running-requests", running))]
+    return {"metadata": {"name": "vllm", "namespace": "tpu-vllm"},
+            "spec": {"minReplicas": 0, "maxReplicas": 4, "metrics": []},
+            "status": {"currentReplicas": 0, "desiredReplicas": 0, "currentMetrics": metrics,
+                       "conditions": [{"type": "ScalingActive", "status": "True" if active else "False",
+                                       "reason": "ValidMetricFound" if active else "FailedGetExternalMetric",
+                                       "message": "" if active else "unable to get external metric"}]}}
+
+
+def at_zero(cluster, **hpa_values) -> None:
+    cluster.put("outputs", ZERO_OUTPUTS)
+    cluster.put("pods", {"items": []})
+    cluster.put("hpa", zero_hpa(**hpa_values))
+    cluster.put("gateways.gateway.networking.k8s.io", gateway_object())
+    cluster.put("inferencepools.inference.networking.k8s.io", pool_object())
+    cluster.put("deployment", {"status": {"readyReplicas": 1}})
+
+
+def test_a_pool_at_zero_is_its_healthy_idle_state_and_says_what_wakes_it(cluster, capsys):
+    at_zero(cluster)
+    assert run() == status_report.EXIT_READY
+    out = shown(capsys)
+    assert "AT ZERO" in out and "needs action" not in out.lower()
+    assert "idle at zero replicas, as set (gke.minReplicas 0): no TPU node is left" in out
+    assert "nothing to do. A request wakes it: the gateway holds it (up to 1560 s)" in out and "~1240 s" in out
+    assert "0 held, 0 running per replica (the picker's, read by the AutoscalingMetric picker-demand)" in out
+    assert "none (at zero: the picker holds a request until a replica is ready)" in out
+    assert "queue metric" not in out  # vLLM's queue has no pod to report it at zero
+
+
+def test_at_zero_a_picker_or_demand_that_cannot_wake_the_pool_needs_action(cluster, capsys):
+    at_zero(cluster, active=False)
+    assert run() != status_report.EXIT_READY
+    out = shown(capsys)
+    assert "the HPA cannot read the picker's demand (FailedGetExternalMetric" in out
+    assert "describe autoscalingmetric picker-demand" in out and "metrics adapter" not in out
+    at_zero(cluster)
+    cluster.put("deployment", {"status": {}})  # the picker not ready: fail-open has no replica to fall back on
+    assert run() != status_report.EXIT_READY
+    assert "the endpoint picker is not ready, and at zero it is what holds a request" in shown(capsys)
+
+
+def test_without_the_zero_no_pods_is_still_a_missing_deployment(cluster, capsys):
+    cluster.put("outputs", GATEWAY_OUTPUTS)
     cluster.put("pods", {"items": []})
     cluster.put("gateways.gateway.networking.k8s.io", gateway_object())
     cluster.put("inferencepools.inference.networking.k8s.io", pool_object())
     cluster.put("deployment", {"status": {"readyReplicas": 1}})
-    assert run() == status_report.EXIT_READY
-    out = shown(capsys)
-    assert "the pool is at zero (gke.minReplicas 0)" in out and "holds it up to 1560 s" in out
-    cluster.put("outputs", GATEWAY_OUTPUTS)  # without the zero, no pods is still a missing Deployment's
     assert run() != status_report.EXIT_READY
     assert "the Deployment has no pods" in shown(capsys)

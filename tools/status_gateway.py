@@ -29,9 +29,10 @@ def _ready(pod: dict[str, Any]) -> bool:
     return _condition((pod.get("status") or {}).get("conditions"), "Ready").get("status") == "True"
 
 
-def gateway_facts(kube: Reader, outputs: dict[str, Any], namespace: str,
-                  pods: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], str | None]:
-    """Facts about the gateway, the pool and the picker; the problem, if one stops requests reaching a replica."""
+def gateway_facts(kube: Reader, outputs: dict[str, Any], namespace: str, pods: list[dict[str, Any]],
+                  zero: bool = False) -> tuple[list[tuple[str, str]], str | None]:
+    """Facts about the gateway, the pool and the picker; the problem, if one stops requests reaching a replica.
+    zero: the pool may stand at zero, where no endpoint is the idle state and the picker is what holds a request."""
     wanted = outputs.get("inferenceGateway") or {}
     facts: list[tuple[str, str]] = []
     problems: list[str] = []
@@ -77,7 +78,9 @@ def gateway_facts(kube: Reader, outputs: dict[str, Any], namespace: str,
             verdict += "; a reference does not resolve (the picker's Service?)"
             problems.append(f"the InferencePool's references do not resolve: kubectl -n {namespace} describe "
                             f"{POOL_RESOURCE} {wanted.get('inferencePool')}")
-        facts.append(("inference pool", f"{verdict}; {len(endpoints)} endpoint(s): {', '.join(endpoints) or 'none'}"))
+        idle = " (at zero: the picker holds a request until a replica is ready)" if zero and not endpoints else ""
+        facts.append(("inference pool", f"{verdict}; {len(endpoints)} endpoint(s): "
+                                        f"{', '.join(endpoints) or 'none'}{idle}"))
     picker = kube.get("deployment", "-n", namespace, str(wanted.get("endpointPicker", "")))
     ready = int(((picker or {}).get("status") or {}).get("readyReplicas") or 0)
     mode = wanted.get("failureMode", "?")
@@ -85,4 +88,8 @@ def gateway_facts(kube: Reader, outputs: dict[str, Any], namespace: str,
     facts.append(("endpoint picker", f"{'ready' if ready else 'not ready'} (failure mode {mode}: {without})"))
     if picker is None:
         problems.append("the endpoint picker's Deployment is missing: `pulumi up` creates it")
+    elif zero and not ready:
+        # Fail-open sends a request on without the picker, but at zero there is no replica to send it to.
+        problems.append(f"the endpoint picker is not ready, and at zero it is what holds a request while the pool "
+                        f"wakes: kubectl -n {namespace} describe deployment {wanted.get('endpointPicker')}")
     return facts, "; ".join(problems) or None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.gke import compute_class
+from components.gke import compute_class, scale_to_zero
 from components.gke.cluster import credentials_command as get_credentials_command
 from components.settings.text import escaped
 from tools.status_gateway import gateway_facts
@@ -298,24 +298,40 @@ def rollout_facts(active: list[Revision]) -> list[tuple[str, str]]:
                         f"{newest.ready} of {newest.replicas} ready; old {old}")]
 
 
-def hpa_facts(hpa: dict[str, Any] | None) -> tuple[list[tuple[str, str]], str | None]:
+def hpa_facts(hpa: dict[str, Any] | None, zero: bool = False) -> tuple[list[tuple[str, str]], str | None]:
+    """zero: the pool may stand at zero (the scaleToZero output), so the HPA reads the picker's demand, External
+    metrics through GKE's AutoscalingMetric (components/gke/scale_to_zero.py), not vLLM's queue."""
     if hpa is None:
         return [("autoscaler", "missing")], "the HPA is missing: `pulumi up` creates it"
     status, spec = hpa.get("status") or {}, hpa.get("spec") or {}
+    namespace = str((hpa.get("metadata") or {}).get("namespace", ""))
+    facts = [("autoscaler", f"{status.get('currentReplicas', 0)} replica(s), wants {status.get('desiredReplicas', 0)} "
+                            f"({spec.get('minReplicas', '?')}..{spec.get('maxReplicas', '?')})")]
+    active = _condition(hpa, "ScalingActive")
+    if zero:
+        current = {m.get("external", {}).get("metric", {}).get("name", "").rsplit("|", 1)[-1]:
+                   m.get("external", {}).get("current", {}).get("averageValue")
+                   for m in status.get("currentMetrics") or [] if m.get("type") == "External"}
+        held, running = (current.get(scale_to_zero.HELD_DEMAND), current.get(scale_to_zero.RUNNING_DEMAND))
+        facts.append(("gateway demand", f"{'unknown' if held is None else held} held, "
+                                        f"{'unknown' if running is None else running} running per replica "
+                                        f"(the picker's, read by the AutoscalingMetric {scale_to_zero.DEMAND_OBJECT})"))
+        if active.get("status") == "False":
+            return facts, (f"the HPA cannot read the picker's demand ({active.get('reason')}: "
+                           f"{active.get('message')}), so a held request would not wake the pool: kubectl -n "
+                           f"{namespace} describe autoscalingmetric {scale_to_zero.DEMAND_OBJECT}, and that Managed "
+                           f"Prometheus scrapes the picker (kubectl -n {namespace} get podmonitoring)")
+        return facts, None
     metric = next((m.get("pods", {}).get("current", {}).get("averageValue")
                    for m in status.get("currentMetrics") or [] if m.get("type") == "Pods"), None)
     target = next((m.get("pods", {}).get("target", {}).get("averageValue")
                    for m in spec.get("metrics") or [] if m.get("type") == "Pods"), "?")
-    facts = [("autoscaler", f"{status.get('currentReplicas', 0)} replica(s), wants {status.get('desiredReplicas', 0)} "
-                            f"({spec.get('minReplicas', '?')}..{spec.get('maxReplicas', '?')})"),
-             ("queue metric", f"{metric if metric is not None else 'unknown'} waiting requests per pod "
-                              f"(target {target})")]
-    active = _condition(hpa, "ScalingActive")
+    facts.append(("queue metric", f"{metric if metric is not None else 'unknown'} waiting requests per pod "
+                                  f"(target {target})"))
     if active.get("status") == "False":
         return facts, (f"the HPA cannot read the queue metric ({active.get('reason')}: {active.get('message')}); "
                        "check the metrics adapter: kubectl -n custom-metrics get pods, and that Managed "
-                       "Prometheus scrapes the pods (kubectl -n " + str((hpa.get('metadata') or {}).get(
-                           'namespace', '')) + " get podmonitoring)")
+                       f"Prometheus scrapes the pods (kubectl -n {namespace} get podmonitoring)")
     return facts, None
 
 
@@ -334,7 +350,9 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
     tpu_class = kube.get("computeclass", name)
     facts, class_problem = class_facts(tpu_class, name)
     nodes = (kube.get("nodes", "-l", f"{compute_class.COMPUTE_CLASS_LABEL}={name}") or {}).get("items") or []
-    facts += node_facts(nodes, tpu_class, now) or [("nodes", "none yet")]
+    zero = outputs.get("scaleToZero")
+    facts += node_facts(nodes, tpu_class, now) or [
+        ("nodes", "none: the pool may stand at zero, and GKE removes the TPU node then" if zero else "none yet")]
     active = revisions((kube.get("replicasets", "-n", namespace, "-l", APP_SELECTOR) or {}).get("items") or [])
     facts += rollout_facts(active)
     revision_of = {r.template_hash: r.revision for r in active}
@@ -349,11 +367,11 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
                  else f" [{'new' if revision == newest else 'old'}, revision {revision}]")
         facts.append((f"replica {one.name}{which}", f"{one.state.upper()}: {one.detail}"
                       + ("" if one.next_step == "nothing" else f"; next: {one.next_step}")))
-    more, hpa_problem = hpa_facts(kube.get("hpa", "-n", namespace, HPA_NAME))
+    more, hpa_problem = hpa_facts(kube.get("hpa", "-n", namespace, HPA_NAME), zero=bool(zero))
     facts += more
     gateway_problem = None
     if outputs.get("inferenceGateway"):
-        more, gateway_problem = gateway_facts(kube, outputs, namespace, pods)
+        more, gateway_problem = gateway_facts(kube, outputs, namespace, pods, zero=bool(zero))
         facts += more
     ready = [r for r in replicas if r.state == "ready"]
     problems = [p for p in (class_problem, hpa_problem, gateway_problem) if p]
@@ -370,13 +388,15 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime,
         found = [r for r in replicas if r.state == state]
         if found:
             return Report(state, f"no replica serving yet; {len(found)} {state}", found[0].next_step, facts=facts)
-    zero = outputs.get("scaleToZero")
     if zero and not replicas:
-        # gke.minReplicas 0: no pod is the idle state, and the gateway holds what arrives while one starts.
-        ttl = zero.get("requestTtlSeconds", "?")
-        return Report("at zero", "no replica: the pool is at zero (gke.minReplicas 0) and costs its baseline alone",
-                      f"send a request to wake it: the gateway holds it up to {ttl} s while a replica starts "
-                      "(give the client a timeout past that: the scaleToZero output's clients line)",
+        # gke.minReplicas 0 and no pod: the healthy idle state, not a fault; the gateway holds what arrives.
+        ttl, cold = zero.get("requestTtlSeconds", "?"), zero.get("coldStartSeconds", "?")
+        billed = ("no TPU node is left, so only the cluster's baseline is billed" if not nodes else
+                  "its TPU node goes once GKE's cluster autoscaler finds it unneeded, then only the baseline is billed")
+        return Report("at zero", f"idle at zero replicas, as set (gke.minReplicas 0): {billed}",
+                      f"nothing to do. A request wakes it: the gateway holds it (up to {ttl} s) while a TPU node and "
+                      f"a replica start (~{cold} s, the scaleToZero output's coldStartSeconds), then serves it; give "
+                      "clients a timeout past that (the scaleToZero output's clients line)",
                       exit_code=EXIT_READY, facts=facts)
     return Report("no replicas", "the Deployment has no pods",
                   f"kubectl -n {namespace} describe deployment vllm; `pulumi up` recreates what is missing",

@@ -7,8 +7,8 @@
   pod -> the cluster autoscaler adds a flex-start TPU node.
 
 A pool that may stand at zero (gke.minReplicas 0, components/gke/scale_to_zero.py) scales on the endpoint picker's
-own gauges instead, External metrics that exist while no vLLM pod does: the requests it holds and those it has sent
-on. The path is the same from the collectors on.
+own gauges instead, the requests it holds and those it has sent on, as External metrics GKE's AutoscalingMetric
+reads with PromQL (0 when the picker has no series); the adapter is not installed then.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def horizontal_pod_autoscaler(labels: dict[str, str], namespace: str, *, min_rep
                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": APP_NAME},
                 "minReplicas": 0,
                 "maxReplicas": max_replicas,
-                "metrics": scale_to_zero.hpa_metrics(zero, namespace),
+                "metrics": scale_to_zero.hpa_metrics(zero),
                 "behavior": {"scaleDown": {"stabilizationWindowSeconds": zero.idle_seconds,
                                            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}]}},
             },
@@ -204,6 +204,8 @@ class AutoscalingArgs:
     """The cluster (its workload pool must exist before the Workload Identity binding)."""
     zero: scale_to_zero.ZeroPool | None = None
     """The pool's zero (gke.minReplicas 0): the HPA's floor, metrics and idle window."""
+    picker_series: dict[str, str] | None = None
+    """At zero: the labels that select the picker's series in Managed Prometheus (the dashboard's picker_labels)."""
 
 
 class Autoscaling(pulumi.ComponentResource):
@@ -217,7 +219,11 @@ class Autoscaling(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.workload])
         manifests.declare(f"{name}-pod-monitoring", pod_monitoring(args.selector_labels, ns), k8s_opts)
         adapter_ready: list[pulumi.Resource] = []
-        if args.install_adapter:
+        if args.zero is not None:
+            # At zero the HPA reads only the AutoscalingMetric's External metrics; the adapter would serve nothing.
+            adapter_ready.append(manifests.declare(
+                f"{name}-picker-demand", scale_to_zero.autoscaling_metric(ns, args.picker_series or {}), k8s_opts))
+        elif args.install_adapter:
             identity = ServiceIdentity(
                 f"{name}-adapter",
                 ServiceIdentityArgs(project=args.project, account_id=args.adapter_account_id,

@@ -77,6 +77,12 @@ def exposure_args(gke: GkeSettings, access: AccessSettings, *, resource_prefix: 
         passthrough_load_balancer=gke.inference_gateway is None)
 
 
+def picker_series(cluster_name: str, namespace: str) -> dict[str, str]:
+    """The labels of the picker's series in Managed Prometheus: its PodMonitoring's name is their `job`
+    (components/gke/scale_to_zero.py); the dashboard, the alert and the HPA's AutoscalingMetric select by them."""
+    return {"cluster": cluster_name, "namespace": namespace, "job": PICKER_NAME}
+
+
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
                      max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
                      baseline_usd_per_hour: float, devices: int = 1, engines: int = 1,
@@ -96,9 +102,7 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
     if zero is not None:
         notes.append(f"The pool goes to zero after {gke.scale_to_zero_after} with nothing held or running; the "
                      f"gateway holds a request up to {zero.request_ttl_seconds} s while it wakes")
-    # The picker's series carry its PodMonitoring's name as `job` (components/gke/scale_to_zero.py).
-    picker_labels = ({"cluster": cluster_name, "namespace": gke.namespace, "job": PICKER_NAME}
-                     if zero is not None else None)
+    picker_labels = picker_series(cluster_name, gke.namespace) if zero is not None else None
     return Scope(title=f"tpu-vllm {stack} (gke)", picker_labels=picker_labels,
                  labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
                  kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
@@ -225,7 +229,8 @@ class GkeWing(pulumi.ComponentResource):
             waiting_requests_target=gke.waiting_requests_target,
             adapter_account_id=naming.service_account_id(cfg.stack, "metrics"),
             provider=cluster.provider, workload=workload,
-            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready, zero=zero),
+            install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready, zero=zero,
+            picker_series=picker_series(cluster_name, gke.namespace) if zero is not None else None),
             pulumi.ResourceOptions(parent=self))
         if cfg.monitoring.enabled:
             OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(

@@ -10,10 +10,23 @@ picker ("When the pool has no endpoints the queue acts as a scale-from-zero wait
 full budget", pkg/epp/flowcontrol/README.md) for at most `defaultRequestTTL` (60 s when omitted: apix/config/
 v1alpha1/endpointpickerconfig_types.go, flowcontrol/controller/config.go defaultRequestTTL). The picker counts what
 it holds in `llm_d_epp_flow_control_queue_size` and what it has sent on in `llm_d_epp_request_running`
-(pkg/epp/metrics/llm_d_router_metrics.go, subsystem `llm_d_epp`); those two gauges exist while the pool is empty,
-so the HPA reads them as External metrics, which Kubernetes 1.37 lets scale to and from zero ("A
-HorizontalPodAutoscaler (HPA) that uses a suitable object metric or external metric can now scale a workload to
-zero replicas", the same blog; Beta and on by default from 1.37).
+(pkg/epp/metrics/llm_d_router_metrics.go, subsystem `llm_d_epp`), and the HPA scales on them as External metrics,
+which Kubernetes 1.37 lets scale to and from zero ("A HorizontalPodAutoscaler (HPA) that uses a suitable object
+metric or external metric can now scale a workload to zero replicas", the same blog; Beta and on by default).
+
+Neither gauge has a series while the pool idles: a GaugeVec with no child exports nothing, so a fresh picker shows
+neither, and the flow registry deletes an idle flow's queue series (registry.go gcFlows ->
+metrics.DeleteFlowControlFlowSeries, after FlowGCTimeout, 5 min by default: registry/config.go). An External metric
+with no series is one the HPA cannot compute ("no metrics returned from external metrics API", kubernetes
+pkg/controller/podautoscaler/metrics/rest_metrics_client.go), and an HPA with an invalid metric does not scale down
+("If all metrics are invalid or some are invalid and we would scale down, return an error", horizontal.go
+computeReplicasForMetrics), so read through Google's custom metrics adapter (which answers one item per time series
+of its 5-minute window, none when there is none: k8s-stackdriver response_translator.go GetRespForExternalMetric,
+adapter.go) the pool would never reach zero. The demand is read instead by GKE's own AutoscalingMetric
+(autoscaling.gke.io/v1beta1, the managed metrics path GKE's scale-to-zero tutorial uses) as PromQL over Managed
+Prometheus, `sum(...) or vector(0)`: one value always, 0 when the picker has no series. Nothing else reads
+Google's adapter at zero, so it is not installed then (its external.metrics.k8s.io APIService would be a second
+answerer for External metrics).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from typing import Any
 
 from components.basis import boot
 from components.catalog import paging
+from components.monitoring import promql
 from components.monitoring.scrape import GKE_SCRAPE_INTERVAL
 from components.settings.facts import GKE_NODE_UP_ALLOWANCE_SECONDS
 from components.settings.fields import parse_duration
@@ -31,10 +45,14 @@ from components.settings.fields import parse_duration
 # llm-d-router v0.10.0 (71f4f099): the flow-control gate (pkg/epp/flowcontrol/config.go FeatureGate, registered off
 # by default in cmd/epp/runner/runner.go) and the two gauges (pkg/epp/metrics/llm_d_router_metrics.go).
 FLOW_CONTROL_GATE = "flowControl"
-HELD_METRIC = "llm_d_epp_flow_control_queue_size"
-RUNNING_METRIC = "llm_d_epp_request_running"
-TTL_OUTCOMES_METRIC = "llm_d_epp_flow_control_requests_total"
-TTL_OUTCOME = "EvictedTTL"  # flowcontrol/types/outcomes.go QueueOutcome.String
+HELD_METRIC = promql.HELD
+RUNNING_METRIC = promql.PICKER_RUNNING
+# GKE's AutoscalingMetric: the HPA names each of its metrics autoscaling.gke.io|<object>|<metric> (GKE's "Expose
+# custom metrics for autoscaling"); the names are lowercase with hyphens.
+AUTOSCALING_METRIC_API = "autoscaling.gke.io/v1beta1"
+DEMAND_OBJECT = "picker-demand"
+HELD_DEMAND = "held-requests"
+RUNNING_DEMAND = "running-requests"
 # The picker's own /metrics (pkg/epp/server/options.go MetricsPort 9090); its bearer-token check
 # (--metrics-endpoint-auth, on by default) is turned off for Managed Prometheus, which sends no token; the network
 # policy admits only the collectors to the port (components/gke/network_policy.py).
@@ -42,7 +60,7 @@ PICKER_METRICS_PORT = 9090
 PICKER_METRICS_PORT_NAME = "metrics"
 PICKER_METRICS_FLAGS = (f"--metrics-port={PICKER_METRICS_PORT}", "--metrics-endpoint-auth=false")
 # From a request held to the HPA's decision: the collectors scrape every GKE_SCRAPE_INTERVAL, Cloud Monitoring and
-# the custom metrics adapter add their delay, the HPA syncs every 15 s (kube-controller-manager
+# the AutoscalingMetric's PromQL read add their delay, the HPA syncs every 15 s (kube-controller-manager
 # --horizontal-pod-autoscaler-sync-period default). The same ~1-2 min as autoscaling.scale_up_latency; the bound
 # taken here is its upper end (computed, not measured).
 DETECTION_SECONDS = 120
@@ -66,9 +84,10 @@ class ColdStart:
 
     def text(self) -> str:
         return (f"~{self.seconds} s: the HPA sees the held request in ~{self.detection_seconds} s (computed: "
-                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the adapter, the HPA's 15 s sync), a flex-start "
-                f"TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, not measured), vLLM "
-                f"warm from the shared compile cache in {self.warm_boot_seconds} s (measured, the build log)")
+                f"{GKE_SCRAPE_INTERVAL} scrape, Cloud Monitoring, the AutoscalingMetric's PromQL, the HPA's 15 s "
+                f"sync), a flex-start TPU node in ~{self.node_seconds} s (the stack's allowance for node and image, "
+                f"not measured), vLLM warm from the shared compile cache in {self.warm_boot_seconds} s (measured, "
+                "the build log)")
 
 
 @dataclass(frozen=True)
@@ -114,20 +133,27 @@ def flow_control(zero: ZeroPool) -> dict[str, Any]:
             "defaultPriorityBand": {"priority": 0, "maxRequests": str(zero.held_limit)}}
 
 
-def _external(metric: str, per_replica: int, namespace: str) -> dict[str, Any]:
-    """A Managed Prometheus gauge through Google's custom metrics adapter: `prometheus.googleapis.com|<name>|gauge`,
-    selected by the picker's namespace (resource.labels.namespace, the prometheus_target resource's label)."""
+def autoscaling_metric(namespace: str, picker_series: dict[str, str]) -> dict[str, Any]:
+    """The picker's demand as GKE's AutoscalingMetric reads it: PromQL over Managed Prometheus, selected by the
+    picker's series labels (cluster, namespace, its PodMonitoring's job), 0 when it has no series."""
+    return {
+        "apiVersion": AUTOSCALING_METRIC_API, "kind": "AutoscalingMetric",
+        "metadata": {"name": DEMAND_OBJECT, "namespace": namespace},
+        "spec": {"metrics": [{"promql": {"name": name, "query": promql.picker_total(metric, picker_series)}}
+                             for name, metric in ((HELD_DEMAND, HELD_METRIC), (RUNNING_DEMAND, RUNNING_METRIC))]},
+    }
+
+
+def _external(name: str, per_replica: int) -> dict[str, Any]:
     return {"type": "External", "external": {
-        "metric": {"name": f"prometheus.googleapis.com|{metric}|gauge",
-                   "selector": {"matchLabels": {"resource.labels.namespace": namespace}}},
+        "metric": {"name": f"autoscaling.gke.io|{DEMAND_OBJECT}|{name}"},
         "target": {"type": "AverageValue", "averageValue": str(per_replica)}}}
 
 
-def hpa_metrics(zero: ZeroPool, namespace: str) -> list[dict[str, Any]]:
+def hpa_metrics(zero: ZeroPool) -> list[dict[str, Any]]:
     """The held requests (what wakes the pool) and the running ones (what keeps it awake while it serves). The HPA
     takes the larger proposal, so the pool goes to zero only when both are zero for `idle_seconds`."""
-    return [_external(HELD_METRIC, zero.held_per_replica, namespace),
-            _external(RUNNING_METRIC, zero.running_per_replica, namespace)]
+    return [_external(HELD_DEMAND, zero.held_per_replica), _external(RUNNING_DEMAND, zero.running_per_replica)]
 
 
 def picker_pod_monitoring(namespace: str, picker_labels: dict[str, str], name: str) -> dict[str, Any]:
@@ -148,9 +174,10 @@ SDK_MAX_RETRIES = 2
 
 
 def hpa_metric_text(zero: ZeroPool) -> str:
-    return (f"prometheus.googleapis.com|{HELD_METRIC}|gauge (External, the endpoint picker's held requests, target "
-            f"{zero.held_per_replica} per replica) and prometheus.googleapis.com|{RUNNING_METRIC}|gauge (its running "
-            f"requests, target {zero.running_per_replica} per replica); floor 0")
+    return (f"autoscaling.gke.io|{DEMAND_OBJECT}|{HELD_DEMAND} (External: the endpoint picker's held requests, "
+            f"sum({HELD_METRIC}) or 0, target {zero.held_per_replica} per replica) and "
+            f"autoscaling.gke.io|{DEMAND_OBJECT}|{RUNNING_DEMAND} (its running requests, sum({RUNNING_METRIC}) or 0, "
+            f"target {zero.running_per_replica} per replica), read by GKE's AutoscalingMetric {DEMAND_OBJECT}; floor 0")
 
 
 def clients_text(zero: ZeroPool) -> str:

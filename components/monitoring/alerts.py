@@ -46,12 +46,13 @@ def rules(scope: Scope, *, kv_for_seconds: int, waiting_for_seconds: int, run_en
             "CRITICAL", "No successful scrape of vLLM's metrics: the server is down, still booting (a cold "
             "start takes ~14 min), or the run has ended. tools.status says which."))
     else:
-        # At zero no vLLM is scraped by design: what fails a user is a held request the picker gave up on.
+        # At zero no vLLM is scraped by design: what fails a user is a request the picker turned away.
         found.append(Rule(
-            "held-timeout", f"{scope.title}: a held request timed out", promql.held_timed_out(scope), 0,
-            "CRITICAL", "The inference gateway's endpoint picker held a request for its whole time-to-live "
-            "(the scaleToZero output's requestTtlSeconds) and answered 503 or 429: the pool did not wake in time "
-            "(no TPU capacity, a cold compile) or every replica stayed busy. tools.status shows the replicas."))
+            "held-timeout", f"{scope.title}: the gateway turned a request away", promql.held_turned_away(scope), 0,
+            "CRITICAL", "The inference gateway's endpoint picker answered a request 503 or 429 instead of serving "
+            "it: its time-to-live (the scaleToZero output's requestTtlSeconds) ended while held, or more arrived "
+            "than the band holds (heldRequestLimit), or flow control failed it. The pool did not wake in time (no "
+            "TPU capacity, a cold compile) or every replica stayed busy. tools.status shows the replicas."))
     ending = promql.run_ending_in_flight(scope, run_end_warning_seconds)
     if ending:
         found.append(Rule("run-end", f"{scope.title}: run ends with requests in flight", ending, 0, "CRITICAL",

@@ -177,13 +177,17 @@ def run_ending_in_flight(scope: Scope, warning_seconds: int) -> str | None:
 # The endpoint picker's gauges and counter (llm-d/llm-d-router v0.10.0 pkg/epp/metrics/llm_d_router_metrics.go;
 # components/gke/scale_to_zero.py says why these), read only for a pool that may stand at zero.
 HELD = "llm_d_epp_flow_control_queue_size"
+PICKER_RUNNING = "llm_d_epp_request_running"
 FLOW_OUTCOMES = "llm_d_epp_flow_control_requests_total"
-TTL_EXPIRED_OUTCOME = "EvictedTTL"
+# The outcomes (pkg/epp/flowcontrol/types/outcomes.go QueueOutcome.String) that turn a request away: its TTL ended
+# while held (503 rejected-no-endpoints at zero, 429 rejected-ttl-expired otherwise), the band was full (503
+# rejected-no-endpoints at zero, 429 rejected-saturated otherwise), or the controller failed it (an internal error,
+# or shutting down). Not Dispatched (served) nor EvictedContextCancelled (the client left first).
+TURNED_AWAY_OUTCOMES = ("EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity", "RejectedOther", "EvictedOther")
 
 
-def _picker_selector(scope: Scope, **extra: str) -> str:
-    labels = {**(scope.picker_labels or {}), **extra}
-    return "{" + ",".join(f"{key}={label_value(value)}" for key, value in sorted(labels.items())) + "}"
+def _matchers(labels: dict[str, str], *more: str) -> str:
+    return "{" + ",".join([*(f"{key}={label_value(value)}" for key, value in sorted(labels.items())), *more]) + "}"
 
 
 def replicas_scraped(scope: Scope) -> str:
@@ -191,11 +195,18 @@ def replicas_scraped(scope: Scope) -> str:
     return f"count(max by (instance) ({RUNNING}{selector(scope)})) or vector(0)"
 
 
+def picker_total(metric: str, labels: dict[str, str]) -> str:
+    """One of the picker's gauges summed over its series, 0 when it has none: a fresh picker exports no child of a
+    GaugeVec, and the flow registry deletes an idle flow's queue series (gcFlows -> DeleteFlowControlFlowSeries),
+    so "no series" means nothing held, and `or vector(0)` says so (the HPA's and the dashboard's reading)."""
+    return f"sum({metric}{_matchers(labels)}) or vector(0)"
+
+
 def held_requests(scope: Scope) -> str:
-    return f"sum({HELD}{_picker_selector(scope)}) or vector(0)"
+    return picker_total(HELD, scope.picker_labels or {})
 
 
-def held_timed_out(scope: Scope) -> str:
-    """True when the picker let a held request's TTL end (it answered 503 or 429) in the window."""
-    outcomes = _picker_selector(scope, outcome=TTL_EXPIRED_OUTCOME)
+def held_turned_away(scope: Scope) -> str:
+    """True when the picker turned a request away (a TTL ended, the band was full, an error) in the window."""
+    outcomes = _matchers(scope.picker_labels or {}, f'outcome=~"{"|".join(TURNED_AWAY_OUTCOMES)}"')
     return f"sum(increase({FLOW_OUTCOMES}{outcomes}[{RATE_WINDOW}])) > 0"

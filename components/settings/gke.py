@@ -110,7 +110,7 @@ class GkeSettings(_Section):
         "stops their billing"))
     install_metrics_adapter: bool = Field(True, description=(
         "deploy Google's custom metrics adapter (the HPA's path to the queue metric); off if a reused cluster "
-        "runs one"))
+        "runs one; not read at `gke.minReplicas: 0`, where GKE's AutoscalingMetric is the path"))
     fallback: list[Literal["spot", "on-demand"]] = Field(default_factory=list, description=(
         "ComputeClass priorities after `tpu.provisioningModel` when it has no capacity, in order: `spot`, "
         "`on-demand`; each an explicit opt-in, priced in the plan and the `fallbackCostPerHourUsd` output; "
