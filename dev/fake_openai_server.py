@@ -499,12 +499,26 @@ async def _huge_error(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter)
         await writer.drain()
 
 
+def _gzip(status: bytes, content_type: bytes):
+    """A small gzip body that decodes to 64 MiB, sent whatever the client's Accept-Encoding asked for."""
+    async def answer(chunk: _Chunker, body: dict, writer: asyncio.StreamWriter) -> bool:
+        import gzip
+        data = gzip.compress(b"x" * (64 << 20), compresslevel=9)
+        writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type + b"\r\nContent-Encoding: gzip"
+                     b"\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+        await writer.drain()
+        return True
+    return answer
+
+
 _CHUNK_HEAD = b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
 HOSTILE_ANSWERS: dict[str, Callable[[_Chunker, dict, asyncio.StreamWriter], Awaitable[bool]]] = {
     "escapes": _escapes, "endless": _endless, "trickle": _trickle, "flood": _flood,
     "huge_arguments": _huge_arguments, "many_calls": _many_calls, "silent": _silent, "hang_up": _hang_up,
     "retry_later": _retry_later, "after_done": _after_done, "huge_error": _huge_error,
     "comments": _comments,
+    "gzip_error": _gzip(b"400 Bad Request", b"application/json"),
+    "gzip_stream": _gzip(b"200 OK", b"text/event-stream"),
     # Fields no OpenAI-compatible server sends so: a null usage (tolerated), choices as an object, a count that is
     # Infinity (Python's json writes it), a string, negative.
     "usage_null": _malformed(_CHUNK_HEAD + b'[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}],'

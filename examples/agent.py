@@ -67,13 +67,16 @@ TURN_SECONDS = 180.0
 # any client of the gateway can show (tools/bench reads them too).
 DROPPED_REASON_HEADER = "x-llm-d-request-dropped-reason"
 DROPPED_REASONS = {
-    "rejected-no-endpoints": ("no replica was ready while the gateway held it (a pool at zero wakes in minutes: "
-                              "retry, with a client timeout of the stack's scaleToZero.requestTtlSeconds or more)"),
+    # Also the answer, at once, to a request that finds the band full while the pool is empty (processor.go).
+    "rejected-no-endpoints": ("no replica was ready: the gateway held it for its time-to-live, or turned it away "
+                              "at once with its queue full (a pool at zero wakes in minutes: retry, with a client "
+                              "timeout of the stack's scaleToZero.requestTtlSeconds or more)"),
     "rejected-ttl-expired": "the gateway held it past its time-to-live while every replica was busy; retry later",
     "rejected-saturated": "the gateway's queue is full; retry later",
 }
 HELD_A_WHOLE_TTL = frozenset({"rejected-no-endpoints", "rejected-ttl-expired"})
-"""Drops that come after the picker held the request for its whole TTL: a retry would be held as long again."""
+"""Drops that come after the picker held the request for its whole TTL, where a retry would be held as long again
+(rejected-no-endpoints also answers a full band at zero at once: a retry would meet the same full band)."""
 
 
 def dropped_hint(reason: str) -> str:
@@ -88,8 +91,34 @@ def bounded_answer(response) -> None:
     server could fill memory with one 2 GB answer: an error's body is cut at ERROR_BODY_BYTES, and a stream past
     STREAM_BYTES is stopped as a runaway reply."""
     final_when_held_a_whole_ttl(response)
-    limit = ERROR_BODY_BYTES if response.status_code >= 400 else STREAM_BYTES
-    response.stream = _bounded_stream(response.stream, limit, cut=response.status_code >= 400)
+    error = response.status_code >= 400
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        # httpx2 decodes after this stream (_models.py _get_content_decoder, at read), so these caps would count
+        # compressed bytes: a 300 KB gzip body is 300 MB in memory. The client asks for identity (main); a server
+        # that compresses anyway is not read.
+        del response.headers["content-encoding"]
+        response.stream = _unread_stream(response.stream, encoding, error)
+        return
+    limit = ERROR_BODY_BYTES if error else STREAM_BYTES
+    response.stream = _bounded_stream(response.stream, limit, cut=error)
+
+
+def _unread_stream(stream, encoding: str, error: bool):
+    import httpx2
+
+    said = one_line(encoding, 40)
+
+    class Unread(httpx2.SyncByteStream):
+        def __iter__(self):
+            if not error:
+                raise MalformedReplyError(f"a reply in Content-Encoding {said}, though the agent asked for identity")
+            yield f"(a body in Content-Encoding {said}, which the agent did not ask for: not read)".encode()
+
+        def close(self) -> None:
+            stream.close()
+
+    return Unread()
 
 
 def _bounded_stream(stream, limit: int, cut: bool):
@@ -475,7 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         base_url, api_key = endpoint(args.stack)
         import openai  # after the endpoint's checks: a missing setting is said without the SDK's ~1 s import
 
-        http_client = openai.DefaultHttpxClient(event_hooks={"response": [bounded_answer]})
+        # Identity, so the response hook's caps count the bytes that reach memory (bounded_answer).
+        http_client = openai.DefaultHttpxClient(headers={"Accept-Encoding": "identity"},
+                                                event_hooks={"response": [bounded_answer]})
         client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=args.timeout, max_retries=args.retries,
                                http_client=http_client)
         try:

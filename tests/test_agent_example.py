@@ -369,6 +369,18 @@ def test_a_2_gib_error_body_is_read_to_its_cap_and_said_in_one_line(serve, run_a
     assert line.startswith("agent: the server answered HTTP 503: \\x1b]0;owned\\x07xxxx") and len(line) < 400
 
 
+@pytest.mark.parametrize(("hostile", "said"), [
+    ("gzip_error", "agent: the server answered HTTP 400: (a body in Content-Encoding gzip, which the agent did not "
+                   "ask for: not read)"),
+    ("gzip_stream", "agent: the server sent a malformed reply: a reply in Content-Encoding gzip, though the agent "
+                    "asked for identity"),
+])
+def test_a_compressed_answer_the_agent_did_not_ask_for_is_not_decoded(serve, run_agent, hostile, said):
+    # httpx2 decodes after the hook's byte caps (_models.py _get_content_decoder): a 64 KB gzip body is 64 MiB.
+    line = the_one_line(run_agent(serve(hostile=hostile), "--retries", "0", "--turn-seconds", "30"))
+    assert line.startswith(said), line
+
+
 def test_a_stream_that_goes_on_after_done_is_not_read_on(serve, run_agent):
     done = run_agent(serve(hostile="after_done"), "--turn-seconds", "30")
     assert done.returncode == 0 and done.stdout == "x\n", done.stderr

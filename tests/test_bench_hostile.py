@@ -104,8 +104,8 @@ def test_reading_stops_at_done():
 
 def test_a_gateway_drop_says_its_reason_and_what_to_do_whatever_its_body():
     said = http_error(503, b"anything at all\x1b[2J", {"x-llm-d-request-dropped-reason": "rejected-no-endpoints"})
-    assert said.startswith("HTTP 503, dropped by the gateway (rejected-no-endpoints): no replica was ready while "
-                           "the gateway held it")
+    assert said.startswith("HTTP 503, dropped by the gateway (rejected-no-endpoints): no replica was ready: the "
+                           "gateway held it")
     assert said.endswith("it said: anything at all\\x1b[2J")
     odd = http_error(429, b"", {"x-llm-d-request-dropped-reason": "\x1b]0;owned\x07"})
     assert "the gateway dropped it (\\x1b]0;owned\\x07)" in odd and inert(odd)
@@ -174,5 +174,5 @@ def test_at_zero_past_the_ttl_the_fleet_says_the_pickers_reason_in_one_line(serv
     assert code == 2 and "Traceback" not in printed.err
     [line] = printed.err.strip().splitlines()
     assert line.startswith(f"error: {picker.url} refused the requests that size the prompts: HTTP 503, dropped by "
-                           "the gateway (rejected-no-endpoints): no replica was ready while the gateway held it")
+                           "the gateway (rejected-no-endpoints): no replica was ready: the gateway held it")
     assert "Check --api-key" not in line  # the key is not what to check

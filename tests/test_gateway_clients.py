@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.flow_control_fake import FlowControlFake
 from tests.test_scale_to_zero import replica  # noqa: F401 - the fixture: the pool's one replica, a fake vLLM
 
@@ -45,20 +47,32 @@ def test_past_the_ttl_the_agent_says_the_drop_at_once_without_the_sdks_retries(r
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("agent: the server answered HTTP 503: ")
-    assert line.endswith("; no replica was ready while the gateway held it (a pool at zero wakes in minutes: retry, "
-                         "with a client timeout of the stack's scaleToZero.requestTtlSeconds or more) "
+    assert line.endswith("; no replica was ready: the gateway held it for its time-to-live, or turned it away "
+                         "at once with its queue full (a pool at zero wakes in minutes: retry, with a client timeout "
+                         "of the stack's scaleToZero.requestTtlSeconds or more) "
                          "(here --timeout and --turn-seconds)")
     assert picker.requests == 1  # held once, dropped once, said: not held twice more
     assert KEY not in done.stdout + done.stderr
 
 
-def test_a_full_queue_is_still_retried_as_any_429(replica):  # noqa: F811
+@pytest.mark.parametrize(("serving", "status", "said", "requests"), [
+    # With a replica serving, a full band is backpressure, 429 rejected-saturated, retried: refused before it
+    # queued, the SDK's short backoff costs seconds, not a TTL.
+    (True, 429, "; the gateway's queue is full; retry later", 2),
+    # At zero (llm-d-router v0.10.0 processor.go) it is RejectedNoEndpoints before it queues, the same 503 and
+    # reason as a TTL spent at zero: final, and the line does not say the request was held.
+    (False, 503, "held it for its time-to-live, or turned it away at once with its queue full", 1),
+])
+def test_a_full_queue_is_retried_while_a_replica_serves_and_said_at_once_at_zero(
+        replica, serving, status, said, requests):  # noqa: F811
     picker = CountingPicker(replica.url, ttl_seconds=5, ready_after=None, max_requests=0).start()
+    if serving:
+        picker.ready.set()
     try:
         done = run_agent(picker.url, "--retries", "1")
     finally:
         picker.stop()
     [line] = done.stderr.strip().splitlines()
-    assert done.returncode == 1 and line.startswith("agent: the server answered HTTP 429: ")
-    assert line.endswith("; the gateway's queue is full; retry later")
-    assert picker.requests == 2  # refused before it queued: the SDK's short backoff costs seconds, not a TTL
+    assert done.returncode == 1 and line.startswith(f"agent: the server answered HTTP {status}: ")
+    assert said in line
+    assert picker.requests == requests

@@ -251,7 +251,7 @@ def test_past_the_ttl_the_agent_says_the_pickers_error_in_one_line(replica):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("agent: the server answered HTTP 503: ")
-    assert TTL_AT_ZERO_BODY in line and "no replica was ready while the gateway held it" in line
+    assert TTL_AT_ZERO_BODY in line and "no replica was ready: the gateway held it" in line
     assert KEY not in done.stdout + done.stderr
 
 

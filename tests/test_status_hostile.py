@@ -89,3 +89,12 @@ def test_any_text_renders_as_one_inert_line_per_piece(texts):
     lines = shown.split("\n")
     assert len(lines) == 4 + ("ssh -i " in next_step)
     assert all(unprintable(line) is None for line in lines)
+
+
+def test_a_revision_annotation_of_non_ascii_digits_is_no_revision_not_a_crash():
+    # str.isdigit() is True for '²' and int('²') raises; an annotation is free text anyone who may patch the
+    # ReplicaSet writes.
+    from tools.status_gke import revisions
+    [revision] = revisions([{"metadata": {"annotations": {"deployment.kubernetes.io/revision": "²"}},
+                             "status": {"replicas": 1, "readyReplicas": 1}}])
+    assert revision.revision == 0

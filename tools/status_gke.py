@@ -280,7 +280,7 @@ def revisions(replica_sets: list[dict[str, Any]]) -> list[Revision]:
             continue
         revision = str((meta.get("annotations") or {}).get(REVISION_ANNOTATION, "0"))
         found.append(Revision((meta.get("labels") or {}).get(TEMPLATE_HASH_LABEL, "?"),
-                              int(revision) if revision.isdigit() else 0, replicas,
+                              int(revision) if revision.isascii() and revision.isdigit() else 0, replicas,
                               int(status.get("readyReplicas") or 0)))
     return sorted(found, key=lambda r: r.revision, reverse=True)
 
