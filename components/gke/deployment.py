@@ -21,7 +21,7 @@ from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, creden
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.gateway import InferenceGateway, InferenceGatewayArgs, gateway_endpoint
-from components.gke.image_digest import pinned_image
+from components.core.image_digest import pinned_image
 from components.gke.inference_pool import PICKER_IMAGE, PICKER_NAME
 from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (
