@@ -46,7 +46,7 @@ Builds (components/catalog/builds.py)
 The arithmetic on it lives one floor up, in components/sizing (fit, KV bytes per token, TP choices).
 """
 
-from components.catalog.builds import FLOATING_TAGS, MEASURED, RELEASE, Build, floating_tag
+from components.catalog.builds import FLOATING_TAGS, MEASURED, RELEASE, VLLM_TPU_REPOSITORY, Build, floating_tag
 from components.catalog.geometry import (
     ConfigError,
     KvLayer,
@@ -78,7 +78,8 @@ from components.catalog.shapes import (
 from components.catalog.sources import Source
 
 __all__ = [
-    "FLOATING_TAGS", "MEASURED", "RELEASE", "Build", "floating_tag", "PROVISIONING_MODELS", "SELF_STOPPING_MODELS", "CatalogModel",
+    "FLOATING_TAGS", "MEASURED", "RELEASE", "VLLM_TPU_REPOSITORY", "Build", "floating_tag", "PROVISIONING_MODELS",
+    "SELF_STOPPING_MODELS", "CatalogModel",
     "ChipPrice", "ConfigError", "DiskPrice", "Family",
     "Generation", "KvLayer", "MeasuredPool", "ModelGeometry", "Shape", "Source", "Weights", "ZoneObservation",
     "catalog_model", "catalog_models", "chip_price", "chip_prices", "disk_price", "family_for",

@@ -20,8 +20,8 @@ import pulumi_gcp as gcp
 
 from components.basis import chip_memory, spending
 from components.basis.chip_memory import KvBudget
-from components.core.image_digest import pinned_image
 from components.core.identity import account_email
+from components.core.image_digest import pinned_image
 from components.core.shared_resources import Core
 from components.economics import cost_lines
 from components.monitoring.promql import Scope, layout_note
