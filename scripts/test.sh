@@ -29,8 +29,8 @@ if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" !=
   # its target-free build (no kernels), then the lock whole from that wheel (requirements-vllm.txt says why).
   vllm_tpu="$(grep -E '^vllm-tpu==' requirements-vllm.txt)"
   pip_install "$VLLM_VENV" --no-deps -r <(grep -vE '^vllm-tpu==' requirements-vllm.txt) -r requirements-vllm-build.txt
-  VLLM_TARGET_DEVICE=empty pip_wheel "$VLLM_VENV" "${vllm_tpu%+*}" -w "$VLLM_VENV/wheels"
-  pip_install "$VLLM_VENV" --no-deps --find-links "$VLLM_VENV/wheels" -r requirements-vllm.txt
+  VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE="${vllm_tpu#*==}" pip_wheel "$VLLM_VENV" "$vllm_tpu" -w "$VLLM_VENV/wheels"
+  pip_install "$VLLM_VENV" --no-deps --find-links "$VLLM_VENV/wheels" --only-binary vllm-tpu -r requirements-vllm.txt
   echo "$vllm_lock" >"$VLLM_LOCK_STAMP"
 fi
 # Absolute: tests run it from other directories.
