@@ -276,5 +276,6 @@ def test_gke_stacks_made_before_the_move_find_the_provider_where_their_state_nam
 
     old = importlib.import_module("components.gke.image_digest")
     assert old.ImageDigestProvider is ImageDigestProvider
-    blob = pickle.dumps(ImageDigestProvider(), protocol=0).replace(b"components.core.image_digest", b"components.gke.image_digest")
+    blob = pickle.dumps(ImageDigestProvider(), protocol=0)
+    blob = blob.replace(b"components.core.image_digest", b"components.gke.image_digest")
     assert type(pickle.loads(blob)) is ImageDigestProvider

@@ -94,7 +94,7 @@ class ModelFamily:
 
 # vLLM's gemma4_mm.py: image and video always, audio only with an audio tower (the E2B/E4B
 # checkpoints). The log's contract is {"image": 4, "audio": 1}.
-# The parsers and modalities are the catalog's (components/catalog/models.py, vLLM 0.33.0's registries).
+# The parsers and modalities are the catalog's (components/catalog/models.py, vllm-tpu 0.32.0's registries).
 GEMMA_4 = ModelFamily(
     name="Gemma 4", pattern=re.compile(r"gemma[-_]?4", re.IGNORECASE),
     tool_call_parser=catalog_models.GEMMA_4.tool_call_parser, reasoning_parser=catalog_models.GEMMA_4.reasoning_parser,

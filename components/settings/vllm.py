@@ -149,9 +149,9 @@ class VllmSettings(_Section):
     enable_auto_tool_choice: bool = Field(True, description=(
         "native tool calling; `true` is required (the deploy's smoke test calls a tool)"))
     tool_call_parser: str | None = Field("gemma4", description=(
-        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vllm-tpu 0.32.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     reasoning_parser: str | None = Field("gemma4", description=(
-        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vllm-tpu 0.32.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     block_size: int | None = Field(None, description=(
         "not to be set: the backend scales it with `maxModelLen` (pinning it is an error)"))
     max_num_seqs: int | None = Field(None, ge=1, description=(
@@ -405,5 +405,5 @@ def _registered(value: str | None, registered: frozenset[str], what: str) -> str
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise InvalidSettingError(
         f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: {value}')",
-        f"{hint}vLLM 0.33.0 registers {', '.join(sorted(registered))}",
+        f"{hint}vllm-tpu 0.32.0 registers {', '.join(sorted(registered))}",
     )
