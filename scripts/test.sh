@@ -11,6 +11,7 @@ POLICY_VENV="${TPU_VLLM_POLICY_VENV:-policy/venv}"
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 pip_install() { "$1/bin/python" -m pip install --quiet --disable-pip-version-check "${@:2}"; }
+pip_wheel() { "$1/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation "${@:2}"; }
 
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 pip_install "$VENV" -r requirements-dev.txt
@@ -21,10 +22,15 @@ pip_install "$POLICY_VENV" -r policy/requirements.txt
 # without dependency resolution, and skipped when this venv already holds exactly that lock (it is ~3 GB).
 VLLM_VENV="${TPU_VLLM_VLLM_VENV:-.venv-vllm}"
 VLLM_LOCK_STAMP="$VLLM_VENV/.requirements-vllm.sha256"
-vllm_lock="$(sha256sum requirements-vllm.txt | cut -d' ' -f1)"
+vllm_lock="$(cat requirements-vllm.txt requirements-vllm-build.txt | sha256sum | cut -d' ' -f1)"
 if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" != "$vllm_lock" ]]; then
   [[ -x "$VLLM_VENV/bin/python" ]] || "$PYTHON" -m venv "$VLLM_VENV"
-  pip_install "$VLLM_VENV" --no-deps -r requirements-vllm.txt
+  # The image's vLLM is vllm-tpu, an sdist on PyPI: everything else first (its setup.py imports torch), then
+  # its target-free build (no kernels), then the lock whole from that wheel (requirements-vllm.txt says why).
+  vllm_tpu="$(grep -E '^vllm-tpu==' requirements-vllm.txt)"
+  pip_install "$VLLM_VENV" --no-deps -r <(grep -vE '^vllm-tpu==' requirements-vllm.txt) -r requirements-vllm-build.txt
+  VLLM_TARGET_DEVICE=empty VLLM_VERSION_OVERRIDE="${vllm_tpu#*==}" pip_wheel "$VLLM_VENV" "$vllm_tpu" -w "$VLLM_VENV/wheels"
+  pip_install "$VLLM_VENV" --no-deps --find-links "$VLLM_VENV/wheels" --only-binary vllm-tpu -r requirements-vllm.txt
   echo "$vllm_lock" >"$VLLM_LOCK_STAMP"
 fi
 # Absolute: tests run it from other directories.

@@ -32,7 +32,7 @@ for name in union:
 sources = {name: (models / f"{name}.py").read_text() for name in %r}
 print(json.dumps({"module_of": module_of, "previously": tables["_PREVIOUSLY_SUPPORTED_MODELS"],
                   "out_of_tree": tables["_OOT_SUPPORTED_MODELS"], "sources": sources,
-                  "version": importlib.metadata.version("vllm")}))
+                  "version": importlib.import_module("vllm.version").__version__}))
 """
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.gke import image_digest
-from components.gke.image_digest import ImageDigestProvider, ResolveError, parse, resolve
+from components.core import image_digest
+from components.core.image_digest import ImageDigestProvider, ResolveError, parse, resolve
 from tests import program as harness
 from tests import test_gke_compute_class
 from tests.fakes.registry import BlobStore, FakeRegistry, HostileRegistry, manifest_bytes
@@ -112,7 +112,7 @@ def test_a_failed_resolution_names_the_setting_and_the_fix(registry):
 
 def test_every_replica_runs_the_pinned_image_and_the_plan_shows_it(gke_program):
     digests = {d["name"]: d["inputs"]["image"] for d in gke_program.of_type(DIGEST_TYPE)}
-    assert digests == {"vllm-image": "vllm/vllm-tpu:nightly", "front-image": "nginx:1.28.0-alpine"}
+    assert digests == {"vllm-image": "vllm/vllm-tpu:v0.32.0", "front-image": "nginx:1.28.0-alpine"}
     pod = gke_program.named(SERVING)["inputs"]["spec"]["template"]["spec"]
     vllm = next(c for c in pod["containers"] if c["name"] == "vllm")
     assert vllm["image"] == gke_program.output("vllmImage")["value"]
@@ -146,7 +146,7 @@ def test_the_real_provider_host_pins_at_create_and_keeps_it_through_diff(tmp_pat
     from tests.test_provider_host import ROOT, Host, marshal, pickled_globals, unmarshal
 
     blob = serialize_provider(ImageDigestProvider())
-    assert pickled_globals(blob) == [("components.gke.image_digest", "ImageDigestProvider")]
+    assert pickled_globals(blob) == [("components.core.image_digest", "ImageDigestProvider")]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8", "PULUMI_PROJECT": "tpu-vllm",
            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     host = Host(ROOT, env, tmp_path / "host.stderr")
@@ -267,3 +267,15 @@ def test_no_mirror_by_default(gke_program):
     assert not gke_program.of_type("gcp:artifactregistry/repository:Repository")
     assert "artifactregistry.googleapis.com" not in {s["inputs"]["service"]
                                                      for s in gke_program.of_type("gcp:projects/service:Service")}
+
+
+def test_gke_stacks_made_before_the_move_find_the_provider_where_their_state_names_it():
+    """Pulumi reads a dynamic provider back by module path: a gke stack's state says components.gke.image_digest."""
+    import importlib
+    import pickle
+
+    old = importlib.import_module("components.gke.image_digest")
+    assert old.ImageDigestProvider is ImageDigestProvider
+    blob = pickle.dumps(ImageDigestProvider(), protocol=0)
+    blob = blob.replace(b"components.core.image_digest", b"components.gke.image_digest")
+    assert type(pickle.loads(blob)) is ImageDigestProvider

@@ -178,7 +178,8 @@ def test_mock_values_are_marked_as_placeholders(dev_json, dev_text):
     assert metadata["ssh-keys"] == "tpu-vllm:<generated-ssh-public-key>"
     assert set(dev_json["placeholders"]) == {"<external-ip>", "<internal-ip>", "<run-end-time>", "<node-uid>",
                                              "<generated-ssh-public-key>", "<queued-resource-state>",
-                                             "<run-end-epoch>"}  # the dashboard's run tiles and run-end alert
+                                             "<run-end-epoch>",  # the dashboard's run tiles and run-end alert
+                                             "<image-digest>"}  # vllm.image's tag, pinned at the first up
     assert mocks.MOCK_TERMINATION_EPOCH not in json.dumps(dev_json)
     assert "note: values in <angle brackets> are placeholders" in dev_text
     assert "  <external-ip>: the node's external IP" in dev_text
@@ -433,7 +434,7 @@ def test_diff_cli_against_a_plan_from_another_config(two_plans):
     assert diff.startswith("offline plan diff: base.json (stack review) -> this commit (stack review)\n")
     # The labels change reaches the SSH host key's secret and the monitoring resources too; the key, version
     # and grant do not.
-    assert "resources: 1 added, 2 removed, 11 changed, 19 unchanged (component wrappers not counted)" in diff
+    assert "resources: 1 added, 2 removed, 11 changed, 20 unchanged (component wrappers not counted)" in diff
     assert "  + gcp:compute/firewall:Firewall  firewall-serving-external\n" in diff
     assert '      sourceRanges[0]: "198.51.100.0/24"' in diff
     assert "  - gcp:secretmanager/secret:Secret  secrets-hf-token\n" in diff
@@ -509,7 +510,7 @@ def test_diff_reads_a_base_plan_from_before_these_fields(two_plans):
         del old[key]
     del old["budget"]["cache_disk_usd_per_month"]
     diff = plan_diff.render_diff(old, head)
-    assert "resources: 0 added, 0 removed, 0 changed, 31 unchanged" in diff
+    assert "resources: 0 added, 0 removed, 0 changed, 32 unchanged" in diff
     assert "cache_disk_usd_per_month: (absent) -> 11.0" in diff
     assert "outputs:" not in diff  # the old plan's raw mock IPs are placeholders too
 

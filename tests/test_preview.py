@@ -44,7 +44,8 @@ def test_a_new_stacks_preview_shows_the_body_with_only_the_generated_key_unknown
     assert metadata["startup-script"].startswith("#!/usr/bin/env bash")
     assert metadata["tpu-vllm-api-key-secret"] == "projects/my-proj/secrets/tpu-vllm-dev-api-key"
     unknown = sorted(path for path, value in leaves(body) if value == rpc.UNKNOWN)
-    assert unknown == ["tpu.nodeSpec[0].node.metadata.ssh-keys"]  # the key tls.PrivateKey makes at deploy
+    # The key tls.PrivateKey makes at deploy, and the digest vllm.image's tag resolves to at the first up.
+    assert unknown == ["tpu.nodeSpec[0].node.metadata.ssh-keys", "tpu.nodeSpec[0].node.metadata.tpu-vllm-image"]
     assert dev_preview.output("gcloudEquivalent")["value"].startswith(
         "gcloud alpha compute tpus queued-resources create tpu-vllm-dev --node-id=tpu-vllm-dev")
     # What only the deploy can know stays unknown: nothing invented in a preview.
@@ -55,10 +56,13 @@ def test_a_new_stacks_preview_shows_the_body_with_only_the_generated_key_unknown
 
 def test_the_user_supplied_key_leaves_nothing_unknown_in_the_body():
     public = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPreviewUserKey tpu-vllm"
-    config = {**with_section(dev_config(), "access", sshPublicKey=public),
+    # With the image pinned by digest in the settings there is nothing for the first up to resolve either.
+    pinned = "vllm/vllm-tpu@sha256:" + "e" * 64
+    config = {**with_section(with_section(dev_config(), "access", sshPublicKey=public), "vllm", image=pinned),
               "tpu-vllm:sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----"}
     body = run(config, secret_keys=["tpu-vllm:sshPrivateKey"], preview=True).one(QR_TYPE)["inputs"]["body"]
     assert [path for path, value in leaves(body) if value == rpc.UNKNOWN] == []
+    assert node_of(body)["metadata"]["tpu-vllm-image"] == pinned
     assert node_of(body)["metadata"]["ssh-keys"] == f"tpu-vllm:{public}"
 
 

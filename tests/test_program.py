@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from tests.discovery_schema import validate_queued_resource
 from tests.wing_values import vm_serving
 from tools.plan import provider_answers as answers
 from tools.plan.engine import is_wrapped_secret, unwrap
-from tools.plan.placeholders import MOCK_NODE_UID, MOCK_TERMINATION_TIME
+from tools.plan.placeholders import MOCK_IMAGE_DIGEST_HEX, MOCK_NODE_UID, MOCK_TERMINATION_TIME
 
 QR_TYPE = "pulumi-python:dynamic/tpu-vllm:QueuedResource"
 HF_CANARY = "hf_CANARYprogramTOKEN9876543210"
@@ -152,10 +153,17 @@ def test_remote_command_depends_on_the_node_and_runs_the_rendered_command(dev):
     # stdin: serve.sh, then the rendered files (nginx.conf, the front's runner, both units), then `main`.
     # Then the note serve.sh prints last on a failure: the TPU bills until the run's end, and the ways out.
     note = still_billing(MOCK_TERMINATION_TIME, 0.6)
-    assert inputs["stdin"] == serve_stdin(vm_serving(cfg), note)
+    # The serving step runs the image by the digest the tag resolved to at the first up, not the tag.
+    served = vm_serving(cfg)
+    pinned = replace(served, spec=replace(served.spec, vllm_image=f"vllm/vllm-tpu@sha256:{MOCK_IMAGE_DIGEST_HEX}"))
+    assert inputs["stdin"] == serve_stdin(pinned, note)
     assert inputs["stdin"].startswith(SERVE_SCRIPT.read_text().rstrip("\n"))
     assert inputs["stdin"].endswith("\nmain\n")
-    assert inputs["create"].endswith(shlex.join(container.docker_run_args(vm_serving(cfg))))
+    assert inputs["create"].endswith(shlex.join(container.docker_run_args(pinned)))
+    assert cfg.vllm.image not in inputs["create"]
+    metadata = dev.one("pulumi-python:dynamic/tpu-vllm:QueuedResource")["inputs"]["body"]["tpu"]["nodeSpec"][0][
+        "node"]["metadata"]
+    assert metadata["tpu-vllm-image"] == pinned.spec.vllm_image  # the boot's pull: the same bytes
     assert "delete" not in inputs  # destroy never needs SSH to a node that may be gone
 
 

@@ -57,7 +57,7 @@ def test_listed_media_domains_are_passed_as_they_are():
 
 def test_docker_run_adds_the_cache_mount_and_the_secret_files_never_their_values():
     args = container.docker_run_args(vm_serving(dev_settings()))
-    image = args.index("vllm/vllm-tpu:nightly")
+    image = args.index("vllm/vllm-tpu:v0.32.0")
     options = args[:image]
     assert options == ["--name", "tpu-vllm", "--net=host", "--privileged",
                        "-v", "/dev/shm:/dev/shm", "--shm-size", "16g",

@@ -376,7 +376,7 @@ def test_a_privileged_serving_port_is_left_to_gke():
 @pytest.mark.parametrize("image", ["", "   "])
 def test_an_empty_image_is_an_error(image):
     message = one_problem(vllm={"image": image})
-    assert "tpu-vllm:vllm.image" in message and "vllm/vllm-tpu:nightly" in message
+    assert "tpu-vllm:vllm.image" in message and "vllm/vllm-tpu:v0.32.0" in message
 
 
 def test_an_image_id_from_docker_images_is_an_error_with_the_logs_reason():
@@ -550,7 +550,7 @@ PYDANTIC_SAMPLES = [
     ("bool_parsing", {"vllm": {"enablePrefixCaching": "maybe"}},
      "must be true or false; set it to true or false (the default is true)"),
     ("string_type", {"tpu": {"maxRunDuration": 4}}, "write durations like 4h"),
-    ("string_type", {"vllm": {"image": 5}}, 'must be text; quote it in YAML; set it like "vllm/vllm-tpu:nightly"'),
+    ("string_type", {"vllm": {"image": 5}}, 'must be text; quote it in YAML; set it like "vllm/vllm-tpu:v0.32.0"'),
     ("literal_error", {"tpu": {"provisioningModel": "preemptible"}}, "must be one of 'flex-start', 'spot' or"),
     ("dict_type", {"tpu": {"labels": "team"}}, "must be a map; set it like {\"team\": \"agents\"}"),
     ("model_type", {"vllm": "google/gemma-4-E2B-it"}, "must be a map of settings, not str"),

@@ -40,11 +40,17 @@ Models (components/catalog/models.py, geometry.py)
 Measured points (components/catalog/measured.py)
     measured_pool(model, accelerator_type, max_model_len, gpu_memory_utilization=0.92, kv_cache_dtype="auto")
            -> MeasuredPool | None;  measured_pools(model=None, accelerator_type=None);  measured_on(model, type)
-    MeasuredPool: kv_tokens, block_size, kv_blocks, hbm_limit_gib, cap_gib, weights_gib, kv_pool_gib, source
+    MeasuredPool: kv_tokens, block_size, kv_blocks, hbm_limit_gib, cap_gib, weights_gib, kv_pool_gib, source,
+           build (the vLLM build that booted)
+Builds (components/catalog/builds.py)
+    RELEASE: the stack's default image and the suite's oracle;  MEASURED: what the measured points ran
+    Build: image, vllm, tpu_inference, source;  FLOATING_TAGS: tags that move (nightly, latest)
+    floating_tag(image) -> str | None            the tag when it is one that moves
 
 The arithmetic on it lives one floor up, in components/sizing (fit, KV bytes per token, TP choices).
 """
 
+from components.catalog.builds import FLOATING_TAGS, MEASURED, RELEASE, VLLM_TPU_REPOSITORY, Build, floating_tag
 from components.catalog.geometry import (
     ConfigError,
     KvLayer,
@@ -81,7 +87,8 @@ from components.catalog.sources import Source
 
 __all__ = [
     "COMPUTE", "NODE_APIS", "QUEUED_RESOURCE", "all_names",
-    "PROVISIONING_MODELS", "SELF_STOPPING_MODELS", "CatalogModel", "ChipPrice", "ConfigError", "DiskPrice", "Family",
+    "FLOATING_TAGS", "MEASURED", "RELEASE", "VLLM_TPU_REPOSITORY", "Build", "floating_tag", "PROVISIONING_MODELS",
+    "SELF_STOPPING_MODELS", "CatalogModel", "ChipPrice", "ConfigError", "DiskPrice", "Family",
     "Generation", "KvLayer", "MeasuredPool", "ModelGeometry", "Shape", "Source", "Weights", "ZoneObservation",
     "catalog_model", "catalog_models", "chip_price", "chip_prices", "disk_price", "family_for",
     "geometry_from_config", "geometry_from_file", "measured_on", "measured_pool", "measured_pools", "read_config",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.catalog.builds import MEASURED, Build
 from components.catalog.sources import V5E_LOG_SOURCE, V6E_ARTICLE_SOURCE, V6E_BOOT_SOURCE, Source
 
 GIB = 1024**3
@@ -38,6 +39,13 @@ class MeasuredPool:
     kv_blocks: int | None = None
     tensor_parallel_size: int = 1
     kv_cache_dtype: str = "auto"
+    build: Build = MEASURED
+    """The vLLM build that booted (components/catalog/builds.py): another build may allocate another pool."""
+
+    @property
+    def cited(self) -> str:
+        """Where the figure was read, and which build printed it."""
+        return f"{self.source}, ran {self.build}"
 
 
 MEASURED_POOLS: tuple[MeasuredPool, ...] = (

@@ -102,8 +102,9 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _gke("replicas", "the HPA's bounds (`min`, `max`)"),
     _gke("hpaMetric", "the metric the HPA scales on and its target"),
     _gke("scaleUpLatency", "how long scaling up takes: the HPA's reaction, a new TPU node, vLLM's warm or cold start"),
-    _gke("vllmImage", "the vLLM image every replica runs, pinned to its manifest digest (resolved at the first "
-         "`pulumi up` when the setting is a tag), through the Docker Hub mirror with `gke.dockerHubMirror`"),
+    _both("vllmImage", "the vLLM image the node or every replica runs, pinned to its manifest digest (resolved at "
+          "the first `pulumi up` when the setting is a tag); on gke through the Docker Hub mirror with "
+          "`gke.dockerHubMirror`"),
     _gke("frontImage", "the front's and the metrics door's image, pinned likewise"),
     _gke("compileCacheBucket", "the shared XLA compile cache's bucket"),
     _gke("compileCachePath", "this configuration's own prefix in it (`xla/<image digest>/<serve flags hash>`)"),

@@ -12,6 +12,7 @@ from components import catalog
 from components.basis import naming
 from components.basis.chip_memory import KvBudget
 from components.core.identity import ServiceIdentity, ServiceIdentityArgs
+from components.core.image_digest import pinned_image
 from components.core.shared_resources import Core
 from components.economics.costs import baseline, gke_costs, replica_usd_per_hour
 from components.gke import compile_cache, compute_class, manifests, scale_to_zero
@@ -21,7 +22,6 @@ from components.gke.cluster import NODE_ROLE, GkeCluster, GkeClusterArgs, creden
 from components.gke.compile_cache import CompileCache, CompileCacheArgs
 from components.gke.exposure import CLUSTER_SERVICE, Exposure, ExposureArgs
 from components.gke.gateway import InferenceGateway, InferenceGatewayArgs, gateway_endpoint
-from components.gke.image_digest import pinned_image
 from components.gke.inference_pool import PICKER_IMAGE, PICKER_NAME
 from components.gke.registry_mirror import DockerHubMirror, DockerHubMirrorArgs, repository_id, through_mirror
 from components.gke.workload import (

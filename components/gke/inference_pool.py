@@ -25,7 +25,7 @@ POOL_NAME = "vllm-pool"
 PICKER_NAME = f"{POOL_NAME}-epp"
 PICKER_LABELS = {"llm-d-router-gateway": PICKER_NAME}
 # The release whose flow control holds a request while the pool is empty (v0.10.0, 2026-08-17); pinned to its digest
-# at the first `pulumi up` (components/gke/image_digest.py), the repository its chart names at that release
+# at the first `pulumi up` (components/core/image_digest.py), the repository its chart names at that release
 # (config/charts/routerlib/values.yaml epp.image: ghcr.io/llm-d, llm-d-router-endpoint-picker).
 PICKER_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0"
 # The picker's ports (routerlib/values.yaml extProcPort, _deployment.yaml grpc-health default 9003): the load

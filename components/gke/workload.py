@@ -61,7 +61,7 @@ class ServingPod:
     spec: ServingSpec
     """The server (components/serving/spec.py): vLLM's command, environment, ports, the front, the secret files."""
     front_image: pulumi.Input[str]
-    """spec.front_image pinned to its digest (components/gke/image_digest.py): the front's and the metrics door's."""
+    """spec.front_image pinned to its digest (components/core/image_digest.py): the front's and the metrics door's."""
     node_selector: dict[str, str]
     """The ComputeClass's node label (compute_class.node_selector)."""
     tolerations: list[dict[str, str]]
@@ -394,7 +394,7 @@ class ServingWorkloadArgs:
     api_key_secret_name: pulumi.Input[str]
     """projects/<project>/secrets/<id> of the API key."""
     image: pulumi.Input[str]
-    """vllm.image pinned to its digest (components/gke/image_digest.py), through the Docker Hub mirror when on."""
+    """vllm.image pinned to its digest (components/core/image_digest.py), through the Docker Hub mirror when on."""
     cache_bucket: pulumi.Input[str]
     """The shared compile-cache bucket (components/gke/compile_cache.py)."""
     compute_class: pulumi.Resource

@@ -43,28 +43,29 @@ SSH_PORT = 22
 # linux Documentation/networking/ip-sysctl.rst). On vm the front runs as a user of its own, without capabilities.
 UNPRIVILEGED_PORT_START = 1024
 
-# What vLLM 0.33.0 registers (the version requirements-vllm.txt pins and the catalog cites): the names in
+# What the image's vLLM registers (vllm-tpu 0.32.0, the build requirements-vllm.txt pins and the catalog cites;
+# 0.33.0's beam, muse, musespark1x and step5 are not in it): the names in
 # _TOOL_PARSERS_TO_REGISTER (vllm/tool_parsers/__init__.py, ToolParserManager.register_lazy_module) and
 # _REASONING_PARSERS_TO_REGISTER (vllm/reasoning/__init__.py, ReasoningParserManager).
 # tests/test_vllm_parser.py holds them equal to the installed vLLM's registries, so they cannot drift.
 # Anything else makes the server exit at start: "invalid tool call parser: X (chose from {...})".
 VLLM_TOOL_CALL_PARSERS = frozenset({
-    "apertus", "beam", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
+    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32",
     "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47",
     "granite", "granite-20b-fc", "granite4", "hermes", "hf", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling",
     "internlm", "jamba", "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3_json", "llama4_json",
-    "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse", "muse_glimmer",
-    "musespark1x", "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder",
-    "qwen3_json", "qwen3_xml", "seed_oss", "step3", "step3p5", "step5", "xlam",
+    "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse_glimmer",
+    "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder",
+    "qwen3_json", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam",
 })
 VLLM_REASONING_PARSERS = frozenset({
-    "beam", "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41",
+    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41",
     "ernie45", "gemma4", "glm45", "glm47", "granite", "granite_thinking_parser", "hf", "holo2", "hunyuan_a13b",
     "hy_v3", "hy_v4", "inkling", "k2_horizon", "kimi_k2", "kimi_k3", "ling3", "mimo", "minicpmv", "minimax_m2",
-    "minimax_m2_append_think", "minimax_m3", "mistral", "muse", "muse_glimmer", "musespark1x", "nemotron_v3",
-    "olmo3", "openai_gptoss", "plamo3", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5", "step5",
+    "minimax_m2_append_think", "minimax_m3", "mistral", "muse_glimmer", "nemotron_v3",
+    "olmo3", "openai_gptoss", "plamo3", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
 })
-# Names vLLM 0.33.0 registers for the same parser class as another (vllm/tool_parsers/__init__.py:
+# Names vllm-tpu 0.32.0 registers for the same parser class as another (vllm/tool_parsers/__init__.py:
 # "qwen3_json": ("hermes_tool_parser", "Hermes2ProToolParser"), "llama4_json": ("llama_tool_parser",
 # "Llama3JsonToolParser")): a family that reads one reads the other.
 VLLM_TOOL_CALL_PARSER_ALIASES = {"qwen3_json": "hermes", "llama4_json": "llama3_json"}
@@ -101,7 +102,7 @@ class ModelFamily:
 
 # vLLM's gemma4_mm.py: image and video always, audio only with an audio tower (the E2B/E4B
 # checkpoints). The log's contract is {"image": 4, "audio": 1}.
-# The parsers and modalities are the catalog's (components/catalog/models.py, vLLM 0.33.0's registries).
+# The parsers and modalities are the catalog's (components/catalog/models.py, vllm-tpu 0.32.0's registries).
 GEMMA_4 = ModelFamily(
     name="Gemma 4", pattern=re.compile(r"gemma[-_]?4", re.IGNORECASE),
     tool_call_parser=catalog_models.GEMMA_4.tool_call_parser, reasoning_parser=catalog_models.GEMMA_4.reasoning_parser,

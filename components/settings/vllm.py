@@ -29,7 +29,8 @@ from components.settings.fields import Duration, Port, PublicHostName, _Section,
 from components.settings.findings import InvalidSettingError
 from components.settings.speculative import SpeculativeSetting
 
-VLLM_IMAGE = "vllm/vllm-tpu:nightly"
+# The release the suite's vLLM is (components/catalog/builds.py; tests/test_vllm_build.py holds the two together).
+VLLM_IMAGE = catalog.RELEASE.image
 
 # A Hugging Face repo id by the Hub's own rule (huggingface_hub 2.4.0, utils/_validators.py, validate_repo_id and
 # REPO_ID_REGEX, compiled with re.ASCII): "repo_name" or "namespace/repo_name", each part 1-96 of [A-Za-z0-9_.-]
@@ -103,10 +104,11 @@ class VllmSettings(_Section):
     config_key: ClassVar[str] = "vllm"
 
     image: image_reference(VLLM_IMAGE) = Field(VLLM_IMAGE, description=(
-        "the container; pin a tag for repeatable boots; must be a pullable reference (`repo:tag` or "
-        "`repo@sha256:<manifest digest>`; a `docker images` ID is an error). On gke a tag is resolved to its "
-        "manifest digest at the first `pulumi up` and pinned in state (the `vllmImage` output); a digest is used "
-        "as written"))
+        "the container; the default is the vllm-tpu release the stack's tests judge (vLLM and tpu-inference "
+        "0.32.0); must be a pullable reference (`repo:tag` or `repo@sha256:<manifest digest>`; a `docker images` ID "
+        "is an error). On both platforms a tag is resolved to its manifest digest at the first `pulumi up` and "
+        "pinned in state until this setting changes; a digest is used as written; a floating tag (`nightly`, "
+        "`latest`) works and warns"))
     model: str = Field(DEFAULT_MODEL, description=(
         "a Hugging Face repo id (`name` or `org/name` by the Hub's own rule: letters, digits, `-`, `_`, `.`, no "
         "`--` or `..`) or an absolute path the container reads (letters, digits, `.`, `_`, `-`, `/`); anything else "
@@ -147,9 +149,9 @@ class VllmSettings(_Section):
     enable_auto_tool_choice: bool = Field(True, description=(
         "native tool calling; `true` is required (the deploy's smoke test calls a tool)"))
     tool_call_parser: str | None = Field("gemma4", description=(
-        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vllm-tpu 0.32.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     reasoning_parser: str | None = Field("gemma4", description=(
-        "one vLLM 0.33.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
+        "one vllm-tpu 0.32.0 registers; defaults to the model family's (`gemma4` only for Gemma 4)"))
     block_size: int | None = Field(None, description=(
         "not to be set: the backend scales it with `maxModelLen` (pinning it is an error)"))
     max_num_seqs: int | None = Field(None, ge=1, description=(
@@ -209,6 +211,18 @@ class VllmSettings(_Section):
                 filled[name] = value
         return filled
 
+
+    @field_validator("image")
+    @classmethod
+    def _floating_image(cls, value: str, info: ValidationInfo) -> str:
+        tag = catalog.floating_tag(value)
+        if tag:
+            warn(cls, info, value,
+                 f"`{tag}` moves: the first `pulumi up` pins the build it names that day (kept in state until this "
+                 f"setting changes), and the stack's tests judged {catalog.RELEASE}, not it",
+                 f"set it to {catalog.RELEASE.image}, or to a `nightly-DATE-SHA-SHA` tag or a digest to keep one "
+                 "nightly")
+        return value
 
     @field_validator("model")
     @classmethod
@@ -391,5 +405,5 @@ def _registered(value: str | None, registered: frozenset[str], what: str) -> str
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     raise InvalidSettingError(
         f"vLLM does not register this {what} (the server exits at start: 'invalid {what}: {value}')",
-        f"{hint}vLLM 0.33.0 registers {', '.join(sorted(registered))}",
+        f"{hint}vllm-tpu 0.32.0 registers {', '.join(sorted(registered))}",
     )

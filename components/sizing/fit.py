@@ -282,8 +282,8 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     point = None if replica_shape is None else catalog_measured.measured_pool(
         spec.name, replica_shape.accelerator_type, max_model_len, gpu_memory_utilization, kv_cache_dtype)
     if point is not None and tp == point.tensor_parallel_size:
-        figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, str(point.source) if dp == 1 else (
-            f"{point.source}: a {point.accelerator_type} boot, per replica (each of the {dp} replicas here sizes its "
+        figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, point.cited if dp == 1 else (
+            f"{point.cited}: a {point.accelerator_type} boot, per replica (each of the {dp} replicas here sizes its "
             f"pool from {tp} {unit} as that host does; the per-chip HBM assumed the same)"))
     else:
         point = None

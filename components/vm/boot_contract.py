@@ -6,6 +6,8 @@ sides against this module.
 
 from __future__ import annotations
 
+from typing import Any
+
 # Metadata attributes startup.sh reads (names and places only, never a secret value).
 HF_TOKEN_SECRET_ATTRIBUTE = "tpu-vllm-hf-token-secret"
 API_KEY_SECRET_ATTRIBUTE = "tpu-vllm-api-key-secret"
@@ -46,9 +48,10 @@ BOOT_SCRIPT_UNIT = "google-startup-scripts.service"
 
 
 def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,
-                  ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: str,
-                  ops_agent_config: str = "") -> dict[str, str]:
-    """The node's metadata: the static boot script, the SSH key, and where the VM finds things."""
+                  ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: Any,
+                  ops_agent_config: str = "") -> dict[str, Any]:
+    """The node's metadata: the static boot script, the SSH key, and where the VM finds things (values, or Pulumi
+    inputs the wing passes: the image is its digest pinned at the first `pulumi up`)."""
     metadata = {
         "startup-script": startup_script,
         "ssh-keys": ssh_keys,

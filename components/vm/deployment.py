@@ -11,7 +11,7 @@ updated, not replaced. tests/test_urns.py proves it against the URNs recorded in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pulumi_gcp as gcp
 from components.basis import chip_memory, spending
 from components.basis.chip_memory import KvBudget
 from components.core.identity import account_email
+from components.core.image_digest import pinned_image
 from components.core.shared_resources import Core
 from components.economics import cost_lines
 from components.monitoring.promql import Scope, layout_note
@@ -117,6 +118,13 @@ class VmWing(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, identity.account]),
         )
 
+        # One build per stack: the tag's digest at the first `pulumi up`, kept in state, is what the boot pulls and
+        # what the serving step runs, at every boot and re-up until vllm.image changes (as on gke).
+        image = pinned_image("vllm-image", spec.vllm_image, pulumi.ResourceOptions(parent=self))
+
+        def with_image(reference: str) -> VmServing:
+            return replace(serving, spec=replace(spec, vllm_image=reference))
+
         startup_script = STARTUP_SCRIPT.read_text()
         # A structure whose leaves are inputs, not one apply over them: in a preview only the values that are
         # truly unknown (the generated SSH key of a new stack) are unknown, so the preview shows the rest and
@@ -137,7 +145,7 @@ class VmWing(pulumi.ComponentResource):
                 startup_script=startup_script, ssh_keys=ssh.ssh_keys_metadata,
                 hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
                 ssh_host_key_secret=host_key.secret_name,
-                cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=cfg.vllm.image,
+                cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=image,
                 ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=spec.upstream_port)
                                   if cfg.monitoring.enabled else ""),
             ),
@@ -158,11 +166,11 @@ class VmWing(pulumi.ComponentResource):
         )
         usd_per_hour = cfg.tpu_usd_per_hour()
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
-        stdin = billing_note.apply(lambda note: serve_stdin(serving, note))
+        stdin = pulumi.Output.all(image, billing_note).apply(lambda both: serve_stdin(with_image(both[0]), both[1]))
         server = ServingStep(
             "vllm",
-            ServingStepArgs(remote_command=remote_command_text(serving), stdin=stdin,
-                           stdin_without_note=serve_stdin(serving),
+            ServingStepArgs(remote_command=image.apply(lambda ref: remote_command_text(with_image(ref))), stdin=stdin,
+                           stdin_without_note=image.apply(lambda ref: serve_stdin(with_image(ref))),
                            serve_command=render_serve_args(spec.serve_args), host=node.external_ip,
                            node_uid=node.node_uid, ssh_user=cfg.access.ssh_user, ssh_private_key=ssh.private_key,
                            ssh_host_key=host_key.public_key,
@@ -212,7 +220,8 @@ class VmWing(pulumi.ComponentResource):
         outputs["apiKey"] = secrets.api_key
         outputs["hfTokenSource"] = secrets.hf_token_source
         outputs["vllmServeCommand"] = server.serve_command
-        outputs["dockerRunCommand"] = container.render_docker_command(serving)
+        outputs["dockerRunCommand"] = image.apply(lambda ref: container.render_docker_command(with_image(ref)))
+        outputs["vllmImage"] = image
         chips, disk_type = cfg.tpu.shape.chips, cfg.cache_disk_type
         rate = cfg.usd_per_chip_hour()
         # No price read for the chip (TPU7x): the cost outputs are None, never the log's v5e price in its place.

@@ -124,11 +124,11 @@ def content_hash(*parts: str) -> str:
 
 @dataclass
 class ServingStepArgs:
-    remote_command: str
-    """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments)."""
+    remote_command: pulumi.Input[str]
+    """remote_command_text: what runs over SSH (flags and vLLM's docker run arguments, the image by digest)."""
     stdin: pulumi.Input[str]
     """serve_stdin: serve.sh and the files it installs, with the billing note it prints last on failure."""
-    stdin_without_note: str
+    stdin_without_note: pulumi.Input[str]
     """The same without the note: what the triggers hash (the note changes only with the node)."""
     serve_command: str
     """The `vllm serve` line the container runs, shown as an output."""
@@ -204,7 +204,8 @@ class ServingStep(pulumi.ComponentResource):
             create=text,
             stdin=args.stdin,
             # The note changes only with the node, which node_uid already triggers on.
-            triggers=[args.node_uid, content_hash(text, args.stdin_without_note)],
+            triggers=[args.node_uid, pulumi.Output.all(text, args.stdin_without_note).apply(
+                lambda parts: content_hash(*parts))],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ssh_reachable]),
         )
         self.stdout = self.command.stdout

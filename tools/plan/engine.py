@@ -201,7 +201,7 @@ class StackMocks(pulumi.runtime.Mocks):
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
         if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
-            from components.gke.image_digest import parse
+            from components.core.image_digest import parse
 
             pinned = parse(inputs["image"]).pinned(f"sha256:{MOCK_IMAGE_DIGEST_HEX}")
             return {"pinned": pinned, "digest": pinned.split("@", 1)[1]}

@@ -23,7 +23,7 @@ MOCK_GKE_CHANNEL_DEFAULTS = {"RAPID": "1.35.0-gke.1795000", "REGULAR": MOCK_GKE_
                              "STABLE": "1.33.5-gke.1308000"}
 MOCK_LOAD_BALANCER_IP = "10.128.0.50"
 MOCK_GATEWAY_IP = "10.128.0.60"
-# The manifest digest a floating tag resolves to at the first `pulumi up` (components/gke/image_digest.py).
+# The manifest digest a floating tag resolves to at the first `pulumi up` (components/core/image_digest.py).
 MOCK_IMAGE_DIGEST_HEX = "d16e57" * 10 + "d16e"
 MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
 MOCK_INTERNAL_IP = "10.128.0.2"
