@@ -24,6 +24,9 @@ VLLM_VENV="${TPU_VLLM_VLLM_VENV:-.venv-vllm}"
 VLLM_LOCK_STAMP="$VLLM_VENV/.requirements-vllm.sha256"
 vllm_lock="$(cat requirements-vllm.txt requirements-vllm-build.txt | sha256sum | cut -d' ' -f1)"
 if [[ ! -x "$VLLM_VENV/bin/python" || "$(cat "$VLLM_LOCK_STAMP" 2>/dev/null)" != "$vllm_lock" ]]; then
+  # A venv this script made for another lock is made anew: a --no-deps install over it would leave the old
+  # distributions' files beside the new (vllm 0.33.0 and vllm-tpu 0.32.0 both own vllm/).
+  [[ ! -f "$VLLM_LOCK_STAMP" ]] || rm -rf "$VLLM_VENV"
   [[ -x "$VLLM_VENV/bin/python" ]] || "$PYTHON" -m venv "$VLLM_VENV"
   # The image's vLLM is vllm-tpu, an sdist on PyPI: everything else first (its setup.py imports torch), then
   # its target-free build (no kernels), then the lock whole from that wheel (requirements-vllm.txt says why).

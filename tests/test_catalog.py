@@ -213,3 +213,11 @@ def test_measured_pools_are_the_logs():
     assert catalog.measured_pool("google/gemma-4-E2B-it", "v6e-1", 32768, gpu_memory_utilization=0.95) is None
     assert catalog.measured_on("google/gemma-4-E2B-it", "v6e-1")
     assert not catalog.measured_on("Qwen/Qwen3-8B", "v6e-1")
+
+
+def test_a_gemma_3_config_given_by_path_is_of_the_gemma_3_family_and_a_text_only_one_takes_no_image():
+    # A config's model_type decides the family when it is given by path (vllm.modelConfig): gemma3 is the
+    # multimodal checkpoint (its image tower), gemma3_text the text-only one, which must not be given images.
+    from components.catalog.models import GEMMA_3, family_for
+    assert family_for("gemma3") is GEMMA_3 and "image" in GEMMA_3.modalities
+    assert family_for("gemma3_text") is None

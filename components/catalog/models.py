@@ -247,6 +247,8 @@ def family_for(model_type: str) -> Family | None:
     """The family a config's model_type belongs to (for a config given by path)."""
     if model_type.startswith("gemma4"):
         return GEMMA_4
+    if model_type == "gemma3":  # not gemma3_text: the text-only checkpoints take no image
+        return GEMMA_3
     if model_type in ("qwen3", "qwen3_moe"):
         return QWEN_3
     if model_type == "llama":
