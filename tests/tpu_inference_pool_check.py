@@ -1,4 +1,4 @@
-"""Run in the vLLM venv: the KV pool tpu-inference 0.32.0 and vLLM 0.33.0 would build for a config.json on a host,
+"""Run in the vLLM venv: the KV pool tpu-inference 0.32.0 and vllm-tpu 0.32.0 would build for a config.json on a host,
 at every tensor-parallel size the host's chip count divides by (not the planner's choices), with as much of the
 upstream code running as written as the venv allows (it has no JAX, so tpu-inference's functions are lifted from
 the installed files by name, as tests/tpu_inference_kv_check.py does):
@@ -12,8 +12,9 @@ the installed files by name, as tests/tpu_inference_kv_check.py does):
   the larger taken as tpu_platform.py's check_and_update_config does (the one line restated);
 - the pool: TPUWorker.determine_available_memory (worker/tpu_worker.py) on TP devices reporting the catalog's HBM
   limit each and the weights split over them;
-- vLLM's own get_global_kv_cache_groups and get_kv_cache_configs (v1/core/kv_cache_planning.py), called as the
-  engine calls them (v1/engine/core.py): the groups, the null block, the start-up check on the group-padded
+- vLLM's own get_kv_cache_configs (v1/core/kv_cache_planning.py), called as the engine calls it
+  (v1/engine/core.py _initialize_kv_caches), and get_kv_cache_groups, which it calls first: the groups, the null
+  block, the start-up check on the group-padded
   _max_memory_usage_bytes_from_groups and the pages; get_kv_cache_capacity (v1/core/kv_cache_utils.py) for the
   logged "KV cache size".
 
@@ -81,7 +82,7 @@ def upstream():
     from vllm.config import model as model_config_module
     from vllm.utils.math_utils import cdiv, next_power_of_2
     from vllm.v1 import kv_cache_interface
-    from vllm.v1.core import kv_cache_config_builder, kv_cache_planning, kv_cache_utils
+    from vllm.v1.core import kv_cache_planning, kv_cache_utils
 
     up = kv_check.upstream()
     utils = types.SimpleNamespace(**{name: up.utils[name] for name in (
@@ -111,7 +112,6 @@ def upstream():
                         dict(vars(model_config_module)))
     return types.SimpleNamespace(manager=manager, pages=pages, worker=worker, verify=verify, torch=torch,
                                  planning=kv_cache_planning, utils=kv_cache_utils, backend=up.backend,
-                                 builder=kv_cache_config_builder,
                                  kv_share=up.kv_share["compute_kv_share_map"],
                                  layer_kv_params=up.utils["get_layer_kv_params"])
 
@@ -149,7 +149,7 @@ def vllm_config_stub(config, text, arch, tp, max_model_len, utilization, max_num
         max_model_len=max_model_len, hf_text_config=text, hf_config=config, use_mla=False, multimodal_config=None,
         get_total_num_kv_heads=lambda: arch.total_num_kv_heads, get_head_size=lambda: arch.head_size,
         get_num_layers=lambda parallel: text.num_hidden_layers, model_arch_config=arch,
-        # get_kv_cache_configs auto-fits the length only when it was -1; the default builder groups by itself
+        # get_kv_cache_configs auto-fits the length only when it was -1; get_kv_cache_groups groups by itself
         # unless the model class declares its own grouping (none of the families sized here).
         original_max_model_len=max_model_len, supports_kv_cache_grouping=False)
     parallel = types.SimpleNamespace(tensor_parallel_size=tp, enable_hc_sp=False, enable_expert_parallel=False,
@@ -236,19 +236,18 @@ def pool(up, request, loaded, tp):
         available = up.worker["determine_available_memory"](worker)
     except ValueError as error:  # "total_hbm_used_gb=... exceeds ...": the weights fill the cap
         return {"runs": True, "block_size": config.cache_config.block_size, "pool_error": str(error)}
-    # The engine's own sequence (vllm/v1/engine/core.py _initialize_kv_caches): get_global_kv_cache_groups, then
-    # get_kv_cache_configs, which reserves the null block and checks one max-model-len request against the
-    # group-padded _max_memory_usage_bytes_from_groups before it builds the config.
-    groups = up.planning.get_global_kv_cache_groups(config, [specs])
+    # The engine's own call (vllm/v1/engine/core.py _initialize_kv_caches): get_kv_cache_configs, which groups the
+    # layers (get_kv_cache_groups), reserves the null block and checks one max-model-len request against the
+    # group-padded _max_memory_usage_bytes_from_groups before it builds the config; the groups counted on a copy
+    # of the specs, as get_kv_cache_groups may rewrite them in place.
+    groups = up.planning.get_kv_cache_groups(config, dict(specs))
     try:
-        [kv_cache_config] = up.planning.get_kv_cache_configs(config, [specs], [available], groups)
+        [kv_cache_config] = up.planning.get_kv_cache_configs(config, [dict(specs)], [available])
         starts, refusal = True, None
     except ValueError as error:
         starts, refusal = False, str(error)
-        # The config get_kv_cache_configs would have built past its check (its own three lines).
-        builder = up.builder.get_kv_cache_config_builder(config)
-        per_block = up.planning._pool_bytes_per_block_from_builder(builder, config, groups)
-        kv_cache_config = builder.get_kv_cache_config_from_groups(config, groups, available // per_block)
+        # The config get_kv_cache_configs would have built past its check (its own line, one worker).
+        kv_cache_config = up.planning.get_kv_cache_config_from_groups(config, groups, available)
     tokens, _ = up.utils.get_kv_cache_capacity(config, kv_cache_config)
     # The public check_enough_kv_cache_memory sums each layer's own need (max_memory_usage_bytes), not the padded
     # groups': kept to show where the two part (a bucket split into unequal groups).
