@@ -1,5 +1,5 @@
-"""The single-VM wing: cache disk, firewall, SSH key, the queued resource (its body is built here) and the
-serving step, and the outputs a newcomer needs.
+"""The single-VM wing: cache disk, firewall, SSH key, the node (a queued resource or a Compute Engine instance:
+components/vm/node_path.py) and the serving step, and the outputs a newcomer needs.
 
 Its children were declared at the stack's root before the wing was a component; each keeps that URN with
 `Alias(parent=ROOT_STACK_RESOURCE)` (sdk/python/lib/pulumi/resource.py in pulumi/pulumi v3.272.0, class
@@ -37,6 +37,7 @@ from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
+from components.vm.node_path import NodePath, NodeRequest, declare_node
 from components.vm.serving_step import (
     ServingStep,
     ServingStepArgs,
@@ -45,8 +46,6 @@ from components.vm.serving_step import (
     ssh_blocked_cause,
 )
 from components.vm.ssh_access import SshAccess, SshAccessArgs
-from components.vm.tpu_node import TpuNode, TpuNodeArgs
-from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
@@ -118,10 +117,13 @@ class VmWing(pulumi.ComponentResource):
         )
 
         startup_script = STARTUP_SCRIPT.read_text()
-        # A structure whose leaves are inputs, not one apply over them: in a preview only the values that are
-        # truly unknown (the generated SSH key of a new stack) are unknown, so the preview shows the rest and
-        # the policy pack judges it. The email is known from the account id; the account is a dependency.
-        body = queued_resource_body(
+        # The one value that picks the node's path (components/vm/node_path.py); the rest of the wing is shared.
+        path = NodePath(api=getattr(cfg.tpu, "api", "queued-resource"),
+                        machine_type=getattr(cfg.tpu.shape, "gke_machine_type", None),
+                        boot_image=getattr(cfg.tpu.shape, "boot_image", None),
+                        # The boot disk takes the type the machine accepts, the cache disk's (Hyperdisk on v6e).
+                        boot_disk_type=cfg.cache_disk_type)
+        declared = declare_node(path, NodeRequest(
             project=cfg.project,
             zone=cfg.tpu.zone,
             node_id=cfg.node_id,
@@ -141,21 +143,13 @@ class VmWing(pulumi.ComponentResource):
                 ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=spec.upstream_port)
                                   if cfg.monitoring.enabled else ""),
             ),
-            data_disks=[cache.source_disk],
+            cache_disk=cache.source_disk,
+            cache_device_name=cfg.cache.device_name,
             tags=[node_tag],
             labels=labels,
-        )
-        node = TpuNode(
-            "tpu",
-            TpuNodeArgs(
-                body=body,
-                parent=f"projects/{cfg.project}/locations/{cfg.tpu.zone}",
-                queued_resource_id=cfg.node_id,
-                queue_seconds=cfg.tpu.queue_seconds,
-            ),
-            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services])),
-        )
+            depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services],
+        ), child)
+        node = declared.node
         usd_per_hour = cfg.tpu_usd_per_hour()
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
         stdin = billing_note.apply(lambda note: serve_stdin(serving, note))
@@ -186,11 +180,7 @@ class VmWing(pulumi.ComponentResource):
         pinned = " ".join(pinned_ssh_options(known_hosts_file, prefix))
         ssh_target = pulumi.Output.concat(cfg.access.ssh_user, "@", node.external_ip)
         outputs: dict[str, Any] = {}
-        outputs["gcloudEquivalent"] = gcloud_equivalent(body, cfg.node_id)
-        outputs["nodeName"] = node.node_name
-        outputs["queuedResourceState"] = node.state
-        # The plain name, so tools.status finds the request in any state (nodeName is empty unless ACTIVE).
-        outputs["queuedResourceName"] = f"projects/{cfg.project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}"
+        outputs.update(declared.outputs)
         outputs["runEndsAt"] = node.termination_time
         outputs["internalEndpoint"] = pulumi.Output.concat("http://", node.internal_ip, f":{port}/v1")
         if cfg.access.serving_source_ranges:
