@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,12 +32,14 @@ from tools.plan.placeholders import (
     MOCK_GKE_ENDPOINT,
     MOCK_GKE_VERSION,
     MOCK_IMAGE_DIGEST_HEX,
+    MOCK_INSTANCE_STATUS,
     MOCK_INTERNAL_IP,
     MOCK_LOAD_BALANCER_IP,
     MOCK_NODE_UID,
     MOCK_PROJECT_NUMBER,
     MOCK_PUBLIC_KEY,
     MOCK_STATE,
+    MOCK_TERMINATION_EPOCH,
     MOCK_TERMINATION_TIME,
     SECRET_PLACEHOLDER,
 )
@@ -200,6 +203,8 @@ class StackMocks(pulumi.runtime.Mocks):
                 "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
+        if typ == "gcp:compute/instance:Instance":
+            return self._instance(inputs)
         if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
             from components.gke.image_digest import parse
 
@@ -208,6 +213,25 @@ class StackMocks(pulumi.runtime.Mocks):
         if typ == "command:remote:Command":
             return {"stdout": "", "stderr": ""}
         return self._gke_outputs(typ, inputs)
+
+    def _instance(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A TPU VM instance as pulumi-gcp reads it back (terraform-provider-google resource_compute_instance.go,
+        populateComputeInstanceResourceData: network_ip, access_config.nat_ip, instance_id, current_status,
+        creation_timestamp, self_link). Its creation time is the run's end less maxRunDuration, so the run end the
+        stack computes from it is the marked placeholder."""
+        project, zone, name = inputs.get("project") or self.project, inputs["zone"], inputs["name"]
+        run = ((inputs.get("scheduling") or {}).get("maxRunDuration") or {}).get("seconds")
+        created = datetime.fromtimestamp(int(MOCK_TERMINATION_EPOCH) - int(run or 0), UTC)
+        nics = [{**nic, "networkIp": MOCK_INTERNAL_IP,
+                 "accessConfigs": [{**config, "natIp": MOCK_EXTERNAL_IP} for config in nic.get("accessConfigs", [])]}
+                for nic in inputs.get("networkInterfaces", [])]
+        return {
+            "instanceId": MOCK_NODE_UID,
+            "currentStatus": MOCK_INSTANCE_STATUS,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%S.000-00:00"),
+            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/{name}",
+            "networkInterfaces": nics,
+        }
 
     def _gke_outputs(self, typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
         if typ == "gcp:container/cluster:Cluster":
