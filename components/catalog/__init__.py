@@ -4,17 +4,21 @@
 Public interface (stable; the stack and tools.fit read only these):
 
 Shapes (components/catalog/shapes.py)
-    shape(accelerator_type) -> Shape | None           "v5litepod-1", "-4", "-8", "v6e-1", "-4", "-8"
-    all_shapes() -> tuple[Shape, ...]                 catalog order, v5e first
+    shape(name) -> Shape | None                       "v5litepod-1", "-4", "-8", "v6e-1", "-4", "-8" (or their
+                                                      machine types, ct6e-standard-1t...), "tpu7x-standard-1t", "-4t"
+    all_shapes() -> tuple[Shape, ...]                 catalog order, v5e first;  all_names(): every spelling
+    QUEUED_RESOURCE, COMPUTE, NODE_APIS               the node APIs ("queued-resource", "compute")
     shape_for_gke_machine(machine_type) -> Shape | None
     region_of(zone) -> str
-    Shape: accelerator_type, chips, generation (Generation), gke_machine_type, gke_topology, gke_tpu_count,
-           hbm_bytes_per_chip, hbm_bytes (all chips), runtime_version, cache_disk_type,
-           flex_start_accepted_zones, flex_start_refused_zones, config_source
+    Shape: accelerator_type, chips, devices (chips x devices_per_chip), generation (Generation), machine_type
+           (Compute Engine's, None on v5e), names, node_apis, compute_image, gke_machine_type, gke_topology,
+           gke_tpu_count, hbm_bytes_per_chip, hbm_bytes_per_device, hbm_bytes (all chips), runtime_version,
+           cache_disk_type, flex_start_accepted_zones, flex_start_refused_zones, flex_start_seen(api), config_source
     Generation: name ("v5e"/"v6e"), hbm_bytes_per_chip, hbm_measured, hbm_source, runtime_version,
            gke_accelerator (the cloud.google.com/gke-tpu-accelerator value), data_disk_types (first = the
            stack's), zones (where the type exists), flex_start (ZoneObservation: zone, accepted, source, detail),
-           quota_id, spot_quota_id, price_region
+           quota_id, spot_quota_id, price_region ("" where none was read), node_apis, default_api,
+           compute_image (None: not read), devices_per_chip
 Prices (components/catalog/prices.py)
     chip_price(generation, region, provisioning_model) -> ChipPrice | None
     chip_prices(generation, region) -> {provisioning_model: ChipPrice}
@@ -61,9 +65,13 @@ from components.catalog.prices import (
     disk_price,
 )
 from components.catalog.shapes import (
+    COMPUTE,
+    NODE_APIS,
+    QUEUED_RESOURCE,
     Generation,
     Shape,
     ZoneObservation,
+    all_names,
     all_shapes,
     region_of,
     shape,
@@ -72,6 +80,7 @@ from components.catalog.shapes import (
 from components.catalog.sources import Source
 
 __all__ = [
+    "COMPUTE", "NODE_APIS", "QUEUED_RESOURCE", "all_names",
     "PROVISIONING_MODELS", "SELF_STOPPING_MODELS", "CatalogModel", "ChipPrice", "ConfigError", "DiskPrice", "Family",
     "Generation", "KvLayer", "MeasuredPool", "ModelGeometry", "Shape", "Source", "Weights", "ZoneObservation",
     "catalog_model", "catalog_models", "chip_price", "chip_prices", "disk_price", "family_for",

@@ -1,19 +1,24 @@
-"""Single-host TPU shapes as dated data: chips, the HBM the runtime reports, runtime image, GKE machine and
-topology, the data disks a node accepts, where flex-start was seen accepted or refused, and the quota ids."""
+"""Single-host TPU shapes as dated data: chips, the HBM the runtime reports, runtime image, the node APIs a
+generation has (the Cloud TPU API's queued resources, Compute Engine's instances) and each one's spelling, GKE machine
+and topology, the data disks a node accepts, where flex-start was seen accepted or refused, and the quota ids."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from components.catalog.sources import (
+    CLOUD_TPU_API_FROZEN_PAGE,
+    COMPUTE_TPU_MACHINES_PAGE,
     FLEX_START_PAGE,
     FLEX_START_QUOTA_PAGE,
     HOST_TABLE_PAGE,
+    TPU7X_PAGE,
     TPU_BANDWIDTH_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
     TPU_REGIONS_PAGE,
     TPU_STORAGE_PAGE,
+    TPU_ZONES_PAGE_2026,
     TPU_ZONES_PAGE_V6E,
     V5E_CONFIG_PAGE,
     V5E_LOG_SOURCE,
@@ -32,6 +37,14 @@ PREEMPTIBLE_QUOTA_MODELS = frozenset({"spot", "flex-start"})
 ON_DEMAND_QUOTA_MODELS = frozenset({"on-demand"})
 QUOTA_MODEL_SOURCE = FLEX_START_QUOTA_PAGE
 
+# The two ways a single TPU VM is made: the Cloud TPU API's queued resource (v2alpha1; frozen, "not supported on
+# TPU7x") and a Compute Engine instance of a TPU machine type (tpu-machines: TPU7x, v6e, v5p; no v5e).
+QUEUED_RESOURCE = "queued-resource"
+COMPUTE = "compute"
+NODE_APIS = (QUEUED_RESOURCE, COMPUTE)
+NODE_APIS_SOURCE = Source(f"{COMPUTE_TPU_MACHINES_PAGE.where}; {CLOUD_TPU_API_FROZEN_PAGE.where}",
+                          COMPUTE_TPU_MACHINES_PAGE.date)
+
 
 @dataclass(frozen=True)
 class ZoneObservation:
@@ -41,6 +54,8 @@ class ZoneObservation:
     accepted: bool
     source: Source
     detail: str = ""
+    api: str = "queued-resource"
+    """The node API the request went through (every observation so far: the Cloud TPU API's queued resource)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,14 @@ class Generation:
     hbm_bandwidth_bytes_per_second: int = 0
     """One chip's HBM bandwidth (0: not read; the layouts then predict no rate)."""
     hbm_bandwidth_source: Source | None = None
+    node_apis: tuple[str, ...] = (QUEUED_RESOURCE,)
+    """The node APIs this generation has (NODE_APIS_SOURCE); tpu.api picks one where there are two."""
+    default_api: str = QUEUED_RESOURCE
+    """tpu.api unset (docs/models.md says why per generation)."""
+    compute_image: str | None = None
+    """The Compute Engine boot image Google's Compute Engine TPU pages name for this generation (None: not read; the
+    compute path then needs tpu.runtimeVersion to name one)."""
+    compute_image_source: Source | None = None
 
     @property
     def runtime_tag(self) -> str:
@@ -95,10 +118,15 @@ class Generation:
     def quota_id_for(self, provisioning_model: str) -> str | None:
         """The quota id this provisioning model draws on, or None where the catalog has not read it."""
         if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
-            return self.spot_quota_id
+            return self.spot_quota_id or None
         if provisioning_model in ON_DEMAND_QUOTA_MODELS:
-            return self.quota_id
+            return self.quota_id or None
         return None
+
+    def zone_unknown(self, zone: str) -> str:
+        """What to tell someone whose zone the catalog does not list: a warning, not a refusal (zone lists change
+        every few months; only a zone seen refusing is an error)."""
+        return self.zone_not_listed(zone) + "; the plan goes on, and the API answers at pulumi up"
 
     def zone_not_listed(self, zone: str) -> str:
         """What to tell someone whose zone is not in `zones`: the list is Google's pages as read, not the truth
@@ -114,7 +142,8 @@ class Shape:
     """One single-host TPU slice: what `tpu.acceleratorType` names on both platforms."""
 
     accelerator_type: str
-    """The Cloud TPU API's spelling, e.g. v5litepod-1 (never v5e-1) or v6e-1."""
+    """The shape's one name: the Cloud TPU API's spelling where the generation has that API (v5litepod-1, never
+    v5e-1; v6e-1), else its Compute Engine machine type (tpu7x-standard-4t)."""
     generation: Generation
     chips: int
     gke_machine_type: str
@@ -123,6 +152,24 @@ class Shape:
     host_vcpus: int = 0
     host_memory_bytes: int = 0
     """The host VM's vCPUs and memory (GB counted as 10^9 bytes, the smaller reading); HOST_TABLE_PAGE."""
+    machine_type: str | None = None
+    """The Compute Engine machine type (ct6e-standard-1t, tpu7x-standard-4t); None where Compute Engine has none for
+    the generation (v5e: GKE's ct5lp-hightpu-* machines are not listed among Compute Engine's TPU machines)."""
+    host_source: Source | None = None
+    """Where host_vcpus and host_memory_bytes were read (None: HOST_TABLE_PAGE)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every spelling tpu.acceleratorType takes for this shape: its name, then its machine type."""
+        return tuple(dict.fromkeys(name for name in (self.accelerator_type, self.machine_type) if name))
+
+    @property
+    def node_apis(self) -> tuple[str, ...]:
+        return self.generation.node_apis
+
+    @property
+    def compute_image(self) -> str | None:
+        return self.generation.compute_image
 
     @property
     def hbm_bytes_per_chip(self) -> int:
@@ -166,6 +213,10 @@ class Shape:
     def flex_start_refused_zones(self) -> frozenset[str]:
         return frozenset(seen.zone for seen in self.generation.flex_start if not seen.accepted)
 
+    def flex_start_seen(self, api: str) -> tuple[ZoneObservation, ...]:
+        """The flex-start observations made through this node API, in the order they were recorded."""
+        return tuple(seen for seen in self.generation.flex_start if seen.api == api)
+
 
 V5E = Generation(
     name="v5e",
@@ -206,6 +257,9 @@ V5E = Generation(
     # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
     flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
     flex_start_observed_on="v5litepod-1",
+    # Compute Engine lists TPU7x, v6e and v5p, not v5e: the queued resource is v5e's only node API.
+    node_apis=(QUEUED_RESOURCE,),
+    default_api=QUEUED_RESOURCE,
     # The log's spec table, "HBM bandwidth 800 GiBps": its 3.94 ms floor (and so the efficiency the layouts are
     # calibrated on, components/sizing/rate.py) divides by this figure; Google's page now reads 819 GBps.
     hbm_bandwidth_bytes_per_second=800 * GIB,
@@ -233,10 +287,13 @@ V6E = Generation(
     # flex-start there); the article adds us-south1-a, where the API has v6e-1 hardware (and refuses flex-start);
     # Google's flex-start page lists asia-northeast1-b. The article counts 18 zones offering v6e-1 in `gcloud
     # compute tpus accelerator-types list` without naming them.
+    # The page's later copy (TPU_ZONES_PAGE_2026) adds the AI zone us-south1-ai1b (and "us-central1-ai1", cut short
+    # in the stored copy: not added, so it warns as any unlisted zone does).
     zones=frozenset({"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "us-east5-c", "us-east4-a",
-                     "us-east4-b", "us-west1-c", "europe-west4-a", "us-south1-a", "asia-northeast1-b"}),
-    zones_source=Source(TPU_ZONES_PAGE_V6E.where + "; " + V6E_ARTICLE_SOURCE.where + "; " + FLEX_START_PAGE.where,
-                        TPU_ZONES_PAGE_V6E.date),
+                     "us-east4-b", "us-west1-c", "europe-west4-a", "us-south1-a", "asia-northeast1-b",
+                     "us-south1-ai1b"}),
+    zones_source=Source(TPU_ZONES_PAGE_V6E.where + "; " + TPU_ZONES_PAGE_2026.where + "; " + V6E_ARTICLE_SOURCE.where
+                        + "; " + FLEX_START_PAGE.where, TPU_ZONES_PAGE_V6E.date),
     flex_start=(
         ZoneObservation("us-east5-a", True, V6E_ARTICLE_SOURCE, "accepted (the article's 'Confirmed accepting')"),
         ZoneObservation("us-east5-b", True, V6E_ARTICLE_SOURCE, "accepted; the article's runs"),
@@ -255,6 +312,46 @@ V6E = Generation(
     # "HBM bandwidth per chip ... 1640 GBps" (GB: 10^9 bytes; the log: v6e is quoted in GBps).
     hbm_bandwidth_bytes_per_second=1640 * GB,
     hbm_bandwidth_source=TPU_BANDWIDTH_PAGE,
+    # Both APIs. The default stays the queued resource: it is the path the article measured, and a v6e stack made
+    # before tpu.api existed keeps its node (a new default would replace it). docs/models.md says when to pick compute.
+    node_apis=(QUEUED_RESOURCE, COMPUTE),
+    default_api=QUEUED_RESOURCE,
+)
+
+TPU7X = Generation(
+    name="TPU7x",
+    # "HBM capacity per chip (GiB) ... 192" (Google's TPU7x page, a vendor figure): no boot log has reported what the
+    # runtime leaves (v5e's runtime reports 15.75 of 16 GiB, v6e's 31.24 of 32), so it is sized as given, not measured.
+    hbm_bytes_per_chip=192 * GIB,
+    hbm_measured=False,
+    hbm_source=TPU7X_PAGE,
+    # No Cloud TPU runtime: the Cloud TPU API does not make TPU7x nodes.
+    runtime_version="",
+    runtime_source=CLOUD_TPU_API_FROZEN_PAGE,
+    gke_accelerator="tpu7x",
+    gke_accelerator_source=Source("AI-Hypercomputer/xpk golden output (gke_accelerator='tpu7x', "
+                                  "gce_machine_type='tpu7x-standard-4t', chips_per_vm=4), through the search tool; "
+                                  "GKE's own page not read", "read 2026-12"),
+    # Not in a stored Google disk table (the Cloud TPU API's table stops at v6e); Compute Engine's TPU7x machines take
+    # Hyperdisk as v6e's do, by the issue's reading of the tpu-machines page: confirm before relying on it.
+    data_disk_types=("hyperdisk-balanced",),
+    data_disk_source=Source(f"{COMPUTE_TPU_MACHINES_PAGE.where}; not seen in a stored excerpt: confirm",
+                            COMPUTE_TPU_MACHINES_PAGE.date),
+    zones=frozenset({"us-central1-c", "us-central1-ai1a"}),
+    zones_source=TPU_ZONES_PAGE_2026,
+    flex_start=(),
+    # The Compute Engine quota names for TPU7x were not read: the plan says so instead of naming one.
+    quota_id="",
+    spot_quota_id="",
+    quota_source=COMPUTE_TPU_MACHINES_PAGE,
+    # No TPU7x price has been read (components/catalog/prices.py): every cost says "price not found".
+    price_region="",
+    # "Each TPU7x chip contains two TensorCores": each is one JAX device, so --tensor-parallel-size counts TensorCores.
+    devices_per_chip=2,
+    hbm_bandwidth_bytes_per_second=7380 * GB,
+    hbm_bandwidth_source=TPU7X_PAGE,
+    node_apis=(COMPUTE,),
+    default_api=COMPUTE,
 )
 
 # tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
@@ -265,18 +362,32 @@ SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
     Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE, 24, 48 * GB),
     Shape("v5litepod-4", V5E, 4, "ct5lp-hightpu-4t", "2x2", V5E_CONFIG_PAGE, 112, 192 * GB),
     Shape("v5litepod-8", V5E, 8, "ct5lp-hightpu-8t", "2x4", V5E_CONFIG_PAGE, 224, 384 * GB),
-    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE, 44, 176 * GB),
-    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE, 180, 720 * GB),
-    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE, 180, 1440 * GB),
+    Shape("v6e-1", V6E, 1, "ct6e-standard-1t", "1x1", V6E_CONFIG_PAGE, 44, 176 * GB, "ct6e-standard-1t"),
+    Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE, 180, 720 * GB, "ct6e-standard-4t"),
+    Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE, 180, 1440 * GB, "ct6e-standard-8t"),
+    # The 4-chip host: "224 vCPUs and 960 GB" (the tpu-machines page as the issue quotes it). The 1-chip host's
+    # vCPUs and memory were not read (0: not shown). GKE's topology names 2x2x1 (the 3D spelling TPU7x uses).
+    Shape("tpu7x-standard-1t", TPU7X, 1, "tpu7x-standard-1t", "1x1x1", COMPUTE_TPU_MACHINES_PAGE,
+          machine_type="tpu7x-standard-1t"),
+    Shape("tpu7x-standard-4t", TPU7X, 4, "tpu7x-standard-4t", "2x2x1", COMPUTE_TPU_MACHINES_PAGE, 224, 960 * GB,
+          "tpu7x-standard-4t", host_source=COMPUTE_TPU_MACHINES_PAGE),
 )}
 HOST_SOURCE = HOST_TABLE_PAGE
 
-GENERATIONS: dict[str, Generation] = {"v5e": V5E, "v6e": V6E}
+GENERATIONS: dict[str, Generation] = {"v5e": V5E, "v6e": V6E, "TPU7x": TPU7X}
+
+# Every spelling tpu.acceleratorType takes, to its shape: v6e-1 and ct6e-standard-1t are one shape.
+_BY_NAME: dict[str, Shape] = {name: candidate for candidate in SHAPES.values() for name in candidate.names}
 
 
 def shape(accelerator_type: str) -> Shape | None:
-    """The catalogued shape of this accelerator type, or None."""
-    return SHAPES.get(accelerator_type)
+    """The catalogued shape this name spells (its accelerator type or its Compute Engine machine type), or None."""
+    return _BY_NAME.get(accelerator_type)
+
+
+def all_names() -> tuple[str, ...]:
+    """Every spelling shape() takes, catalog order."""
+    return tuple(_BY_NAME)
 
 
 def all_shapes() -> tuple[Shape, ...]:

@@ -64,5 +64,26 @@ TPU_ZONES_PAGE_V6E = Source("cloud.google.com/tpu/docs/types-zones (v6e, USA), a
 # 3.94 ms floor from it; it notes v5e is quoted in GiBps and v6e in GBps ("the real generational ratio is ~1.9x").
 TPU_BANDWIDTH_PAGE = Source("cloud.google.com/tpu/docs/v6e, 'System architecture' ('HBM bandwidth per chip')",
                             "read 2026-12")
+# Google's Compute Engine TPU pages (read 2026-12 through the search tool): "Compute Engine supports the following TPU
+# versions: TPU7x, TPU v6e, TPU v5p" (no v5e), as VM instances of TPU machine types.
+COMPUTE_TPU_MACHINES_PAGE = Source("cloud.google.com/compute/docs/tpus/tpu-machines ('Compute Engine supports the "
+                                   "following TPU versions: TPU7x, TPU v6e, TPU v5p')", "read 2026-12")
+# The Cloud TPU API's banner on its own pages: "The Cloud TPU API is not supported on TPU7x and later TPU versions"
+# (docs.cloud.google.com/tpu/docs/queued-resources, attach-durable-block-storage).
+CLOUD_TPU_API_FROZEN_PAGE = Source("cloud.google.com/tpu/docs/queued-resources, banner ('The Cloud TPU API is not "
+                                   "supported on TPU7x and later TPU versions')", "read 2026-12")
+# Google's TPU7x page, 'System architecture': "Each TPU7x chip contains two TensorCores and four SparseCores";
+# "HBM capacity per chip (GiB) | 95 | 32 | 192" (v5p, v6e, TPU7x); its HBM bandwidth row (7,380 GBps per chip).
+TPU7X_PAGE = Source("cloud.google.com/tpu/docs/tpu7x, 'System architecture' table", "read 2026-12")
+# Google's regions-and-zones page as stored (docs.cloud.google.com/tpu/docs/types-zones and regions-zones.md.txt),
+# North America: "All TPU7x configurations ... us-central1-ai1a, us-central1-c"; "All v6e configurations ...
+# us-central1-ai1 (sic), us-central1-b, us-east1-d, us-east5-a, us-east5-b, us-south1-ai1b".
+TPU_ZONES_PAGE_2026 = Source("docs.cloud.google.com/tpu/docs/types-zones (TPU7x and v6e rows, North America), as "
+                             "stored by the search tool", "read 2026-12")
+# Google's Flex-start VMs on Compute Engine (GA, announced 2025-09-25; "About Flex-start VMs"): a request waits in
+# a queue for up to two hours, the VM runs at most seven days and draws preemptible quota.
+COMPUTE_FLEX_START_PAGE = Source("cloud.google.com/compute/docs/instances/about-flex-start-vms ('About Flex-start "
+                                 "VMs': at most 7 days of run, up to 2 hours in the queue, preemptible quota)",
+                                 "read 2026-12")
 TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
 VLLM = "vllm-project/vllm 0.33.0"

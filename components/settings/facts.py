@@ -28,6 +28,14 @@ MAX_USER_LABELS = 62
 
 MIN_RUN_SECONDS = 60
 MAX_RUN_SECONDS = 7 * 24 * 3600
+# Flex-start's longest run, by node API, with where each limit is read: the Cloud TPU API's ("for up to 7 days",
+# cloud.google.com/tpu/docs/request-using-flex-start) and Compute Engine's Flex-start VMs ("About Flex-start VMs":
+# a VM runs at most seven days). Equal today; kept apart because each API sets its own.
+MAX_RUN_SECONDS_BY_API = {"queued-resource": MAX_RUN_SECONDS, "compute": 7 * 24 * 3600}
+MAX_RUN_SOURCE_BY_API = {
+    "queued-resource": "the Cloud TPU API's flex-start ('for up to 7 days', tpu/docs/request-using-flex-start)",
+    "compute": "Compute Engine's Flex-start VMs (at most 7 days of run, 'About Flex-start VMs')",
+}
 
 # sshd on the node; the container runs with --net=host, so vLLM shares the host's ports.
 SSH_PORT = 22

@@ -102,3 +102,9 @@ def chip_usd_per_hour(settings: Settings, provisioning_model: str) -> catalog.Ch
     generation = settings.tpu.shape.generation
     return (catalog.chip_price(generation.name, settings.tpu.region, provisioning_model)
             or catalog.chip_price(generation.name, generation.price_region, provisioning_model))
+
+
+def price_not_found(generation: catalog.Generation, region: str, provisioning_model: str) -> str:
+    """The words for a chip with no price read: which chip, model and region, and where prices come from."""
+    return (f"price not found ({generation.name} {provisioning_model} in {region}: "
+            "components/catalog/prices.py holds only prices someone read, each with its source)")

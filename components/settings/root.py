@@ -197,17 +197,22 @@ class Settings(_Section):
             return fitted.data_parallel_size
         return 1
 
-    def usd_per_chip_hour(self, provisioning_model: str | None = None) -> float:
+    def usd_per_chip_hour(self, provisioning_model: str | None = None) -> float | None:
         """One chip of the shape at this provisioning model (tpu.provisioningModel's by default): the catalog's
-        price in the zone's region, else in the region it has prices for."""
+        price in the zone's region, else in the region it has prices for; None where no price was read (TPU7x):
+        every cost then says price_not_found, never a figure of another chip."""
         price = fitting.chip_usd_per_hour(self, provisioning_model or self.tpu.provisioning_model)
-        if price is None:
-            raise ValueError(f"no {self.tpu.shape.generation.name} price for {provisioning_model} in the catalog")
-        return price.usd_per_chip_hour
+        return None if price is None else price.usd_per_chip_hour
 
-    def tpu_usd_per_hour(self, provisioning_model: str | None = None) -> float:
-        """The host's chips (one VM, or one gke replica's node) per hour."""
-        return self.usd_per_chip_hour(provisioning_model) * self.tpu.shape.chips
+    def tpu_usd_per_hour(self, provisioning_model: str | None = None) -> float | None:
+        """The host's chips (one VM, or one gke replica's node) per hour; None where no price was read."""
+        rate = self.usd_per_chip_hour(provisioning_model)
+        return None if rate is None else rate * self.tpu.shape.chips
+
+    def price_not_found(self, provisioning_model: str | None = None) -> str:
+        """What every cost line says where usd_per_chip_hour is None."""
+        return fitting.price_not_found(self.tpu.shape.generation, self.tpu.region,
+                                       provisioning_model or self.tpu.provisioning_model)
 
     @property
     def cache_disk_type(self) -> str:

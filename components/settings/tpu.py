@@ -14,6 +14,7 @@ from components.settings.fields import PROJECT_IN_PATH, ZONE, Duration, _Section
 from components.settings.findings import InvalidSettingError
 
 SHAPE_NAMES = tuple(shape.accelerator_type for shape in catalog.all_shapes())
+NodeApi = Literal["queued-resource", "compute"]
 
 
 class TpuSettings(_Section):
@@ -23,9 +24,16 @@ class TpuSettings(_Section):
 
     accelerator_type: str = Field("v5litepod-1", description=(
         "the shape on both platforms: `v5litepod-1`, `-4`, `-8` (v5e; `v5e-1` is an error: the API spells it "
-        "v5litepod) or `v6e-1`, `-4`, `-8`; the runtime, the cache disk's type, GKE's machine, topology and chip "
-        "count, `--tensor-parallel-size` and the memory budget follow from it (`python -m tools.fit` compares them; "
-        "see docs/models.md)"))
+        "v5litepod), `v6e-1`, `-4`, `-8` (or their Compute Engine machine types `ct6e-standard-1t`, `-4t`, `-8t`: "
+        "the same shapes) or `tpu7x-standard-1t`, `-4t` (TPU7x, Compute Engine only; `tpu7x-8` is an error: it "
+        "counts TensorCores); the runtime, the cache disk's type, GKE's machine, topology and chip count, "
+        "`--tensor-parallel-size` (JAX devices: two per TPU7x chip) and the memory budget follow from it "
+        "(`python -m tools.fit` compares them; see docs/models.md)"))
+    api: NodeApi | None = Field(None, description=(
+        "the node API on the vm platform: `queued-resource` (the Cloud TPU API's queued resource) or `compute` (a "
+        "Compute Engine instance of the TPU machine type); unset: the generation's default (v5e: queued-resource, "
+        "its only one; v6e: queued-resource, either is accepted; TPU7x: compute, its only one; docs/models.md says "
+        "why); a generation without the API named is an error"))
     zone: str = Field("us-west4-a", description=(
         "a zone where the shape's generation exists (the catalog's, from Google's regions page); with flex-start, "
         "zones where the API refused it are errors (v5e: `europe-west4-a/-b`; v6e: `us-central1-b`, "
@@ -33,7 +41,8 @@ class TpuSettings(_Section):
         "lists v5e for serving in `us-central1-a`; v6e ran in `us-east5-a/-b` and `europe-west4-a`)"))
     runtime_version: str | None = Field(None, description=(
         "the TPU VM image; unset: the shape's (`v2-alpha-tpuv5-lite` for v5e, `v2-alpha-tpuv6e` for v6e); one of "
-        "another generation is an error"))
+        "another generation is an error; with `tpu.api: compute`, the Compute Engine boot image (a name or "
+        "`projects/P/global/images/[family/]NAME`; unset: the catalog's for the generation, where one was read)"))
     provisioning_model: Literal["flex-start", "spot", "on-demand"] = Field("flex-start", description=(
         "the only model that stops billing by itself; `spot`/`on-demand` warn with the forgotten-weekend cost"))
     max_run_duration: Duration = Field("4h", description=(
@@ -66,6 +75,8 @@ class TpuSettings(_Section):
     @field_validator("accelerator_type")
     @classmethod
     def _accelerator_spelling(cls, value: str) -> str:
+        if (fix := _trap_spelling(value)) is not None:
+            raise InvalidSettingError(*fix)
         if re.search(r"v5\s*e|v5lite(?!pod)", value, re.IGNORECASE):
             chips = re.search(r"(\d+)$", value)
             raise InvalidSettingError(
@@ -77,7 +88,8 @@ class TpuSettings(_Section):
             raise InvalidSettingError(
                 "not a single-host shape this stack knows (the catalog, components/catalog/shapes.py, holds each "
                 "one's HBM, runtime, disks, GKE machine and prices)",
-                f"set it to one of {', '.join(SHAPE_NAMES)} (python -m tools.fit says which fit your model)",
+                f"set it to one of {', '.join(catalog.all_names())} (python -m tools.fit says which fit your "
+                "model)",
             )
         return value
 
@@ -93,12 +105,21 @@ class TpuSettings(_Section):
     def _runtime_for_the_shape(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return value
+        shape = catalog.shape(info.data.get("accelerator_type") or "")
+        api = info.data.get("api") or (shape.generation.default_api if shape else None)
+        if api == catalog.COMPUTE:
+            # The compute path's boot image: an image or image family of Compute Engine, by name or path.
+            if not re.fullmatch(rf"(?:projects/{PROJECT_IN_PATH}/global/images/(?:family/)?)?[a-z]([-a-z0-9]{{0,61}}"
+                                r"[a-z0-9])?", value):
+                raise InvalidSettingError(
+                    "not a Compute Engine image (a name, or projects/PROJECT/global/images/[family/]NAME)",
+                    "name the boot image Google's Compute Engine TPU pages give for the machine type")
+            return value
         # It is a field of the TPU API's body, and is shown in the plan: a plain image name only.
         if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{0,62}", value):
             raise InvalidSettingError("not a TPU runtime version name (lowercase letters, digits, '.' and '-')",
                                       "set it to v2-alpha-tpuv5-lite, or remove the key to follow "
                                       "tpu.acceleratorType")
-        shape = catalog.shape(info.data.get("accelerator_type") or "")
         if shape is None:
             return value
         if shape.generation.runtime_tag not in value:
@@ -167,6 +188,22 @@ class TpuSettings(_Section):
         return value
 
     @property
+    def node_api(self) -> str:
+        """tpu.api, else the shape's generation's default: "queued-resource" or "compute" (the vm platform's)."""
+        return self.api or self.shape.generation.default_api
+
+    @property
+    def machine_type(self) -> str | None:
+        """The Compute Engine machine type of the shape (None on v5e, which Compute Engine does not list)."""
+        return self.shape.machine_type
+
+    @property
+    def boot_image(self) -> str | None:
+        """The compute path's boot image: tpu.runtimeVersion, else the catalog's for the generation (None: not
+        read; the settings refuse a compute stack that has neither)."""
+        return self.runtime_version or self.shape.compute_image
+
+    @property
     def run_seconds(self) -> int:
         return parse_duration(self.max_run_duration)
 
@@ -189,3 +226,23 @@ class TpuSettings(_Section):
     def runtime(self) -> str:
         """tpu.runtimeVersion, else the shape's runtime image."""
         return self.runtime_version or self.shape.runtime_version
+
+
+def _trap_spelling(value: str) -> tuple[str, str] | None:
+    """A spelling that names a shape the wrong way, with the right one: TPU7x's TensorCore counts (tpu7x-8 is one
+    4-chip host: Google's Compute Engine machine type is chips per VM, `tpu7x-standard-4t`), and GKE's v5e machine
+    types, which Compute Engine does not list (its TPU machines: TPU7x, v6e, v5p)."""
+    tensor_cores = re.fullmatch(r"(?:tpu-?)?v?7x?-(\d+)", value.strip().lower())
+    if tensor_cores and "7" in value:
+        chips = int(tensor_cores.group(1)) // catalog.shape("tpu7x-standard-1t").generation.devices_per_chip
+        right = f"tpu7x-standard-{chips}t"
+        fix = (f"set it to {right}" if catalog.shape(right) else
+               "set it to tpu7x-standard-1t or tpu7x-standard-4t (single-host TPU7x; a larger slice spans VMs)")
+        return (f"{value} counts TensorCores (two per TPU7x chip), not chips; Compute Engine names the VM by its "
+                "machine type", fix)
+    v5e_machine = re.fullmatch(r"ct5lp?-hightpu-(\d+)t", value.strip().lower())
+    if v5e_machine:
+        return (f"{value} is GKE's v5e machine; Compute Engine does not list v5e among its TPU machines (TPU7x, v6e, "
+                "v5p), so a v5e node is a queued resource, spelled by its accelerator type",
+                f"set it to v5litepod-{v5e_machine.group(1)}")
+    return None
