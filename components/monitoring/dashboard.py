@@ -73,8 +73,9 @@ def widgets(scope: Scope) -> list[dict[str, Any]]:
                y_label="requests"),
     ]
     left, spent = promql.minutes_left(scope), promql.spend_so_far(scope)
-    if left and spent:
+    if left:
         items.append(_chart("Run: minutes left", [("minutes left", left)], y_label="minutes"))
+    if spent:
         items.append(_chart("Run: USD spent so far (TPU)", [("USD", spent)], y_label="USD"))
     if scope.replicas:
         items.append(_chart("USD per hour now (replicas scraped x price + baseline)",

@@ -55,7 +55,8 @@ class Scope:
     """The KV pool (settings.kv_budget()); None: an unknown model, the rule's bare fraction."""
     replicas: bool
     """True on gke: tiles split by replica (the scraped instance)."""
-    usd_per_hour: float
+    usd_per_hour: float | None
+    """None: no price was read for the shape; the cost tiles are left out rather than drawn at a guessed price."""
     """One replica's (the VM's) price per hour."""
     baseline_usd_per_hour: float = 0.0
     """What bills with no replica (gke: the fee, the system pool, the bucket)."""
@@ -139,7 +140,7 @@ def minutes_left(scope: Scope) -> str | None:
 
 def spend_so_far(scope: Scope) -> str | None:
     """USD of this run so far: its hours since it began (run end - run length), at the VM's price."""
-    if scope.run_end_epoch is None or scope.run_seconds is None:
+    if scope.run_end_epoch is None or scope.run_seconds is None or scope.usd_per_hour is None:
         return None
     start = f"({scope.run_end_epoch} - {scope.run_seconds})"
     return (f"clamp_max(clamp_min(timestamp({serving(scope)}) - {start}, 0), {scope.run_seconds}) / 3600 * "

@@ -118,9 +118,7 @@ class VmWing(pulumi.ComponentResource):
 
         startup_script = STARTUP_SCRIPT.read_text()
         # The one value that picks the node's path (components/vm/node_path.py); the rest of the wing is shared.
-        path = NodePath(api=getattr(cfg.tpu, "api", "queued-resource"),
-                        machine_type=getattr(cfg.tpu.shape, "gke_machine_type", None),
-                        boot_image=getattr(cfg.tpu.shape, "boot_image", None),
+        path = NodePath(api=cfg.tpu.node_api, machine_type=cfg.tpu.machine_type, boot_image=cfg.tpu.boot_image,
                         # The boot disk takes the type the machine accepts, the cache disk's (Hyperdisk on v6e).
                         boot_disk_type=cfg.cache_disk_type)
         declared = declare_node(path, NodeRequest(
@@ -171,6 +169,7 @@ class VmWing(pulumi.ComponentResource):
             self._monitoring(cfg.project, cfg.monitoring,
                              monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget(),
                                               usd_per_hour=usd_per_hour, disk_type=cfg.cache_disk_type,
+                                              price_not_found=cfg.price_not_found() if usd_per_hour is None else "",
                                               engines=cfg.data_parallel_size), core,
                              node.termination_time if flex else None)
         port = spec.listen_port
@@ -202,13 +201,17 @@ class VmWing(pulumi.ComponentResource):
         outputs["vllmServeCommand"] = server.serve_command
         outputs["dockerRunCommand"] = container.render_docker_command(serving)
         chips, disk_type = cfg.tpu.shape.chips, cfg.cache_disk_type
-        outputs["costPerHourUsd"] = spending.cost_per_hour_usd(pricing, chips, cfg.usd_per_chip_hour())
-        if pricing == "flex-start":
+        rate = cfg.usd_per_chip_hour()
+        # None where no price was read for the shape (TPU7x): spending.* would fall back to the log's v5e price.
+        outputs["costPerHourUsd"] = None if rate is None else spending.cost_per_hour_usd(pricing, chips, rate)
+        if rate is None:
+            outputs["priceNotFound"] = cfg.price_not_found()
+        elif pricing == "flex-start":
             outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds, chips,
-                                                                        cfg.usd_per_chip_hour()), 2)
+                                                                        rate), 2)
             # The TPU's part stops with the run; this adds the cache disk's share of the run's hours.
             with_disk = spending.max_spend_with_disk_usd(pricing, cfg.tpu.run_seconds, disk_type, cfg.cache.size_gb,
-                                                         chips, cfg.usd_per_chip_hour())
+                                                         chips, rate)
             outputs["maxSpendPerRunUsdWithDisk"] = None if with_disk is None else round(with_disk, 2)
         # The disk bills by the GB-month from creation to deletion, run or no run (None: no price read for its type).
         disk_month = spending.disk_usd_per_month(disk_type, cfg.cache.size_gb)
@@ -242,19 +245,24 @@ class VmWing(pulumi.ComponentResource):
 
 def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: CacheSettings,
                      kv: KvBudget | None, *, usd_per_hour: float | None = None, disk_type: str | None = None,
-                     engines: int = 1) -> Scope:
+                     engines: int = 1, price_not_found: str = "") -> Scope:
     """What the VM's dashboard and alerts watch, and the notes they carry. usd_per_hour: the host's chips
     (Settings.tpu_usd_per_hour; unset, the log's v5e-1); disk_type: the cache disk's (Settings.cache_disk_type)."""
     pricing = tpu.provisioning_model
     flex = pricing == "flex-start"
-    usd_per_hour = spending.cost_per_hour_usd(pricing) if usd_per_hour is None else usd_per_hour
+    if price_not_found:
+        usd_per_hour = None  # no price read for the shape: said, never replaced by another chip's
+    elif usd_per_hour is None:
+        usd_per_hour = spending.cost_per_hour_usd(pricing)
     disk_month = spending.disk_usd_per_month(disk_type or tpu.shape.cache_disk_type, cache.size_gb)
-    notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} at ${usd_per_hour:.2f}/hour"]
+    rate = f"${usd_per_hour:.2f}/hour" if usd_per_hour is not None else price_not_found
+    notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} at {rate}"]
     if flex:
         disk = (f"bills ${disk_month:.2f}/month run or no run" if disk_month is not None else
                 "bills by the GB-month run or no run (no price read for its type)")
-        notes.append(f"Each run lasts {tpu.max_run_duration} and costs at most "
-                     f"${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time; the cache disk {disk}")
+        most = (f"costs at most ${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time" if usd_per_hour is not None
+                else "its TPU time has no price here")
+        notes.append(f"Each run lasts {tpu.max_run_duration} and {most}; the cache disk {disk}")
     if engines > 1:
         notes.append(layout_note(tpu.shape.devices, engines))
     return Scope(title=f"tpu-vllm {stack} (vm)",

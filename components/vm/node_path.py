@@ -14,12 +14,11 @@ from typing import Any
 
 import pulumi
 
+from components.catalog import COMPUTE, QUEUED_RESOURCE
 from components.vm import compute_instance
 from components.vm.compute_instance import ComputeNode, ComputeNodeArgs, instance_args
 from components.vm.tpu_node import TpuNode, TpuNodeArgs
 from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
-
-QUEUED_RESOURCE, COMPUTE = "queued-resource", "compute"
 
 
 @dataclass(frozen=True)

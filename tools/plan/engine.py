@@ -71,6 +71,8 @@ class Registration:
     parent_urn: str = ""
     aliases: list[AliasSpec] = field(default_factory=list)
     """The `aliases` option as the SDK sent it, parent URNs the engine's."""
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    """The `custom_timeouts` option (create, update, delete) where one is set: how long the provider waits."""
 
     def urn_record(self) -> Registered:
         return Registered(urn=self.urn, type=self.type, name=self.name, parent_urn=self.parent_urn,
@@ -322,6 +324,8 @@ class RecordingMonitor(MockMonitor):
                 "dependencies": sorted(names.get(urn, urn) for urn in dependencies),
                 "retain_on_delete": bool(request.retainOnDelete),
                 "delete_before_replace": bool(request.deleteBeforeReplace),
+                "custom_timeouts": {key: value for key in ("create", "update", "delete")
+                                    if (value := getattr(request.customTimeouts, key))},
             }
         response = super().RegisterResource(request)
         self._remember_loop()
