@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components.vm import instance_guard
 from components.vm.tpu_request import CLOUD_PLATFORM_SCOPE
 
 # Scheduling.provisioningModel's enum (compute.v1.json): FLEX_START, RESERVATION_BOUND, SPOT, STANDARD.
@@ -118,7 +119,7 @@ def wait_timeout(queue_seconds: int | None) -> str:
     (waitUntilInstanceHasDesiredStatus: `Timeout: d.Timeout(schema.TimeoutUpdate)`), so both must outlast a
     request that waits in the queue (Instance.status PENDING: "waiting for available capacity from Dynamic
     Workload Scheduler"). On a timeout the provider clears the id ("The resource didn't actually create"), so
-    Pulumi does not hold an instance Google may still make: create_guard.py deletes it.
+    Pulumi does not hold an instance Google may still make: instance_guard.py deletes it.
     """
     seconds = int(queue_seconds or 0) + PROVISIONING_GRACE_SECONDS
     return f"{seconds // 60}m"
@@ -169,12 +170,21 @@ class ComputeNode(pulumi.ComponentResource):
     def __init__(self, name: str, args: ComputeNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:tpu:ComputeNode", name, None, opts)
         timeout = wait_timeout(args.queue_seconds)
+        where = {key: args.instance[key] for key in instance_guard.KEYS}
+        # Brackets the create: an instance this create made is deleted if the create never finishes (instance_guard).
+        guard = instance_guard.InstanceGuard(f"{name}-guard", where,
+                                             pulumi.ResourceOptions(parent=self, depends_on=args.depends_on))
         self.instance = gcp.compute.Instance(
-            f"{name}-instance", **args.instance,
+            f"{name}-instance", **args.instance, description=guard.incarnation.apply(instance_guard.description),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=args.depends_on, delete_before_replace=True,
+                parent=self, depends_on=[*args.depends_on, guard], delete_before_replace=True,
+                # A new incarnation (the guard found the instance gone) makes the instance again.
+                replace_on_changes=["description"],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)),
         )
+        instance_guard.InstanceGuardRelease(
+            f"{name}-release", {**where, "incarnation": guard.incarnation, "instanceId": self.instance.instance_id},
+            pulumi.ResourceOptions(parent=self, depends_on=[self.instance]))
         interface = self.instance.network_interfaces.apply(lambda interfaces: (interfaces or [{}])[0])
         self.node_name = self.instance.self_link.apply(lambda link: (link or "").split("/v1/", 1)[-1])
         self.node_uid = self.instance.instance_id

@@ -32,6 +32,7 @@ from tools.plan.placeholders import (
     MOCK_GKE_ENDPOINT,
     MOCK_GKE_VERSION,
     MOCK_IMAGE_DIGEST_HEX,
+    MOCK_INCARNATION,
     MOCK_INSTANCE_STATUS,
     MOCK_INTERNAL_IP,
     MOCK_LOAD_BALANCER_IP,
@@ -207,6 +208,8 @@ class StackMocks(pulumi.runtime.Mocks):
             }
         if typ == "gcp:compute/instance:Instance":
             return self._instance(inputs)
+        if typ.endswith(":InstanceGuard"):
+            return {"incarnation": MOCK_INCARNATION}
         if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
             from components.gke.image_digest import parse
 

@@ -1,0 +1,112 @@
+"""What keeps an interrupted create on the compute path from leaving a TPU VM billing that no stack holds.
+
+pulumi-gcp's instance create POSTs the insert, stores the id, then waits; when the wait ends early (a Ctrl-C
+cancels its context: ComputeOperationWaiter.QueryOp "unable to finish polling, context has been cancelled"; or its
+timeout) it clears the id ("The resource didn't actually create": resource_compute_instance.go,
+resourceComputeInstanceCreate), so Pulumi's state holds nothing, while Compute Engine goes on with the insert (a
+flex-start request stays PENDING, "waiting for available capacity", and may start later). A CLI killed outright
+leaves the same. The create is bridged, so no code of ours runs inside it; two dynamic resources bracket it:
+
+- `InstanceGuard`, created just before the instance, starts a watchdog process (the queued-resource path's
+  CreateWatchdog, components/vm/create_watchdog.py) that knows the instance's name and this create's
+  `incarnation`, a new id the instance carries in its description;
+- `InstanceGuardRelease`, created just after the instance (it depends on it), tells the watchdog "done".
+
+When the pipe ends before "done" (the up was interrupted, the CLI died, or the create failed), the watchdog reads
+the instance and deletes it if it carries this incarnation: nothing made by this create bills untracked. A
+tracked instance deleted that way (an interrupt between the create and the release) is found gone by the next up.
+
+The guard's diff reads the instance: gone (a flex-start run's end deleted it: Scheduling.instanceTerminationAction
+DELETE) means a new incarnation, so the next `pulumi up` replaces the instance, with no `--refresh` needed (the
+provider's Read drops a 404'd instance from state: getInstance, HandleNotFoundError), and the kept cache disk is
+attached again, warm.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import Resource as DynamicResource
+
+from components.vm.create_watchdog import CREATED, CreateWatchdog
+
+WATCHDOG_MODULE = "components.vm.instance_watchdog_process"
+KEYS = ("project", "zone", "name")
+# The watchdogs this provider host started, by instance name, until their release.
+_ARMED: dict[str, CreateWatchdog] = {}
+_LOCK = threading.Lock()
+
+
+def description(incarnation: str) -> str:
+    """The instance's description: how the watchdog tells this create's instance from any other."""
+    return f"tpu-vllm node, incarnation {incarnation}"
+
+
+def is_this_incarnation(instance: dict[str, Any] | None, incarnation: str) -> bool:
+    return bool(instance) and instance.get("description", "") == description(incarnation)
+
+
+class InstanceGuardProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        incarnation = uuid.uuid4().hex
+        request = {key: props[key] for key in KEYS} | {
+            "incarnation": incarnation, "deleteWaitSeconds": props.get("deleteWaitSeconds", 1200),
+            "pollSeconds": props.get("pollSeconds", 15)}
+        watchdog = CreateWatchdog.start(request, module=WATCHDOG_MODULE)
+        if watchdog is not None:
+            watchdog.tell(CREATED)
+            with _LOCK:
+                _ARMED[props["name"]] = watchdog
+        return CreateResult(id_=f"{props['name']}-{incarnation}", outs={**props, "incarnation": incarnation})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        moved = [key for key in KEYS if olds.get(key) != news.get(key)]
+        if moved:
+            return DiffResult(changes=True, replaces=moved, delete_before_replace=True)
+        from components.vm.compute_api import ComputeApi
+
+        found = ComputeApi().get(news["project"], news["zone"], news["name"])
+        if is_this_incarnation(found, olds.get("incarnation", "")):
+            return DiffResult(changes=False)
+        # Gone (the run's end deleted it, or an interrupted create's watchdog did): a new incarnation, so the
+        # instance is made again.
+        return DiffResult(changes=True, replaces=["incarnation"], delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs={**news, "incarnation": olds.get("incarnation", "")})
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None  # the guard holds nothing in the cloud
+
+
+class InstanceGuardReleaseProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        with _LOCK:
+            watchdog = _ARMED.pop(props["name"], None)
+        if watchdog is not None:
+            watchdog.release()
+        return CreateResult(id_=f"{props['name']}-{props['incarnation']}", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # A new incarnation is a new create to release: made again, never updated.
+        changed = [key for key in ("name", "incarnation") if olds.get(key) != news.get(key)]
+        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None
+
+
+class InstanceGuard(DynamicResource, module="tpu-vllm", name="InstanceGuard"):
+    incarnation: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(InstanceGuardProvider(), name, {"incarnation": None, **props}, opts)
+
+
+class InstanceGuardRelease(DynamicResource, module="tpu-vllm", name="InstanceGuardRelease"):
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(InstanceGuardReleaseProvider(), name, props, opts)
