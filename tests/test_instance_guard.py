@@ -22,6 +22,19 @@ PROJECT, ZONE, NAME = "proj", "us-central1-c", "tpu-vllm-dev"
 WHERE = {"project": PROJECT, "zone": ZONE, "name": NAME}
 
 
+@pytest.fixture(autouse=True)
+def engine(monkeypatch):
+    """The engine's liveness as a test sets it: present until the list gets an entry (the test's stdin says
+    nothing about an engine)."""
+    gone: list[bool] = []
+    monkeypatch.setattr(instance_guard.engine_liveness, "watch", lambda: None)
+    monkeypatch.setattr(instance_guard.engine_liveness, "engine_gone", lambda: bool(gone))
+    monkeypatch.setattr(instance_guard, "ENGINE_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(instance_guard, "_WATCHING_ENGINE", instance_guard.threading.Event())
+    yield gone
+    gone.append(True)  # ends this test's engine watcher
+
+
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     token = f"ya29.fake-{uuid.uuid4().hex}"
@@ -130,3 +143,12 @@ def test_the_fakes_bodies_are_compute_v1s(fake):
     deleted = compute_api.ComputeApi().delete(PROJECT, ZONE, NAME)
     assert validate(deleted, {"$ref": "Operation"}, document) == []
     assert json.dumps(deleted).count("compute#operation") == 1
+
+
+def test_a_cli_killed_outright_hands_the_create_to_its_watchdog(fake, engine):
+    incarnation = armed_create()
+    fake.insert(PROJECT, ZONE, insert_body(incarnation))
+    fake.capacity_arrives(PROJECT, ZONE, NAME)
+    engine.append(True)  # the CLI's end of the host's stdin closed (engine_liveness)
+    wait_for(lambda: not fake.billing(), "the watchdog deletes the instance once the CLI is gone")
+    assert NAME not in instance_guard._ARMED

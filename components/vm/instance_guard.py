@@ -25,6 +25,7 @@ attached again, warm.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -32,6 +33,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 from pulumi.dynamic import Resource as DynamicResource
 
+from components.vm import engine_liveness
 from components.vm.create_watchdog import CREATED, CreateWatchdog
 
 WATCHDOG_MODULE = "components.vm.instance_watchdog_process"
@@ -39,6 +41,28 @@ KEYS = ("project", "zone", "name")
 # The watchdogs this provider host started, by instance name, until their release.
 _ARMED: dict[str, CreateWatchdog] = {}
 _LOCK = threading.Lock()
+_WATCHING_ENGINE = threading.Event()
+ENGINE_POLL_SECONDS = 0.5
+
+
+def _hand_over_when_the_engine_is_gone() -> None:
+    """A CLI killed outright leaves this host (and the bridged provider's wait) running with nobody to record the
+    instance (engine_liveness.py): hand every armed create to its watchdog then, which acts on the closed pipe."""
+    while not engine_liveness.engine_gone():
+        time.sleep(ENGINE_POLL_SECONDS)
+    with _LOCK:
+        armed = list(_ARMED.values())
+        _ARMED.clear()
+    for watchdog in armed:
+        watchdog.hand_over(CREATED)
+
+
+def _watch_the_engine() -> None:
+    engine_liveness.watch()
+    if not _WATCHING_ENGINE.is_set():
+        _WATCHING_ENGINE.set()
+        threading.Thread(target=_hand_over_when_the_engine_is_gone, name="tpu-vllm-instance-guard",
+                         daemon=True).start()
 
 
 def description(incarnation: str) -> str:
@@ -56,6 +80,7 @@ class InstanceGuardProvider(ResourceProvider):
         request = {key: props[key] for key in KEYS} | {
             "incarnation": incarnation, "deleteWaitSeconds": props.get("deleteWaitSeconds", 1200),
             "pollSeconds": props.get("pollSeconds", 15)}
+        _watch_the_engine()
         watchdog = CreateWatchdog.start(request, module=WATCHDOG_MODULE)
         if watchdog is not None:
             watchdog.tell(CREATED)
