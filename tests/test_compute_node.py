@@ -139,3 +139,8 @@ def test_an_unpriced_shape_shows_no_invented_cost():
     assert outputs["costPerHourUsd"]["value"] is None
     assert "price not found" in outputs["priceNotFound"]["value"]
     assert "maxSpendPerRunUsd" not in outputs
+
+
+def test_the_preview_identity_reads_the_instance_and_needs_no_tpu_role():
+    roles = tpu7x_program().data["outputs"]["previewIam"]["value"]["projectRoles"]
+    assert "compute.instances.get" in roles["roles/compute.viewer"] and "roles/tpu.viewer" not in roles
