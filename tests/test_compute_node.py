@@ -138,7 +138,7 @@ def test_an_unpriced_shape_shows_no_invented_cost():
     outputs = tpu7x_program().data["outputs"]
     assert outputs["costPerHourUsd"]["value"] is None
     assert "price not found" in outputs["priceNotFound"]["value"]
-    assert "maxSpendPerRunUsd" not in outputs
+    assert outputs["maxSpendPerRunUsd"]["value"] is None
 
 
 def test_the_preview_identity_reads_the_instance_and_needs_no_tpu_role():

@@ -27,7 +27,8 @@ def test_json_has_one_row_per_shape_and_reproduces_both_measured_pools(capsys):
     assert code == 0
     report = json.loads(out)
     rows = {row["shape"]: row for row in report["rows"]}
-    assert list(rows) == ["v5litepod-1", "v5litepod-4", "v5litepod-8", "v6e-1", "v6e-4", "v6e-8"]
+    assert list(rows) == ["v5litepod-1", "v5litepod-4", "v5litepod-8", "v6e-1", "v6e-4", "v6e-8",
+                          "tpu7x-standard-1t", "tpu7x-standard-4t"]
     for shape, measured in (("v5litepod-1", 321_344), ("v6e-1", 1_151_744)):
         figures = rows[shape]["figures"]
         assert figures["kv_tokens_measured"] == {**figures["kv_tokens_measured"], "value": measured, "measured": True}

@@ -297,7 +297,7 @@ def test_missing_stack_file_exits_2():
 SEVEN_BAD_CONFIGS = [
     ({"tpu-vllm:tpu": {"acceleratorType": "v5e-1"}}, "tpu.acceleratorType", "v5e-1", "set it to v5litepod-1"),
     ({"tpu-vllm:tpu": {"zone": "europe-west4-a"}}, "tpu.zone", "europe-west4-a", "set it to us-west4-a"),
-    ({"tpu-vllm:tpu": {"maxRunDuration": "10d"}}, "tpu.maxRunDuration", "10d", "set something like 4h"),
+    ({"tpu-vllm:tpu": {"maxRunDuration": "10d"}}, "tpu.maxRunDuration", "10d", "set it to 7d or less, like 4h"),
     ({"tpu-vllm:vllm": {"gpuMemoryUtilization": 0.95}}, "vllm.gpuMemoryUtilization", "0.95", "set it to 0.92"),
     ({"tpu-vllm:vllm": {"kvCacheDtype": "int8"}}, "vllm.kvCacheDtype", "int8", "set it to auto"),
     ({"tpu-vllm:vllm": {"maxNumBatchedTokens": 2048}}, "vllm.maxNumBatchedTokens", "2048", "use 4096"),
@@ -365,7 +365,8 @@ def test_a_malformed_stack_file_exits_2_without_a_traceback(tmp_path, case):
 NEW_BAD_CONFIGS = [
     ({"tpu-vllm:vllm.maxModelLen": "16384"}, "vllm.maxModelLen", "16384", "pulumi config set --path"),
     ({"tpu-vllm:front": {"listenPort": 22}}, "front.listenPort", "22", "use 8000"),
-    ({"tpu-vllm:tpu": {"zone": "us-east4-a"}}, "tpu.zone", "us-east4-a", "set it to us-west4-a"),
+    # Issue 46: an unlisted zone warns; the default zone left on another generation is still refused.
+    ({"tpu-vllm:tpu": {"acceleratorType": "v6e-1"}}, "tpu.zone", "us-west4-a", "set it to us-east5-a"),
     ({"tpu-vllm:cache": {"sizeGb": 5}}, "cache.sizeGb", "5", "at least 10"),
     ({"tpu-vllm:vllm": {"kvCacheMemoryBytes": 100_000_000_000}}, "vllm.kvCacheMemoryBytes", "100000000000",
      "15.75 GiB"),

@@ -104,6 +104,9 @@ class Generation:
     """The Compute Engine boot image Google's Compute Engine TPU pages name for this generation (None: not read; the
     compute path then needs tpu.runtimeVersion to name one)."""
     compute_image_source: Source | None = None
+    gke_built: bool = True
+    """Whether the gke wing builds node pools of this generation (TPU7x: not yet, its ComputeClass and the GKE
+    version it needs are not read)."""
 
     @property
     def runtime_tag(self) -> str:
@@ -346,16 +349,21 @@ TPU7X = Generation(
     quota_source=COMPUTE_TPU_MACHINES_PAGE,
     # No TPU7x price has been read (components/catalog/prices.py): every cost says "price not found".
     price_region="",
-    # "Each TPU7x chip contains two TensorCores": each is one JAX device, so --tensor-parallel-size counts TensorCores.
+    # "Each TPU7x chip contains two TensorCores" (Google's page), each one JAX device: tpu-inference 0.32.0 reads
+    # device_kind "TPU7x" as "TPU v7" and gives each device half the chip's HBM (utils.py get_device_name,
+    # get_device_hbm_limit). So --tensor-parallel-size counts TensorCores.
     devices_per_chip=2,
     hbm_bandwidth_bytes_per_second=7380 * GB,
     hbm_bandwidth_source=TPU7X_PAGE,
     node_apis=(COMPUTE,),
     default_api=COMPUTE,
+    gke_built=False,
 )
 
-# tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
-TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB}
+# tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways. TPU7x's entry
+# is per JAX device ("TPU v7": 96 GiB, "192 * GBYTES / 2 because each JAX device (v7x core) has 1/2 of the total chip
+# HBM"), here per chip as the others are.
+TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB, "TPU7x": 2 * 96 * GIB}
 TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
 
 SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (

@@ -75,12 +75,18 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     shape = budget.get("tpu_accelerator_type", LOG_SHAPE)
     rate = (f" ({budget['tpu_chips']} chip(s) x ${budget['tpu_usd_per_chip_hour']}/chip-hour in "
             f"{budget['tpu_price_region']})" if "tpu_chips" in budget else "")
-    lines.append(f"  TPU {shape}, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour{rate}")
-    if budget["max_spend_usd"] is not None:
+    if budget.get("price_not_found"):
+        # No figure in place of a price nobody read: the run's bound is its hours, not dollars.
+        lines.append(f"  TPU {shape}, {pricing}: {budget['price_not_found']}")
+        lines.append(f"  one run stops by itself after {budget['run_hours']:g}h (tpu.maxRunDuration)"
+                     if budget["run_hours"] is not None else "  nothing stops the TPU until pulumi destroy")
+    elif budget["max_spend_usd"] is not None:
+        lines.append(f"  TPU {shape}, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour{rate}")
         hours = f"{budget['run_hours']:g}h"
         lines.append(f"  one run stops by itself after {hours} (tpu.maxRunDuration): at most "
                      f"{_money(budget['max_spend_usd'])} for the TPU")
     else:
+        lines.append(f"  TPU {shape}, {pricing}: {_money(budget['cost_per_hour_usd'])}/hour{rate}")
         lines.append(f"  nothing stops the TPU until pulumi destroy: a forgotten weekend costs "
                      f"{_money(budget['forgotten_weekend_usd'])}")
     if budget["cache_disk_usd_per_month"] is None:
@@ -109,8 +115,9 @@ def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
     else:
         lines.append("  pulumi destroy deletes the disk (cache.keepOnDestroy is false)")
     other = " (the rate E2B reached on v5e-1, not measured for this pair)" if "tpu_chips" in budget else ""
-    lines.append(f"  at the log's peak, 1,496.5 output tok/s{other}: "
-                 f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
+    if budget["usd_per_million_output_tokens_at_1496_5_tok_s"] is not None:
+        lines.append(f"  at the log's peak, 1,496.5 output tok/s{other}: "
+                     f"${budget['usd_per_million_output_tokens_at_1496_5_tok_s']} per million output tokens")
     return lines
 
 

@@ -265,20 +265,24 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
     run_seconds = settings.tpu.run_seconds if pricing == "flex-start" else None
     cache, disk_type = settings.cache, settings.cache_disk_type
     chips, rate = settings.tpu.shape.chips, settings.usd_per_chip_hour(pricing)
+    # No price read for the chip (TPU7x): every TPU figure is None and price_not_found says so; spending's
+    # functions would otherwise fall back to the log's v5e prices, another chip's figure.
+    priced = rate is not None
     disk_per_month = spending.disk_usd_per_month(disk_type, cache.size_gb)
     disk_per_run = spending.disk_usd_for_seconds(disk_type, cache.size_gb, run_seconds) if run_seconds else None
     with_disk = (spending.max_spend_with_disk_usd(pricing, run_seconds, disk_type, cache.size_gb, chips, rate)
-                 if run_seconds else None)
+                 if run_seconds and priced else None)
     secrets_month = secret_versions * price_list.USD_PER_SECRET_VERSION_MONTH
     summary: dict[str, Any] = {
         "pricing": pricing,
-        "cost_per_hour_usd": spending.cost_per_hour_usd(pricing, chips, rate),
+        "cost_per_hour_usd": spending.cost_per_hour_usd(pricing, chips, rate) if priced else None,
         "run_hours": run_seconds / 3600 if run_seconds else None,
-        "max_spend_usd": round(spending.max_spend_usd(pricing, run_seconds, chips, rate), 4) if run_seconds else None,
-        "forgotten_weekend_usd": (None if run_seconds else
+        "max_spend_usd": (round(spending.max_spend_usd(pricing, run_seconds, chips, rate), 4)
+                          if run_seconds and priced else None),
+        "forgotten_weekend_usd": (None if run_seconds or not priced else
                                   round(spending.forgotten_weekend_usd(pricing, chips, rate), 2)),
         "usd_per_million_output_tokens_at_1496_5_tok_s": round(
-            spending.usd_per_million_output_tokens(pricing, 1496.5, chips, rate), 4),
+            spending.usd_per_million_output_tokens(pricing, 1496.5, chips, rate), 4) if priced else None,
         "cache_disk_type": disk_type,
         "cache_disk_gb": cache.size_gb,
         # None: no price read for this disk type (Hyperdisk Balanced); the plan says so instead of guessing.
@@ -292,6 +296,8 @@ def plan_budget(settings: Settings, secret_versions: int, disk_outlives_destroy:
         "secret_versions_usd_per_month": round(secrets_month, 4),
         "idle_usd_per_month": round((disk_per_month or 0.0) + secrets_month, 4),
     }
+    if not priced:
+        summary["price_not_found"] = settings.price_not_found(pricing)
     summary.update(shape_summary(settings))
     kv = settings.kv_budget()
     if kv is None:

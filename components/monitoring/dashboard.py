@@ -75,11 +75,11 @@ def widgets(scope: Scope) -> list[dict[str, Any]]:
     left, spent = promql.minutes_left(scope), promql.spend_so_far(scope)
     if left:
         items.append(_chart("Run: minutes left", [("minutes left", left)], y_label="minutes"))
-    if spent:
+    if left and spent:
         items.append(_chart("Run: USD spent so far (TPU)", [("USD", spent)], y_label="USD"))
-    if scope.replicas:
+    if scope.replicas and (burn := promql.burn_rate(scope)) is not None:
         items.append(_chart("USD per hour now (replicas scraped x price + baseline)",
-                            [("USD/hour", promql.burn_rate(scope))], y_label="USD/hour"))
+                            [("USD/hour", burn)], y_label="USD/hour"))
     if scope.picker_labels is not None:
         items.append(_chart("Pool at zero: replicas serving and requests the gateway holds",
                             [("replicas", promql.replicas_scraped(scope)), ("held", promql.held_requests(scope))],

@@ -56,8 +56,7 @@ class Scope:
     replicas: bool
     """True on gke: tiles split by replica (the scraped instance)."""
     usd_per_hour: float | None
-    """None: no price was read for the shape; the cost tiles are left out rather than drawn at a guessed price."""
-    """One replica's (the VM's) price per hour."""
+    """One replica's (the VM's) price per hour; None: no price read for the chip (no spend tile then)."""
     baseline_usd_per_hour: float = 0.0
     """What bills with no replica (gke: the fee, the system pool, the bucket)."""
     run_seconds: int | None = None
@@ -147,8 +146,10 @@ def spend_so_far(scope: Scope) -> str | None:
             f"{scope.usd_per_hour}")
 
 
-def burn_rate(scope: Scope) -> str:
-    """USD per hour now: the replicas scraped x one replica's price, plus the baseline."""
+def burn_rate(scope: Scope) -> str | None:
+    """USD per hour now: the replicas scraped x one replica's price, plus the baseline (None: no price read)."""
+    if scope.usd_per_hour is None:
+        return None
     replicas = f"count(max by (instance) ({RUNNING}{selector(scope)}))"
     return f"{replicas} * {scope.usd_per_hour} + {scope.baseline_usd_per_hour}"
 

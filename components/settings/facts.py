@@ -17,7 +17,7 @@ BUILD_LOG_TITLE = "Self-hosting a lite agent backend on one TPU: Gemma 4 E2B + v
 
 # Where flex-start v5litepod-1 was run to ACTIVE, where the API refused it, and where v5e exists at all: the
 # catalog's (components/catalog/shapes.py, each observation with its source and date). Google adds zones: one
-# missing there is refused, so add it with its source.
+# missing there warns (issue 46), so add it with its source.
 FLEX_START_VERIFIED_ZONES = catalog_shapes.SHAPES["v5litepod-1"].flex_start_accepted_zones
 FLEX_START_REJECTING_ZONES = catalog_shapes.SHAPES["v5litepod-1"].flex_start_refused_zones
 V5E_ZONES = catalog_shapes.V5E.zones

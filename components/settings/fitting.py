@@ -105,6 +105,5 @@ def chip_usd_per_hour(settings: Settings, provisioning_model: str) -> catalog.Ch
 
 
 def price_not_found(generation: catalog.Generation, region: str, provisioning_model: str) -> str:
-    """The words for a chip with no price read: which chip, model and region, and where prices come from."""
-    return (f"price not found ({generation.name} {provisioning_model} in {region}: "
-            "components/catalog/prices.py holds only prices someone read, each with its source)")
+    """The words for a chip with no price read (sizing's, one wording for the plan and tools.fit)."""
+    return sizing.price_not_found(generation.name, region, provisioning_model)

@@ -35,10 +35,12 @@ class TpuSettings(_Section):
         "its only one; v6e: queued-resource, either is accepted; TPU7x: compute, its only one; docs/models.md says "
         "why); a generation without the API named is an error"))
     zone: str = Field("us-west4-a", description=(
-        "a zone where the shape's generation exists (the catalog's, from Google's regions page); with flex-start, "
-        "zones where the API refused it are errors (v5e: `europe-west4-a/-b`; v6e: `us-central1-b`, "
-        "`us-south1-a`) and zones nobody ran it in warn (v5e ran in `us-west4-a`, and Google's flex-start page "
-        "lists v5e for serving in `us-central1-a`; v6e ran in `us-east5-a/-b` and `europe-west4-a`)"))
+        "the vm platform's zone (gke reads gke.location and gke.nodeLocations instead); one the catalog does not "
+        "list for the generation warns (Google's regions page changes; TPU7x: `us-central1-c`, "
+        "`us-central1-ai1a`), and the default left on another generation is an error; with flex-start, zones "
+        "where the API refused it are errors (v5e: `europe-west4-a/-b`; v6e: `us-central1-b`, `us-south1-a`) and "
+        "zones nobody ran it in warn (v5e ran in `us-west4-a`, and Google's flex-start page lists v5e for serving "
+        "in `us-central1-a`; v6e ran in `us-east5-a/-b` and `europe-west4-a`)"))
     runtime_version: str | None = Field(None, description=(
         "the TPU VM image; unset: the shape's (`v2-alpha-tpuv5-lite` for v5e, `v2-alpha-tpuv6e` for v6e); one of "
         "another generation is an error; with `tpu.api: compute`, the Compute Engine boot image (a name or "
@@ -108,7 +110,13 @@ class TpuSettings(_Section):
         shape = catalog.shape(info.data.get("accelerator_type") or "")
         api = info.data.get("api") or (shape.generation.default_api if shape else None)
         if api == catalog.COMPUTE:
-            # The compute path's boot image: an image or image family of Compute Engine, by name or path.
+            # The compute path's boot image: an image or image family of Compute Engine, by name or path. The Cloud
+            # TPU API's runtime versions (v2-alpha-tpuv6e, tpu-ubuntu2204-base) are not Compute Engine images.
+            if re.fullmatch(r"v2-alpha-[a-z0-9-]+|tpu-vm-[a-z0-9.-]+|tpu-ubuntu[0-9]+-base", value):
+                raise InvalidSettingError(
+                    "a Cloud TPU API runtime version; with tpu.api compute the node boots a Compute Engine image",
+                    "name the boot image Google's Compute Engine TPU pages give for the machine type, or set "
+                    "tpu.api to queued-resource")
             if not re.fullmatch(rf"(?:projects/{PROJECT_IN_PATH}/global/images/(?:family/)?)?[a-z]([-a-z0-9]{{0,61}}"
                                 r"[a-z0-9])?", value):
                 raise InvalidSettingError(

@@ -47,6 +47,7 @@ from components.sizing.fit import (
     Fit,
     ModelSpec,
     fit_layout,
+    price_not_found,
 )
 from components.sizing.implementation import model_implementation
 from components.sizing.kv import (
@@ -68,6 +69,6 @@ __all__ = [
     "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_RUN_HOURS", "KV_DTYPE_BITS", "LOAD_RULE", "Figure", "Fit",
     "DEFAULT_PLANNED_CLIENTS", "ModelSpec", "RATE_FORMULA_SUMMARY", "SizingError", "all_layouts", "block_size",
     "fit", "fit_layout", "fits_by_shape", "kv_bytes_per_token", "layer_bytes_per_token",
-    "padded_head_dim", "padded_kv_heads", "smallest_fitting_shape",
+    "padded_head_dim", "padded_kv_heads", "price_not_found", "smallest_fitting_shape",
     "tensor_parallel_choices", "unpadded_kv_bytes_per_token", "model_implementation", "kv_groups",
 ]

@@ -178,6 +178,8 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     notes: list[str] = []
     context = context_tokens or max_model_len
     devices = shape.devices
+    # What tensor parallelism counts: chips, or a TPU7x chip's two TensorCores (v5e and v6e keep their words).
+    unit = "device(s)" if shape.generation.devices_per_chip > 1 else "chip(s)"
     tp = tensor_parallel_size or (devices // data_parallel_size if devices % data_parallel_size == 0 else None)
     dp = data_parallel_size or (devices // tp if tp and devices % tp == 0 else 1)
     if tp is None or tp * dp != devices:
@@ -187,7 +189,8 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         reasons.append(f"{geometry.num_attention_heads} attention heads and KV heads {sorted(geometry.kv_heads)} "
                        f"split over none of this host's tensor-parallel sizes"
                        if not kv.tensor_parallel_choices(geometry, devices) else
-                       f"tensor-parallel size {tp} does not split this model on {shape.chips} chips")
+                       f"tensor-parallel size {tp} does not split this model on "
+                       + (f"{shape.chips} chips" if unit == "chip(s)" else f"{devices} devices"))
         tp = None
     if geometry.max_context_tokens and max_model_len > geometry.max_context_tokens:
         reasons.append(f"max-model-len {max_model_len} is past the model's context ({geometry.max_context_tokens}, "
@@ -196,11 +199,20 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     replication = 1
     used_chips = tp or devices
     hbm = shape.hbm_bytes_per_device * used_chips
-    figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
-                            str(shape.generation.hbm_source) if used_chips == 1 else
-                            f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
-                            f"({shape.generation.hbm_source.where}; assumed the same per chip on a "
-                            f"{shape.chips}-chip host: measured on 1-chip hosts only)")
+    per_chip = shape.generation.devices_per_chip
+    if per_chip > 1:
+        # TensorCores as JAX devices (TPU7x): tensor parallelism counts devices, and each has half its chip's HBM.
+        figures["hbm"] = Figure(hbm, "bytes", False,
+                                f"{used_chips} devices x {_gib(shape.hbm_bytes_per_device)} per device (a chip's "
+                                f"{_gib(shape.hbm_bytes_per_chip)} over its {per_chip} devices; "
+                                f"{shape.generation.hbm_source.where}, "
+                                f"{'measured' if shape.generation.hbm_measured else 'given, not measured'})")
+    else:
+        figures["hbm"] = Figure(hbm, "bytes", shape.generation.hbm_measured and used_chips == 1,
+                                str(shape.generation.hbm_source) if used_chips == 1 else
+                                f"{used_chips} chips x {_gib(shape.hbm_bytes_per_chip)} per chip "
+                                f"({shape.generation.hbm_source.where}; assumed the same per chip on a "
+                                f"{shape.chips}-chip host: measured on 1-chip hosts only)")
     cap = hbm * gpu_memory_utilization
     figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
     weights = spec.weights
@@ -244,7 +256,7 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         figures["kv_pool"] = Figure(pool, "bytes", False, "cap - weights")
         if pool <= 0:
             reasons.append(f"weights ({_gib(weights.bytes)}) fill the cap ({_gib(int(cap))} = "
-                           f"{gpu_memory_utilization} x {_gib(hbm)} over {used_chips} chip(s))")
+                           f"{gpu_memory_utilization} x {_gib(hbm)} over {used_chips} {unit})")
         blocks = kv_plan.blocks(pool)
         figures["kv_blocks"] = Figure(blocks, "pages", False, "kv_pool // kv_block_bytes" if kv_plan.hybrid else
                                       "kv_pool // (block_size x kv_bytes_per_token)")
@@ -268,14 +280,14 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     if point is not None and tp == point.tensor_parallel_size:
         figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, str(point.source) if dp == 1 else (
             f"{point.source}: a {point.accelerator_type} boot, per replica (each of the {dp} replicas here sizes its "
-            f"pool from {tp} chip(s) as that host does; the per-chip HBM assumed the same)"))
+            f"pool from {tp} {unit} as that host does; the per-chip HBM assumed the same)"))
     else:
         point = None
     pool_tokens = int((figures.get("kv_tokens_measured") or figures.get("kv_tokens")
                        or Figure(0, "tokens", False, "")).value or 0)
     per_replica_clients = int(pool_tokens * LOAD_RULE) // context
     if dp > 1:
-        notes.append(f"{dp} data-parallel replicas of {tp} chip(s): hbm, cap, weights, kv_pool, kv_blocks and "
+        notes.append(f"{dp} data-parallel replicas of {tp} {unit}: hbm, cap, weights, kv_pool, kv_blocks and "
                      "kv_tokens are one replica's; kv_tokens_all and clients are the host's")
         figures["kv_tokens_all"] = Figure(pool_tokens * dp, "tokens", False,
                                           f"{dp} data-parallel replicas x kv_tokens (each replica its own pool)")
@@ -292,8 +304,9 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     chosen_region = region or shape.generation.price_region
     usd, run_usd = _costs(shape, chosen_region, run_hours)
     if not usd:
-        notes.append(f"no {shape.generation.name} price read for {chosen_region} (priced: "
-                     f"{', '.join(catalog_prices.priced_regions(shape.generation.name)) or 'none'})")
+        priced = catalog_prices.priced_regions(shape.generation.name)
+        notes.append(f"no {shape.generation.name} price read for {chosen_region} (priced: {', '.join(priced)})"
+                     if priced else price_not_found(shape.generation.name, chosen_region))
     predicted = None
     if kv_plan is not None and weights is not None and pool_tokens > 0:
         predicted = rate.predict(spec.name, weights.bytes, int(figures["kv_bytes_per_token"].value), shape, tp, dp,
@@ -353,3 +366,11 @@ def _costs(shape: Shape, region: str, run_hours: float) -> tuple[dict[str, Figur
         else:
             run_usd[model_name] = Figure(None, "USD", False, "no automatic stop: bills until deleted or preempted")
     return usd, run_usd
+
+
+def price_not_found(generation: str, region: str, provisioning_model: str | None = None) -> str:
+    """The words every cost line uses where no price was read for the chip: no figure stands in for it."""
+    what = " ".join(part for part in (generation, provisioning_model) if part)
+    where = f" in {region}" if region else " in any region"
+    return (f"price not found ({what}{where}: components/catalog/prices.py holds only prices someone read, each "
+            "with its source)")

@@ -125,7 +125,7 @@ class VmWing(pulumi.ComponentResource):
             project=cfg.project,
             zone=cfg.tpu.zone,
             node_id=cfg.node_id,
-            accelerator_type=cfg.tpu.accelerator_type,
+            accelerator_type=cfg.tpu.shape.accelerator_type,
             runtime_version=cfg.tpu.runtime,
             provisioning_model=cfg.tpu.provisioning_model,
             run_seconds=cfg.tpu.run_seconds,
@@ -169,8 +169,9 @@ class VmWing(pulumi.ComponentResource):
             self._monitoring(cfg.project, cfg.monitoring,
                              monitoring_scope(cfg.stack, prefix, cfg.tpu, cfg.cache, cfg.kv_budget(),
                                               usd_per_hour=usd_per_hour, disk_type=cfg.cache_disk_type,
-                                              price_not_found=cfg.price_not_found() if usd_per_hour is None else "",
-                                              engines=cfg.data_parallel_size), core,
+                                              engines=cfg.data_parallel_size,
+                                              price_not_found=None if usd_per_hour is not None else
+                                              cfg.price_not_found()), core,
                              node.termination_time if flex else None)
         port = spec.listen_port
         key_file = f"~/.ssh/{prefix}"
@@ -202,10 +203,12 @@ class VmWing(pulumi.ComponentResource):
         outputs["dockerRunCommand"] = container.render_docker_command(serving)
         chips, disk_type = cfg.tpu.shape.chips, cfg.cache_disk_type
         rate = cfg.usd_per_chip_hour()
-        # None where no price was read for the shape (TPU7x): spending.* would fall back to the log's v5e price.
+        # No price read for the chip (TPU7x): the cost outputs are None, never the log's v5e price in its place.
         outputs["costPerHourUsd"] = None if rate is None else spending.cost_per_hour_usd(pricing, chips, rate)
         if rate is None:
             outputs["priceNotFound"] = cfg.price_not_found()
+            if pricing == "flex-start":
+                outputs["maxSpendPerRunUsd"] = outputs["maxSpendPerRunUsdWithDisk"] = None
         elif pricing == "flex-start":
             outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds, chips,
                                                                         rate), 2)
@@ -245,24 +248,23 @@ class VmWing(pulumi.ComponentResource):
 
 def monitoring_scope(stack: str, resource_prefix: str, tpu: TpuSettings, cache: CacheSettings,
                      kv: KvBudget | None, *, usd_per_hour: float | None = None, disk_type: str | None = None,
-                     engines: int = 1, price_not_found: str = "") -> Scope:
+                     engines: int = 1, price_not_found: str | None = None) -> Scope:
     """What the VM's dashboard and alerts watch, and the notes they carry. usd_per_hour: the host's chips
-    (Settings.tpu_usd_per_hour; unset, the log's v5e-1); disk_type: the cache disk's (Settings.cache_disk_type)."""
+    (Settings.tpu_usd_per_hour; unset, the log's v5e-1); disk_type: the cache disk's (Settings.cache_disk_type);
+    price_not_found: Settings.price_not_found where the chip has no price (usd_per_hour stays None)."""
     pricing = tpu.provisioning_model
     flex = pricing == "flex-start"
-    if price_not_found:
-        usd_per_hour = None  # no price read for the shape: said, never replaced by another chip's
-    elif usd_per_hour is None:
-        usd_per_hour = spending.cost_per_hour_usd(pricing)
+    if price_not_found is None:
+        usd_per_hour = spending.cost_per_hour_usd(pricing) if usd_per_hour is None else usd_per_hour
     disk_month = spending.disk_usd_per_month(disk_type or tpu.shape.cache_disk_type, cache.size_gb)
-    rate = f"${usd_per_hour:.2f}/hour" if usd_per_hour is not None else price_not_found
-    notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} at {rate}"]
+    price = f"at ${usd_per_hour:.2f}/hour" if price_not_found is None else price_not_found
+    notes = [f"{tpu.accelerator_type} in {tpu.zone}, {pricing} {price}"]
     if flex:
         disk = (f"bills ${disk_month:.2f}/month run or no run" if disk_month is not None else
                 "bills by the GB-month run or no run (no price read for its type)")
-        most = (f"costs at most ${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time" if usd_per_hour is not None
-                else "its TPU time has no price here")
-        notes.append(f"Each run lasts {tpu.max_run_duration} and {most}; the cache disk {disk}")
+        most = (f" and costs at most ${usd_per_hour * tpu.run_seconds / 3600:.2f} of TPU time"
+                if price_not_found is None else "")
+        notes.append(f"Each run lasts {tpu.max_run_duration}{most}; the cache disk {disk}")
     if engines > 1:
         notes.append(layout_note(tpu.shape.devices, engines))
     return Scope(title=f"tpu-vllm {stack} (vm)",

@@ -30,21 +30,26 @@ def _zones(zones) -> str:
 
 
 def shapes_rows() -> list[str]:
-    lines = ["| shape | chips | HBM per chip (runtime) | runtime | GKE machine, topology, `google.com/tpu` "
-             "| data disks | flex-start accepted | flex-start refused | exists in (besides) "
-             "| quota ids (on-demand; spot and flex-start: preemptible) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | chips (JAX devices) | HBM per chip (runtime) | node APIs (default first); Compute Engine "
+             "machine | runtime | GKE machine, topology, `google.com/tpu` | data disks | flex-start accepted "
+             "| flex-start refused | exists in (besides) | quota ids (on-demand; spot and flex-start: preemptible) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for shape in catalog.all_shapes():
         generation = shape.generation
-        hbm = f"{shape.hbm_bytes_per_chip / GIB:.2f} GiB" + (" (measured)" if generation.hbm_measured else "")
+        hbm = f"{shape.hbm_bytes_per_chip / GIB:.2f} GiB" + (" (measured)" if generation.hbm_measured else " (given)")
         others = generation.zones - shape.flex_start_accepted_zones - shape.flex_start_refused_zones
+        apis = sorted(generation.node_apis, key=lambda api: api != generation.default_api)
+        machine = f"`{shape.machine_type}`" if shape.machine_type else "none"
+        quotas = "; ".join(f"`{quota}`" if quota else "not read"
+                           for quota in (generation.quota_id_for("on-demand"), generation.quota_id_for("flex-start")))
         lines.append(
-            f"| `{shape.accelerator_type}` | {shape.chips} | {hbm} | `{shape.runtime_version}` | "
+            f"| `{shape.accelerator_type}` | {shape.chips} ({shape.devices}) | {hbm} | "
+            f"{', '.join(f'`{api}`' for api in apis)}; {machine} | "
+            f"{f'`{shape.runtime_version}`' if shape.runtime_version else 'none (no Cloud TPU API)'} | "
             f"`{shape.gke_machine_type}`, `{shape.gke_topology}`, {shape.gke_tpu_count} | "
             f"{', '.join(f'`{disk}`' for disk in generation.data_disk_types)} | "
             f"{_zones(shape.flex_start_accepted_zones)} | {_zones(shape.flex_start_refused_zones)} | "
-            f"{_zones(others)} | `{generation.quota_id_for('on-demand')}`; "
-            f"`{generation.quota_id_for('flex-start')}` |")
+            f"{_zones(others)} | {quotas} |")
     return lines
 
 
@@ -87,10 +92,17 @@ def fit_rows() -> list[str]:
                 f"{result.tensor_parallel_size or '-'} x {result.data_parallel_size} | "
                 f"{'-' if per_token is None else f'{per_token.value:,}'} | "
                 f"{tokens} | {result.figures['clients'].value if result.fits else '-'} | "
-                f"{'-' if flex is None else f'${flex.value:.2f}'} | "
+                f"{_price(flex, result)} | "
                 f"{'-' if per_million is None or not result.fits else f'${per_million.value:.3f}'} | "
                 f"{'; '.join(result.reasons) or ''} |")
     return lines
+
+
+def _price(flex: sizing.Figure | None, result: sizing.Fit) -> str:
+    """The flex-start hour, or that no price was read for the chip at all (no figure in its place)."""
+    if flex is not None:
+        return f"${flex.value:.2f}"
+    return "price not found" if not result.usd_per_hour else "-"
 
 
 def rendered(document: str) -> str:

@@ -164,23 +164,29 @@ def report_text(model: ModelSpec, max_model_len: int, fits: tuple[Fit, ...], con
     context = context_tokens or max_model_len
     header = (f"{model.name} at --max-model-len {max_model_len:,} (KV dtype {fits[0].kv_cache_dtype}, "
               f"--gpu-memory-utilization {fits[0].gpu_memory_utilization}); clients at {context:,} tokens each\n")
+    # The shape column fits the longest name (Compute Engine's machine types are longer than v5litepod-8).
+    width = max(12, *(len(result.shape.accelerator_type) for result in fits))
     lines = [header,
-             f"{'shape':<12} {'fits':<5} {'TP':>2} {'DP':>2} {'KV B/token':>11} {'KV tokens':>11} {'clients':>7} "
+             f"{'shape':<{width}} {'fits':<5} {'TP':>2} {'DP':>2} {'KV B/token':>11} {'KV tokens':>11} {'clients':>7} "
              f"{'flex $/h':>9} {'spot $/h':>9} {'flex run':>9} {'flex $/M':>9}"]
     for result in fits:
         lines.append(
-            f"{result.shape.accelerator_type:<12} {'yes' if result.fits else 'no':<5} "
+            f"{result.shape.accelerator_type:<{width}} {'yes' if result.fits else 'no':<5} "
             f"{result.tensor_parallel_size or '-':>2} {result.data_parallel_size:>2} "
             f"{_value(result.figures.get('kv_bytes_per_token')):>11} "
             f"{_tokens(result):>11} {_value(result.figures.get('clients')):>7} "
             f"{_value(result.usd_per_hour.get('flex-start')):>9} {_value(result.usd_per_hour.get('spot')):>9} "
             f"{_value(result.max_run_usd.get('flex-start')):>9} {_per_million(result, 'flex-start'):>9}")
+    unpriced = [result for result in fits if not result.usd_per_hour]
     lines.append("* measured: a boot logged the pool of each replica (the computed figure is below); KV tokens and "
-                 "clients are the host's, every replica's; $/M: computed (the layout's rate, below)\n")
+                 "clients are the host's, every replica's; $/M: computed (the layout's rate, below)"
+                 + "".join(f"\n- ({result.shape.accelerator_type}): "
+                           f"{sizing.price_not_found(result.shape.generation.name, result.region)}"
+                           for result in unpriced) + "\n")
     for result in fits:
-        lines.append(f"{result.shape.accelerator_type} ({result.shape.chips} chip(s), {result.shape.gke_machine_type}, "
-                     f"{result.shape.runtime_version}, data disk {result.shape.cache_disk_type}, prices "
-                     f"{result.region}): {'fits' if result.fits else 'does not fit'}, {result.layout} "
+        lines.append(f"{result.shape.accelerator_type} ({_host(result.shape)}, data disk "
+                     f"{result.shape.cache_disk_type}, prices {result.region if result.usd_per_hour else 'not found'})"
+                     f": {'fits' if result.fits else 'does not fit'}, {result.layout} "
                      "(planned: python -m tools.fit --layouts shows the others)")
         for reason in result.reasons:
             lines.append(f"  why not: {reason}")
@@ -219,3 +225,10 @@ def serve_commands(max_model_len: int = 32768) -> dict[str, list[str]]:
                 argv.append("--enable-auto-tool-choice")
             commands[f"{model.name}@{result.shape.accelerator_type}"] = argv
     return commands
+
+
+def _host(shape: catalog.Shape) -> str:
+    """Chips (and devices where a chip is more than one), machine and runtime, as the header names them."""
+    devices = f" = {shape.devices} devices" if shape.generation.devices_per_chip > 1 else ""
+    runtime = shape.runtime_version or f"{', '.join(shape.node_apis)} only"
+    return f"{shape.chips} chip(s){devices}, {shape.gke_machine_type}, {runtime}"

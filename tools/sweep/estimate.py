@@ -125,12 +125,16 @@ def arm_cells_seconds(sweep: Sweep) -> float:
     return total + len(cells.contexts) * cells.output_tokens / single
 
 
-def _price(settings: Settings) -> tuple[float, str]:
+def _price(settings: Settings) -> tuple[float | None, str]:
+    """The arm's node per hour and where the figure comes from; None where the chip has no price read anywhere
+    (TPU7x): the log's v5e price is v5e's alone."""
     tpu = settings.tpu
     found = shape(tpu.accelerator_type)
     price = found and chip_price(found.generation.name, region_of(tpu.zone), tpu.provisioning_model)
     if price:
         return price.usd_per_chip_hour * found.chips, f"catalog: {price.source}"
+    if found is not None and found.generation.name != "v5e" and settings.usd_per_chip_hour() is None:
+        return None, settings.price_not_found()
     return spending.cost_per_hour_usd(tpu.provisioning_model), "the log's us-west4 v5e price (no catalog price)"
 
 
@@ -148,6 +152,7 @@ def plan(sweep: Sweep) -> Plan:
     compiled: set[tuple[str, str, str, str]] = set()
     previous_node = None
     node = 0
+    unpriced: list[str] = []
     cells_s = arm_cells_seconds(sweep)
     for index, (arm, node_of_arm, key) in enumerate(order(sweep), start=1):
         settings = arm.loaded.settings
@@ -160,6 +165,10 @@ def plan(sweep: Sweep) -> Plan:
         warm = (*disk, key) in compiled
         compiled.add((*disk, key))
         usd, source = _price(settings)
+        if usd is None:
+            unpriced.append(f"arm {arm.name}: tpu-vllm:tpu.acceleratorType = {settings.tpu.accelerator_type}: "
+                            f"{source}; limits.maxSpendUsd cannot be held to it: sweep a priced shape")
+            usd = 0.0
         arms.append(ArmPlan(arm=arm, index=index, node=node, new_node=new_node, warm=warm, compile_key=key,
                             node_up_s=NODE_UP_SECONDS if new_node else 0,
                             boot_s=boot.WARM_BOOT_SECONDS if warm else boot.COLD_BOOT_SECONDS,
@@ -170,6 +179,7 @@ def plan(sweep: Sweep) -> Plan:
     found = disk_price(disk_type, region_of(base.tpu.zone))
     per_gb_month = found.usd_per_gb_month if found else spending.disk_usd_per_gb_month(disk_type)
     result = Plan(sweep=sweep, arms=arms, disk_usd=0.0)
+    result.problems.extend(unpriced)
     if per_gb_month is None:
         result.notes.append(f"the {disk_type} cache disk is not priced (no price read): its share is left out")
         per_gb_month = 0.0
@@ -262,9 +272,11 @@ def render(result: Plan) -> str:
         node_settings = next(arm for arm in result.arms if arm.node == node).arm.loaded.settings
         tpu = node_settings.tpu
         if tpu.provisioning_model == "flex-start":
-            most = node_settings.tpu_usd_per_hour() * tpu.run_seconds / 3600
+            hourly = node_settings.tpu_usd_per_hour()
+            most = (f"at most ${hourly * tpu.run_seconds / 3600:.2f}, computed" if hourly is not None else
+                    node_settings.price_not_found())
             lines.append(f"  node {node}: {_minutes(result.node_seconds(node))} of its {tpu.max_run_duration} run "
-                         f"(flex-start stops it by itself at the end: at most ${most:.2f}, computed)")
+                         f"(flex-start stops it by itself at the end: {most})")
     lines += [f"note: {note}" for note in result.notes]
     if result.problems:
         lines += ["", "refused:"] + [f"  - {problem}" for problem in result.problems]

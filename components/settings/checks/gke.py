@@ -25,6 +25,14 @@ def gke_checks(settings: Settings) -> list[Finding]:
         return []
     findings: list[Finding] = []
     shape = settings.tpu.shape
+    if not shape.generation.gke_built:
+        return [Finding(
+            "tpu.acceleratorType", settings.tpu.accelerator_type,
+            f"the gke wing does not build {shape.generation.name} node pools yet (GKE's {shape.generation.name} "
+            "ComputeClass, the GKE version it needs and its chip quota are not read), and no "
+            f"{shape.generation.name} price has been read",
+            "use tpu-vllm:platform vm (a Compute Engine instance), or a v5e or v6e shape on gke",
+            also_keys=("platform",))]
     if gke.machine_type is not None and gke.machine_type != shape.gke_machine_type:
         named = catalog.shape_for_gke_machine(gke.machine_type)
         findings.append(Finding(
@@ -100,10 +108,14 @@ def gke_checks(settings: Settings) -> list[Finding]:
         verified = sorted(shape.flex_start_accepted_zones)
         unverified = [zone for zone in gke.tpu_zones if zone not in shape.flex_start_accepted_zones]
         absent = [zone for zone in gke.tpu_zones if zone not in shape.generation.zones]
+        # Issue 46: a zone nobody wrote down warns (Google's lists change); only the default location left on another
+        # generation, which the user never chose, is an error.
+        chosen = bool({"location", "node_locations"} & gke.model_fields_set)
         if absent:
-            findings.append(Finding(
+            findings.append((Finding.warning if chosen else Finding)(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
-                "; ".join(shape.generation.zone_not_listed(zone) for zone in absent),
+                "; ".join((shape.generation.zone_unknown if chosen else shape.generation.zone_not_listed)(zone)
+                          for zone in absent),
                 f"list {', '.join(verified)} (where flex-start {shape.generation.flex_start_observed_on} was run)",
                 also_keys=("gke.location", "tpu.acceleratorType"),
             ))
