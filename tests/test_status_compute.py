@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
-from components.vm import compute_api
-from tests.fakes.compute_api import FakeComputeApi
+from tests import test_instance_guard
 from tests.test_instance_guard import NAME, PROJECT, ZONE, insert_body
-from tests.test_provider_host import service_account_key
 from tools import status_compute
 from tools.status_node import NodeFacts
 
@@ -20,15 +16,8 @@ OUTPUTS = {"instanceName": f"projects/{PROJECT}/zones/{ZONE}/instances/{NAME}",
            "sshKnownHosts": "tpu-vllm-dev ssh-ed25519 AAAA", "localEndpoint": "http://127.0.0.1:8000/v1"}
 
 
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    with FakeComputeApi(access_token="ya29.status") as server:
-        key_file = tmp_path / "adc.json"
-        service_account_key(key_file, f"{server.url}/token")
-        monkeypatch.setenv(compute_api.ENDPOINT_ENV, server.url + "/compute/v1/")
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        yield server
+# The fake Compute API and credentials for it: tests/test_instance_guard.py's fixture.
+fake = test_instance_guard.fake
 
 
 def ready(_target, _port) -> NodeFacts:

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.vm import instance_guard
+from components.vm.node_attributes import NodeAttributes
 from components.vm.tpu_request import CLOUD_PLATFORM_SCOPE
 
 # Scheduling.provisioningModel's enum (compute.v1.json): FLEX_START, RESERVATION_BOUND, SPOT, STANDARD.
@@ -156,16 +157,10 @@ class ComputeNodeArgs:
     depends_on: list[pulumi.Resource]
 
 
-class ComputeNode(pulumi.ComponentResource):
+class ComputeNode(NodeAttributes, pulumi.ComponentResource):
     """One TPU VM through Compute Engine; the same attributes the wing reads of TpuNode."""
 
     instance: gcp.compute.Instance
-    node_name: pulumi.Output[str]
-    node_uid: pulumi.Output[str]
-    external_ip: pulumi.Output[str]
-    internal_ip: pulumi.Output[str]
-    state: pulumi.Output[str]
-    termination_time: pulumi.Output[str]
 
     def __init__(self, name: str, args: ComputeNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:tpu:ComputeNode", name, None, opts)
@@ -194,9 +189,7 @@ class ComputeNode(pulumi.ComponentResource):
         self.state = self.instance.current_status
         self.termination_time = self.instance.creation_timestamp.apply(
             lambda created: run_end(created, args.run_seconds))
-        self.register_outputs({"node_name": self.node_name, "node_uid": self.node_uid,
-                               "external_ip": self.external_ip, "internal_ip": self.internal_ip,
-                               "state": self.state, "termination_time": self.termination_time})
+        self.register_outputs(self.node_outputs())
 
 
 def _get(value: Any, key: str) -> Any:
