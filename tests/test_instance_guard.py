@@ -122,13 +122,18 @@ def test_another_creates_instance_is_never_deleted(fake):
     assert fake.billing() == [NAME] and not [r for r in fake.requests if r.method == "DELETE"]
 
 
-def test_the_next_up_makes_again_an_instance_the_run_end_deleted(fake):
+def test_after_the_run_end_deleted_it_an_up_says_refresh_and_a_refreshed_up_makes_it_again(fake):
     provider = instance_guard.InstanceGuardProvider()
     olds = {**WHERE, "incarnation": "abc"}
     fake.insert(PROJECT, ZONE, insert_body("abc"))
     assert provider.diff("id", olds, dict(WHERE)).changes is False
+    assert provider.read("id", olds).outs["incarnation"] == "abc"
     fake.instances.clear()  # Scheduling.instanceTerminationAction DELETE at the run's end
-    diff = provider.diff("id", olds, dict(WHERE))
+    with pytest.raises(instance_guard.InstanceGoneError, match=r"pulumi up --refresh"):
+        provider.diff("id", olds, dict(WHERE))
+    refreshed = provider.read("id", olds).outs
+    assert refreshed["incarnation"] == ""
+    diff = provider.diff("id", refreshed, dict(WHERE))
     assert diff.changes and diff.replaces == ["incarnation"]
 
 

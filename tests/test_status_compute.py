@@ -44,4 +44,4 @@ def test_a_running_instance_is_read_over_ssh_and_shows_its_run_end(fake):
 
 def test_an_instance_the_run_end_deleted_says_up_makes_it_again(fake):
     report = status_compute.decide(OUTPUTS, "stack dev", NOW, node_reader=ready)
-    assert report.state == "run ended" and "`pulumi up` makes it again" in report.next_step
+    assert report.state == "run ended" and "`pulumi up --refresh` makes it again" in report.next_step

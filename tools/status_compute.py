@@ -46,8 +46,9 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime, api: Comput
     if instance is None:
         return Report("run ended", f"the instance {instance_id} is gone: its run's end deleted it (or someone did); "
                       "billing for the TPU stopped, the cache disk is kept",
-                      "`pulumi up` makes it again (the stack's guard finds it gone) and the kept compile cache "
-                      "makes the boot warm (~8 min)", facts=[("instance", f"{instance_id} in {zone}: gone")])
+                      "`pulumi up --refresh` makes it again (the refresh forgets the old one) and the kept "
+                      "compile cache makes the boot warm (~8 min)",
+                      facts=[("instance", f"{instance_id} in {zone}: gone")])
     status = instance.get("status", "?")
     facts = [("instance", f"{instance_id} in {zone}: {status} "
                           f"({instance.get('machineType', '').rsplit('/', 1)[-1]})")]

@@ -173,8 +173,6 @@ class ComputeNode(NodeAttributes, pulumi.ComponentResource):
             f"{name}-instance", **args.instance, description=guard.incarnation.apply(instance_guard.description),
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[*args.depends_on, guard], delete_before_replace=True,
-                # A new incarnation (the guard found the instance gone) makes the instance again.
-                replace_on_changes=["description"],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)),
         )
         instance_guard.InstanceGuardRelease(

@@ -16,10 +16,11 @@ When the pipe ends before "done" (the up was interrupted, the CLI died, or the c
 the instance and deletes it if it carries this incarnation: nothing made by this create bills untracked. A
 tracked instance deleted that way (an interrupt between the create and the release) is found gone by the next up.
 
-The guard's diff reads the instance: gone (a flex-start run's end deleted it: Scheduling.instanceTerminationAction
-DELETE) means a new incarnation, so the next `pulumi up` replaces the instance, with no `--refresh` needed (the
-provider's Read drops a 404'd instance from state: getInstance, HandleNotFoundError), and the kept cache disk is
-attached again, warm.
+After a flex-start run's end deleted the VM (Scheduling.instanceTerminationAction DELETE), a plain `pulumi up` would
+see nothing to do, and a replacement would fail at the provider's delete of a missing instance; so the guard's diff
+reads the instance and, when it is gone, stops the up with the fix: `pulumi up --refresh`. The refresh drops the
+instance (the provider's Read: getInstance, HandleNotFoundError) and the guard's incarnation (its read), so that up
+makes the instance again with the kept cache disk attached, warm.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import uuid
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 from pulumi.dynamic import Resource as DynamicResource
 
 from components.vm import engine_liveness
@@ -65,6 +66,10 @@ def _watch_the_engine() -> None:
                          daemon=True).start()
 
 
+class InstanceGoneError(Exception):
+    """The stack's instance is gone while Pulumi may hold it: the words say `pulumi up --refresh`."""
+
+
 def description(incarnation: str) -> str:
     """The instance's description: how the watchdog tells this create's instance from any other."""
     return f"tpu-vllm node, incarnation {incarnation}"
@@ -88,18 +93,33 @@ class InstanceGuardProvider(ResourceProvider):
                 _ARMED[props["name"]] = watchdog
         return CreateResult(id_=f"{props['name']}-{incarnation}", outs={**props, "incarnation": incarnation})
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """A refresh: an instance gone (or another's) leaves the guard without an incarnation, so this up makes a
+        new one, for the instance the provider's own refresh dropped (getInstance, HandleNotFoundError)."""
+        from components.vm.compute_api import ComputeApi
+
+        found = ComputeApi().get(props["project"], props["zone"], props["name"])
+        kept = props.get("incarnation", "") if is_this_incarnation(found, props.get("incarnation", "")) else ""
+        return ReadResult(id_=id_, outs={**props, "incarnation": kept})
+
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         moved = [key for key in KEYS if olds.get(key) != news.get(key)]
         if moved:
             return DiffResult(changes=True, replaces=moved, delete_before_replace=True)
+        if not olds.get("incarnation"):
+            return DiffResult(changes=True, replaces=["incarnation"], delete_before_replace=True)
         from components.vm.compute_api import ComputeApi
 
         found = ComputeApi().get(news["project"], news["zone"], news["name"])
-        if is_this_incarnation(found, olds.get("incarnation", "")):
+        if is_this_incarnation(found, olds["incarnation"]):
             return DiffResult(changes=False)
-        # Gone (the run's end deleted it, or an interrupted create's watchdog did): a new incarnation, so the
-        # instance is made again.
-        return DiffResult(changes=True, replaces=["incarnation"], delete_before_replace=True)
+        # Gone: the run's end deleted it (or an interrupted create's watchdog did). Pulumi's state may still hold
+        # it, and the provider's delete of a missing instance fails (resourceComputeInstanceDelete: "Error deleting
+        # instance"), so only a refresh lets this up make it again.
+        raise InstanceGoneError(
+            f"the TPU VM {news['name']} in {news['zone']} is gone (its run ended, or an interrupted create's "
+            "instance was deleted); run `pulumi up --refresh`: the refresh forgets it and this stack makes it again, "
+            "with the kept cache disk (a warm boot)")
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs={**news, "incarnation": olds.get("incarnation", "")})
