@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
         elif outputs and outputs.get("instanceName"):
             from tools import status_compute  # the vm wing's node through Compute Engine (tpu.api: compute)
 
-            report = status_compute.decide(outputs, stack_label, clock(), node_reader=node_reader)
+            report = status_compute.decide(outputs, stack_label, clock(), serving, node_reader=node_reader)
         else:
             settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
             report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader,

@@ -30,10 +30,9 @@ def run_end(instance: dict[str, Any]) -> datetime | None:
     return (started + timedelta(seconds=int(float(seconds)))).astimezone(UTC)
 
 
-def decide(outputs: dict[str, Any], stack_label: str, now: datetime, api: ComputeApi | None = None,
-           node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> Report:
-    from tools.status import serving
-
+def decide(outputs: dict[str, Any], stack_label: str, now: datetime, serving: Callable[..., Report],
+           api: ComputeApi | None = None, node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> Report:
+    """serving: tools.status.serving, the SSH reading both paths share (passed in: no import cycle)."""
     name = outputs["instanceName"]
     match = INSTANCE_NAME.match(name)
     if not match:
