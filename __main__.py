@@ -37,7 +37,8 @@ def run() -> Loaded:
     pulumi.export("previewIam", preview_identity_access(settings.platform, settings.resource_prefix,
                                                         settings.stack_manages_hf_token,
                                                         monitoring=settings.monitoring.enabled,
-                                                        docker_hub_mirror=settings.gke.docker_hub_mirror))
+                                                        docker_hub_mirror=settings.gke.docker_hub_mirror,
+                                                        node_api=settings.tpu.node_api))
     return loaded
 
 

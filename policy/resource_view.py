@@ -38,6 +38,10 @@ def known_items(mapping: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 QUEUED_RESOURCE_TYPES = {"pulumi-python:dynamic/tpu-vllm:QueuedResource"}
 # pulumi-gcp TPU resources: none of them can carry a run duration.
 UNBOUNDED_TPU_TYPES = {"gcp:tpu/v2Vm:V2Vm", "gcp:tpu/node:Node", "gcp:tpu/v2QueuedResource:V2QueuedResource"}
+# A Compute Engine instance bills TPU time when its machine type is a TPU one (ct6e-standard-1t, tpu7x-standard-4t:
+# compute/docs/tpus/tpu-machines); its scheduling block says when the billing stops.
+INSTANCE_TYPE = "gcp:compute/instance:Instance"
+TPU_MACHINE_PREFIXES = ("ct", "tpu")
 FIREWALL_TYPE = "gcp:compute/firewall:Firewall"
 SECRET_TYPE = "gcp:secretmanager/secret:Secret"
 COMMAND_TYPES = {"command:remote:Command", "command:local:Command"}

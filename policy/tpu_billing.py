@@ -7,9 +7,21 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from .resource_view import QUEUED_RESOURCE_TYPES, UNBOUNDED_TPU_TYPES, with_defaults
+    from .resource_view import (
+        INSTANCE_TYPE,
+        QUEUED_RESOURCE_TYPES,
+        TPU_MACHINE_PREFIXES,
+        UNBOUNDED_TPU_TYPES,
+        with_defaults,
+    )
 except ImportError:  # run by the pack's __main__, which puts this directory on sys.path
-    from resource_view import QUEUED_RESOURCE_TYPES, UNBOUNDED_TPU_TYPES, with_defaults
+    from resource_view import (
+        INSTANCE_TYPE,
+        QUEUED_RESOURCE_TYPES,
+        TPU_MACHINE_PREFIXES,
+        UNBOUNDED_TPU_TYPES,
+        with_defaults,
+    )
 
 MAX_RUN_SECONDS = 7 * 24 * 3600  # the API's own limit for flex-start
 
@@ -28,6 +40,8 @@ def tpu_billing_stops(type_: str, props: Mapping[str, Any], config: Mapping[str,
         return [f"{type_} has no run duration, so it bills until someone deletes it; use tpu-vllm's "
                 "flex-start queued resource (tpu.provisioningModel: flex-start, tpu.maxRunDuration: 4h), "
                 "or set the policy config allowUnboundedBilling: true"]
+    if type_ == INSTANCE_TYPE:
+        return _instance_billing_stops(props, config)
     if type_ not in QUEUED_RESOURCE_TYPES:
         return []
     body = props.get("body") or {}
@@ -46,3 +60,31 @@ def tpu_billing_stops(type_: str, props: Mapping[str, Any], config: Mapping[str,
     return [f"the queued resource is {model or 'not flex-start'}, which has no automatic stop (a forgotten "
             "weekend is $35 on spot, $72 on-demand); use tpu.provisioningModel: flex-start, or set the "
             "policy config allowUnboundedBilling: true"]
+
+
+def _instance_billing_stops(props: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """A TPU VM through Compute Engine: flex-start with a maxRunDuration of at most 7 days that deletes it, or
+    (allowed) an end-less spot/on-demand one. Scheduling names are compute.v1.json's (Scheduling)."""
+    machine = str(props.get("machineType") or "").rsplit("/", 1)[-1]
+    if not machine.startswith(TPU_MACHINE_PREFIXES):
+        return []
+    scheduling = props.get("scheduling") or {}
+    model = scheduling.get("provisioningModel") or "STANDARD"
+    seconds = (scheduling.get("maxRunDuration") or {}).get("seconds")
+    seconds = int(float(seconds)) if seconds not in (None, "") else None
+    if seconds is not None:
+        if seconds > MAX_RUN_SECONDS:
+            return [f"the {machine} instance's scheduling.maxRunDuration is {seconds}s, over 7 days (604800s); "
+                    "set tpu-vllm:tpu.maxRunDuration to 7d or less"]
+        if scheduling.get("instanceTerminationAction") != "DELETE":
+            return [f"the {machine} instance's run ends with {scheduling.get('instanceTerminationAction') or 'no'} "
+                    "termination action, not DELETE, so what it leaves goes on billing; use tpu-vllm's "
+                    "flex-start (it sets DELETE)"]
+        return []
+    if model == "FLEX_START":
+        return [f"the flex-start {machine} instance has no scheduling.maxRunDuration, so nothing stops its billing; "
+                "set tpu-vllm:tpu.maxRunDuration (e.g. 4h)"]
+    if config["allowUnboundedBilling"]:
+        return []
+    return [f"the {machine} instance is {model}, which has no automatic stop; use tpu.provisioningModel: "
+            "flex-start, or set the policy config allowUnboundedBilling: true"]

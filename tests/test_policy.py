@@ -515,3 +515,38 @@ def test_an_opt_in_note_names_every_public_range_of_its_rule(opted_in_resources)
     serving = stack_rule(opted_in_resources, "serving-external")[1]["description"]
     assert serving.endswith("opt-in tpu-vllm:access.allowPublicServing: tcp:8000 from 0.0.0.0/1 128.0.0.0/1")
 
+
+
+INSTANCE = "gcp:compute/instance:Instance"
+
+
+def compute_instance_props() -> dict:
+    """The Done-when stack's instance as the policy pack sees it (the golden plan's inputs)."""
+    plan = json.loads((ROOT / "tests" / "golden" / "tpu7xflex.json").read_text())
+    return copy.deepcopy(next(r for r in plan["resources"] if r["type"] == INSTANCE)["inputs"])
+
+
+def test_the_compute_paths_flex_start_instance_passes():
+    assert tpu_billing.tpu_billing_stops(INSTANCE, compute_instance_props()) == []
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda s: s.pop("maxRunDuration"), "nothing stops its billing"),
+    (lambda s: s.update(maxRunDuration={"seconds": 8 * 86400}), "over 7 days"),
+    (lambda s: s.update(instanceTerminationAction="STOP"), "not DELETE"),
+])
+def test_an_unbounded_flex_start_instance_is_reported(change, words):
+    props = compute_instance_props()
+    change(props["scheduling"])
+    [message] = tpu_billing.tpu_billing_stops(INSTANCE, props)
+    assert words in message and "tpu7x-standard-4t" in message
+
+
+@pytest.mark.parametrize("model", ["SPOT", "STANDARD"])
+def test_a_spot_or_on_demand_tpu_instance_is_reported_unless_allowed(model):
+    props = compute_instance_props()
+    props["scheduling"] = {"provisioningModel": model, "automaticRestart": model == "STANDARD"}
+    assert "no automatic stop" in tpu_billing.tpu_billing_stops(INSTANCE, props)[0]
+    assert tpu_billing.tpu_billing_stops(INSTANCE, props, {"allowUnboundedBilling": True}) == []
+    props["machineType"] = "e2-standard-2"  # not a TPU: not this rule's
+    assert tpu_billing.tpu_billing_stops(INSTANCE, props) == []

@@ -21,9 +21,14 @@ served_and_mailed = test_program.served_and_mailed
 
 @pytest.fixture(scope="module")
 def vm_runs(served_and_mailed):
-    """The dev stack with a serving range, so that externalEndpoint is exported beside internalEndpoint."""
+    """The dev stack with a serving range, so that externalEndpoint is exported beside internalEndpoint; and the
+    compute path's TPU7x stack (its instance's outputs, and the price it has none of)."""
     assert "externalEndpoint" in served_and_mailed.data["outputs"]
-    return [served_and_mailed]
+    from tests import test_compute_node
+
+    compute = test_compute_node.tpu7x_program()
+    assert "instanceName" in compute.data["outputs"]
+    return [served_and_mailed, compute]
 
 
 @pytest.fixture(scope="module")

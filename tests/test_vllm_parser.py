@@ -63,6 +63,10 @@ ARMS = {
     "e2b-v5litepod-8-dp8": {"tpu": {"acceleratorType": "v5litepod-8"}, "vllm": {"dataParallelSize": 8}},
     "e2b-v5litepod-8-tp4": {"tpu": {"acceleratorType": "v5litepod-8"}, "vllm": {"tensorParallelSize": 4}},
     "e2b-v6e-8": {"tpu": {**V6E_1, "acceleratorType": "v6e-8"}},
+    # Issue 43's Done-when stack (the golden tpu7xflex): TPU7x through Compute Engine, two JAX devices per chip.
+    "e2b-tpu7x-standard-4t-flex-7d": {"tpu": {"zone": "us-central1-c", "acceleratorType": "tpu7x-standard-4t",
+                                              "maxRunDuration": "7d",
+                                              "runtimeVersion": "projects/my-proj/global/images/family/tpu-vm"}},
     "gke-e2b-v5litepod-8-dp8": {"platform": "gke", "tpu": {"acceleratorType": "v5litepod-8"},
                                 "gke": {"maxReplicas": 1, "maxTpuChips": 16},
                                 "vllm": {"dataParallelSize": 8}},

@@ -6,7 +6,8 @@ A gke stack (its `platform` output) is read with kubectl instead (tools/status_g
 its nodes and run ends, each replica, the HPA.
 
 Reads the stack's outputs (`pulumi stack output`), the queued resource's live state from the
-TPU API, and, once the node is up, the boot script's status file, the vLLM container and its
+TPU API (or, on `tpu.api: compute`, the instance's from Compute Engine: tools/status_compute.py),
+and, once the node is up, the boot script's status file, the vLLM container and its
 /health over SSH with the stack's own key. One state, a few facts and the next step:
 not deployed, queued, provisioning, booting, compiling, ready, run ended (or what went wrong).
 
@@ -171,6 +172,12 @@ def _active(queued: dict[str, Any], outputs: dict[str, Any], stack_label: str, a
         return Report("node lost", f"the node is {node_state}: it cannot serve",
                       f"delete the request ({delete_hint}), then `pulumi up` queues a fresh one", facts=facts)
 
+    return serving(outputs, host, stack_label, facts, now, node_reader)
+
+
+def serving(outputs: dict[str, Any], host: str, stack_label: str, facts: list[tuple[str, str]], now: datetime,
+            node_reader: Callable[[SshTarget, int], NodeFacts]) -> Report:
+    """A node that is up, on either path: what its boot script, container and /health say over SSH."""
     port = serving_port(outputs, stack_label)
     target = ssh_target(outputs, host, stack_label)
     try:
@@ -275,6 +282,10 @@ def main(argv: list[str] | None = None, *, api: TpuApi | None = None,
             from tools import status_gke  # the gke wing's reading, in its own module
 
             report = status_gke.decide(outputs, stack_label, clock())
+        elif outputs and outputs.get("instanceName"):
+            from tools import status_compute  # the vm wing's node through Compute Engine (tpu.api: compute)
+
+            report = status_compute.decide(outputs, stack_label, clock(), serving, node_reader=node_reader)
         else:
             settings_name = request_from_settings(args.stack) if args.stack and not outputs else None
             report = decide(outputs, stack_label, api or TpuApi(max_attempts=3), clock(), node_reader,

@@ -22,6 +22,11 @@ VM_ROLES = {
     "roles/compute.viewer": "the firewall rules, the cache disk and its lookup by name (compute.disks.get)",
     "roles/tpu.viewer": "the queued resource and its node (the provider's read)",
 }
+# tpu.api compute: the node is a Compute Engine instance, read through compute.viewer (no TPU API resource at all).
+VM_COMPUTE_ROLES = {
+    "roles/compute.viewer": "the firewall rules, the cache disk and its lookup by name (compute.disks.get), and the "
+                            "TPU VM instance (compute.instances.get: the provider's read and the guard's diff)",
+}
 # Role contents: Google's predefined roles as snapshotted by iann0036/iam-dataset gcp/roles/*.json (head 2073fa52,
 # 2026-08-22). iam.securityReviewer holds storage.buckets.getIamPolicy and artifactregistry.repositories.getIamPolicy
 # but neither resource's get, which a refresh of the bucket (the provider's Buckets.Get) and of the mirror needs.
@@ -50,10 +55,12 @@ VM_MONITORING_ROLES = {
 
 
 def preview_identity_access(platform: str, prefix: str, stack_keeps_hf_token: bool,
-                            monitoring: bool = False, docker_hub_mirror: bool = False) -> dict[str, Any]:
+                            monitoring: bool = False, docker_hub_mirror: bool = False,
+                            node_api: str = "queued-resource") -> dict[str, Any]:
     """{"projectRoles": {role: why}, "secretAccessor": {secret id: why}} for the preview identity;
-    docker_hub_mirror: gke.dockerHubMirror (read on gke only)."""
-    roles = {**SHARED_ROLES, **(GKE_ROLES if platform == "gke" else VM_ROLES)}
+    docker_hub_mirror: gke.dockerHubMirror (read on gke only); node_api: the vm node's path (tpu.api)."""
+    vm_roles = VM_COMPUTE_ROLES if node_api == "compute" else VM_ROLES
+    roles = {**SHARED_ROLES, **(GKE_ROLES if platform == "gke" else vm_roles)}
     if platform == "gke" and docker_hub_mirror:
         roles.update(GKE_MIRROR_ROLES)
     if monitoring:

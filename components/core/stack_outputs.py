@@ -34,6 +34,8 @@ _both, _vm, _gke = _on(PLATFORMS), _on(("vm",)), _on(("gke",))
 
 
 FLEX_START = "`tpu.provisioningModel` is `flex-start`"
+QUEUED = "the node goes through the queued resource (`tpu.api` `queued-resource`, v5e's and v6e's default)"
+COMPUTE_API = "the node is a Compute Engine instance (`tpu.api` `compute`, TPU7x's only path)"
 KV_BUDGET = "the model's geometry is known (E2B's is built in)"
 
 OUTPUTS: tuple[StackOutput, ...] = (
@@ -52,11 +54,15 @@ OUTPUTS: tuple[StackOutput, ...] = (
     _both("vllmServeCommand", "the exact `vllm serve` flags, the same on both platforms"),
     # The vm wing's node and its access.
     _vm("dockerRunCommand", "the vLLM container's `docker run` (its unit runs it; no secret in it)"),
-    _vm("gcloudEquivalent", "the build log's `gcloud ... queued-resources create` this request corresponds to"),
-    _vm("nodeName", "the TPU node"),
-    _vm("queuedResourceName", "the queued resource (what `tools.status` reads)"),
-    _vm("queuedResourceState", "the request's state (`ACTIVE`; `SUSPENDED` after the run)"),
-    _vm("runEndsAt", "when GCP deletes the node (the run duration's end)"),
+    _vm("gcloudEquivalent", "the `gcloud` command the node corresponds to: the build log's `... queued-resources "
+        "create`, or `gcloud compute instances create` on `tpu.api: compute`"),
+    _vm("nodeName", "the TPU node (a queued resource's node, or the Compute Engine instance)"),
+    _vm("queuedResourceName", "the queued resource (what `tools.status` reads)", only_when=QUEUED),
+    _vm("queuedResourceState", "the request's state (`ACTIVE`; `SUSPENDED` after the run)", only_when=QUEUED),
+    _vm("instanceName", "the Compute Engine instance (what `tools.status` reads)", only_when=COMPUTE_API),
+    _vm("instanceState", "the instance's status when the deploy read it (`RUNNING`)", only_when=COMPUTE_API),
+    _vm("runEndsAt", "when GCP deletes the node (the run duration's end; on `tpu.api: compute`, computed: the "
+        "instance's creation plus `tpu.maxRunDuration`, later by the time the request queued)"),
     _vm("sshPrivateKey", "the stack's SSH key", secret=True),
     _vm("sshPrivateKeySetup", "the line that saves the key and the host key's known_hosts file"),
     _vm("sshCommand", "SSH to the node, pinned to its host key"),
@@ -66,6 +72,8 @@ OUTPUTS: tuple[StackOutput, ...] = (
     # What it costs.
     _both("costPerHourUsd", "the TPU (vm) or the whole cluster at `gke.maxReplicas` (gke) per hour; null where no "
           "price was read for the chip (TPU7x: the plan says \"price not found\")"),
+    _vm("priceNotFound", "why the TPU has no price here (no price read for the shape and region): no cost is "
+        "invented", only_when="no price was read for the shape (TPU7x)"),
     _both("maxSpendPerRunUsd", "the most one run can cost (null where no price was read)", only_when=FLEX_START),
     _vm("maxSpendPerRunUsdWithDisk", "one run with the cache disk's share", only_when=FLEX_START),
     _vm("cacheDiskUsdPerMonth", "the cache disk per month"),

@@ -48,7 +48,7 @@ HTTP_TIMEOUT_SECONDS = 10.0
 _PROCESS = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _NETWORK = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTPLIB2_CA_CERTS")
-_TPU_API = ("TPU_VLLM_TPU_API_ENDPOINT",)
+_TPU_API = ("TPU_VLLM_TPU_API_ENDPOINT", "TPU_VLLM_COMPUTE_API_ENDPOINT")
 _GOOGLE_AUTH_IN_PLACE = ("GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES", "APPDATA", "SystemDrive",
                          "GOOGLE_CLOUD_UNIVERSE_DOMAIN")
 
@@ -73,11 +73,11 @@ class CreateWatchdog:
         self.process = process
 
     @classmethod
-    def start(cls, request: dict[str, Any]) -> CreateWatchdog | None:
+    def start(cls, request: dict[str, Any], module: str = MODULE) -> CreateWatchdog | None:
         """Start it from the project directory (the host's cwd); None when it cannot start (then the host's own
-        interrupt handling alone guards the create)."""
+        interrupt handling alone guards the create). `module`: the compute path's (instance_watchdog_process)."""
         try:
-            process = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE,
+            process = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE,
                                        stdout=subprocess.DEVNULL, start_new_session=True, text=True,
                                        env=watchdog_environment(os.environ))
             watchdog = cls(process)

@@ -38,7 +38,8 @@ class Reporter:
     """The watchdog's one line to the CLI, then it lets go of the host's stderr, so the engine's Plugin.Close
     (which reads that stderr to its end) is never held longer than the report deadline."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = PREFIX) -> None:
+        self.prefix = prefix
         self.lock = threading.Lock()
         self.done = False
 
@@ -48,7 +49,7 @@ class Reporter:
                 return
             self.done = True
             try:
-                print(f"{PREFIX} {message}", file=sys.stderr, flush=True)
+                print(f"{self.prefix} {message}", file=sys.stderr, flush=True)
             except (OSError, ValueError):
                 pass  # the CLI that read it is gone
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,5 +1,5 @@
-"""The single-VM wing: cache disk, firewall, SSH key, the queued resource (its body is built here) and the
-serving step, and the outputs a newcomer needs.
+"""The single-VM wing: cache disk, firewall, SSH key, the node (a queued resource or a Compute Engine instance:
+components/vm/node_path.py) and the serving step, and the outputs a newcomer needs.
 
 Its children were declared at the stack's root before the wing was a component; each keeps that URN with
 `Alias(parent=ROOT_STACK_RESOURCE)` (sdk/python/lib/pulumi/resource.py in pulumi/pulumi v3.272.0, class
@@ -38,6 +38,7 @@ from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
 from components.vm.network import NodeFirewall, NodeFirewallArgs
+from components.vm.node_path import NodePath, NodeRequest, declare_node
 from components.vm.serving_step import (
     ServingStep,
     ServingStepArgs,
@@ -46,8 +47,6 @@ from components.vm.serving_step import (
     ssh_blocked_cause,
 )
 from components.vm.ssh_access import SshAccess, SshAccessArgs
-from components.vm.tpu_node import TpuNode, TpuNodeArgs
-from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 
 STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
@@ -126,10 +125,11 @@ class VmWing(pulumi.ComponentResource):
             return replace(serving, spec=replace(spec, vllm_image=reference))
 
         startup_script = STARTUP_SCRIPT.read_text()
-        # A structure whose leaves are inputs, not one apply over them: in a preview only the values that are
-        # truly unknown (the generated SSH key of a new stack) are unknown, so the preview shows the rest and
-        # the policy pack judges it. The email is known from the account id; the account is a dependency.
-        body = queued_resource_body(
+        # The one value that picks the node's path (components/vm/node_path.py); the rest of the wing is shared.
+        path = NodePath(api=cfg.tpu.node_api, machine_type=cfg.tpu.machine_type, boot_image=cfg.tpu.boot_image,
+                        # The boot disk takes the type the machine accepts, the cache disk's (Hyperdisk on v6e).
+                        boot_disk_type=cfg.cache_disk_type)
+        declared = declare_node(path, NodeRequest(
             project=cfg.project,
             zone=cfg.tpu.zone,
             node_id=cfg.node_id,
@@ -149,21 +149,13 @@ class VmWing(pulumi.ComponentResource):
                 ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=spec.upstream_port)
                                   if cfg.monitoring.enabled else ""),
             ),
-            data_disks=[cache.source_disk],
+            cache_disk=cache.source_disk,
+            cache_device_name=cfg.cache.device_name,
             tags=[node_tag],
             labels=labels,
-        )
-        node = TpuNode(
-            "tpu",
-            TpuNodeArgs(
-                body=body,
-                parent=f"projects/{cfg.project}/locations/{cfg.tpu.zone}",
-                queued_resource_id=cfg.node_id,
-                queue_seconds=cfg.tpu.queue_seconds,
-            ),
-            pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services])),
-        )
+            depends_on=[identity.account, secrets, host_key, cache, firewall, *services.services],
+        ), child)
+        node = declared.node
         usd_per_hour = cfg.tpu_usd_per_hour()
         billing_note = node.termination_time.apply(lambda end: still_billing(end, usd_per_hour))
         stdin = pulumi.Output.all(image, billing_note).apply(lambda both: serve_stdin(with_image(both[0]), both[1]))
@@ -196,11 +188,7 @@ class VmWing(pulumi.ComponentResource):
         pinned = " ".join(pinned_ssh_options(known_hosts_file, prefix))
         ssh_target = pulumi.Output.concat(cfg.access.ssh_user, "@", node.external_ip)
         outputs: dict[str, Any] = {}
-        outputs["gcloudEquivalent"] = gcloud_equivalent(body, cfg.node_id)
-        outputs["nodeName"] = node.node_name
-        outputs["queuedResourceState"] = node.state
-        # The plain name, so tools.status finds the request in any state (nodeName is empty unless ACTIVE).
-        outputs["queuedResourceName"] = f"projects/{cfg.project}/locations/{cfg.tpu.zone}/queuedResources/{cfg.node_id}"
+        outputs.update(declared.outputs)
         outputs["runEndsAt"] = node.termination_time
         outputs["internalEndpoint"] = pulumi.Output.concat("http://", node.internal_ip, f":{port}/v1")
         if cfg.access.serving_source_ranges:
@@ -226,14 +214,16 @@ class VmWing(pulumi.ComponentResource):
         rate = cfg.usd_per_chip_hour()
         # No price read for the chip (TPU7x): the cost outputs are None, never the log's v5e price in its place.
         outputs["costPerHourUsd"] = None if rate is None else spending.cost_per_hour_usd(pricing, chips, rate)
-        if pricing == "flex-start" and rate is None:
-            outputs["maxSpendPerRunUsd"] = outputs["maxSpendPerRunUsdWithDisk"] = None
+        if rate is None:
+            outputs["priceNotFound"] = cfg.price_not_found()
+            if pricing == "flex-start":
+                outputs["maxSpendPerRunUsd"] = outputs["maxSpendPerRunUsdWithDisk"] = None
         elif pricing == "flex-start":
             outputs["maxSpendPerRunUsd"] = round(spending.max_spend_usd(pricing, cfg.tpu.run_seconds, chips,
-                                                                        cfg.usd_per_chip_hour()), 2)
+                                                                        rate), 2)
             # The TPU's part stops with the run; this adds the cache disk's share of the run's hours.
             with_disk = spending.max_spend_with_disk_usd(pricing, cfg.tpu.run_seconds, disk_type, cfg.cache.size_gb,
-                                                         chips, cfg.usd_per_chip_hour())
+                                                         chips, rate)
             outputs["maxSpendPerRunUsdWithDisk"] = None if with_disk is None else round(with_disk, 2)
         # The disk bills by the GB-month from creation to deletion, run or no run (None: no price read for its type).
         disk_month = spending.disk_usd_per_month(disk_type, cfg.cache.size_gb)

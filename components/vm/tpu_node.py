@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
+from components.vm.node_attributes import NodeAttributes
 from components.vm.queued_resource import QueuedResourceProvider
 
 # After the queue deadline, how long provisioning itself may take before the provider gives up.
@@ -53,18 +54,11 @@ class TpuNodeArgs:
     delete_wait_seconds: int = 1200
 
 
-class TpuNode(pulumi.ComponentResource):
+class TpuNode(NodeAttributes, pulumi.ComponentResource):
     """One flex-start (or spot / on-demand) TPU node, requested through a queued resource."""
 
     queued_resource: QueuedResource
-    node_name: pulumi.Output[str]
-    node_uid: pulumi.Output[str]
-    """Changes with every new node, unlike node_name (fixed per stack)."""
     node_create_time: pulumi.Output[str]
-    external_ip: pulumi.Output[str]
-    internal_ip: pulumi.Output[str]
-    state: pulumi.Output[str]
-    termination_time: pulumi.Output[str]
 
     def __init__(self, name: str, args: TpuNodeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-vllm:tpu:TpuNode", name, None, opts)
@@ -90,12 +84,4 @@ class TpuNode(pulumi.ComponentResource):
         self.internal_ip = self.queued_resource.internalIp
         self.state = self.queued_resource.state
         self.termination_time = self.queued_resource.terminationTime
-        self.register_outputs({
-            "node_name": self.node_name,
-            "node_uid": self.node_uid,
-            "node_create_time": self.node_create_time,
-            "external_ip": self.external_ip,
-            "internal_ip": self.internal_ip,
-            "state": self.state,
-            "termination_time": self.termination_time,
-        })
+        self.register_outputs({**self.node_outputs(), "node_create_time": self.node_create_time})

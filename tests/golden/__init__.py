@@ -54,6 +54,10 @@ STACKS = (
     GoldenStack("gkegateway", VARIANT_STACKS_DIR, "gke with the opt-in inference gateway (Gateway, pool, picker)"),
     GoldenStack("dpv5e8", VARIANT_STACKS_DIR, "vm: the log's model on v5litepod-8 at the planned layout"),
     GoldenStack("dpv5e8gke", VARIANT_STACKS_DIR, "gke: the log's model on v5litepod-8, dataParallelSize 8 in one pod"),
+    GoldenStack("v6ecompute", VARIANT_STACKS_DIR, "vm: v6e-1 through Compute Engine (tpu.api: compute, "
+                "ct6e-standard-1t, flex-start)"),
+    GoldenStack("tpu7xflex", VARIANT_STACKS_DIR, "vm: issue 43's Done-when, tpu7x-standard-4t flex-start for 7 days "
+                "through Compute Engine"),
     GoldenStack("gkezero", VARIANT_STACKS_DIR, "the gateway stack at gke.minReplicas 0 (flow control, the picker's "
                 "queue to the HPA)"),
 )

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,12 +32,15 @@ from tools.plan.placeholders import (
     MOCK_GKE_ENDPOINT,
     MOCK_GKE_VERSION,
     MOCK_IMAGE_DIGEST_HEX,
+    MOCK_INCARNATION,
+    MOCK_INSTANCE_STATUS,
     MOCK_INTERNAL_IP,
     MOCK_LOAD_BALANCER_IP,
     MOCK_NODE_UID,
     MOCK_PROJECT_NUMBER,
     MOCK_PUBLIC_KEY,
     MOCK_STATE,
+    MOCK_TERMINATION_EPOCH,
     MOCK_TERMINATION_TIME,
     SECRET_PLACEHOLDER,
 )
@@ -68,6 +72,8 @@ class Registration:
     parent_urn: str = ""
     aliases: list[AliasSpec] = field(default_factory=list)
     """The `aliases` option as the SDK sent it, parent URNs the engine's."""
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    """The `custom_timeouts` option (create, update, delete) where one is set: how long the provider waits."""
 
     def urn_record(self) -> Registered:
         return Registered(urn=self.urn, type=self.type, name=self.name, parent_urn=self.parent_urn,
@@ -200,6 +206,10 @@ class StackMocks(pulumi.runtime.Mocks):
                 "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
+        if typ == "gcp:compute/instance:Instance":
+            return self._instance(inputs)
+        if typ.endswith(":InstanceGuard"):
+            return {"incarnation": MOCK_INCARNATION}
         if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
             from components.core.image_digest import parse
 
@@ -208,6 +218,25 @@ class StackMocks(pulumi.runtime.Mocks):
         if typ == "command:remote:Command":
             return {"stdout": "", "stderr": ""}
         return self._gke_outputs(typ, inputs)
+
+    def _instance(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """A TPU VM instance as pulumi-gcp reads it back (terraform-provider-google resource_compute_instance.go,
+        populateComputeInstanceResourceData: network_ip, access_config.nat_ip, instance_id, current_status,
+        creation_timestamp, self_link). Its creation time is the run's end less maxRunDuration, so the run end the
+        stack computes from it is the marked placeholder."""
+        project, zone, name = inputs.get("project") or self.project, inputs["zone"], inputs["name"]
+        run = ((inputs.get("scheduling") or {}).get("maxRunDuration") or {}).get("seconds")
+        created = datetime.fromtimestamp(int(MOCK_TERMINATION_EPOCH) - int(run or 0), UTC)
+        nics = [{**nic, "networkIp": MOCK_INTERNAL_IP,
+                 "accessConfigs": [{**config, "natIp": MOCK_EXTERNAL_IP} for config in nic.get("accessConfigs", [])]}
+                for nic in inputs.get("networkInterfaces", [])]
+        return {
+            "instanceId": MOCK_NODE_UID,
+            "currentStatus": MOCK_INSTANCE_STATUS,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%S.000-00:00"),
+            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/{name}",
+            "networkInterfaces": nics,
+        }
 
     def _gke_outputs(self, typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
         if typ == "gcp:container/cluster:Cluster":
@@ -299,6 +328,8 @@ class RecordingMonitor(MockMonitor):
                 "dependencies": sorted(names.get(urn, urn) for urn in dependencies),
                 "retain_on_delete": bool(request.retainOnDelete),
                 "delete_before_replace": bool(request.deleteBeforeReplace),
+                "custom_timeouts": {key: value for key in ("create", "update", "delete")
+                                    if (value := getattr(request.customTimeouts, key))},
             }
         response = super().RegisterResource(request)
         self._remember_loop()

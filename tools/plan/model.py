@@ -169,7 +169,10 @@ def run_plan(stack: str, config_dir: Path = ROOT) -> dict[str, Any]:
     registered = [
         {"type": r.type, "name": r.name, "parent": r.parent, "component": not r.custom,
          "retain_on_delete": r.retain_on_delete, "inputs": _tidy(redact(r.inputs)),
-         "urn": r.urn, "aliases": aliases[r.urn]}
+         "urn": r.urn, "aliases": aliases[r.urn],
+         # Only where one is set (the compute path's instance waits out the flex-start queue), so no other
+         # resource's entry changes.
+         **({"custom_timeouts": r.custom_timeouts} if r.custom_timeouts else {})}
         for r in program.registrations
     ]
     resources = mark([resource for resource, _ in tree_order(registered)])

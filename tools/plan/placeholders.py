@@ -28,6 +28,10 @@ MOCK_IMAGE_DIGEST_HEX = "d16e57" * 10 + "d16e"
 MOCK_EXTERNAL_IP = "203.0.113.10"  # TEST-NET-3: never a real address
 MOCK_INTERNAL_IP = "10.128.0.2"
 MOCK_STATE = "ACTIVE"
+# A Compute Engine instance's status once its create returns (the provider waits for RUNNING).
+MOCK_INSTANCE_STATUS = "RUNNING"
+# The id the compute path's guard gives each create (components/vm/instance_guard.py): uuid4().hex.
+MOCK_INCARNATION = "1ca4a7105" + "0" * 23
 # An RFC 3339 time as the TPU API gives it, so what reads it (the dashboard's run tiles) runs as in a deploy.
 MOCK_TERMINATION_TIME = "2099-01-01T00:00:00Z"
 MOCK_TERMINATION_EPOCH = "4070908800"  # the same instant in seconds: the run tiles' and alert's PromQL
@@ -46,9 +50,10 @@ PLACEHOLDERS = {
     MOCK_LOAD_BALANCER_IP: "<load-balancer-ip>",
     MOCK_GATEWAY_IP: "<gateway-ip>",
     MOCK_IMAGE_DIGEST_HEX: "<image-digest>",
+    MOCK_INCARNATION: "<incarnation>",
 }
 # A state is a common word: only a whole value equal to it is a placeholder.
-WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>"}
+WHOLE_VALUE_PLACEHOLDERS = {MOCK_STATE: "<queued-resource-state>", MOCK_INSTANCE_STATUS: "<instance-status>"}
 PLACEHOLDER_MEANINGS = {
     "<external-ip>": "the node's external IP, given by GCP when the node is created",
     "<internal-ip>": "the node's internal IP, given by GCP when the node is created",
@@ -57,6 +62,8 @@ PLACEHOLDER_MEANINGS = {
     "<run-end-epoch>": "the run's end in seconds since 1970, in the dashboard's run tiles and the run-end alert",
     "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
     "<queued-resource-state>": "the queued resource's state at deploy time",
+    "<instance-status>": "the Compute Engine instance's status at deploy time",
+    "<incarnation>": "the id the compute path's guard gives each create of the instance (in its description)",
     "<node-uid>": "the TPU node's own id, new for every node GCP creates",
     "<cluster-endpoint>": "the GKE control plane's address",
     "<load-balancer-ip>": "the internal load balancer's address, given when it is created",

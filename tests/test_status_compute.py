@@ -1,0 +1,47 @@
+"""tools.status on `tpu.api: compute`: the instance's status from the fake Compute Engine API (tests/fakes/
+compute_api.py), its run's end, and the same SSH reading as the queued-resource path once it runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests import test_instance_guard
+from tests.test_instance_guard import NAME, PROJECT, ZONE, insert_body
+from tools import status, status_compute
+from tools.status_node import NodeFacts
+
+NOW = datetime(2026, 12, 7, 18, 0, tzinfo=UTC)
+OUTPUTS = {"instanceName": f"projects/{PROJECT}/zones/{ZONE}/instances/{NAME}",
+           "sshCommand": "ssh -i ~/.ssh/k tpu-vllm@203.0.113.10", "sshPrivateKey": "key",
+           "sshKnownHosts": "tpu-vllm-dev ssh-ed25519 AAAA", "localEndpoint": "http://127.0.0.1:8000/v1"}
+
+
+# The fake Compute API and credentials for it: tests/test_instance_guard.py's fixture.
+fake = test_instance_guard.fake
+
+
+def ready(_target, _port) -> NodeFacts:
+    return NodeFacts(startup_status="ready", container="running 0 2026-12-07T17:00:00Z", health="200")
+
+
+def test_a_queued_flex_start_instance_says_nothing_bills(fake):
+    fake.insert(PROJECT, ZONE, insert_body("a"))
+    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == "queued" and "nothing bills while queued" in report.next_step
+
+
+def test_a_running_instance_is_read_over_ssh_and_shows_its_run_end(fake):
+    fake.insert(PROJECT, ZONE, insert_body("a"))
+    fake.capacity_arrives(PROJECT, ZONE, NAME)
+    instance = fake.instances[(PROJECT, ZONE, NAME)]
+    instance["lastStartTimestamp"] = "2026-12-07T09:30:00.000-08:00"
+    instance["networkInterfaces"] = [{"accessConfigs": [{"natIP": "203.0.113.10"}]}]
+    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == "ready"
+    [ends] = [value for label, value in report.facts if label == "run ends"]
+    assert ends.startswith("2026-12-14 17:30 UTC") and "computed: last start + maxRunDuration" in ends
+
+
+def test_an_instance_the_run_end_deleted_says_up_makes_it_again(fake):
+    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == "run ended" and "`pulumi up --refresh` makes it again" in report.next_step

@@ -1,0 +1,78 @@
+"""tools.status for a node made through Compute Engine (`tpu.api: compute`): the instance's status, its run's end,
+then the same reading over SSH as the queued-resource path (tools/status.py, `serving`).
+
+Instance.status values and their meanings are compute.v1.json's (rev 20261106): PENDING is a flex-start request
+"waiting for available capacity from Dynamic Workload Scheduler"; PROVISIONING and STAGING come before RUNNING; a
+flex-start run's end deletes the instance (Scheduling.instanceTerminationAction DELETE), so a missing one has ended.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from components.vm.compute_api import ComputeApi, ComputeApiError
+from tools.status_node import NodeFacts, SshTarget, read_node
+from tools.status_report import Report, StatusError, parse_time, span
+
+INSTANCE_NAME = re.compile(r"^projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$")
+COMING_UP = {"PROVISIONING", "STAGING"}
+
+
+def run_end(instance: dict[str, Any]) -> datetime | None:
+    """When the run ends: its last start plus maxRunDuration (computed; the run counts from the VM's start)."""
+    started = parse_time(instance.get("lastStartTimestamp", "")) or parse_time(instance.get("creationTimestamp", ""))
+    seconds = ((instance.get("scheduling") or {}).get("maxRunDuration") or {}).get("seconds")
+    if started is None or seconds in (None, ""):
+        return None
+    return (started + timedelta(seconds=int(float(seconds)))).astimezone(UTC)
+
+
+def decide(outputs: dict[str, Any], stack_label: str, now: datetime, serving: Callable[..., Report],
+           api: ComputeApi | None = None, node_reader: Callable[[SshTarget, int], NodeFacts] = read_node) -> Report:
+    """serving: tools.status.serving, the SSH reading both paths share (passed in: no import cycle)."""
+    name = outputs["instanceName"]
+    match = INSTANCE_NAME.match(name)
+    if not match:
+        raise StatusError(f"{stack_label}'s instanceName output is not an instance's name: {name!r}")
+    project, zone, instance_id = match.groups()
+    try:
+        instance = (api or ComputeApi()).get(project, zone, instance_id)
+    except ComputeApiError as error:
+        raise StatusError(str(error)) from None
+    if instance is None:
+        return Report("run ended", f"the instance {instance_id} is gone: its run's end deleted it (or someone did); "
+                      "billing for the TPU stopped, the cache disk is kept",
+                      "`pulumi up --refresh` makes it again (the refresh forgets the old one) and the kept "
+                      "compile cache makes the boot warm (~8 min)",
+                      facts=[("instance", f"{instance_id} in {zone}: gone")])
+    status = instance.get("status", "?")
+    facts = [("instance", f"{instance_id} in {zone}: {status} "
+                          f"({instance.get('machineType', '').rsplit('/', 1)[-1]})")]
+    ends = run_end(instance) if status == "RUNNING" else None
+    if ends is not None:
+        left = (ends - now).total_seconds()
+        facts.append(("run ends", f"{ends:%Y-%m-%d %H:%M UTC} ({span(left)} left; computed: last start + "
+                                  "maxRunDuration)"))
+    if status == "PENDING":
+        created = parse_time(instance.get("creationTimestamp", ""))
+        if created:
+            facts.append(("waiting", f"{span((now - created).total_seconds())} since the request"))
+        return Report("queued", "waiting for TPU capacity (flex-start, Dynamic Workload Scheduler)",
+                      "nothing to do: keep `pulumi up` running; nothing bills while queued", facts=facts)
+    if status in COMING_UP:
+        return Report("provisioning", "capacity granted; Compute Engine is starting the TPU VM",
+                      "wait a few minutes: the boot script and the serving step follow", facts=facts)
+    if status != "RUNNING":
+        delete = f"gcloud compute instances delete {instance_id} --zone={zone} --project={project}"
+        return Report("node lost", f"the instance is {status}: it cannot serve",
+                      f"`pulumi up` after deleting it ({delete}); the cache disk is kept", facts=facts)
+    interfaces = instance.get("networkInterfaces") or [{}]
+    host = ((interfaces[0].get("accessConfigs") or [{}])[0]).get("natIP", "")
+    facts.append(("address", host or "none yet"))
+    if not host:
+        return Report("provisioning", "the instance runs but has no external address yet", "wait a minute",
+                      facts=facts)
+    return serving(outputs, host, stack_label, facts, now, node_reader)
