@@ -13,11 +13,14 @@ import pytest
 
 from components import catalog, sizing
 from components.catalog import models as catalog_models
+from components.sizing import kv
 from tests import vllm_venv
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "tests" / "tpu_inference_kv_check.py"
 KV_DTYPES = ("auto", "fp8")
+# vLLM's --dtype choices the stack offers (components/settings/vllm.py VllmSettings.dtype).
+MODEL_DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
 def planner_sizes(geometry) -> list[int]:
@@ -34,7 +37,8 @@ def upstream(requests: list[dict]) -> list[dict]:
 @pytest.fixture(scope="module")
 def answers() -> dict[str, dict]:
     requests = [{"config": str(catalog_models.CONFIGS / model.config_file),
-                 "tensor_parallel_sizes": planner_sizes(model.geometry), "kv_dtypes": list(KV_DTYPES)}
+                 "tensor_parallel_sizes": planner_sizes(model.geometry), "kv_dtypes": list(KV_DTYPES),
+                 "model_dtypes": list(MODEL_DTYPES)}
                 for model in catalog.catalog_models()]
     return {Path(answer["config"]).name: answer for answer in upstream(requests)}
 
@@ -47,6 +51,19 @@ def test_the_planner_agrees_with_tpu_inference_to_the_byte(answers, name):
     planned = {f"{size}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, dtype)
                for size in planner_sizes(model.geometry) for dtype in KV_DTYPES}
     assert planned == answer["bytes"]
+
+
+@pytest.mark.parametrize("name", [model.name for model in catalog.catalog_models()])
+def test_the_kv_cache_follows_the_served_dtype_as_tpu_inference_allocates_it(answers, name):
+    """vLLM resolves --dtype (float32 upcasts the bf16 checkpoint), and tpu-inference's runner makes an auto KV
+    cache that dtype: the planner's bytes per token at each --dtype are upstream's, to the byte."""
+    model = catalog.catalog_model(name)
+    answer = answers[model.config_file]
+    assert answer["served"] == {dtype: kv.served_dtype(dtype, model.geometry.dtype) for dtype in MODEL_DTYPES}
+    planned = {f"{size}:{kv_dtype}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, kv_dtype, dtype)
+               for size in planner_sizes(model.geometry) for kv_dtype in KV_DTYPES for dtype in MODEL_DTYPES}
+    assert planned == answer["bytes_at"]
+    assert answer["bytes_at"]["1:auto:float32"] == 2 * answer["bytes_at"]["1:auto:bfloat16"]
 
 
 def test_the_check_bites_on_a_planner_that_forgets_the_padding(answers):
