@@ -524,20 +524,67 @@ write_fstab_line() {
   mv -f "$fstab.tmp" "$fstab"
 }
 
+# find_cache_disk NAME SIZE_GB -> sets CACHE_DEVICE to the stack's cache disk (a /dev/disk/by-id path), or leaves
+# it empty and says why in CACHE_DEVICE_WHY. Nothing documents that the TPU service names the first data disk
+# persistent-disk-1 (the google-NAME link); what the stack controls is the disk's size: the one whole disk of
+# exactly SIZE_GB GiB (Compute Engine's GB) under any of /dev/disk/by-id's names (google-*, scsi-0Google_*, nvme-*),
+# not partitioned (a boot disk is), is the cache disk; google-NAME is preferred when it is one of that size, and a
+# disk of another size is never taken. Without SIZE_GB (metadata written by an older stack), google-NAME alone.
+find_cache_disk() {
+  local name="$1" size_gb="$2" named="$ROOT/dev/disk/by-id/google-$1" link real size want named_real=""
+  local -A partitioned=() seen=()
+  local -a matches=() others=()
+  CACHE_DEVICE="" CACHE_DEVICE_WHY=""
+  if [[ -z "$size_gb" ]]; then
+    if [[ -e "$named" ]]; then CACHE_DEVICE="$named"; else CACHE_DEVICE_WHY="$named does not exist"; fi
+    return 0
+  fi
+  [[ "$size_gb" =~ ^[1-9][0-9]{0,5}$ ]] || die "metadata attribute tpu-vllm-cache-size-gb '$size_gb' is not a size in GB"
+  want=$((size_gb << 30))
+  for link in "$ROOT"/dev/disk/by-id/*; do
+    [[ "$link" =~ -part[0-9]+$ && -e "${link%-part*}" ]] && partitioned["$(readlink -f "${link%-part*}")"]=1
+  done
+  [[ -e "$named" ]] && named_real="$(readlink -f "$named")"
+  for link in "$ROOT"/dev/disk/by-id/*; do
+    [[ -e "$link" && ! "$link" =~ -part[0-9]+$ ]] || continue
+    real="$(readlink -f "$link")"
+    [[ -z "${seen[$real]:-}" && -z "${partitioned[$real]:-}" ]] || continue
+    seen["$real"]=1
+    size="$(device_size "$real" 2>/dev/null)" || continue
+    if ((size == want)); then
+      [[ "$real" == "$named_real" ]] && link="$named"
+      matches+=("$link")
+    else
+      others+=("${link#"$ROOT"} ($size bytes)")
+    fi
+  done
+  if ((${#matches[@]} == 1)); then
+    CACHE_DEVICE="${matches[0]}"
+  elif ((${#matches[@]} > 1)) && [[ -n "$named_real" && " ${matches[*]} " == *" $named "* ]]; then
+    CACHE_DEVICE="$named"
+  elif ((${#matches[@]} > 1)); then
+    CACHE_DEVICE_WHY="several unpartitioned disks are $size_gb GiB (${matches[*]#"$ROOT"}), and none is google-$name: set tpu-vllm:cache.deviceName to the one to use"
+  else
+    CACHE_DEVICE_WHY="no unpartitioned disk of $size_gb GiB ($want bytes) under /dev/disk/by-id; others: ${others[*]:-none}"
+  fi
+  return 0
+}
+
 mount_cache_disk() {
-  local device_name="$1" mount_point="$2" device code=0
-  device="$ROOT/dev/disk/by-id/google-$device_name"
-  STEP="waiting for the cache disk $device"
+  local device_name="$1" mount_point="$2" size_gb="$3" device code=0
+  STEP="waiting for the cache disk${size_gb:+ ($size_gb GiB)}"
   local waited=0
-  until [[ -e "$device" ]]; do
+  until find_cache_disk "$device_name" "$size_gb" && [[ -n "$CACHE_DEVICE" ]]; do
     # A Hyperdisk (v6e) attaches as NVMe: its google-<name> link needs guest-configs' NVMe persistent-disk udev
     # rule, which older images lack (GoogleCloudPlatform/guest-configs 65-gce-disk-naming.rules).
-    ((waited >= 60)) && die "cache disk $device never appeared; is it attached (dataDisks)? On v6e the Hyperdisk" \
-      "attaches as NVMe and its google-$device_name link comes from the image's udev rules: ls -l /dev/disk/by-id" \
-      "shows what the node named it"
+    ((waited >= 60)) && die "cache disk never appeared: $CACHE_DEVICE_WHY; is it attached (dataDisks)? On v6e the" \
+      "Hyperdisk attaches as NVMe and its google-$device_name link comes from the image's udev rules: ls -l" \
+      "/dev/disk/by-id shows what the node named it"
+    [[ "$CACHE_DEVICE_WHY" != several* ]] || die "cache disk: $CACHE_DEVICE_WHY"
     pause 2
     waited=$((waited + 2))
   done
+  device="$CACHE_DEVICE"
   STEP="probing the cache disk $device"
   probe_disk "$device" || code=$?
   case "$code" in
@@ -633,11 +680,12 @@ start_metrics_agent() {
 
 main() {
   start_boot
-  local hf_secret api_secret device_name mount_point image metrics_config
+  local hf_secret api_secret device_name cache_size_gb mount_point image metrics_config
   STEP="reading the metadata"
   metadata_attribute tpu-vllm-hf-token-secret hf_secret
   metadata_attribute tpu-vllm-api-key-secret api_secret
   metadata_attribute tpu-vllm-cache-device device_name
+  metadata_attribute tpu-vllm-cache-size-gb cache_size_gb
   metadata_attribute tpu-vllm-cache-mount mount_point
   metadata_attribute tpu-vllm-image image
   metadata_attribute tpu-vllm-ops-agent-config metrics_config
@@ -650,7 +698,7 @@ main() {
   install_host_key
 
   if [[ -n "$device_name" ]]; then
-    mount_cache_disk "$device_name" "$mount_point"
+    mount_cache_disk "$device_name" "$mount_point" "$cache_size_gb"
   else
     say "no cache disk attribute; the compile cache stays on the boot disk"
     mkdir -p "$ROOT$mount_point"
