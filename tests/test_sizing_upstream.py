@@ -161,3 +161,42 @@ def test_the_pool_check_bites_on_a_planner_that_sums_every_chip_of_the_host(pool
     host_wide = int(shape.hbm_bytes_per_chip * shape.chips * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
     two_chips = int(shape.hbm_bytes_per_chip * 2 * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
     assert answer["tp"]["2"]["available"] == two_chips != host_wide
+
+
+HBM_TABLE = """
+import ast, importlib.util, json, pathlib, types
+package = pathlib.Path(importlib.util.find_spec("tpu_inference").submodule_search_locations[0])
+tree = ast.parse((package / "utils.py").read_text())
+functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+gbytes = next(node for node in tree.body
+              if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GBYTES")
+scope = {}
+module = ast.Module(body=[gbytes, functions["get_device_hbm_limit"]], type_ignores=[])
+exec(compile(module, "utils.py", "exec"), scope)
+table = {}
+for kind, generation in (("TPU v5e", "v5e"), ("TPU v6e", "v6e")):
+    scope["get_device_name"] = lambda kind=kind: kind
+    table[generation] = scope["get_device_hbm_limit"]()
+# Where hbm_usage_bytes falls back to the table (pathways_hbm_usage_gb): inside `if VLLM_TPU_USING_PATHWAYS` or not.
+usage = functions["hbm_usage_bytes"]
+pathways_branch = [node for node in ast.walk(usage) if isinstance(node, ast.If)
+                   and "VLLM_TPU_USING_PATHWAYS" in ast.unparse(node.test)]
+inside = {id(call) for branch in pathways_branch for call in ast.walk(branch)}
+calls = [call for call in ast.walk(usage) if isinstance(call, ast.Call)
+         and ast.unparse(call.func) == "pathways_hbm_usage_gb"]
+print(json.dumps({"table": table, "pathways": sum(id(c) in inside for c in calls),
+                  "elsewhere": sum(id(c) not in inside for c in calls)}))
+"""
+
+
+def test_tpu_inferences_hbm_table_is_read_on_pathways_and_wherever_no_device_reports_stats():
+    """utils.py get_device_hbm_limit's table is the catalog's record of it, and hbm_usage_bytes uses it beyond
+    Pathways: where no device reports memory_stats (the catalog said "used only on Pathways")."""
+    completed = vllm_venv.run(["-c", HBM_TABLE], text=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    found = json.loads(completed.stdout)
+    assert found["table"] == catalog.shapes.TPU_INFERENCE_HBM_TABLE
+    assert found["pathways"] >= 1 and found["elsewhere"] >= 1
+    where = catalog.shapes.TPU_INFERENCE_HBM_TABLE_SOURCE.where
+    assert "Pathways" in where and "no device reports memory_stats" in where
+    assert "used only on Pathways" not in (Path(catalog.shapes.__file__)).read_text()

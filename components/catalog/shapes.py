@@ -216,7 +216,8 @@ V5E = Generation(
 V6E = Generation(
     name="v6e",
     # "Memory statistics | total_hbm_limit_gb=31.24GiB" on a v6e-1 (one chip); tpu-inference's own table
-    # (tpu_inference/utils.py get_device_hbm_limit, used only on Pathways) says 32 GiB, the runtime less.
+    # (tpu_inference/utils.py get_device_hbm_limit: on Pathways, and wherever no device reports memory_stats)
+    # says 32 GiB, the runtime less.
     hbm_bytes_per_chip=int(31.24 * GIB),
     hbm_measured=True,
     hbm_source=V6E_BOOT_SOURCE,
@@ -257,9 +258,14 @@ V6E = Generation(
     hbm_bandwidth_source=TPU_BANDWIDTH_PAGE,
 )
 
-# tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways.
+# tpu-inference's own per-chip table, for the record: the limit a pool is sized against on Pathways, and on any host
+# where no device reports memory_stats() (utils.py hbm_usage_bytes then counts live arrays against this table);
+# elsewhere the pool follows the runtime's bytes_limit, the measured hbm_bytes_per_chip above. The stack sizes
+# against the measured limit only: a node whose runtime reports no stats would get the table's larger pool.
 TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB}
-TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
+TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit, used by "
+                                        "hbm_usage_bytes on Pathways and when no device reports memory_stats",
+                                        "read 2026-12")
 
 SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
     Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE, 24, 48 * GB),
