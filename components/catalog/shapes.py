@@ -31,6 +31,11 @@ GB = 10**9
 PREEMPTIBLE_QUOTA_MODELS = frozenset({"spot", "flex-start"})
 ON_DEMAND_QUOTA_MODELS = frozenset({"on-demand"})
 QUOTA_MODEL_SOURCE = FLEX_START_QUOTA_PAGE
+# v5e's serving quota and the zones it applies in: cloud.google.com/tpu/docs/quota ("TPU v5e (training and
+# inference)") and the flex-start page's Limitations ("TPU v5e for training: us-west4-a; TPU v5e for serving:
+# us-central1-a").
+SERVING_QUOTA_SOURCE = Source("cloud.google.com/tpu/docs/quota, TPU v5e (training and inference); "
+                              "cloud.google.com/tpu/docs/request-using-flex-start, Limitations", "read 2026-12")
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,11 @@ class Generation:
     hbm_bandwidth_bytes_per_second: int = 0
     """One chip's HBM bandwidth (0: not read; the layouts then predict no rate)."""
     hbm_bandwidth_source: Source | None = None
+    serving_zones: frozenset[str] = frozenset()
+    """Zones where Google serves this generation from its separate serving quota ("TPU v5e uses separate quotas for
+    training and serving"): there a node draws serving_quota, not quota_id / spot_quota_id (SERVING_QUOTA_SOURCE)."""
+    serving_quota: tuple[tuple[str, str], ...] = ()
+    """(provisioning model, the serving quota's name as Google's quota page spells it; its API id not read)."""
 
     @property
     def runtime_tag(self) -> str:
@@ -92,8 +102,11 @@ class Generation:
         """The quota a flex-start request consumes: the preemptible one (QUOTA_MODEL_SOURCE)."""
         return self.spot_quota_id
 
-    def quota_id_for(self, provisioning_model: str) -> str | None:
-        """The quota id this provisioning model draws on, or None where the catalog has not read it."""
+    def quota_id_for(self, provisioning_model: str, zone: str | None = None) -> str | None:
+        """The quota this provisioning model draws on in `zone` (the serving quota in a serving zone), or None
+        where the catalog has not read it."""
+        if zone in self.serving_zones:
+            return dict(self.serving_quota).get(provisioning_model)
         if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
             return self.spot_quota_id
         if provisioning_model in ON_DEMAND_QUOTA_MODELS:
@@ -206,6 +219,13 @@ V5E = Generation(
     # "TPU v5e for training: us-west4-a; TPU v5e for serving: us-central1-a"; the log served in us-west4-a.
     flex_start_listed=frozenset({"us-west4-a", "us-central1-a"}),
     flex_start_observed_on="v5litepod-1",
+    # Google's flex-start page lists us-central1-a for "TPU v5e for serving" and us-west4-a for training; the quota
+    # page: inference "requires serving quota types: tpu-v5s-litepod-serving for on-demand TPUs,
+    # tpu-v5s-litepod-serving-preemptible for preemptible TPUs". In us-west4-a the log's v5litepod-1 drew the
+    # preemptible training quota, TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI.
+    serving_zones=frozenset({"us-central1-a"}),
+    serving_quota=(("on-demand", "tpu-v5s-litepod-serving"), ("spot", "tpu-v5s-litepod-serving-preemptible"),
+                   ("flex-start", "tpu-v5s-litepod-serving-preemptible")),
     # The log's spec table, "HBM bandwidth 800 GiBps": its 3.94 ms floor (and so the efficiency the layouts are
     # calibrated on, components/sizing/rate.py) divides by this figure; Google's page now reads 819 GBps.
     hbm_bandwidth_bytes_per_second=800 * GIB,
