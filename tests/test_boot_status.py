@@ -202,10 +202,10 @@ def settled_status(node: Run) -> str:
     return node.status
 
 
-def lock_is_free(node: Run) -> bool:
-    """True once nothing holds the run's lock any more (waits up to SETTLE_SECONDS for it)."""
+def lock_is_free(node: Run, settle: float = SETTLE_SECONDS) -> bool:
+    """True once nothing holds the run's lock any more (waits up to `settle` seconds for it)."""
     lock = node.root / contract.BOOT_LOCK_FILE.lstrip("/")
-    deadline = time.monotonic() + SETTLE_SECONDS
+    deadline = time.monotonic() + settle
     with lock.open() as handle:
         while True:
             try:
@@ -351,6 +351,15 @@ def gone(pid: int) -> bool:
     return not running(pid)
 
 
+def end_run(process: subprocess.Popen, node: Run, fake: str) -> None:
+    """Whatever the test left running: the script, and the long fake if it outlived it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.wait()
+    with contextlib.suppress(Exception):
+        os.kill(pid_of(node, fake), signal.SIGKILL)
+
+
 def long_step_node(tmp_path, servers, fake: str, disk: bool) -> Run:
     from tests.test_startup_script import DISK_FAKES, GIB
     extra = {contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"} if disk else {}
@@ -389,25 +398,11 @@ def test_a_stop_during_a_long_step_says_failed_at_once_and_ends_the_step(tmp_pat
             assert gone(step_pid)  # the step's process group ended with the run
         else:
             # mkfs.ext4 is let finish (a half-formatted disk is one the next boot refuses), holding the lock.
-            assert running(step_pid) and not lock_is_free_now(node)
+            assert running(step_pid) and not lock_is_free(node, settle=0)
             os.kill(step_pid, signal.SIGKILL)
             assert lock_is_free(node)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait()
-        with contextlib.suppress(Exception):
-            os.kill(pid_of(node, fake), signal.SIGKILL)
-
-
-def lock_is_free_now(node: Run) -> bool:
-    lock = node.root / contract.BOOT_LOCK_FILE.lstrip("/")
-    with lock.open() as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+        end_run(process, node, fake)
 
 
 def test_a_stop_before_ready_ends_the_image_pull_the_run_started(tmp_path, servers):
@@ -426,11 +421,7 @@ def test_a_stop_before_ready_ends_the_image_pull_the_run_started(tmp_path, serve
         assert settled_status(node).startswith("failed: reading the secrets: stopped by SIGTERM")
         assert gone(pull)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait()
-        with contextlib.suppress(Exception):
-            os.kill(pid_of(node, "docker"), signal.SIGKILL)
+        end_run(process, node, "docker")
 
 
 def test_after_ready_the_image_pull_goes_on_for_the_deploy_to_join(tmp_path, servers):
