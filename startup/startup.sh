@@ -43,8 +43,8 @@ LEGACY_STATUS_FILE="$ROOT/var/lib/tpu-vllm/startup-status"
 BOOT_ID_FILE="$ROOT/proc/sys/kernel/random/boot_id"
 # Held (flock) by the run that owns the status; it says which pid that is.
 LOCK_FILE="$STATUS_DIR/startup.lock"
-# A restart of the unit stops the old run once its current command ends (a curl: 30 s at most; a mkfs.ext4 is
-# let finish, so no disk is left half formatted); the new run waits that long, and more, before it gives up.
+# A restart of the unit stops the old run at once (run_step), but a mkfs.ext4 is let finish, so no disk is left
+# half formatted; the new run waits that long, and more, before it gives up.
 LOCK_WAIT_SECONDS="${STARTUP_LOCK_WAIT_SECONDS:-600}"
 WATCH_SECONDS="${STARTUP_WATCH_SECONDS:-1}"
 RERUN="rerun with: sudo systemctl restart google-startup-scripts"
@@ -63,6 +63,10 @@ STEP="starting"
 BOOT_ID=""
 WORK_DIR=""
 PAUSE_PID=""
+# The step run_step is waiting on (its process group's id), and whether a stop lets it finish; the image pull's.
+STEP_PID=""
+STEP_FINISHES=""
+PULL_PID=""
 LOCK_FD=""
 LOCK_HELD=""
 WATCHER_PID=""
@@ -99,13 +103,22 @@ die() {
 # 15 minutes on a status that still says `running`. The command text is the script's own source
 # (unexpanded), so it carries no secret.
 on_error() {
-  local code="$1" line="$2" command="$3"
+  local code="$1" line="$2" command="$3" source_line
   # A child killed by the same stop (a signal to the whole group) fails with 128+15, one writing to the log of a
   # runner that is gone with 128+13: report the stop. So does a command that ended after the watcher asked.
   ((code != 143)) || on_signal TERM
   ((code != 141)) || on_signal PIPE
   [[ -z "$WORK_DIR" || ! -s "$WORK_DIR/stop-reason" ]] || on_signal TERM
   trap - ERR
+  # A step run_step ran failed: bash names run_step's return, so the caller's own line (the script's source,
+  # unexpanded) names the command.
+  # shellcheck disable=SC2016 # run_step's return statement, as bash shows it: not to be expanded
+  if [[ "$command" == 'return "$step_code"' ]] &&
+    mapfile -t -s $((line - 1)) -n 1 source_line <"${BASH_SOURCE[0]}" 2>/dev/null && ((${#source_line[@]})); then
+    command="${source_line[0]#"${source_line[0]%%[![:space:]]*}"}"
+    command="${command#run_step }"
+    command="${command#--let-finish }"
+  fi
   command="${command%%$'\n'*}"
   already_failed || write_status "failed: $STEP: \`${command:0:160}\` exited $code (line $line)"
   say "FAILED: $STEP: \`${command:0:160}\` exited $code (line $line)"
@@ -120,6 +133,10 @@ on_signal() {
   trap '' TERM INT HUP PIPE
   trap - ERR
   [[ -z "$PAUSE_PID" ]] || kill "$PAUSE_PID" 2>/dev/null || true
+  # The step's processes end with the run (all of its group: a curl, a blkid, a function's pipeline), and so does
+  # an image pull a run that never got to `ready` started; a --let-finish step goes on (run_step).
+  [[ -z "$STEP_PID" || -n "$STEP_FINISHES" ]] || kill -TERM -- "-$STEP_PID" 2>/dev/null || true
+  [[ -z "$PULL_PID" ]] || kill -TERM -- "-$PULL_PID" 2>/dev/null || true
   local why="stopped by SIG$1 (a systemd stop or timeout?)"
   [[ "$1" != PIPE ]] || why="stopped by SIGPIPE: the runner that read its log is gone"
   if [[ -n "$WORK_DIR" && -s "$WORK_DIR/stop-reason" ]]; then
@@ -133,7 +150,8 @@ on_signal() {
 cleanup() {
   # The watcher has nothing left to do once the script itself ends (it only acts while the script lives, or
   # after it was killed outright, when this never runs).
-  [[ -z "$WATCHER_PID" ]] || kill -KILL "$WATCHER_PID" 2>/dev/null || true
+  # Reaped here, so bash (job control was on for run_step's `&`) reports nothing of its end.
+  [[ -z "$WATCHER_PID" ]] || { kill -KILL "$WATCHER_PID" && wait "$WATCHER_PID"; } 2>/dev/null || true
   [[ -z "$WORK_DIR" ]] || rm -rf "$WORK_DIR"
 }
 
@@ -175,9 +193,9 @@ record_ancestors() {
 alive() { proc_stat "$1" && [[ "$PROC_STATE" != Z && "$PROC_START" == "$2" ]]; }
 
 # watch_run: in the background for the run's life, holding its lock. When a process that started the run is gone
-# (the unit stopped, or the runner killed), it asks the script to stop (SIGTERM: its trap writes the status once
-# the command then running has ended); when the script itself is gone without a last status (SIGKILL), it writes
-# one. Until then no second run can start. It writes nothing to the runner's pipe, which the runner reads to
+# (the unit stopped, or the runner killed), it asks the script to stop (SIGTERM: its trap writes the status at
+# once, since the step then running is waited on in the background: run_step); when the script itself is gone
+# without a last status (SIGKILL), it writes one. Until then no second run can start. It writes nothing to the runner's pipe, which the runner reads to
 # its end before it exits.
 watch_run() {
   trap '' TERM INT HUP PIPE
@@ -215,7 +233,8 @@ take_lock() {
   if ! flock -n "$LOCK_FD"; then
     read -r holder <"$LOCK_FILE" || true
     say "another run of the boot script (${holder:-pid unknown}) is still going: waiting up to ${LOCK_WAIT_SECONDS}s for it to end"
-    if ! flock -w "$LOCK_WAIT_SECONDS" "$LOCK_FD"; then
+    # flock(1) locks the open file this shell shares with it, so the lock stays the script's when flock exits.
+    if ! run_step flock -w "$LOCK_WAIT_SECONDS" "$LOCK_FD"; then
       holder="${holder#pid }"
       say "FAILED: another run of the boot script (pid ${holder:-unknown}) still holds ${LOCK_FILE#"$ROOT"} after ${LOCK_WAIT_SECONDS}s; not running beside it (its status is its own). Wait for it to end, or stop it (sudo kill ${holder:-PID}, the pid in that file), then $RERUN"
       exit 75
@@ -223,6 +242,27 @@ take_lock() {
   fi
   LOCK_HELD=1
   printf 'pid %s\n' "$MAIN_PID" >"$LOCK_FILE"
+}
+
+# run_step [--let-finish] COMMAND...: COMMAND (a program, or a function of this script) in the background, in a
+# process group of its own (job control on for the one `&`), waited on; its exit code is COMMAND's. Bash runs a
+# trap only when the foreground command ends ("If Bash is waiting for a command to complete and receives a signal
+# for which a trap has been set, the trap will not be executed until the command completes", the bash manual,
+# Signals), and `wait` ends at once at a trapped signal: so a stop lands within a moment whatever COMMAND is doing,
+# and ends COMMAND's whole group (on_signal). A --let-finish COMMAND (mkfs.ext4: a disk left half formatted is one
+# the next boot's blank check refuses) goes on after the stop, holding the run's lock, so the restart the status
+# advises waits for it. A function runs in a subshell: what it sets stays there (it prints, the caller reads).
+run_step() {
+  local step_code=0 finish=""
+  [[ "$1" != --let-finish ]] || { finish=1; shift; }
+  set -m
+  { trap - ERR; "$@"; } &
+  STEP_PID=$!
+  set +m
+  STEP_FINISHES="$finish"
+  wait "$STEP_PID" || step_code=$?
+  STEP_PID=""
+  return "$step_code"
 }
 
 # A sleep the traps can interrupt: bash runs a trap only between commands, and `wait` is one. The sleep does
@@ -266,7 +306,13 @@ http_get() {
   local -a headers=(-H 'Metadata-Flavor: Google')
   [[ -n "$header_file" ]] && headers=(-H "@$header_file")
   while :; do
-    HTTP_CODE="$(curl -sS --max-time 30 -o "$out" -w '%{http_code}' "${headers[@]}" "$url" 2>/dev/null)" || HTTP_CODE="000"
+    HTTP_CODE=""
+    # -w writes the code without a newline: read sets it, and fails at the end of the file.
+    if run_step curl -sS --max-time 30 -o "$out" -w '%{http_code}' "${headers[@]}" "$url" >"$WORK_DIR/http-code" \
+      2>/dev/null; then
+      read -r HTTP_CODE <"$WORK_DIR/http-code" || true
+    fi
+    [[ "$HTTP_CODE" =~ ^[0-9]{3}$ ]] || HTTP_CODE="000"
     case "$HTTP_CODE" in
       000 | 429 | 5??) ;;
       *) break ;;
@@ -397,7 +443,7 @@ probe_disk() {
   local device="$1" code=0 key value
   DISK_TYPE="" DISK_PTTYPE="" DISK_UUID=""
   # -p probes the device itself (no cache): a stale cache must never make a used disk look blank.
-  blkid -p -o export "$device" >"$WORK_DIR/blkid" 2>"$WORK_DIR/blkid.err" || code=$?
+  run_step blkid -p -o export "$device" >"$WORK_DIR/blkid" 2>"$WORK_DIR/blkid.err" || code=$?
   while IFS='=' read -r key value; do
     case "$key" in
       TYPE) DISK_TYPE="$value" ;;
@@ -478,32 +524,80 @@ write_fstab_line() {
   mv -f "$fstab.tmp" "$fstab"
 }
 
+# find_cache_disk NAME SIZE_GB -> sets CACHE_DEVICE to the stack's cache disk (a /dev/disk/by-id path), or leaves
+# it empty and says why in CACHE_DEVICE_WHY. Nothing documents that the TPU service names the first data disk
+# persistent-disk-1 (the google-NAME link); what the stack controls is the disk's size: the one whole disk of
+# exactly SIZE_GB GiB (Compute Engine's GB) under any of /dev/disk/by-id's names (google-*, scsi-0Google_*, nvme-*),
+# not partitioned (a boot disk is), is the cache disk; google-NAME is preferred when it is one of that size, and a
+# disk of another size is never taken. Without SIZE_GB (metadata written by an older stack), google-NAME alone.
+find_cache_disk() {
+  local name="$1" size_gb="$2" named="$ROOT/dev/disk/by-id/google-$1" link real size want named_real=""
+  local -A partitioned=() seen=()
+  local -a matches=() others=()
+  CACHE_DEVICE="" CACHE_DEVICE_WHY=""
+  if [[ -z "$size_gb" ]]; then
+    if [[ -e "$named" ]]; then CACHE_DEVICE="$named"; else CACHE_DEVICE_WHY="$named does not exist"; fi
+    return 0
+  fi
+  [[ "$size_gb" =~ ^[1-9][0-9]{0,5}$ ]] || die "metadata attribute tpu-vllm-cache-size-gb '$size_gb' is not a size in GB"
+  want=$((size_gb << 30))
+  for link in "$ROOT"/dev/disk/by-id/*; do
+    [[ "$link" =~ -part[0-9]+$ && -e "${link%-part*}" ]] && partitioned["$(readlink -f "${link%-part*}")"]=1
+  done
+  [[ -e "$named" ]] && named_real="$(readlink -f "$named")"
+  for link in "$ROOT"/dev/disk/by-id/*; do
+    [[ -e "$link" && ! "$link" =~ -part[0-9]+$ ]] || continue
+    real="$(readlink -f "$link")"
+    [[ -z "${seen[$real]:-}" && -z "${partitioned[$real]:-}" ]] || continue
+    seen["$real"]=1
+    size="$(device_size "$real" 2>/dev/null)" || continue
+    if ((size == want)); then
+      [[ "$real" == "$named_real" ]] && link="$named"
+      matches+=("$link")
+    else
+      others+=("${link#"$ROOT"} ($size bytes)")
+    fi
+  done
+  if ((${#matches[@]} == 1)); then
+    CACHE_DEVICE="${matches[0]}"
+  elif ((${#matches[@]} > 1)) && [[ -n "$named_real" && " ${matches[*]} " == *" $named "* ]]; then
+    CACHE_DEVICE="$named"
+  elif ((${#matches[@]} > 1)); then
+    CACHE_DEVICE_WHY="several unpartitioned disks are $size_gb GiB (${matches[*]#"$ROOT"}), and none is google-$name: set tpu-vllm:cache.deviceName to the one to use"
+  else
+    CACHE_DEVICE_WHY="no unpartitioned disk of $size_gb GiB ($want bytes) under /dev/disk/by-id; others: ${others[*]:-none}"
+  fi
+  return 0
+}
+
 mount_cache_disk() {
-  local device_name="$1" mount_point="$2" device code=0
-  device="$ROOT/dev/disk/by-id/google-$device_name"
-  STEP="waiting for the cache disk $device"
+  local device_name="$1" mount_point="$2" size_gb="$3" device code=0
+  STEP="waiting for the cache disk${size_gb:+ ($size_gb GiB)}"
   local waited=0
-  until [[ -e "$device" ]]; do
+  until find_cache_disk "$device_name" "$size_gb" && [[ -n "$CACHE_DEVICE" ]]; do
     # A Hyperdisk (v6e) attaches as NVMe: its google-<name> link needs guest-configs' NVMe persistent-disk udev
     # rule, which older images lack (GoogleCloudPlatform/guest-configs 65-gce-disk-naming.rules).
-    ((waited >= 60)) && die "cache disk $device never appeared; is it attached (dataDisks)? On v6e the Hyperdisk" \
-      "attaches as NVMe and its google-$device_name link comes from the image's udev rules: ls -l /dev/disk/by-id" \
-      "shows what the node named it"
+    ((waited >= 60)) && die "cache disk never appeared: $CACHE_DEVICE_WHY; is it attached (dataDisks)? On v6e the" \
+      "Hyperdisk attaches as NVMe and its google-$device_name link comes from the image's udev rules: ls -l" \
+      "/dev/disk/by-id shows what the node named it"
+    [[ "$CACHE_DEVICE_WHY" != several* ]] || die "cache disk: $CACHE_DEVICE_WHY"
     pause 2
     waited=$((waited + 2))
   done
+  device="$CACHE_DEVICE"
   STEP="probing the cache disk $device"
   probe_disk "$device" || code=$?
   case "$code" in
     0) ;;
     2)
       local not_blank
-      if ! not_blank="$(blank_disk_check "$device")"; then
+      if ! run_step blank_disk_check "$device" >"$WORK_DIR/not-blank"; then
+        not_blank="$(<"$WORK_DIR/not-blank")"
         die "blkid -p found no filesystem on $device, but it is not blank: $not_blank; not formatting a disk that may hold data. If it is an ext4 whose start was damaged, recover it (sudo e2fsck -b 32768 $device); if its data is not needed, format it yourself and rerun the boot script: sudo mkfs.ext4 -m 0 $device && sudo systemctl restart google-startup-scripts"
       fi
       STEP="formatting the blank cache disk $device"
       say "no filesystem or partition table on $device, and it reads as zeros everywhere one would be: formatting it (ext4)"
-      mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"
+      run_step --let-finish mkfs.ext4 -q -m 0 -E lazy_itable_init=0,lazy_journal_init=0,discard "$device"
       probe_disk "$device" || die "blkid -p cannot read $device right after mkfs.ext4 (exit $?)"
       ;;
     *) die "blkid -p could not probe $device (exit $code: $(head -c 200 "$WORK_DIR/blkid.err")); not formatting a disk that may hold the compile cache" ;;
@@ -515,7 +609,7 @@ mount_cache_disk() {
   STEP="mounting the cache disk $device on $mount_point"
   mkdir -p "$ROOT$mount_point"
   if ! mountpoint -q "$ROOT$mount_point"; then
-    mount -o discard,defaults "$device" "$ROOT$mount_point"
+    run_step mount -o discard,defaults "$device" "$ROOT$mount_point"
   fi
   STEP="listing the cache disk in /etc/fstab"
   write_fstab_line "$DISK_UUID" "$mount_point"
@@ -562,7 +656,7 @@ install_host_key() {
   chmod 0644 "$drop_in.tmp"
   mv -f "$drop_in.tmp" "$drop_in"
   # ssh.service's ExecReload runs `sshd -t` first: a config sshd would refuse fails here, not at the next boot.
-  systemctl try-reload-or-restart ssh.service ||
+  run_step systemctl try-reload-or-restart ssh.service ||
     die "sshd did not reload with the stack's host key (sudo sshd -t says why)"
   say "SSH host key installed: ${public%% *} $(ssh-keygen -l -f "$key_file.pub" | cut -d ' ' -f 2)"
 }
@@ -586,11 +680,12 @@ start_metrics_agent() {
 
 main() {
   start_boot
-  local hf_secret api_secret device_name mount_point image metrics_config
+  local hf_secret api_secret device_name cache_size_gb mount_point image metrics_config
   STEP="reading the metadata"
   metadata_attribute tpu-vllm-hf-token-secret hf_secret
   metadata_attribute tpu-vllm-api-key-secret api_secret
   metadata_attribute tpu-vllm-cache-device device_name
+  metadata_attribute tpu-vllm-cache-size-gb cache_size_gb
   metadata_attribute tpu-vllm-cache-mount mount_point
   metadata_attribute tpu-vllm-image image
   metadata_attribute tpu-vllm-ops-agent-config metrics_config
@@ -603,7 +698,7 @@ main() {
   install_host_key
 
   if [[ -n "$device_name" ]]; then
-    mount_cache_disk "$device_name" "$mount_point"
+    mount_cache_disk "$device_name" "$mount_point" "$cache_size_gb"
   else
     say "no cache disk attribute; the compile cache stays on the boot disk"
     mkdir -p "$ROOT$mount_point"
@@ -614,7 +709,10 @@ main() {
   if [[ -n "$image" ]] && command -v docker >/dev/null 2>&1; then
     # Start the multi-GB pull now; the deploy's docker run finds it done or joins it.
     say "pulling $image in the background"
+    set -m  # a process group of its own: a stop before `ready` ends it (on_signal); after `ready` it goes on
     nohup docker pull "$image" >"$STATUS_DIR/image-pull.log" 2>&1 {LOCK_FD}>&- &
+    PULL_PID=$!
+    set +m
   fi
 
   STEP="reading the secrets"
@@ -627,6 +725,7 @@ main() {
   STEP="writing the secret files"
   install_secrets
   write_status "ready"
+  PULL_PID=""
   say "ready: secrets in ${SECRETS_DIR#"$ROOT"} (root only, one file each)"
   if [[ -n "$metrics_config" ]]; then start_metrics_agent "$metrics_config"; fi
 }

@@ -202,10 +202,10 @@ def settled_status(node: Run) -> str:
     return node.status
 
 
-def lock_is_free(node: Run) -> bool:
-    """True once nothing holds the run's lock any more (waits up to SETTLE_SECONDS for it)."""
+def lock_is_free(node: Run, settle: float = SETTLE_SECONDS) -> bool:
+    """True once nothing holds the run's lock any more (waits up to `settle` seconds for it)."""
     lock = node.root / contract.BOOT_LOCK_FILE.lstrip("/")
-    deadline = time.monotonic() + SETTLE_SECONDS
+    deadline = time.monotonic() + settle
     with lock.open() as handle:
         while True:
             try:
@@ -312,3 +312,124 @@ def test_a_boot_script_whose_log_reader_is_gone_ends_stopped_not_running(stalled
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+# ---- a stop during a long step: the trap runs at once, the step's processes end with the run ----
+
+# A fake that stands for a long step: it says its pid, then sleeps (exec: the same pid) until it is ended.
+LONG = 'printf "%s\\n" "$$" >"$STARTUP_ROOT/.{name}.pid"; exec sleep 600'
+
+
+def long_fake(name: str) -> str:
+    return LONG.format(name=name)
+
+
+def pid_of(node: Run, name: str) -> int:
+    """The long fake's pid, once it has started (a bounded wait, never an assertion on time)."""
+    path = node.root / f".{name}.pid"
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while not (path.exists() and path.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    return False
+
+
+def gone(pid: int) -> bool:
+    """True once the process has ended (waits up to SETTLE_SECONDS)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not running(pid)
+
+
+def end_run(process: subprocess.Popen, node: Run, fake: str) -> None:
+    """Whatever the test left running: the script, and the long fake if it outlived it."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    process.wait()
+    with contextlib.suppress(Exception):
+        os.kill(pid_of(node, fake), signal.SIGKILL)
+
+
+def long_step_node(tmp_path, servers, fake: str, disk: bool) -> Run:
+    from tests.test_startup_script import DISK_FAKES, GIB
+    extra = {contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"} if disk else {}
+    metadata, secretmanager = servers(FakeMetadata(attributes(**extra)), good_secrets())
+    node = Run(tmp_path, metadata.url, secretmanager.url, fakes={**DISK_FAKES, fake: long_fake(fake)},
+               STARTUP_WATCH_SECONDS="0.05")
+    if disk:
+        device = node.root / "dev/disk/by-id/google-persistent-disk-1"
+        device.parent.mkdir(parents=True)
+        with open(device, "wb") as image:
+            image.truncate(GIB)  # sparse: a new disk reads as zeros, so the script formats it
+        (node.root / "etc").mkdir()
+    return node
+
+
+@pytest.mark.parametrize(("fake", "disk", "step", "ends"), [
+    ("curl", False, "reading the metadata", True),
+    ("blkid", True, "probing the cache disk", True),
+    ("mkfs.ext4", True, "formatting the blank cache disk", False),
+], ids=["metadata-read", "disk-probe", "mkfs"])
+def test_a_stop_during_a_long_step_says_failed_at_once_and_ends_the_step(tmp_path, servers, fake, disk, step,
+                                                                         ends):
+    """bash runs a trap only when the foreground command ends; a step waited on in the background (run_step) lets
+    the stop's trap run at once. What systemd does under KillMode=process: SIGTERM to the script alone."""
+    node = long_step_node(tmp_path, servers, fake, disk)
+    process = node.start()
+    try:
+        step_pid = pid_of(node, fake)
+        assert node.status == "running"
+        os.kill(process.pid, signal.SIGTERM)
+        status = settled_status(node)  # polled, bounded: the fake sleeps 600 s, so only the trap can write this
+        assert status.startswith(f"failed: {step}") and ": stopped by SIGTERM" in status, status
+        assert status.endswith(RERUN)
+        assert process.wait(timeout=SETTLE_SECONDS) == 143
+        if ends:
+            assert gone(step_pid)  # the step's process group ended with the run
+        else:
+            # mkfs.ext4 is let finish (a half-formatted disk is one the next boot refuses), holding the lock.
+            assert running(step_pid) and not lock_is_free(node, settle=0)
+            os.kill(step_pid, signal.SIGKILL)
+            assert lock_is_free(node)
+    finally:
+        end_run(process, node, fake)
+
+
+def test_a_stop_before_ready_ends_the_image_pull_the_run_started(tmp_path, servers):
+    """The pull runs in the background from the cache step on; a run stopped before `ready` (here in the secrets'
+    600 s back-off) ends it with itself, as the status says the boot failed."""
+    metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets(**{
+        "projects/proj/secrets/hf-token": [503] * 10}))
+    node = Run(tmp_path, metadata.url, secretmanager.url, fakes={"docker": long_fake("docker")},
+               STARTUP_BACKOFF_SECONDS="600")
+    process = node.start()
+    try:
+        pull = pid_of(node, "docker")
+        node.wait_for_stderr("retry 1/")
+        assert running(pull) and node.status == "running"
+        os.kill(process.pid, signal.SIGTERM)
+        assert settled_status(node).startswith("failed: reading the secrets: stopped by SIGTERM")
+        assert gone(pull)
+    finally:
+        end_run(process, node, "docker")
+
+
+def test_after_ready_the_image_pull_goes_on_for_the_deploy_to_join(tmp_path, servers):
+    metadata, secretmanager = servers(FakeMetadata(attributes()), good_secrets())
+    node = Run(tmp_path, metadata.url, secretmanager.url, fakes={"docker": long_fake("docker")})
+    try:
+        assert node().returncode == 0, node.result.stderr
+        assert node.status == "ready" and running(pid_of(node, "docker"))
+    finally:
+        with contextlib.suppress(Exception):
+            os.kill(pid_of(node, "docker"), signal.SIGKILL)

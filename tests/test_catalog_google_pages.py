@@ -3,6 +3,8 @@ which quota each provisioning model draws on, the zones each type exists in, and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from components import catalog
 from components.catalog.shapes import V5E, V6E
 from tools.fit import docs
@@ -47,3 +49,19 @@ def test_a_zone_outside_the_list_is_told_the_list_is_googles_as_read_and_how_to_
     assert message.startswith("asia-southeast1-b is not in the zones Google's pages listed for TPU v5e as of 2026-12")
     assert "us-west4-a" in message and "components/catalog/shapes.py" in message and "with the source" in message
     assert "there is no TPU" not in message
+
+
+def test_a_v5e_node_draws_the_serving_quota_in_googles_serving_zone_and_the_training_one_in_the_default():
+    # Google: "TPU v5e uses separate quotas for training and serving"; flex-start "TPU v5e for training: us-west4-a;
+    # TPU v5e for serving: us-central1-a"; the quota page's serving names. The log drew the training one in us-west4-a.
+    assert V5E.quota_id_for("flex-start", "us-west4-a") == "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"
+    assert V5E.quota_id_for("flex-start", "us-central1-a") == "tpu-v5s-litepod-serving-preemptible"
+    assert V5E.quota_id_for("on-demand", "us-central1-a") == "tpu-v5s-litepod-serving"
+    assert V6E.quota_id_for("flex-start", "us-east5-a") == "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
+    note = docs.shapes_rows()[-1]
+    assert "in `us-central1-a`" in note and "`tpu-v5s-litepod-serving-preemptible` for flex-start" in note
+    assert "in `us-west4-a` (its flex-start zone for training" in note
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    prerequisites = readme[readme.index("- TPU quota for v5e"):readme.index("- IAM roles")]
+    assert "`us-west4-a`" in prerequisites and "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI" in prerequisites
+    assert "`us-central1-a`" in prerequisites and "tpu-v5s-litepod-serving-preemptible" in prerequisites

@@ -119,6 +119,16 @@ def test_memory_utilization_0_92_is_silent():
     assert not any("gpuMemoryUtilization" in w for w in load(vllm={"gpuMemoryUtilization": 0.92}).warnings)
 
 
+def test_vllm_dtype_float32_is_sized_at_four_bytes_not_as_bf16():
+    # The log's bf16 pool (18,432 bytes per token, 321,344 tokens) is not float32's: the weights double and fill
+    # a v5litepod-1's cap, so the plan refuses before a node is paid for, naming the shape that holds them.
+    message = one_problem(vllm={"dtype": "float32"})
+    assert message.startswith('tpu-vllm:vllm.model = "google/gemma-4-E2B-it": does not fit v5litepod-1')
+    assert "weights (17.95 GiB) fill the cap" in message and "set tpu.acceleratorType to v6e-1" in message
+    budget = load(vllm={"dtype": "float32"}, tpu={"acceleratorType": "v6e-1", "zone": "us-east5-a"}).settings
+    assert budget.kv_budget().kv_bytes_per_token == 36_864
+
+
 @pytest.mark.parametrize("dtype", ["auto", "bfloat16"])
 def test_kv_dtype_auto_and_bf16_are_fine(dtype):
     assert not any("kvCacheDtype" in w for w in load(vllm={"kvCacheDtype": dtype}).warnings)

@@ -168,3 +168,19 @@ def test_every_measured_point_is_reproduced_within_a_tenth_of_a_percent(point):
     assert result.figures["block_size"].value == point.block_size
     assert abs(result.figures["kv_tokens"].value - point.kv_tokens) / point.kv_tokens < 0.001
     assert result.figures["kv_tokens_measured"].value == point.kv_tokens
+
+
+def test_vllm_dtype_float32_doubles_the_kv_bytes_per_token_and_the_weights():
+    # tpu-inference allocates an auto KV cache in the model's dtype and vLLM loads the weights in it (kv.py).
+    e2b, v6e = model(E2B), catalog.shape("v6e-1")
+    bf16, fp32 = sizing.fit(e2b, v6e, 32768), sizing.fit(e2b, v6e, 32768, dtype="float32")
+    assert bf16.figures["kv_bytes_per_token"].value == 18_432
+    assert fp32.figures["kv_bytes_per_token"].value == 36_864
+    assert fp32.figures["weights"].value == 2 * bf16.figures["weights"].value
+    assert not fp32.figures["weights"].measured and "--dtype float32" in fp32.figures["weights"].how
+    # the boots measured bf16: no measured pool stands in for a float32 one
+    assert fp32.measured_point is None and "kv_tokens_measured" not in fp32.figures
+    assert not sizing.fit(e2b, catalog.shape("v5litepod-1"), 32768, dtype="float32").fits
+    # an fp8 cache is fp8 whatever the model's dtype
+    assert (sizing.fit(e2b, v6e, 32768, kv_cache_dtype="fp8", dtype="float32").figures["kv_bytes_per_token"].value
+            == sizing.fit(e2b, v6e, 32768, kv_cache_dtype="fp8").figures["kv_bytes_per_token"].value)

@@ -13,12 +13,15 @@ import pytest
 
 from components import catalog, sizing
 from components.catalog import models as catalog_models
+from components.sizing import kv
 from components.sizing.fit import whole_chips_per_rank
 from tests import vllm_venv
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ROOT / "tests" / "tpu_inference_kv_check.py"
 KV_DTYPES = ("auto", "fp8")
+# vLLM's --dtype choices the stack offers (components/settings/vllm.py VllmSettings.dtype).
+MODEL_DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
 def planner_sizes(geometry) -> list[int]:
@@ -35,7 +38,8 @@ def upstream(requests: list[dict]) -> list[dict]:
 @pytest.fixture(scope="module")
 def answers() -> dict[str, dict]:
     requests = [{"config": str(catalog_models.CONFIGS / model.config_file),
-                 "tensor_parallel_sizes": planner_sizes(model.geometry), "kv_dtypes": list(KV_DTYPES)}
+                 "tensor_parallel_sizes": planner_sizes(model.geometry), "kv_dtypes": list(KV_DTYPES),
+                 "model_dtypes": list(MODEL_DTYPES)}
                 for model in catalog.catalog_models()]
     return {Path(answer["config"]).name: answer for answer in upstream(requests)}
 
@@ -48,6 +52,19 @@ def test_the_planner_agrees_with_tpu_inference_to_the_byte(answers, name):
     planned = {f"{size}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, dtype)
                for size in planner_sizes(model.geometry) for dtype in KV_DTYPES}
     assert planned == answer["bytes"]
+
+
+@pytest.mark.parametrize("name", [model.name for model in catalog.catalog_models()])
+def test_the_kv_cache_follows_the_served_dtype_as_tpu_inference_allocates_it(answers, name):
+    """vLLM resolves --dtype (float32 upcasts the bf16 checkpoint), and tpu-inference's runner makes an auto KV
+    cache that dtype: the planner's bytes per token at each --dtype are upstream's, to the byte."""
+    model = catalog.catalog_model(name)
+    answer = answers[model.config_file]
+    assert answer["served"] == {dtype: kv.served_dtype(dtype, model.geometry.dtype) for dtype in MODEL_DTYPES}
+    planned = {f"{size}:{kv_dtype}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, kv_dtype, dtype)
+               for size in planner_sizes(model.geometry) for kv_dtype in KV_DTYPES for dtype in MODEL_DTYPES}
+    assert planned == answer["bytes_at"]
+    assert answer["bytes_at"]["1:auto:float32"] == 2 * answer["bytes_at"]["1:auto:bfloat16"]
 
 
 def test_the_check_bites_on_a_planner_that_forgets_the_padding(answers):
@@ -147,3 +164,42 @@ def test_the_pool_check_bites_on_a_planner_that_sums_every_chip_of_the_host(pool
     host_wide = int(shape.hbm_bytes_per_chip * shape.chips * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
     two_chips = int(shape.hbm_bytes_per_chip * 2 * sizing.DEFAULT_GPU_MEMORY_UTILIZATION - weights)
     assert answer["tp"]["2"]["available"] == two_chips != host_wide
+
+
+HBM_TABLE = """
+import ast, importlib.util, json, pathlib, types
+package = pathlib.Path(importlib.util.find_spec("tpu_inference").submodule_search_locations[0])
+tree = ast.parse((package / "utils.py").read_text())
+functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+gbytes = next(node for node in tree.body
+              if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GBYTES")
+scope = {}
+module = ast.Module(body=[gbytes, functions["get_device_hbm_limit"]], type_ignores=[])
+exec(compile(module, "utils.py", "exec"), scope)
+table = {}
+for kind, generation in (("TPU v5e", "v5e"), ("TPU v6e", "v6e")):
+    scope["get_device_name"] = lambda kind=kind: kind
+    table[generation] = scope["get_device_hbm_limit"]()
+# Where hbm_usage_bytes falls back to the table (pathways_hbm_usage_gb): inside `if VLLM_TPU_USING_PATHWAYS` or not.
+usage = functions["hbm_usage_bytes"]
+pathways_branch = [node for node in ast.walk(usage) if isinstance(node, ast.If)
+                   and "VLLM_TPU_USING_PATHWAYS" in ast.unparse(node.test)]
+inside = {id(call) for branch in pathways_branch for call in ast.walk(branch)}
+calls = [call for call in ast.walk(usage) if isinstance(call, ast.Call)
+         and ast.unparse(call.func) == "pathways_hbm_usage_gb"]
+print(json.dumps({"table": table, "pathways": sum(id(c) in inside for c in calls),
+                  "elsewhere": sum(id(c) not in inside for c in calls)}))
+"""
+
+
+def test_tpu_inferences_hbm_table_is_read_on_pathways_and_wherever_no_device_reports_stats():
+    """utils.py get_device_hbm_limit's table is the catalog's record of it, and hbm_usage_bytes uses it beyond
+    Pathways: where no device reports memory_stats (the catalog said "used only on Pathways")."""
+    completed = vllm_venv.run(["-c", HBM_TABLE], text=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    found = json.loads(completed.stdout)
+    assert found["table"] == catalog.shapes.TPU_INFERENCE_HBM_TABLE
+    assert found["pathways"] >= 1 and found["elsewhere"] >= 1
+    where = catalog.shapes.TPU_INFERENCE_HBM_TABLE_SOURCE.where
+    assert "Pathways" in where and "no device reports memory_stats" in where
+    assert "used only on Pathways" not in (Path(catalog.shapes.__file__)).read_text()

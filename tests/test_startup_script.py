@@ -276,10 +276,15 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
-def disk_run(tmp_path, servers, size: int = GIB, **env) -> Run:
-    with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1"})
+def disk_run(tmp_path, servers, size: int = GIB, sized: bool = True, **env) -> Run:
+    """A node with one blank data disk of `size` bytes at google-persistent-disk-1; `sized`: the metadata states the
+    disk's size in GB, as the stack writes it (else only the name, as an older stack's metadata did)."""
+    with_disk = attributes(**{contract.CACHE_DEVICE_ATTRIBUTE: "persistent-disk-1",
+                              contract.CACHE_SIZE_ATTRIBUTE: str(size >> 30) if sized else None})
     metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
-    run = Run(tmp_path, metadata.url, secretmanager.url, fakes=DISK_FAKES, **env)
+    # fakes_sleep: the 60 s wait for a disk that is not there passes at once.
+    fakes = {**DISK_FAKES, "sleep": "exit 0"} if env.pop("fakes_sleep", False) else DISK_FAKES
+    run = Run(tmp_path, metadata.url, secretmanager.url, fakes=fakes, **env)
     run.device = run.root / "dev/disk/by-id/google-persistent-disk-1"
     run.device.parent.mkdir(parents=True)
     with open(run.device, "wb") as image:
@@ -294,9 +299,77 @@ def test_a_cache_disk_that_never_appears_names_the_nvme_case_and_how_to_look(tmp
     metadata, secretmanager = servers(FakeMetadata(with_disk), good_secrets())
     run = Run(tmp_path, metadata.url, secretmanager.url, fakes={**DISK_FAKES, "sleep": "exit 0"})
     assert run().returncode == 1
-    assert run.status.startswith(f"failed: cache disk {run.root}/dev/disk/by-id/google-persistent-disk-1 never "
-                                 "appeared; is it attached (dataDisks)? On v6e the Hyperdisk attaches as NVMe")
+    assert run.status.startswith(f"failed: cache disk never appeared: {run.root}/dev/disk/by-id/google-persistent-"
+                                 "disk-1 does not exist; is it attached (dataDisks)? On v6e the Hyperdisk attaches "
+                                 "as NVMe")
     assert "ls -l /dev/disk/by-id" in run.status
+
+
+# ---- the cache disk found by what the stack controls (its size), not by the name the service gives it ----
+
+def sparse(path: Path, size: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as image:
+        image.truncate(size)
+    return path
+
+
+def formatted(run: Run) -> list[Path]:
+    """The devices mkfs.ext4 was run on (its last argument), in order."""
+    return [Path(line.split()[-1]) for line in run.commands.splitlines() if line.startswith("mkfs.ext4 ")]
+
+
+def boot_disk(run: Run, size: int) -> Path:
+    """The node's boot disk: partitioned, so never the cache disk whatever its size (its -part1 link says so)."""
+    disk = sparse(run.root / "dev/sda", size)
+    (run.root / "dev/sdb1").write_bytes(b"")
+    (run.device.parent / "google-persistent-disk-0").symlink_to(disk)
+    (run.device.parent / "google-persistent-disk-0-part1").symlink_to(run.root / "dev/sdb1")
+    return disk
+
+
+@needs_disk_tools
+def test_the_cache_disk_is_found_by_its_size_whatever_the_service_names_it(tmp_path, servers):
+    run = disk_run(tmp_path, servers)
+    run.device.unlink()  # the service named it otherwise: the NVMe link a Hyperdisk gets, say
+    disk = sparse(run.root / "dev/nvme0n2", GIB)
+    (run.device.parent / "nvme-nvme.1ae0-ZGF0YQ-Google-00000001").symlink_to(disk)
+    boot = boot_disk(run, GIB)  # the same size, but partitioned
+    sparse(run.device.parent / "google-scratch", 2 * GIB)  # unpartitioned, another size
+    assert run().returncode == 0, run.result.stderr
+    assert run.status == "ready"
+    assert formatted(run) == [run.device.parent / "nvme-nvme.1ae0-ZGF0YQ-Google-00000001"]
+    with open(boot, "rb") as untouched:
+        assert real_uuid(disk) and untouched.read(MIB) == bytes(MIB)  # the boot disk: not formatted
+
+
+@needs_disk_tools
+def test_the_named_disk_is_preferred_among_disks_of_the_cache_size(tmp_path, servers):
+    run = disk_run(tmp_path, servers)
+    sparse(run.device.parent / "google-persistent-disk-2", GIB)
+    assert run().returncode == 0, run.result.stderr
+    assert formatted(run) == [run.device]
+
+
+def test_two_disks_of_the_cache_size_neither_named_are_refused_not_guessed(tmp_path, servers):
+    run = disk_run(tmp_path, servers, fakes_sleep=True)
+    run.device.rename(run.device.parent / "google-data-a")
+    sparse(run.device.parent / "google-data-b", GIB)
+    assert run().returncode == 1
+    assert run.status.startswith("failed: cache disk: several unpartitioned disks are 1 GiB (/dev/disk/by-id/google-"
+                                 "data-a /dev/disk/by-id/google-data-b), and none is google-persistent-disk-1: set "
+                                 "tpu-vllm:cache.deviceName to the one to use")
+    assert command_count(run, "mkfs.ext4") == 0 and command_count(run, "blkid") == 0
+
+
+def test_a_disk_of_another_size_is_never_taken_for_the_cache_disk_even_by_its_name(tmp_path, servers):
+    run = disk_run(tmp_path, servers, fakes_sleep=True)
+    sparse(run.device, 2 * GIB)
+    assert run().returncode == 1
+    assert run.status.startswith("failed: cache disk never appeared: no unpartitioned disk of 1 GiB (1073741824 "
+                                 "bytes) under /dev/disk/by-id; others: /dev/disk/by-id/google-persistent-disk-1 "
+                                 "(2147483648 bytes)")
+    assert command_count(run, "blkid") == 0 and command_count(run, "mkfs.ext4") == 0
 
 
 def command_count(run: Run, name: str) -> int:
@@ -475,8 +548,9 @@ def test_a_disk_that_holds_data_where_blkid_sees_nothing_is_never_formatted(tmp_
 
 @pytest.mark.parametrize("device_kind", ["directory", "short"])
 def test_a_device_that_cannot_be_read_in_full_is_never_formatted(tmp_path, servers, device_kind):
-    # blkid -p exits 2 for "nothing found" and also when it cannot open the path at all.
-    run = disk_run(tmp_path, servers)
+    # blkid -p exits 2 for "nothing found" and also when it cannot open the path at all. Found by its name alone
+    # (by its size, neither would be taken for the cache disk at all).
+    run = disk_run(tmp_path, servers, sized=False)
     if device_kind == "directory":
         run.device.unlink()
         run.device.mkdir()
@@ -562,7 +636,7 @@ def test_the_script_reads_every_attribute_the_stack_sets():
                                       ssh_host_key_secret="", cache_device="", cache_mount="", image="")
     script = SCRIPT.read_text()
     ours = [key for key in metadata if key.startswith("tpu-vllm-")]
-    assert len(ours) == 6
+    assert len(ours) == 7
     for key in ours:
         assert re.search(rf"metadata_attribute {key} \w+\n", script), key
 

@@ -36,6 +36,11 @@ GB = 10**9
 PREEMPTIBLE_QUOTA_MODELS = frozenset({"spot", "flex-start"})
 ON_DEMAND_QUOTA_MODELS = frozenset({"on-demand"})
 QUOTA_MODEL_SOURCE = FLEX_START_QUOTA_PAGE
+# v5e's serving quota and the zones it applies in: cloud.google.com/tpu/docs/quota ("TPU v5e (training and
+# inference)") and the flex-start page's Limitations ("TPU v5e for training: us-west4-a; TPU v5e for serving:
+# us-central1-a").
+SERVING_QUOTA_SOURCE = Source("cloud.google.com/tpu/docs/quota, TPU v5e (training and inference); "
+                              "cloud.google.com/tpu/docs/request-using-flex-start, Limitations", "read 2026-12")
 
 # The two ways a single TPU VM is made: the Cloud TPU API's queued resource (v2alpha1; frozen, "not supported on
 # TPU7x") and a Compute Engine instance of a TPU machine type (tpu-machines: TPU7x, v6e, v5p; no v5e).
@@ -107,6 +112,11 @@ class Generation:
     gke_built: bool = True
     """Whether the gke wing builds node pools of this generation (TPU7x: not yet, its ComputeClass and the GKE
     version it needs are not read)."""
+    serving_zones: frozenset[str] = frozenset()
+    """Zones where Google serves this generation from its separate serving quota ("TPU v5e uses separate quotas for
+    training and serving"): there a node draws serving_quota, not quota_id / spot_quota_id (SERVING_QUOTA_SOURCE)."""
+    serving_quota: tuple[tuple[str, str], ...] = ()
+    """(provisioning model, the serving quota's name as Google's quota page spells it; its API id not read)."""
 
     @property
     def runtime_tag(self) -> str:
@@ -118,8 +128,11 @@ class Generation:
         """The quota a flex-start request consumes: the preemptible one (QUOTA_MODEL_SOURCE)."""
         return self.spot_quota_id
 
-    def quota_id_for(self, provisioning_model: str) -> str | None:
-        """The quota id this provisioning model draws on, or None where the catalog has not read it."""
+    def quota_id_for(self, provisioning_model: str, zone: str | None = None) -> str | None:
+        """The quota this provisioning model draws on in `zone` (the serving quota in a serving zone), or None
+        where the catalog has not read it."""
+        if zone in self.serving_zones:
+            return dict(self.serving_quota).get(provisioning_model)
         if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
             return self.spot_quota_id or None
         if provisioning_model in ON_DEMAND_QUOTA_MODELS:
@@ -263,6 +276,13 @@ V5E = Generation(
     # Compute Engine lists TPU7x, v6e and v5p, not v5e: the queued resource is v5e's only node API.
     node_apis=(QUEUED_RESOURCE,),
     default_api=QUEUED_RESOURCE,
+    # Google's flex-start page lists us-central1-a for "TPU v5e for serving" and us-west4-a for training; the quota
+    # page: inference "requires serving quota types: tpu-v5s-litepod-serving for on-demand TPUs,
+    # tpu-v5s-litepod-serving-preemptible for preemptible TPUs". In us-west4-a the log's v5litepod-1 drew the
+    # preemptible training quota, TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI.
+    serving_zones=frozenset({"us-central1-a"}),
+    serving_quota=(("on-demand", "tpu-v5s-litepod-serving"), ("spot", "tpu-v5s-litepod-serving-preemptible"),
+                   ("flex-start", "tpu-v5s-litepod-serving-preemptible")),
     # The log's spec table, "HBM bandwidth 800 GiBps": its 3.94 ms floor (and so the efficiency the layouts are
     # calibrated on, components/sizing/rate.py) divides by this figure; Google's page now reads 819 GBps.
     hbm_bandwidth_bytes_per_second=800 * GIB,
@@ -273,7 +293,8 @@ V5E = Generation(
 V6E = Generation(
     name="v6e",
     # "Memory statistics | total_hbm_limit_gb=31.24GiB" on a v6e-1 (one chip); tpu-inference's own table
-    # (tpu_inference/utils.py get_device_hbm_limit, used only on Pathways) says 32 GiB, the runtime less.
+    # (tpu_inference/utils.py get_device_hbm_limit: on Pathways, and wherever no device reports memory_stats)
+    # says 32 GiB, the runtime less.
     hbm_bytes_per_chip=int(31.24 * GIB),
     hbm_measured=True,
     hbm_source=V6E_BOOT_SOURCE,
@@ -360,11 +381,16 @@ TPU7X = Generation(
     gke_built=False,
 )
 
-# tpu-inference's own per-chip table, for the record: what a shape would size against on Pathways. TPU7x's entry
-# is per JAX device ("TPU v7": 96 GiB, "192 * GBYTES / 2 because each JAX device (v7x core) has 1/2 of the total chip
-# HBM"), here per chip as the others are.
+# tpu-inference's own per-chip table, for the record: the limit a pool is sized against on Pathways, and on any host
+# where no device reports memory_stats() (utils.py hbm_usage_bytes then counts live arrays against this table);
+# elsewhere the pool follows the runtime's bytes_limit, the measured hbm_bytes_per_chip above. The stack sizes
+# against the measured limit only: a node whose runtime reports no stats would get the table's larger pool.
+# TPU7x's entry is per JAX device ("TPU v7": 96 GiB, "192 * GBYTES / 2 because each JAX device (v7x core) has 1/2 of
+# the total chip HBM"), here per chip as the others are.
 TPU_INFERENCE_HBM_TABLE = {"v5e": 16 * GIB, "v6e": 32 * GIB, "TPU7x": 2 * 96 * GIB}
-TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit", "read 2026-12")
+TPU_INFERENCE_HBM_TABLE_SOURCE = Source(f"{TPU_INFERENCE} tpu_inference/utils.py get_device_hbm_limit, used by "
+                                        "hbm_usage_bytes on Pathways and when no device reports memory_stats",
+                                        "read 2026-12")
 
 SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
     Shape("v5litepod-1", V5E, 1, "ct5lp-hightpu-1t", "1x1", V5E_CONFIG_PAGE, 24, 48 * GB),

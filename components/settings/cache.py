@@ -30,8 +30,9 @@ class CacheSettings(_Section):
         "keep the disk (gke: the compile-cache bucket) and the warm cache across destroys: it then outlives "
         "`pulumi destroy` and bills until you delete it"))
     device_name: str = Field("persistent-disk-1", description=(
-        "how the VM names the first data disk (`/dev/disk/by-id/google-persistent-disk-1`; letters, digits, `-`, "
-        "`_`); change it only if your image names it otherwise"))
+        "the name the boot script prefers for the cache disk (`/dev/disk/by-id/google-persistent-disk-1`; letters, "
+        "digits, `-`, `_`); it takes the one unpartitioned disk of `cache.sizeGb` whatever it is named, and this "
+        "name only when several are that size"))
     mount_point: str = Field("/mnt/tpu-vllm-cache", description=(
         "where the VM mounts the cache disk; system directories (`/`, `/etc`, `/usr`, `/var`, `/home`, `/tmp`, "
         "`/lib*`, ... and what lies under them, however spelled) are refused"))

@@ -60,7 +60,8 @@ def deployed_fit(settings: Settings, tensor_parallel_size: int | None = None, *,
                       clients=settings.load.clients, region=tpu.region, run_hours=tpu.run_seconds / 3600,
                       tensor_parallel_size=None if as_planned else tensor_parallel_size or vllm.tensor_parallel_size,
                       data_parallel_size=None if as_planned or tensor_parallel_size else vllm.data_parallel_size,
-                      max_num_batched_tokens=vllm.max_num_batched_tokens, max_num_seqs=vllm.max_num_seqs)
+                      max_num_batched_tokens=vllm.max_num_batched_tokens, max_num_seqs=vllm.max_num_seqs,
+                      dtype=vllm.dtype)
 
 
 def planned_layout_name(settings: Settings) -> str:
@@ -77,7 +78,7 @@ def smallest_shape(settings: Settings) -> catalog.Shape | None:
     return sizing.smallest_fitting_shape(spec, vllm.max_model_len,
                                          gpu_memory_utilization=vllm.gpu_memory_utilization,
                                          max_num_batched_tokens=vllm.max_num_batched_tokens,
-                                         kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype))
+                                         kv_cache_dtype=sized_kv_dtype(vllm.kv_cache_dtype), dtype=vllm.dtype)
 
 
 def kv_budget_of(fit: sizing.Fit) -> chip_memory.KvBudget | None:

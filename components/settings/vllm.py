@@ -115,7 +115,9 @@ class VllmSettings(_Section):
         "is an error; a catalogued id (docs/models.md) is sized on `tpu.acceleratorType` and refused, naming the "
         "smallest shape that fits, when it cannot fit; parsers and multimodal limits follow its family; any other "
         "model needs `modelConfig`, or warns what goes unchecked (see *Changing the model or the chip*)"))
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description="as in the log")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("bfloat16", description=(
+        "as in the log; the weights and an `auto` KV cache are sized at it (float32 doubles both: tpu-inference "
+        "allocates an auto cache in the model's dtype)"))
     kv_cache_dtype: str = Field("auto", description=(
         "fp8 gives 1.000x capacity and is ~2% slower (warning); `int8` is not a CLI choice; others kill the "
         "server (errors)"))

@@ -6,7 +6,7 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
 
     fit(model, shape, max_model_len, *, gpu_memory_utilization=0.92, kv_cache_dtype="auto", context_tokens=None,
         clients=None, region=None, run_hours=4.0, tensor_parallel_size=None, data_parallel_size=None,
-        max_num_batched_tokens=4096) -> Fit
+        max_num_batched_tokens=4096, dtype="auto") -> Fit
         at the planned layout (components/sizing/layouts.py: every tensor-parallel t x data-parallel d of the
         host's devices, the lowest $ per million output tokens at `clients` x `context_tokens`, computed by
         components/sizing/rate.py), or at the one the sizes given make; fit_layout(...) the same at a given one
@@ -27,7 +27,8 @@ Public interface (stable; settings checks, the serving spec and tools.fit read o
          serve_flags() -> {"--max-model-len": ..., "--tensor-parallel-size": ..., ["--data-parallel-size": ...],
          "--tool-call-parser": ..., "--reasoning-parser": ...}
     Figure: value, unit, measured, basis (source or formula), how ("measured: ..." / "computed: ...")
-    kv_bytes_per_token(geometry, tensor_parallel_size, kv_cache_dtype="auto") -> int    across the TP chips
+    kv_bytes_per_token(geometry, tensor_parallel_size, kv_cache_dtype="auto", dtype="auto") -> int    across the TP
+        chips, the model served at vLLM's --dtype (an auto KV cache is the served dtype: MODEL_DTYPE_BITS)
     tensor_parallel_choices(geometry, devices) -> tuple[int, ...]   the sizes the heads split over (layouts' t)
     block_size(max_model_len, max_num_seqs=256) -> int
     padded_head_dim(head_dim), padded_kv_heads(kv_heads, tp), layer_bytes_per_token(head_dim, kv_heads, tp, bits)
@@ -52,6 +53,7 @@ from components.sizing.fit import (
 from components.sizing.implementation import model_implementation
 from components.sizing.kv import (
     KV_DTYPE_BITS,
+    MODEL_DTYPE_BITS,
     SizingError,
     block_size,
     kv_bytes_per_token,
@@ -66,7 +68,8 @@ from components.sizing.rate import DEFAULT_PLANNED_CLIENTS
 from components.sizing.rate import FORMULA_SUMMARY as RATE_FORMULA_SUMMARY
 
 __all__ = [
-    "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_RUN_HOURS", "KV_DTYPE_BITS", "LOAD_RULE", "Figure", "Fit",
+    "DEFAULT_GPU_MEMORY_UTILIZATION", "DEFAULT_RUN_HOURS", "KV_DTYPE_BITS", "LOAD_RULE", "MODEL_DTYPE_BITS",
+    "Figure", "Fit",
     "DEFAULT_PLANNED_CLIENTS", "ModelSpec", "RATE_FORMULA_SUMMARY", "SizingError", "all_layouts", "block_size",
     "fit", "fit_layout", "fits_by_shape", "kv_bytes_per_token", "layer_bytes_per_token",
     "padded_head_dim", "padded_kv_heads", "price_not_found", "smallest_fitting_shape",

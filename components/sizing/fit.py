@@ -78,8 +78,10 @@ class ModelSpec:
         elif index and (stated := weights_index.index_weights(str(path))) is not None:
             weights = stated
         elif geometry.parameter_count is not None:
-            weights = Weights(geometry.parameter_count * 2, False,
-                              "parameters counted from config.json x 2 bytes (bf16)")
+            # At the checkpoint's dtype, as the index's total is: fit_layout scales both to the dtype served.
+            element = kv.MODEL_DTYPE_BITS.get(geometry.dtype, 16) // 8
+            weights = Weights(geometry.parameter_count * element, False,
+                              f"parameters counted from config.json x {element} bytes ({geometry.dtype})")
         else:
             weights = None
         return cls(name or str(path), geometry, weights, family_for(geometry.model_type))
@@ -163,13 +165,14 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                run_hours: float = DEFAULT_RUN_HOURS, tensor_parallel_size: int | None = None,
                data_parallel_size: int | None = None,
                max_num_batched_tokens: int = kv_groups.DEFAULT_MAX_NUM_BATCHED_TOKENS,
-               max_num_seqs: int | None = None) -> Fit:
+               max_num_seqs: int | None = None, dtype: str = "auto") -> Fit:
     """Size `model` on `shape` at one layout: `tensor_parallel_size` and/or `data_parallel_size` (the other
     follows from the host's devices; components/sizing/layouts.py fit() plans them when neither is given).
     `context_tokens` (default max_model_len) is what each client holds for the 78% rule; `clients` adds a check
     of that many and is the load the output rate is predicted at (default rate.DEFAULT_PLANNED_CLIENTS);
     `max_num_batched_tokens` sets the in-flight tokens a sliding-window group holds beyond its window;
-    `max_num_seqs` (vLLM's default when None) bounds the page table, so it can raise the page size."""
+    `max_num_seqs` (vLLM's default when None) bounds the page table, so it can raise the page size; `dtype` is
+    vLLM's --dtype: the weights and an "auto" KV cache are sized at the dtype it serves (kv.served_dtype)."""
     if tensor_parallel_size is None and data_parallel_size is None:
         raise ValueError("fit_layout sizes a given layout: give tensor_parallel_size or data_parallel_size")
     spec = model if isinstance(model, ModelSpec) else ModelSpec.of(model)
@@ -218,7 +221,12 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                                 f"{shape.chips}-chip host: measured on 1-chip hosts only)")
     cap = hbm * gpu_memory_utilization
     figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
-    weights = spec.weights
+    served = kv.served_dtype(dtype, geometry.dtype)
+    if served not in kv.MODEL_DTYPE_BITS:
+        reasons.append(f"--dtype {dtype} serves this model at {served}, which is not sized here (sized: "
+                       f"{', '.join(kv.MODEL_DTYPE_BITS)})")
+        tp = None
+    weights = _weights_served(spec.weights, geometry.dtype, served, dtype)
     if weights is None:
         reasons.append("the weights' size is not known: give it (a measured figure or the safetensors index's "
                        "metadata.total_size)")
@@ -236,15 +244,16 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     kv_plan = None
     if tp is not None:
         try:
-            kv_plan = kv_groups.plan(geometry, tp, kv_cache_dtype, block, max_model_len, max_num_batched_tokens)
+            kv_plan = kv_groups.plan(geometry, tp, kv_cache_dtype, block, max_model_len, max_num_batched_tokens,
+                                     dtype)
         except kv_groups.UnsizedKvCacheError as error:
             reasons.append(str(error))
     if kv_plan is not None:
-        per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype)
+        per_token = kv.kv_bytes_per_token(geometry, tp, kv_cache_dtype, dtype)
         heads = min(geometry.kv_heads)
         replication = max(1, tp // heads) if heads < tp else 1
-        figures["kv_bytes_per_token"] = Figure(per_token, "bytes", False, _per_token_formula(geometry, tp,
-                                                                                             kv_cache_dtype))
+        figures["kv_bytes_per_token"] = Figure(per_token, "bytes", False, _per_token_formula(
+            geometry, tp, kv.kv_bits(kv_cache_dtype, served)))
         if replication > 1:
             notes.append(f"{heads} KV head(s) padded to TP {tp}: every token's KV is stored {replication} times")
         if kv_plan.hybrid:
@@ -279,7 +288,9 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
     replica_shape = shape if dp == 1 else next(
         (candidate for candidate in all_shapes() if candidate.generation == shape.generation
          and candidate.devices == tp), None)
-    point = None if replica_shape is None else catalog_measured.measured_pool(
+    # The boots measured the model at its default dtype: served otherwise, the pool is computed only.
+    measured_dtype = served == kv.served_dtype("auto", geometry.dtype)
+    point = None if replica_shape is None or not measured_dtype else catalog_measured.measured_pool(
         spec.name, replica_shape.accelerator_type, max_model_len, gpu_memory_utilization, kv_cache_dtype)
     if point is not None and tp == point.tensor_parallel_size:
         figures["kv_tokens_measured"] = Figure(point.kv_tokens, "tokens", True, point.cited if dp == 1 else (
@@ -328,9 +339,23 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                data_parallel_size=dp, output_rate=output_rate, usd_per_million_output=per_million)
 
 
-def _per_token_formula(geometry: ModelGeometry, tp: int, kv_cache_dtype: str) -> str:
+def _weights_served(weights: Weights | None, checkpoint: str, served: str, dtype: str) -> Weights | None:
+    """The weights at the dtype served: the checkpoint's bytes (measured, indexed or counted at its dtype) scaled
+    by the served dtype's bits over the checkpoint's (vLLM loads them cast; float32 doubles a bf16 checkpoint). Bytes
+    given stay as typed: they are the resident bytes."""
+    if weights is None or weights.given or checkpoint not in kv.MODEL_DTYPE_BITS or served not in kv.MODEL_DTYPE_BITS:
+        return weights
+    served_bits, checkpoint_bits = kv.MODEL_DTYPE_BITS[served], kv.MODEL_DTYPE_BITS[checkpoint]
+    if served_bits == checkpoint_bits:
+        return weights
+    return Weights(weights.bytes * served_bits // checkpoint_bits, False,
+                   f"{weights.basis}, x {served_bits}/{checkpoint_bits}: --dtype {dtype} loads the {checkpoint} "
+                   f"checkpoint as {served}")
+
+
+def _per_token_formula(geometry: ModelGeometry, tp: int, bits: int) -> str:
     """The formula as computed: head_dim 64 has its own kernel, K and V side by side in 128 lanes (kv.py)."""
-    element = f"{kv.kv_bits(kv_cache_dtype) // 8} B x TP"
+    element = f"{bits // 8} B x TP"
     heads = f"KV heads padded to TP {tp} / TP"
     terms = []
     for head_dim in sorted(geometry.head_dims):

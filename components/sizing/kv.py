@@ -23,10 +23,15 @@ TPU_HEAD_SIZE_ALIGNMENT = 128
 # vLLM's default max_num_seqs on TPU is 256 (the log); the page table's budget follows from it (catalog/paging.py).
 DEFAULT_MAX_NUM_SEQS = paging.DEFAULT_MAX_NUM_SEQS
 
-# --kv-cache-dtype -> bits per element. "auto" takes the checkpoint's dtype (bf16 for every catalogued model). On v6e
-# tpu-inference logs "Automatically using fp8_e5m2 for FP8 KV cache" with auto, yet allocates bfloat16 (the v6e
-# boot log's regular_attn_dtype=bfloat16, and its pool matches bf16 to 0.01%).
+# --kv-cache-dtype -> bits per element. "auto" takes the model's dtype as served (MODEL_DTYPE_BITS; the 16 here is
+# bf16's, what every catalogued model serves at by default). On v6e tpu-inference logs "Automatically using fp8_e5m2
+# for FP8 KV cache" with auto, yet allocates bfloat16 (the v6e boot log's regular_attn_dtype=bfloat16, and its pool
+# matches bf16 to 0.01%).
 KV_DTYPE_BITS = {"auto": 16, "bfloat16": 16, "float16": 16, "fp8": 8, "fp8_e4m3": 8, "fp8_e5m2": 8}
+# vLLM's --dtype as the engine runs it -> bits per weight and per "auto" KV element: tpu-inference 0.32.0 allocates an
+# "auto" KV cache in the model's dtype (runner/tpu_runner.py: `if cache_dtype == "auto": cache_dtype = self.dtype`,
+# `self.dtype = self.model_config.dtype`) and loads the weights in it.
+MODEL_DTYPE_BITS = {"bfloat16": 16, "float16": 16, "float32": 32}
 
 
 class SizingError(ValueError):
@@ -56,11 +61,32 @@ def padded_kv_heads(kv_heads: int, tensor_parallel_size: int) -> int:
     return tensor_parallel_size
 
 
-def kv_bits(kv_cache_dtype: str) -> int:
+def served_dtype(dtype: str, checkpoint_dtype: str) -> str:
+    """vLLM 0.33.0's --dtype as the engine runs it (vllm/config/model.py _get_and_verify_dtype): a dtype named is
+    that dtype; "auto" is the checkpoint's, a float32 checkpoint downcast to the platform's first supported dtype
+    (_resolve_auto_dtype; tpu-inference's TpuPlatform keeps vllm/platforms/interface.py's [bfloat16, float16,
+    float32])."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if checkpoint_dtype == "float32" else checkpoint_dtype
+
+
+def kv_bits(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:
+    """Bits per KV element; `model_dtype` is the dtype the model is served at (served_dtype), which "auto" takes."""
     if kv_cache_dtype not in KV_DTYPE_BITS:
         raise SizingError(f"--kv-cache-dtype {kv_cache_dtype!r} is not sized here; use one of "
                           f"{', '.join(KV_DTYPE_BITS)}")
-    return KV_DTYPE_BITS[kv_cache_dtype]
+    if kv_cache_dtype != "auto":
+        return KV_DTYPE_BITS[kv_cache_dtype]
+    return model_bits(model_dtype)
+
+
+def model_bits(model_dtype: str) -> int:
+    """Bits per element of a model served at `model_dtype`; SizingError for a dtype not sized here."""
+    if model_dtype not in MODEL_DTYPE_BITS:
+        raise SizingError(f"a model served at dtype {model_dtype!r} is not sized here; sized: "
+                          f"{', '.join(MODEL_DTYPE_BITS)}")
+    return MODEL_DTYPE_BITS[model_dtype]
 
 
 def dtype_packing(bits: int) -> int:
@@ -81,16 +107,17 @@ def layer_bytes_per_token(head_dim: int, kv_heads: int, tensor_parallel_size: in
     return elements * tensor_parallel_size * bits // 8
 
 
-def kv_bytes_per_token(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str = "auto") -> int:
-    """Every cache-owning layer's bytes for one token, across the TP chips."""
-    bits = kv_bits(kv_cache_dtype)
+def kv_bytes_per_token(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str = "auto",
+                       dtype: str = "auto") -> int:
+    """Every cache-owning layer's bytes for one token, across the TP chips, the model served at --dtype `dtype`."""
+    bits = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype))
     return sum(layer_bytes_per_token(layer.head_dim, layer.kv_heads, tensor_parallel_size, bits)
                for layer in geometry.kv_layers)
 
 
-def unpadded_kv_bytes_per_token(geometry: ModelGeometry, kv_cache_dtype: str = "auto") -> int:
+def unpadded_kv_bytes_per_token(geometry: ModelGeometry, kv_cache_dtype: str = "auto", dtype: str = "auto") -> int:
     """What the config alone says (2 x heads x head_dim x bytes per layer), before any TPU padding."""
-    element_bytes = kv_bits(kv_cache_dtype) // 8
+    element_bytes = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype)) // 8
     return sum(2 * layer.kv_heads * layer.head_dim * element_bytes for layer in geometry.kv_layers)
 
 

@@ -117,9 +117,9 @@ def layer_windows(geometry: ModelGeometry) -> dict[int, int | None]:
 
 
 def layer_specs(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str,
-                block_size: int) -> tuple[tuple[LayerSpec, ...], bool]:
+                block_size: int, dtype: str = "auto") -> tuple[tuple[LayerSpec, ...], bool]:
     """Each cache-owning layer's spec, and whether windows stay on (the vLLM path with one padded head size)."""
-    bits = kv.kv_bits(kv_cache_dtype)
+    bits = kv.kv_bits(kv_cache_dtype, kv.served_dtype(dtype, geometry.dtype))
     keep = (implementation.model_implementation(geometry.architectures) == implementation.VLLM
             and len({kv.padded_head_dim(layer.head_dim) for layer in geometry.kv_layers}) == 1)
     windows = layer_windows(geometry) if keep else {}
@@ -156,9 +156,11 @@ def group(specs: tuple[LayerSpec, ...]) -> tuple[KvGroup, ...]:
 
 
 def plan(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str, block_size: int,
-         max_model_len: int, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> KvPlan:
-    """The groups and their shared pool's per-block and per-request figures. Raises UnsizedKvCacheError."""
-    specs, windows_kept = layer_specs(geometry, tensor_parallel_size, kv_cache_dtype, block_size)
+         max_model_len: int, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+         dtype: str = "auto") -> KvPlan:
+    """The groups and their shared pool's per-block and per-request figures (the model served at --dtype
+    `dtype`). Raises UnsizedKvCacheError."""
+    specs, windows_kept = layer_specs(geometry, tensor_parallel_size, kv_cache_dtype, block_size, dtype)
     groups = group(specs)
     in_flight = CONCURRENT_BATCHES * max_num_batched_tokens
     return KvPlan(groups=groups, block_size=block_size,

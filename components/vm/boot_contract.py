@@ -12,6 +12,9 @@ from typing import Any
 HF_TOKEN_SECRET_ATTRIBUTE = "tpu-vllm-hf-token-secret"
 API_KEY_SECRET_ATTRIBUTE = "tpu-vllm-api-key-secret"
 CACHE_DEVICE_ATTRIBUTE = "tpu-vllm-cache-device"
+# The cache disk's size in GB (Compute Engine's GB: 2^30 bytes), what the stack controls of the disk: the boot script
+# takes the one whole disk of that size, whatever the service names it (the device name is only a preference).
+CACHE_SIZE_ATTRIBUTE = "tpu-vllm-cache-size-gb"
 CACHE_MOUNT_ATTRIBUTE = "tpu-vllm-cache-mount"
 IMAGE_ATTRIBUTE = "tpu-vllm-image"
 SSH_HOST_KEY_SECRET_ATTRIBUTE = "tpu-vllm-ssh-host-key-secret"
@@ -49,7 +52,7 @@ BOOT_SCRIPT_UNIT = "google-startup-scripts.service"
 
 def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, api_key_secret: str,
                   ssh_host_key_secret: str, cache_device: str, cache_mount: str, image: Any,
-                  ops_agent_config: str = "") -> dict[str, Any]:
+                  cache_size_gb: str = "", ops_agent_config: str = "") -> dict[str, Any]:
     """The node's metadata: the static boot script, the SSH key, and where the VM finds things (values, or Pulumi
     inputs the wing passes: the image is its digest pinned at the first `pulumi up`)."""
     metadata = {
@@ -64,6 +67,7 @@ def node_metadata(*, startup_script: str, ssh_keys: str, hf_token_secret: str, a
         # The secret's name only: the key is read at boot with the VM's identity, like the two above.
         SSH_HOST_KEY_SECRET_ATTRIBUTE: ssh_host_key_secret,
         CACHE_DEVICE_ATTRIBUTE: cache_device,
+        CACHE_SIZE_ATTRIBUTE: cache_size_gb,
         CACHE_MOUNT_ATTRIBUTE: cache_mount,
         IMAGE_ATTRIBUTE: image,
     }

@@ -145,7 +145,8 @@ class VmWing(pulumi.ComponentResource):
                 startup_script=startup_script, ssh_keys=ssh.ssh_keys_metadata,
                 hf_token_secret=secrets.hf_token_secret_name, api_key_secret=secrets.api_key_secret_name,
                 ssh_host_key_secret=host_key.secret_name,
-                cache_device=cfg.cache.device_name, cache_mount=cfg.cache.mount_point, image=image,
+                cache_device=cfg.cache.device_name, cache_size_gb=str(cfg.cache.size_gb),
+                cache_mount=cfg.cache.mount_point, image=image,
                 ops_agent_config=(ops_agent.config(resource_prefix=prefix, upstream_port=spec.upstream_port)
                                   if cfg.monitoring.enabled else ""),
             ),

@@ -66,6 +66,9 @@ def parser() -> argparse.ArgumentParser:
                          help="vLLM's per-step token budget (default 4096, the stack's vllm.maxNumBatchedTokens): a "
                               "sliding-window layer holds its window plus two steps of it")
     command.add_argument("--kv-cache-dtype", default="auto", choices=sorted(sizing.KV_DTYPE_BITS))
+    command.add_argument("--dtype", default="auto", choices=["auto", *sorted(sizing.MODEL_DTYPE_BITS)], help=(
+        "vLLM's --dtype (the stack's vllm.dtype): the weights and an auto KV cache are sized at it (float32 "
+        "doubles a bf16 checkpoint's)"))
     command.add_argument("--gpu-memory-utilization", type=_fraction, default=sizing.DEFAULT_GPU_MEMORY_UTILIZATION)
     command.add_argument("--region", help="price the chips in this region (default: where each was priced)")
     command.add_argument("--run-hours", type=_positive_float, default=sizing.DEFAULT_RUN_HOURS,
@@ -84,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
         fits = rows(model, arguments.max_model_len, gpu_memory_utilization=arguments.gpu_memory_utilization,
                     kv_cache_dtype=arguments.kv_cache_dtype, context_tokens=arguments.context_tokens,
                     clients=arguments.clients, region=arguments.region, run_hours=arguments.run_hours,
-                    max_num_batched_tokens=arguments.max_num_batched_tokens)
+                    max_num_batched_tokens=arguments.max_num_batched_tokens, dtype=arguments.dtype)
     except FitInputError as error:
         print(f"tools.fit: {error}", file=sys.stderr)
         return 2
     options = {"gpu_memory_utilization": arguments.gpu_memory_utilization, "kv_cache_dtype": arguments.kv_cache_dtype,
                "context_tokens": arguments.context_tokens, "clients": arguments.clients, "region": arguments.region,
-               "run_hours": arguments.run_hours}
+               "run_hours": arguments.run_hours, "dtype": arguments.dtype}
     if arguments.json:
         report = report_json(model, arguments.max_model_len, fits)
         if arguments.layouts:

@@ -50,6 +50,16 @@ def shapes_rows() -> list[str]:
             f"{', '.join(f'`{disk}`' for disk in generation.data_disk_types)} | "
             f"{_zones(shape.flex_start_accepted_zones)} | {_zones(shape.flex_start_refused_zones)} | "
             f"{_zones(others)} | {quotas} |")
+    for generation in catalog.shapes.GENERATIONS.values():
+        if generation.serving_zones:
+            serving = min(generation.serving_zones)
+            training = _zones(generation.flex_start_listed - generation.serving_zones)
+            lines += ["", f"TPU {generation.name} uses separate quotas for training and serving: in "
+                      f"{_zones(generation.serving_zones)} (Google's flex-start zone for {generation.name} serving) a "
+                      f"node draws the serving quota, `{generation.quota_id_for('flex-start', serving)}` for "
+                      f"flex-start and spot, `{generation.quota_id_for('on-demand', serving)}` on-demand; in "
+                      f"{training} (its flex-start zone for training; the stack's default, where the log measured "
+                      f"it) and elsewhere, the ids in the table ({catalog.shapes.SERVING_QUOTA_SOURCE})."]
     return lines
 
 
