@@ -84,7 +84,8 @@ def test_the_boot_script_finds_the_cache_disk_by_the_device_name_the_instance_gi
     assert disk["device_name"] == args["metadata"][boot_contract.CACHE_DEVICE_ATTRIBUTE]
     assert "auto_delete" not in disk  # the provider's attached_disk has none: Compute Engine keeps the disk
     startup = (ROOT / "startup" / "startup.sh").read_text()
-    assert 'device="$ROOT/dev/disk/by-id/google-$device_name"' in startup
+    # The name is the boot script's preference among disks of the cache's size (find_cache_disk).
+    assert 'named="$ROOT/dev/disk/by-id/google-$1"' in startup
     described = discovery()["schemas"]["AttachedDisk"]["properties"]["deviceName"]["description"]
     assert "/dev/disk/by-id/google-*" in described
 
@@ -121,8 +122,11 @@ def test_the_done_when_stack_plans_tpu7x_flex_start_for_seven_days():
 
 
 def tpu7x_program() -> program.Program:
-    """The dev stack on tpu7x-standard-4t for 7 days, with a two-hour queue (one run a session)."""
-    return program.run({**program.dev_config(), "tpu-vllm:tpu": json.dumps(
+    """The dev stack on tpu7x-standard-4t for 7 days, with a two-hour queue (one run a session), its layout the
+    planner's (the dev stack pins TP 1, which a TPU7x host's whole-chip ranks refuse)."""
+    config = program.dev_config()
+    vllm = {key: value for key, value in json.loads(config["tpu-vllm:vllm"]).items() if key != "tensorParallelSize"}
+    return program.run({**config, "tpu-vllm:vllm": json.dumps(vllm), "tpu-vllm:tpu": json.dumps(
         {"zone": "us-central1-c", "acceleratorType": "tpu7x-standard-4t", "maxRunDuration": "7d",
          "queueTimeout": "2h", "runtimeVersion": "projects/my-proj/global/images/family/tpu-vm"})})
 
