@@ -119,18 +119,23 @@ def test_the_hpa_has_floor_zero_and_reads_the_pickers_own_gauges():
     assert spec["minReplicas"] == 0
     names = [m["external"]["metric"]["name"] for m in spec["metrics"]]
     assert names == ["autoscaling.gke.io|picker-demand|held-requests",
-                     "autoscaling.gke.io|picker-demand|running-requests"]
+                     "autoscaling.gke.io|picker-demand|running-requests",
+                     "autoscaling.gke.io|picker-demand|engine-running-requests"]
     assert all(m["type"] == "External" for m in spec["metrics"])  # no Pods metric: none exists at zero
     assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 900  # gke.scaleToZeroAfter's 15m
     queries = [m["promql"]["query"] for m in one("AutoscalingMetric", "picker-demand")["spec"]["metrics"]]
-    assert all(q.endswith(" or vector(0)") and 'job="vllm-pool-epp"' in q for q in queries)
+    assert all(q.endswith(" or vector(0)") for q in queries)
+    assert all('job="vllm-pool-epp"' in q for q in queries[:2]) and 'job="vllm"' in queries[2]
     assert "llm_d_epp_flow_control_queue_size" in queries[0] and "llm_d_epp_request_running" in queries[1]
+    assert "vllm:num_requests_running" in queries[2]
     # At zero nothing reads Google's adapter, and its external.metrics.k8s.io APIService would answer External too.
     assert not [o for o in objects() if o["kind"] == "APIService" or o["metadata"].get("name") == ADAPTER_NAME]
 
 
-def picker_series(held: float | None = None, running: float | None = None) -> autoscaler_fake.Series:
-    """The picker's /metrics as Managed Prometheus stores it (its labels and the target's); None: no child."""
+def picker_series(held: float | None = None, running: float | None = None,
+                  engine_running: float | None = None) -> autoscaler_fake.Series:
+    """The picker's /metrics as Managed Prometheus stores it (its labels and the target's), and the one engine's
+    running gauge; None: no child (no engine: none)."""
     target = {"cluster": zero_program().output("clusterName")["value"], "namespace": "tpu-vllm",
               "job": inference_pool.PICKER_NAME, "instance": "vllm-pool-epp-0:metrics"}
     flow = {**target, "fairness_id": "default-flow", "priority": "0", "inference_pool": "vllm-pool",
@@ -140,6 +145,10 @@ def picker_series(held: float | None = None, running: float | None = None) -> au
         series[scale_to_zero.HELD_METRIC] = [(flow, held)]
     if running is not None:
         series[scale_to_zero.RUNNING_METRIC] = [(flow, running)]
+    if engine_running is not None:
+        engine = {**target, "job": "vllm", "instance": "vllm-0:metrics", "engine": "0",
+                  "model_name": "google/gemma-4-E2B-it"}
+        series[scale_to_zero.ENGINE_RUNNING_METRIC] = [(engine, engine_running)]
     return series
 
 
@@ -161,6 +170,14 @@ def test_a_held_request_wakes_the_pool_and_running_ones_keep_it_awake():
     assert autoscaler_fake.desired_replicas(zero_hpa(), 0, picker_series(held=5, running=0), objects()) == 1
     busy = picker_series(held=0, running=300)  # 300 running over 256 per replica
     assert autoscaler_fake.desired_replicas(zero_hpa(), 1, busy, objects()) == 2
+
+
+def test_a_request_the_picker_counts_no_model_for_keeps_the_pool_awake():
+    # llm_d_epp_request_running counts only requests with a model (metrics.go), and the passthrough parser sets
+    # none: a long /v1/audio request shows nothing running at the picker, only at the engine.
+    passthrough = picker_series(engine_running=1)
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 1, passthrough, objects()) == 1
+    assert autoscaler_fake.desired_replicas(zero_hpa(), 1, picker_series(engine_running=0), objects()) == 0
 
 
 def test_the_adapters_gauges_would_keep_the_last_replica_forever():
@@ -331,8 +348,8 @@ def test_at_zero_the_alert_is_a_request_turned_away_not_a_pool_with_no_replica()
     # Every QueueOutcome.String (flowcontrol/types/outcomes.go) that answers 503 or 429, none that serves or that
     # the client ended.
     [outcomes] = re.findall(r'outcome=~"([^"]*)"', query)
-    assert set(outcomes.split("|")) == {"EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity", "RejectedOther",
-                                        "EvictedOther"}
+    # Not RejectedOther/EvictedOther: a client that hung up before its request queued is filed there too.
+    assert set(outcomes.split("|")) == {"EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity"}
     assert "turned a request away" in held["inputs"]["displayName"]
     [board] = program.of_type("gcp:monitoring/dashboard:Dashboard")
     import json

@@ -206,6 +206,8 @@ class AutoscalingArgs:
     """The pool's zero (gke.minReplicas 0): the HPA's floor, metrics and idle window."""
     picker_series: dict[str, str] | None = None
     """At zero: the labels that select the picker's series in Managed Prometheus (the dashboard's picker_labels)."""
+    engine_series: dict[str, str] | None = None
+    """At zero: the labels that select the engines' series (the dashboard's labels)."""
 
 
 class Autoscaling(pulumi.ComponentResource):
@@ -221,8 +223,8 @@ class Autoscaling(pulumi.ComponentResource):
         adapter_ready: list[pulumi.Resource] = []
         if args.zero is not None:
             # At zero the HPA reads only the AutoscalingMetric's External metrics; the adapter would serve nothing.
-            adapter_ready.append(manifests.declare(
-                f"{name}-picker-demand", scale_to_zero.autoscaling_metric(ns, args.picker_series or {}), k8s_opts))
+            demand = scale_to_zero.autoscaling_metric(ns, args.picker_series or {}, args.engine_series or {})
+            adapter_ready.append(manifests.declare(f"{name}-picker-demand", demand, k8s_opts))
         elif args.install_adapter:
             identity = ServiceIdentity(
                 f"{name}-adapter",

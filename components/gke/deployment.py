@@ -83,6 +83,11 @@ def picker_series(cluster_name: str, namespace: str) -> dict[str, str]:
     return {"cluster": cluster_name, "namespace": namespace, "job": PICKER_NAME}
 
 
+def engine_series(cluster_name: str, namespace: str) -> dict[str, str]:
+    """The labels of the serving pods' series in Managed Prometheus (their PodMonitoring's name is the `job`)."""
+    return {"cluster": cluster_name, "namespace": namespace, "job": APP_NAME}
+
+
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
                      max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
                      baseline_usd_per_hour: float, devices: int = 1, engines: int = 1,
@@ -104,7 +109,7 @@ def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisi
                      f"gateway holds a request up to {zero.request_ttl_seconds} s while it wakes")
     picker_labels = picker_series(cluster_name, gke.namespace) if zero is not None else None
     return Scope(title=f"tpu-vllm {stack} (gke)", picker_labels=picker_labels,
-                 labels={"cluster": cluster_name, "namespace": gke.namespace, "job": APP_NAME},
+                 labels=engine_series(cluster_name, gke.namespace),
                  kv=kv, replicas=True, usd_per_hour=replica_usd_per_hour,
                  baseline_usd_per_hour=baseline_usd_per_hour, notes=tuple(notes), engines=engines)
 
@@ -230,7 +235,8 @@ class GkeWing(pulumi.ComponentResource):
             adapter_account_id=naming.service_account_id(cfg.stack, "metrics"),
             provider=cluster.provider, workload=workload,
             install_adapter=gke.install_metrics_adapter, cluster_ready=cluster.ready, zero=zero,
-            picker_series=picker_series(cluster_name, gke.namespace) if zero is not None else None),
+            picker_series=picker_series(cluster_name, gke.namespace) if zero is not None else None,
+            engine_series=engine_series(cluster_name, gke.namespace) if zero is not None else None),
             pulumi.ResourceOptions(parent=self))
         if cfg.monitoring.enabled:
             OperatorMonitoring("gke-monitoring", OperatorMonitoringArgs(

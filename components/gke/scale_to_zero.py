@@ -53,6 +53,12 @@ AUTOSCALING_METRIC_API = "autoscaling.gke.io/v1beta1"
 DEMAND_OBJECT = "picker-demand"
 HELD_DEMAND = "held-requests"
 RUNNING_DEMAND = "running-requests"
+# vLLM's own running gauge, beside the picker's: llm_d_epp_request_running counts only requests that carry a model
+# (pkg/epp/metrics/metrics.go, `if modelName != ""`), and the passthrough parser the route sends /v1/audio, /v1/score
+# and /v1/rerank to sets none (pkg/epp/framework/plugins/requesthandling/parsers/passthrough), so a long request
+# there would count as nothing running and the pool could go to zero under it. The engine counts every request.
+ENGINE_RUNNING_DEMAND = "engine-running-requests"
+ENGINE_RUNNING_METRIC = promql.RUNNING
 # The picker's own /metrics (pkg/epp/server/options.go MetricsPort 9090); its bearer-token check
 # (--metrics-endpoint-auth, on by default) is turned off for Managed Prometheus, which sends no token; the network
 # policy admits only the collectors to the port (components/gke/network_policy.py).
@@ -133,14 +139,19 @@ def flow_control(zero: ZeroPool) -> dict[str, Any]:
             "defaultPriorityBand": {"priority": 0, "maxRequests": str(zero.held_limit)}}
 
 
-def autoscaling_metric(namespace: str, picker_series: dict[str, str]) -> dict[str, Any]:
-    """The picker's demand as GKE's AutoscalingMetric reads it: PromQL over Managed Prometheus, selected by the
-    picker's series labels (cluster, namespace, its PodMonitoring's job), 0 when it has no series."""
+def autoscaling_metric(namespace: str, picker_series: dict[str, str],
+                       engine_series: dict[str, str]) -> dict[str, Any]:
+    """The demand as GKE's AutoscalingMetric reads it: PromQL over Managed Prometheus, the picker's gauges selected by
+    its series labels (cluster, namespace, its PodMonitoring's job) and vLLM's running gauge by the engines', each 0
+    when it has no series (at zero no engine exists to report one)."""
     return {
         "apiVersion": AUTOSCALING_METRIC_API, "kind": "AutoscalingMetric",
         "metadata": {"name": DEMAND_OBJECT, "namespace": namespace},
-        "spec": {"metrics": [{"promql": {"name": name, "query": promql.picker_total(metric, picker_series)}}
-                             for name, metric in ((HELD_DEMAND, HELD_METRIC), (RUNNING_DEMAND, RUNNING_METRIC))]},
+        "spec": {"metrics": [{"promql": {"name": name, "query": promql.picker_total(metric, series)}}
+                             for name, metric, series in ((HELD_DEMAND, HELD_METRIC, picker_series),
+                                                          (RUNNING_DEMAND, RUNNING_METRIC, picker_series),
+                                                          (ENGINE_RUNNING_DEMAND, ENGINE_RUNNING_METRIC,
+                                                           engine_series))]},
     }
 
 
@@ -151,9 +162,11 @@ def _external(name: str, per_replica: int) -> dict[str, Any]:
 
 
 def hpa_metrics(zero: ZeroPool) -> list[dict[str, Any]]:
-    """The held requests (what wakes the pool) and the running ones (what keeps it awake while it serves). The HPA
-    takes the larger proposal, so the pool goes to zero only when both are zero for `idle_seconds`."""
-    return [_external(HELD_DEMAND, zero.held_per_replica), _external(RUNNING_DEMAND, zero.running_per_replica)]
+    """The held requests (what wakes the pool) and the running ones, as the picker and as the engines count them
+    (what keeps it awake while it serves). The HPA takes the largest proposal, so the pool goes to zero only when
+    all are zero for `idle_seconds`."""
+    return [_external(HELD_DEMAND, zero.held_per_replica), _external(RUNNING_DEMAND, zero.running_per_replica),
+            _external(ENGINE_RUNNING_DEMAND, zero.running_per_replica)]
 
 
 def picker_pod_monitoring(namespace: str, picker_labels: dict[str, str], name: str) -> dict[str, Any]:
@@ -177,7 +190,9 @@ def hpa_metric_text(zero: ZeroPool) -> str:
     return (f"autoscaling.gke.io|{DEMAND_OBJECT}|{HELD_DEMAND} (External: the endpoint picker's held requests, "
             f"sum({HELD_METRIC}) or 0, target {zero.held_per_replica} per replica) and "
             f"autoscaling.gke.io|{DEMAND_OBJECT}|{RUNNING_DEMAND} (its running requests, sum({RUNNING_METRIC}) or 0, "
-            f"target {zero.running_per_replica} per replica), read by GKE's AutoscalingMetric {DEMAND_OBJECT}; floor 0")
+            f"target {zero.running_per_replica} per replica) and autoscaling.gke.io|{DEMAND_OBJECT}|"
+            f"{ENGINE_RUNNING_DEMAND} (vLLM's, sum({ENGINE_RUNNING_METRIC}) or 0, which also counts requests the "
+            f"picker sends on without a model), read by GKE's AutoscalingMetric {DEMAND_OBJECT}; floor 0")
 
 
 def clients_text(zero: ZeroPool) -> str:

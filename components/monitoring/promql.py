@@ -180,10 +180,12 @@ HELD = "llm_d_epp_flow_control_queue_size"
 PICKER_RUNNING = "llm_d_epp_request_running"
 FLOW_OUTCOMES = "llm_d_epp_flow_control_requests_total"
 # The outcomes (pkg/epp/flowcontrol/types/outcomes.go QueueOutcome.String) that turn a request away: its TTL ended
-# while held (503 rejected-no-endpoints at zero, 429 rejected-ttl-expired otherwise), the band was full (503
-# rejected-no-endpoints at zero, 429 rejected-saturated otherwise), or the controller failed it (an internal error,
-# or shutting down). Not Dispatched (served) nor EvictedContextCancelled (the client left first).
-TURNED_AWAY_OUTCOMES = ("EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity", "RejectedOther", "EvictedOther")
+# while held (503 rejected-no-endpoints at zero, 429 rejected-ttl-expired otherwise) or the band was full (503
+# rejected-no-endpoints at zero, 429 rejected-saturated otherwise). Not Dispatched (served), EvictedContextCancelled
+# (the client left first), nor RejectedOther/EvictedOther: admission.go files a client that hung up before its
+# request was queued there too ("A TTL expiry or client disconnect that fires before the item is admitted to a
+# queue ... surfaces as RejectedOther/EvictedOther"), and the label cannot tell the two: a page must not fire for it.
+TURNED_AWAY_OUTCOMES = ("EvictedTTL", "RejectedNoEndpoints", "RejectedCapacity")
 
 
 def _matchers(labels: dict[str, str], *more: str) -> str:
