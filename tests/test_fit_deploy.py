@@ -137,7 +137,7 @@ def test_an_unmeasured_pair_warns_once_and_a_measured_one_does_not():
     warnings = load(tpu=V6E_1, vllm={"model": "Qwen/Qwen3-8B"}).warnings
     unmeasured = [w for w in warnings if "nobody has measured" in w]
     assert len(unmeasured) == 1
-    assert "Memory statistics" in unmeasured[0] and "GPU KV cache size" in unmeasured[0]
+    assert "Memory statistics" in unmeasured[0] and "TPU KV cache size" in unmeasured[0]
     assert not any("nobody has measured" in w for w in load(tpu=V6E_1).warnings)  # E2B on v6e-1: the article's
     assert not any("nobody has measured" in w for w in load().warnings)
 

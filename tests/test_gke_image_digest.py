@@ -221,6 +221,26 @@ def test_a_token_answer_past_its_cap_is_refused():
         with pytest.raises(ResolveError, match="token answer is 2097165 bytes, over the 1048576-byte limit"):
             resolve(f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly")
 
+@pytest.mark.parametrize(("realm", "said"), [
+    (None, "the registry's token server answered HTTP 429"),  # Docker Hub's rate limit, at its token server
+    ("http://127.0.0.1:1/token", "could not reach the registry's token server"),  # the realm refuses connections
+])
+def test_a_failing_token_server_names_the_setting_and_the_fix(realm, said):
+    from tests.fakes.http import Response
+
+    class RateLimitedToken(FakeRegistry):
+        def _token(self, request):
+            return Response(429, raw=b'{"errors":[{"code":"TOOMANYREQUESTS"}]}',
+                            headers={"Content-Type": "application/json"})
+
+    with RateLimitedToken({"vllm/vllm-tpu": {"nightly": manifest_bytes("nightly")}}, realm=realm) as registry:
+        image = f"127.0.0.1:{registry.port}/vllm/vllm-tpu:nightly"
+        with pytest.raises(Exception) as raised:
+            ImageDigestProvider().create({"image": image})
+    message = str(raised.value)
+    assert message.startswith("tpu-vllm:vllm.image =") and said in message and "pin it yourself" in message
+
+
 MIRROR = "us-west4-docker.pkg.dev/my-proj/tpu-vllm-gke-dockerhub"
 HEX = "d" * 64
 

@@ -1,7 +1,7 @@
 """What someone measured on the hardware: boot-log memory lines and KV pools, with where each was read.
 
 A new point comes from one boot's log: `Memory statistics | total_hbm_limit_gb=... | total_hbm_limit_cap_gb=... |
-total_hbm_used_gb=... | total_hbm_avail_gb=...` and `TPU KV cache size: N tokens` (vLLM 0.33.0 names the device
+total_hbm_used_gb=... | total_hbm_avail_gb=...` and `TPU KV cache size: N tokens` (vllm-tpu 0.32.0 names the device
 type: vllm/v1/core/kv_cache_utils.py _kv_cache_device_name; the 0.26.1rc1 nightly both logs below ran printed
 `GPU KV cache size`), and `kv_cache_config.num_blocks` from the `Hybrid KV cache layout` line when it is there.
 Add it here with the model, the shape, max-model-len, gpu-memory-utilization and the log's place; docs/models.md

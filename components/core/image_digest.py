@@ -48,7 +48,7 @@ MAX_MANIFEST_BYTES = 4 << 20
 MAX_TOKEN_BYTES = 1 << 20
 MAX_REDIRECTS = 5
 READ_CHUNK = 64 << 10
-# The digest of a resolved reference, as the offline plan shows it (tools/mocks.py invents this value).
+# The digest of a resolved reference, as the offline plan shows it (tools/plan/placeholders.py invents this value).
 PLAN_NOTE = "resolved to a digest at the first pulumi up, then pinned in state"
 
 
@@ -180,8 +180,16 @@ def _bearer_token(challenge: str, reference: ImageReference, timeout: float) -> 
     query = {key: params[key] for key in ("service", "scope") if key in params}
     query.setdefault("scope", f"repository:{reference.repository}:pull")
     url = f"{params['realm']}?{urllib.parse.urlencode(query)}"
-    with _OPENER.open(url, timeout=timeout) as response:  # a redirect here is an error: no hop for the token
-        body = _read_capped(response, MAX_TOKEN_BYTES, "token answer")
+    try:
+        with _OPENER.open(url, timeout=timeout) as response:  # a redirect here is an error: no hop for the token
+            body = _read_capped(response, MAX_TOKEN_BYTES, "token answer")
+    except urllib.error.HTTPError as error:
+        # Docker Hub's token server rate-limits and fails as the registry does (429, 5xx): said, not a traceback.
+        error.close()
+        raise ResolveError(f"the registry's token server answered HTTP {error.code} for {params['realm']}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        raise ResolveError(f"could not reach the registry's token server {params['realm']} "
+                           f"({getattr(error, 'reason', error)})") from None
     try:
         answer = json.loads(body or b"{}")
     except ValueError:

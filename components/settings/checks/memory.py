@@ -212,7 +212,7 @@ def fit_checks(settings: Settings) -> list[Finding]:
                f"{fitted.kv_tokens_per_replica:,} (measured there; assumed the same per replica here)"
                if fitted.measured_point is not None else "is computed by tpu-inference's rules, not read from a boot")
             + "; the first deploy is the measurement",
-            "after it boots, record the boot log's 'Memory statistics' and 'GPU KV cache size' lines as a measured "
+            "after it boots, record the boot log's 'Memory statistics' and 'TPU KV cache size' lines as a measured "
             "point in the catalog (docs/models.md, Recording a measured point)",
             also_keys=("tpu.acceleratorType",),
         ))
