@@ -15,6 +15,7 @@ from components import catalog, sizing
 from components.catalog import models as catalog_models
 from components.sizing import kv
 from components.sizing.fit import whole_chips_per_rank
+from components.sizing.kv import SizingError
 from tests import vllm_venv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,9 +61,17 @@ def test_the_kv_cache_follows_the_served_dtype_as_tpu_inference_allocates_it(ans
     cache that dtype: the planner's bytes per token at each --dtype are upstream's, to the byte."""
     model = catalog.catalog_model(name)
     answer = answers[model.config_file]
-    assert answer["served"] == {dtype: kv.served_dtype(dtype, model.geometry.dtype) for dtype in MODEL_DTYPES}
+    def planned_dtype(dtype: str) -> str:
+        try:
+            return kv.served_dtype(dtype, model.geometry.dtype, model.geometry.model_type)
+        except SizingError:  # as vLLM's _check_valid_dtype refuses (float16 on Gemma 3)
+            return "refused"
+
+    served = {dtype: planned_dtype(dtype) for dtype in MODEL_DTYPES}
+    assert answer["served"] == served
     planned = {f"{size}:{kv_dtype}:{dtype}": sizing.kv_bytes_per_token(model.geometry, size, kv_dtype, dtype)
-               for size in planner_sizes(model.geometry) for kv_dtype in KV_DTYPES for dtype in MODEL_DTYPES}
+               for size in planner_sizes(model.geometry) for kv_dtype in KV_DTYPES for dtype in MODEL_DTYPES
+               if served[dtype] != "refused"}
     assert planned == answer["bytes_at"]
     assert answer["bytes_at"]["1:auto:float32"] == 2 * answer["bytes_at"]["1:auto:bfloat16"]
 
@@ -177,7 +186,7 @@ scope = {}
 module = ast.Module(body=[gbytes, functions["get_device_hbm_limit"]], type_ignores=[])
 exec(compile(module, "utils.py", "exec"), scope)
 table = {}
-for kind, generation in (("TPU v5e", "v5e"), ("TPU v6e", "v6e")):
+for kind, generation in (("TPU v5e", "v5e"), ("TPU v6e", "v6e"), ("TPU v7", "TPU7x")):
     scope["get_device_name"] = lambda kind=kind: kind
     table[generation] = scope["get_device_hbm_limit"]()
 # Where hbm_usage_bytes falls back to the table (pathways_hbm_usage_gb): inside `if VLLM_TPU_USING_PATHWAYS` or not.
@@ -198,7 +207,10 @@ def test_tpu_inferences_hbm_table_is_read_on_pathways_and_wherever_no_device_rep
     completed = vllm_venv.run(["-c", HBM_TABLE], text=True)
     assert completed.returncode == 0, completed.stderr[-3000:]
     found = json.loads(completed.stdout)
-    assert found["table"] == catalog.shapes.TPU_INFERENCE_HBM_TABLE
+    # The table is per JAX device; the catalog's record is per chip (TPU7x: two devices a chip).
+    per_chip = {generation: limit * catalog.shapes.GENERATIONS[generation].devices_per_chip
+                for generation, limit in found["table"].items()}
+    assert per_chip == catalog.shapes.TPU_INFERENCE_HBM_TABLE
     assert found["pathways"] >= 1 and found["elsewhere"] >= 1
     where = catalog.shapes.TPU_INFERENCE_HBM_TABLE_SOURCE.where
     assert "Pathways" in where and "no device reports memory_stats" in where

@@ -113,7 +113,14 @@ def served_dtypes(path: str, model_dtypes: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         shutil.copy(path, Path(directory) / "config.json")
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
-        return {name: _get_and_verify_dtype(directory, config, name, is_pooling_model=False) for name in model_dtypes}
+        served = {}
+        for name in model_dtypes:
+            try:
+                served[name] = _get_and_verify_dtype(directory, config, name, is_pooling_model=False)
+            except ValueError as error:  # "The model type 'gemma3' does not support float16 ...": refused
+                served[name] = None
+                print(f"{path}: --dtype {name}: {error}", file=sys.stderr)
+        return served
 
 
 def allocated_kv_dtype(statements, kv_dtype: str, model_dtype) -> str:
@@ -176,10 +183,11 @@ def main() -> int:
         model_dtypes = sorted({"auto", *request.get("model_dtypes", ["auto"])})
         served = served_dtypes(request["config"], model_dtypes)
         answer = {"config": request["config"], "bytes": {}, "bytes_at": {},
-                  "served": {name: str(dtype).removeprefix("torch.") for name, dtype in served.items()}}
+                  "served": {name: str(dtype).removeprefix("torch.") if dtype is not None else "refused"
+                             for name, dtype in served.items()}}
         for tp in request["tensor_parallel_sizes"]:
             for kv_dtype in request["kv_dtypes"]:
-                for model_dtype in model_dtypes:
+                for model_dtype in (name for name in model_dtypes if served[name] is not None):
                     allocated = allocated_kv_dtype(statements, kv_dtype, served[model_dtype])
                     owners, total = bytes_per_token(up, text, base_kv_heads, base_head_size, tp, allocated)
                     answer["owners"] = owners

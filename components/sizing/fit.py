@@ -221,7 +221,7 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
                                 f"{shape.chips}-chip host: measured on 1-chip hosts only)")
     cap = hbm * gpu_memory_utilization
     figures["cap"] = Figure(int(cap), "bytes", False, f"HBM x --gpu-memory-utilization {gpu_memory_utilization}")
-    served = kv.served_dtype(dtype, geometry.dtype)
+    served = kv.served_dtype(dtype, geometry.dtype, geometry.model_type)
     if served not in kv.MODEL_DTYPE_BITS:
         reasons.append(f"--dtype {dtype} serves this model at {served}, which is not sized here (sized: "
                        f"{', '.join(kv.MODEL_DTYPE_BITS)})")
@@ -289,7 +289,7 @@ def fit_layout(model: ModelSpec | CatalogModel, shape: Shape, max_model_len: int
         (candidate for candidate in all_shapes() if candidate.generation == shape.generation
          and candidate.devices == tp), None)
     # The boots measured the model at its default dtype: served otherwise, the pool is computed only.
-    measured_dtype = served == kv.served_dtype("auto", geometry.dtype)
+    measured_dtype = served == kv.served_dtype("auto", geometry.dtype, geometry.model_type)
     point = None if replica_shape is None or not measured_dtype else catalog_measured.measured_pool(
         spec.name, replica_shape.accelerator_type, max_model_len, gpu_memory_utilization, kv_cache_dtype)
     if point is not None and tp == point.tensor_parallel_size:

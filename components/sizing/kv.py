@@ -61,14 +61,21 @@ def padded_kv_heads(kv_heads: int, tensor_parallel_size: int) -> int:
     return tensor_parallel_size
 
 
-def served_dtype(dtype: str, checkpoint_dtype: str) -> str:
-    """vLLM 0.33.0's --dtype as the engine runs it (vllm/config/model.py _get_and_verify_dtype): a dtype named is
-    that dtype; "auto" is the checkpoint's, a float32 checkpoint downcast to the platform's first supported dtype
+# Model types vLLM refuses to serve at float16 (vllm/config/model.py _FLOAT16_NOT_SUPPORTED_MODELS, vllm-tpu 0.32.0:
+# "Numerical instability. Please use bfloat16 or float32 instead.", raised by _check_valid_dtype).
+FLOAT16_REFUSED_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
+
+
+def served_dtype(dtype: str, checkpoint_dtype: str, model_type: str = "") -> str:
+    """vLLM's --dtype as the engine runs it (vllm/config/model.py _get_and_verify_dtype): a dtype named is that
+    dtype; "auto" is the checkpoint's, a float32 checkpoint downcast to the platform's first supported dtype
     (_resolve_auto_dtype; tpu-inference's TpuPlatform keeps vllm/platforms/interface.py's [bfloat16, float16,
-    float32])."""
-    if dtype != "auto":
-        return dtype
-    return "bfloat16" if checkpoint_dtype == "float32" else checkpoint_dtype
+    float32]); float16 on a model type vLLM refuses it for is a SizingError in vLLM's words."""
+    served = dtype if dtype != "auto" else ("bfloat16" if checkpoint_dtype == "float32" else checkpoint_dtype)
+    if served == "float16" and model_type in FLOAT16_REFUSED_MODEL_TYPES:
+        raise SizingError(f"vLLM refuses float16 for model type {model_type!r} (\"does not support float16. Reason: "
+                          "Numerical instability. Please use bfloat16 or float32 instead.\")")
+    return served
 
 
 def kv_bits(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:
@@ -110,14 +117,14 @@ def layer_bytes_per_token(head_dim: int, kv_heads: int, tensor_parallel_size: in
 def kv_bytes_per_token(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str = "auto",
                        dtype: str = "auto") -> int:
     """Every cache-owning layer's bytes for one token, across the TP chips, the model served at --dtype `dtype`."""
-    bits = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype))
+    bits = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype, geometry.model_type))
     return sum(layer_bytes_per_token(layer.head_dim, layer.kv_heads, tensor_parallel_size, bits)
                for layer in geometry.kv_layers)
 
 
 def unpadded_kv_bytes_per_token(geometry: ModelGeometry, kv_cache_dtype: str = "auto", dtype: str = "auto") -> int:
     """What the config alone says (2 x heads x head_dim x bytes per layer), before any TPU padding."""
-    element_bytes = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype)) // 8
+    element_bytes = kv_bits(kv_cache_dtype, served_dtype(dtype, geometry.dtype, geometry.model_type)) // 8
     return sum(2 * layer.kv_heads * layer.head_dim * element_bytes for layer in geometry.kv_layers)
 
 

@@ -119,7 +119,7 @@ def layer_windows(geometry: ModelGeometry) -> dict[int, int | None]:
 def layer_specs(geometry: ModelGeometry, tensor_parallel_size: int, kv_cache_dtype: str,
                 block_size: int, dtype: str = "auto") -> tuple[tuple[LayerSpec, ...], bool]:
     """Each cache-owning layer's spec, and whether windows stay on (the vLLM path with one padded head size)."""
-    bits = kv.kv_bits(kv_cache_dtype, kv.served_dtype(dtype, geometry.dtype))
+    bits = kv.kv_bits(kv_cache_dtype, kv.served_dtype(dtype, geometry.dtype, geometry.model_type))
     keep = (implementation.model_implementation(geometry.architectures) == implementation.VLLM
             and len({kv.padded_head_dim(layer.head_dim) for layer in geometry.kv_layers}) == 1)
     windows = layer_windows(geometry) if keep else {}
