@@ -59,8 +59,10 @@ def test_a_v5e_node_draws_the_serving_quota_in_googles_serving_zone_and_the_trai
     assert V5E.quota_id_for("on-demand", "us-central1-a") == "tpu-v5s-litepod-serving"
     assert V6E.quota_id_for("flex-start", "us-east5-a") == "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"
     note = docs.shapes_rows()[-1]
-    assert "in `us-central1-a`" in note and "`tpu-v5s-litepod-serving-preemptible` for flex-start" in note
-    assert "in `us-west4-a` (its flex-start zone for training" in note
+    assert "`tpu-v5s-litepod-serving-preemptible` preemptible" in note and "`us-central1-a` for v5e serving" in note
+    assert "node in `us-west4-a` (the stack's default) drew the preemptible training quota" in note
+    # The quota page ties serving quota to inference, not to a zone: the note says no source settles the rest.
+    assert "for on-demand or spot elsewhere no source says which" in note
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     prerequisites = readme[readme.index("- TPU quota for v5e"):readme.index("- IAM roles")]
     assert "`us-west4-a`" in prerequisites and "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI" in prerequisites

@@ -184,3 +184,14 @@ def test_vllm_dtype_float32_doubles_the_kv_bytes_per_token_and_the_weights():
     # an fp8 cache is fp8 whatever the model's dtype
     assert (sizing.fit(e2b, v6e, 32768, kv_cache_dtype="fp8", dtype="float32").figures["kv_bytes_per_token"].value
             == sizing.fit(e2b, v6e, 32768, kv_cache_dtype="fp8").figures["kv_bytes_per_token"].value)
+
+
+def test_a_float16_checkpoint_vllm_refuses_float16_for_is_served_bfloat16_under_auto_and_refused_only_when_named():
+    # vllm/config/model.py: _resolve_auto_dtype filters the platform's dtypes through _is_valid_dtype ("Falling back
+    # to"), while a named float16 meets _check_valid_dtype's ValueError.
+    from components.sizing import kv
+    assert kv.served_dtype("auto", "float16", "gemma3") == "bfloat16"
+    assert kv.served_dtype("auto", "float16", "qwen3") == "float16"
+    assert kv.served_dtype("bfloat16", "float16", "gemma3") == "bfloat16"
+    with pytest.raises(kv.SizingError, match="does not support float16"):
+        kv.served_dtype("float16", "bfloat16", "gemma3")

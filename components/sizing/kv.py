@@ -70,12 +70,17 @@ def served_dtype(dtype: str, checkpoint_dtype: str, model_type: str = "") -> str
     """vLLM's --dtype as the engine runs it (vllm/config/model.py _get_and_verify_dtype): a dtype named is that
     dtype; "auto" is the checkpoint's, a float32 checkpoint downcast to the platform's first supported dtype
     (_resolve_auto_dtype; tpu-inference's TpuPlatform keeps vllm/platforms/interface.py's [bfloat16, float16,
-    float32]); float16 on a model type vLLM refuses it for is a SizingError in vLLM's words."""
-    served = dtype if dtype != "auto" else ("bfloat16" if checkpoint_dtype == "float32" else checkpoint_dtype)
-    if served == "float16" and model_type in FLOAT16_REFUSED_MODEL_TYPES:
+    float32]). float16 on a model type vLLM refuses it for: under "auto" the first supported dtype that type takes,
+    bfloat16 (_resolve_auto_dtype filters the platform's list through _is_valid_dtype: "Falling back to"); named, a
+    SizingError in vLLM's words (_check_valid_dtype)."""
+    refused = model_type in FLOAT16_REFUSED_MODEL_TYPES
+    if dtype == "auto":
+        return "bfloat16" if checkpoint_dtype == "float32" or (checkpoint_dtype == "float16" and refused) \
+            else checkpoint_dtype
+    if dtype == "float16" and refused:
         raise SizingError(f"vLLM refuses float16 for model type {model_type!r} (\"does not support float16. Reason: "
                           "Numerical instability. Please use bfloat16 or float32 instead.\")")
-    return served
+    return dtype
 
 
 def kv_bits(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:

@@ -54,12 +54,15 @@ def shapes_rows() -> list[str]:
         if generation.serving_zones:
             serving = min(generation.serving_zones)
             training = _zones(generation.flex_start_listed - generation.serving_zones)
-            lines += ["", f"TPU {generation.name} uses separate quotas for training and serving: in "
-                      f"{_zones(generation.serving_zones)} (Google's flex-start zone for {generation.name} serving) a "
-                      f"node draws the serving quota, `{generation.quota_id_for('flex-start', serving)}` for "
-                      f"flex-start and spot, `{generation.quota_id_for('on-demand', serving)}` on-demand; in "
-                      f"{training} (its flex-start zone for training; the stack's default, where the log measured "
-                      f"it) and elsewhere, the ids in the table ({catalog.shapes.SERVING_QUOTA_SOURCE})."]
+            lines += ["", f"TPU {generation.name} has separate training and serving quotas. Google's quota page ties "
+                      f"the serving ones (`{generation.quota_id_for('on-demand', serving)}` on-demand, "
+                      f"`{generation.quota_id_for('flex-start', serving)}` preemptible) to inference on "
+                      f"{generation.name} shapes, and its flex-start page lists {_zones(generation.serving_zones)} "
+                      f"for {generation.name} serving and {training} for training; the build log's flex-start node "
+                      f"in {training} (the stack's default) drew the preemptible training quota in the table "
+                      "(measured). So: in the default zone, the table's ids; in "
+                      f"{_zones(generation.serving_zones)}, the serving ones; for on-demand or spot elsewhere no "
+                      f"source says which ({catalog.shapes.SERVING_QUOTA_SOURCE})."]
     return lines
 
 
