@@ -185,7 +185,9 @@ def test_the_comparisons_figures_against_a_server_with_known_latencies(project, 
         # faster than TTFT + 3 x TPOT; with at most 2 requests a cell, p99 (nearest rank) is the slowest one's.
         assert row["ttft_p50_ms"] >= TTFT * 1000 and row["ttft_p99_ms"] >= row["ttft_p50_ms"]
         assert row["ttft_p99_ms"] + 3 * row["tpot_p99_ms"] >= (TTFT + 3 * TPOT) * 1000
-        assert row["tpot_p99_ms"] >= row["tpot_p50_ms"] > 0
+        # Not > 0: on a loaded machine the client may read several tokens in one read, stamped alike (the causal
+        # bound above still holds then, TTFT counting the wait).
+        assert row["tpot_p99_ms"] >= row["tpot_p50_ms"] >= 0
         assert row["usd_per_million"] == pytest.approx(usd / (row["output_tok_s"] * 3600) * 1e6)
 
 
