@@ -24,6 +24,8 @@ except ImportError:  # run by the pack's __main__, which puts this directory on 
     )
 
 MAX_RUN_SECONDS = 7 * 24 * 3600  # the API's own limit for flex-start
+# Compute Engine's shortest flex-start run: it "must be between 10 minutes and seven days" (About Flex-start VMs).
+MIN_INSTANCE_RUN_SECONDS = 10 * 60
 
 
 def _seconds(duration: str) -> int | None:
@@ -76,6 +78,10 @@ def _instance_billing_stops(props: Mapping[str, Any], config: Mapping[str, Any])
         if seconds > MAX_RUN_SECONDS:
             return [f"the {machine} instance's scheduling.maxRunDuration is {seconds}s, over 7 days (604800s); "
                     "set tpu-vllm:tpu.maxRunDuration to 7d or less"]
+        if model == "FLEX_START" and seconds < MIN_INSTANCE_RUN_SECONDS:
+            return [f"the flex-start {machine} instance's scheduling.maxRunDuration is {seconds}s, under Compute "
+                    f"Engine's 10-minute minimum ({MIN_INSTANCE_RUN_SECONDS}s), so the insert is refused; set "
+                    "tpu-vllm:tpu.maxRunDuration to 10m or more"]
         if scheduling.get("instanceTerminationAction") != "DELETE":
             return [f"the {machine} instance's run ends with {scheduling.get('instanceTerminationAction') or 'no'} "
                     "termination action, not DELETE, so what it leaves goes on billing; use tpu-vllm's "

@@ -157,3 +157,14 @@ def test_a_cli_killed_outright_hands_the_create_to_its_watchdog(fake, engine):
     engine.append(True)  # the CLI's end of the host's stdin closed (engine_liveness)
     wait_for(lambda: not fake.billing(), "the watchdog deletes the instance once the CLI is gone")
     assert NAME not in instance_guard._ARMED
+
+
+@pytest.mark.parametrize("model", ["spot", "on-demand"])
+def test_a_tpu_instance_starts_pending_on_every_model_and_bills_from_running(fake, model):
+    # "Flex-start … and TPU instances start instead in the PENDING state" (Google's instance life cycle page).
+    body = insert_body("abc")
+    body["scheduling"] = {"provisioningModel": compute_instance.PROVISIONING_MODELS[model]}
+    fake.insert(PROJECT, ZONE, body)
+    assert compute_api.ComputeApi().get(PROJECT, ZONE, NAME)["status"] == "PENDING" and fake.billing() == []
+    fake.capacity_arrives(PROJECT, ZONE, NAME)
+    assert compute_api.ComputeApi().get(PROJECT, ZONE, NAME)["status"] == "RUNNING" and fake.billing() == [NAME]

@@ -182,3 +182,25 @@ def test_tpu_api_on_gke_warns_that_gke_never_reads_it():
     loaded = s.load(raw, project="my-proj", stack="gke")
     assert any('tpu-vllm:tpu.api = "queued-resource"' in w and "read only by the vm platform" in w
                for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("tpu", [TPU7X, {"acceleratorType": "v6e-1", "zone": "us-east5-a", "api": "compute",
+                                         "runtimeVersion": IMAGE, "provisioningModel": "spot"}])
+def test_every_compute_stack_warns_what_pulumi_gcp_create_does_with_a_tpu_vm(tpu):
+    # Issue 43's compute reader: the provider's RUNNING wait has no PENDING, and it sends no queue wait.
+    warnings = [w for w in load(tpu=tpu).warnings if 'tpu-vllm:tpu.api = "compute"' in w]
+    assert len(warnings) == 1
+    assert "without PENDING" in warnings[0] and "waitUntilInstanceHasDesiredStatus" in warnings[0]
+    assert "requestValidForDuration" in warnings[0] and "no queue is requested" in warnings[0]
+    assert "watchdog delete what a failed create left" in warnings[0]
+
+
+def test_a_queued_resource_stack_has_no_compute_create_warning():
+    assert not any("tpu.api" in w for w in load(tpu={"acceleratorType": "v6e-1", "zone": "us-east5-a"}).warnings)
+
+
+def test_flex_start_on_compute_under_ten_minutes_is_refused_naming_the_limit():
+    # Compute Engine: the run "must be between 10 minutes and seven days" (About Flex-start VMs).
+    message = one_problem(tpu={**TPU7X, "maxRunDuration": "5m"})
+    assert 'tpu-vllm:tpu.maxRunDuration = "5m"' in message
+    assert "between 10 minutes and 7 days" in message and "set it to 10m or more" in message

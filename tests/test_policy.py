@@ -533,6 +533,7 @@ def test_the_compute_paths_flex_start_instance_passes():
 @pytest.mark.parametrize(("change", "words"), [
     (lambda s: s.pop("maxRunDuration"), "nothing stops its billing"),
     (lambda s: s.update(maxRunDuration={"seconds": 8 * 86400}), "over 7 days"),
+    (lambda s: s.update(maxRunDuration={"seconds": 599}), "under Compute Engine's 10-minute minimum"),
     (lambda s: s.update(instanceTerminationAction="STOP"), "not DELETE"),
 ])
 def test_an_unbounded_flex_start_instance_is_reported(change, words):

@@ -14,6 +14,7 @@ from components import settings
 from components.basis import chip_memory
 from components.gke import compute_class, exposure
 from components.gke.autoscaling import ADAPTER_NAME, ADAPTER_NAMESPACE
+from components.settings.facts import MIN_RUN_SECONDS_BY_API
 from components.settings.gke import GkeSettings
 from components.vm import boot_contract
 from components.vm.tpu_request import queued_resource_body
@@ -28,6 +29,8 @@ def copies() -> dict[str, tuple[object, object]]:
     return {
         "tpu_billing.MAX_RUN_SECONDS": (tpu_billing.MAX_RUN_SECONDS, settings.MAX_RUN_SECONDS),
         "gke_rules.MAX_RUN_SECONDS": (gke_rules.MAX_RUN_SECONDS, settings.MAX_RUN_SECONDS),
+        "tpu_billing.MIN_INSTANCE_RUN_SECONDS": (tpu_billing.MIN_INSTANCE_RUN_SECONDS,
+                                                 MIN_RUN_SECONDS_BY_API["compute"]),
         # The pack blocks what the settings accept only with an "untested" warning (0.93, 0.94).
         "memory_cap.MAX_GPU_MEMORY_UTILIZATION": (memory_cap.MAX_GPU_MEMORY_UTILIZATION,
                                                   chip_memory.HIGHEST_BOOTING_GPU_MEMORY_UTILIZATION),
@@ -57,6 +60,7 @@ def test_every_copy_in_the_pack_equals_the_stacks_own():
 @pytest.mark.parametrize(("module", "name", "drift"), [
     (memory_cap, "MAX_GPU_MEMORY_UTILIZATION", 0.93),
     (tpu_billing, "MAX_RUN_SECONDS", 8 * 24 * 3600),
+    (tpu_billing, "MIN_INSTANCE_RUN_SECONDS", 60),
     (gke_rules, "CLASS_OPT_IN_ANNOTATION", "tpu-vllm/opt-in"),
 ])
 def test_a_copy_that_drifts_is_named(monkeypatch, module, name, drift):

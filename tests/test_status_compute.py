@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from tests import test_instance_guard
 from tests.test_instance_guard import NAME, PROJECT, ZONE, insert_body
 from tools import status, status_compute
@@ -43,5 +45,31 @@ def test_a_running_instance_is_read_over_ssh_and_shows_its_run_end(fake):
 
 
 def test_an_instance_the_run_end_deleted_says_up_makes_it_again(fake):
-    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    ended = {**OUTPUTS, "runEndsAt": "2026-12-07T17:00:00Z"}
+    report = status_compute.decide(ended, "stack dev", NOW, status.serving, node_reader=ready)
     assert report.state == "run ended" and "`pulumi up --refresh` makes it again" in report.next_step
+
+
+@pytest.mark.parametrize("ends", [None, "2026-12-14T17:00:00Z"])
+def test_an_instance_gone_before_its_run_end_is_a_failed_create_not_a_run_ended(fake, ends):
+    # Right after a failed or interrupted create (its watchdog deleted what it left), or before runEndsAt.
+    outputs = {**OUTPUTS, **({"runEndsAt": ends} if ends else {})}
+    report = status_compute.decide(outputs, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == "gone" and "a create that failed" in report.headline
+    assert "`pulumi up --refresh`" in report.next_step
+
+
+@pytest.mark.parametrize(("status_word", "state"), [("REPAIRING", "repairing"), ("PENDING_STOP", "ending"),
+                                                    ("STOPPING", "ending"), ("DEPROVISIONING", "ending")])
+def test_a_passing_status_is_not_node_lost_with_delete_advice(fake, status_word, state):
+    fake.insert(PROJECT, ZONE, insert_body("a"))
+    fake.instances[(PROJECT, ZONE, NAME)]["status"] = status_word
+    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == state and "instances delete" not in report.next_step
+
+
+def test_a_terminated_instance_is_still_node_lost(fake):
+    fake.insert(PROJECT, ZONE, insert_body("a"))
+    fake.instances[(PROJECT, ZONE, NAME)]["status"] = "TERMINATED"
+    report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
+    assert report.state == "node lost" and "instances delete" in report.next_step

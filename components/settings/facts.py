@@ -34,8 +34,11 @@ MAX_RUN_SECONDS = 7 * 24 * 3600
 MAX_RUN_SECONDS_BY_API = {"queued-resource": MAX_RUN_SECONDS, "compute": 7 * 24 * 3600}
 MAX_RUN_SOURCE_BY_API = {
     "queued-resource": "the Cloud TPU API's flex-start ('for up to 7 days', tpu/docs/request-using-flex-start)",
-    "compute": "Compute Engine's Flex-start VMs (at most 7 days of run, 'About Flex-start VMs')",
+    "compute": "Compute Engine's Flex-start VMs (the run 'must be between 10 minutes and seven days', "
+               "'About Flex-start VMs')",
 }
+# Flex-start's shortest run, by node API: Compute Engine's own limit (the same page), the stack's minute elsewhere.
+MIN_RUN_SECONDS_BY_API = {"queued-resource": MIN_RUN_SECONDS, "compute": 10 * 60}
 
 # sshd on the node; the container runs with --net=host, so vLLM shares the host's ports.
 SSH_PORT = 22

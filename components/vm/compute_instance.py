@@ -28,7 +28,7 @@ PROVISIONING_MODELS = {"flex-start": "FLEX_START", "spot": "SPOT", "on-demand": 
 # VMs announcement, 2025-09-25).
 FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
 FLEX_START_QUEUE_SECONDS = 2 * 3600
-# After the queue, how long the VM itself may take to boot to RUNNING before the provider gives up.
+# After the queue, how long the insert operation may take (the create timeout's part beyond the queue).
 PROVISIONING_GRACE_SECONDS = 1800
 BOOT_DISK_GB = 100
 
@@ -113,14 +113,18 @@ def instance_args(
 
 
 def wait_timeout(queue_seconds: int | None) -> str:
-    """The provider's create and update timeouts, covering the flex-start queue wait.
+    """The provider's create and update timeouts (its default is 20 minutes each: resource_compute_instance.go,
+    Timeouts).
 
-    Its default is 20 minutes for each (resource_compute_instance.go, Timeouts). The create waits for the insert
-    operation under the create timeout, then for status RUNNING under the *update* timeout
-    (waitUntilInstanceHasDesiredStatus: `Timeout: d.Timeout(schema.TimeoutUpdate)`), so both must outlast a
-    request that waits in the queue (Instance.status PENDING: "waiting for available capacity from Dynamic
-    Workload Scheduler"). On a timeout the provider clears the id ("The resource didn't actually create"), so
-    Pulumi does not hold an instance Google may still make: instance_guard.py deletes it.
+    What upstream does with them: the create waits for the insert operation under the create timeout and then for
+    RUNNING under the *update* one (waitUntilInstanceHasDesiredStatus: `Timeout: d.Timeout(schema.TimeoutUpdate)`),
+    but pulumi-terraform-bridge's Create passes only the create timeout (pkg/tfbridge/provider.go), so on a create
+    the RUNNING wait keeps its 20 minutes whatever `update` says here. That wait's Pending list
+    (getAllStatusBut over computeInstanceStatus) lacks PENDING, the status a TPU or flex-start VM starts in, so it
+    stops at once ("unexpected state 'PENDING'"); and no queue wait is sent (expandParams has no
+    requestValidForDuration), so nothing queues for the create timeout to cover. Only a failed operation wait
+    clears the id ("The resource didn't actually create"); a failed status wait keeps it, and Pulumi records the
+    instance as partly created. Either way instance_guard.py's watchdog deletes what this create made.
     """
     seconds = int(queue_seconds or 0) + PROVISIONING_GRACE_SECONDS
     return f"{seconds // 60}m"

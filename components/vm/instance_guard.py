@@ -1,11 +1,13 @@
 """What keeps an interrupted create on the compute path from leaving a TPU VM billing that no stack holds.
 
-pulumi-gcp's instance create POSTs the insert, stores the id, then waits; when the wait ends early (a Ctrl-C
-cancels its context: ComputeOperationWaiter.QueryOp "unable to finish polling, context has been cancelled"; or its
-timeout) it clears the id ("The resource didn't actually create": resource_compute_instance.go,
-resourceComputeInstanceCreate), so Pulumi's state holds nothing, while Compute Engine goes on with the insert (a
-flex-start request stays PENDING, "waiting for available capacity", and may start later). A CLI killed outright
-leaves the same. The create is bridged, so no code of ours runs inside it; two dynamic resources bracket it:
+pulumi-gcp's instance create POSTs the insert, stores the id, waits for the operation, then for RUNNING
+(resource_compute_instance.go, resourceComputeInstanceCreate). A failed or timed-out operation wait clears the id
+("The resource didn't actually create"), so Pulumi's state holds nothing while Compute Engine may go on with the
+insert; a failed RUNNING wait (a TPU VM's PENDING is not in its list of states) keeps the id, and Pulumi records a
+partly created instance. A Ctrl-C does not stop the provider's wait: pulumi-terraform-bridge's Cancel is a no-op
+("For TF, this is a no-op", pkg/tfbridge/provider.go), so the first Ctrl-C lets the create run on and a second one
+kills the CLI, leaving the insert Google goes on with. The create is bridged, so no code of ours runs inside it;
+two dynamic resources bracket it:
 
 - `InstanceGuard`, created just before the instance, starts a watchdog process (the queued-resource path's
   CreateWatchdog, components/vm/create_watchdog.py) that knows the instance's name and this create's

@@ -1,8 +1,9 @@
 """A fake Compute Engine v1 API on 127.0.0.1: instances (insert, get, delete), zone operations, a billing ledger.
 
 Its answers are compute.v1.json's (google-api-python-client's discovery cache, revision 20261106): an Instance
-with `status` from the schema's enum (a flex-start request is PENDING, "waiting for available capacity from
-Dynamic Workload Scheduler", then RUNNING), an Operation (`kind` compute#operation, `operationType`, `status`
+with `status` from the schema's enum (a TPU or flex-start instance is PENDING first, then RUNNING: "Flex-start
+… and TPU instances start instead in the PENDING state", Google's instance life cycle page; PENDING is "waiting for
+available capacity from Dynamic Workload Scheduler"), an Operation (`kind` compute#operation, `operationType`, `status`
 PENDING/RUNNING/DONE, `targetLink`), and Google's JSON error body for a missing instance (404, reason notFound).
 tests/test_instance_guard.py checks every body it gives against the Instance and Operation schemas.
 
@@ -22,6 +23,8 @@ from tests.fakes.http import FakeServer, Request, Response
 INSTANCE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances(?:/([^/]+))?$")
 TOKEN_PATH = "/token"
 CREATION = "2026-12-07T09:00:00.000-08:00"
+# Compute Engine's TPU machine types (ct6e-standard-*, tpu7x-standard-*, ct5p-*: compute/docs/tpus/tpu-machines).
+TPU_MACHINE_PREFIXES = ("ct", "tpu")
 
 
 @dataclass
@@ -41,8 +44,10 @@ class FakeComputeApi(FakeServer):
 
     # What a test does to the world (the bridged provider's insert, capacity arriving).
     def insert(self, project: str, zone: str, body: dict[str, Any]) -> dict[str, Any]:
-        """An insert as pulumi-gcp sends it; a FLEX_START one waits in the queue (PENDING)."""
-        flex = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START"
+        """An insert as pulumi-gcp sends it; a FLEX_START or TPU one starts PENDING (capacity_arrives runs it)."""
+        machine = str(body.get("machineType") or "").rsplit("/", 1)[-1]
+        flex = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" \
+            or machine.startswith(TPU_MACHINE_PREFIXES)
         name = body["name"]
         link = f"{self.url}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
         self.instances[(project, zone, name)] = {

@@ -8,10 +8,23 @@ import re
 
 from components import catalog
 from components.basis import boot, spending
-from components.settings.facts import MAX_RUN_SECONDS_BY_API, MAX_RUN_SOURCE_BY_API, MIN_RUN_SECONDS
+from components.settings.facts import MAX_RUN_SECONDS_BY_API, MAX_RUN_SOURCE_BY_API, MIN_RUN_SECONDS_BY_API
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 from components.settings.tpu import TpuSettings
+
+# What pulumi-gcp 10.2.0's bridged instance create does with a TPU VM, read from its source (docs/lifecycle.md's
+# compute section says the same; docs/development.md's contracts rows hold the citations).
+COMPUTE_CREATE_LIMITS = (
+    "pulumi-gcp's instance create waits for RUNNING over a list of states without PENDING, where Google says TPU "
+    "and flex-start VMs start (terraform-provider-google resource_compute_instance.go: computeInstanceStatus, "
+    "waitUntilInstanceHasDesiredStatus; compute/docs/instances/about-flex-start-vms), so the create may fail at "
+    "PENDING. It never sends params.requestValidForDuration, the flex-start queue wait (the same file's "
+    "expandParams sends only resourceManagerTags; pulumi-gcp 10.2.0 has no input for it), so no queue is "
+    "requested and a stockout fails the create instead of waiting")
+COMPUTE_CREATE_EXPECT = (
+    "expect a failed create when capacity is not free at once; the guard and its watchdog delete what a failed "
+    "create left (nothing bills), then run `pulumi up --refresh` to try again")
 
 
 def tpu_checks(settings: Settings) -> list[Finding]:
@@ -22,6 +35,8 @@ def tpu_checks(settings: Settings) -> list[Finding]:
     # tpu.api are never read there, so they are not judged there.
     if vm:
         findings += _api_findings(tpu)
+        if tpu.node_api == catalog.COMPUTE:
+            findings.append(Finding.warning("tpu.api", tpu.node_api, COMPUTE_CREATE_LIMITS, COMPUTE_CREATE_EXPECT))
         findings += _zone_findings(tpu)
     elif "api" in tpu.model_fields_set:
         findings.append(Finding.warning(
@@ -31,12 +46,14 @@ def tpu_checks(settings: Settings) -> list[Finding]:
         seconds = tpu.run_seconds
         deploy_seconds = boot.COLD_BOOT_SECONDS + vllm.health_timeout_seconds
         api = tpu.node_api if vm else "queued-resource"
-        longest = MAX_RUN_SECONDS_BY_API[api]
-        if not MIN_RUN_SECONDS <= seconds <= longest:
+        shortest, longest = MIN_RUN_SECONDS_BY_API[api], MAX_RUN_SECONDS_BY_API[api]
+        if not shortest <= seconds <= longest:
             findings.append(Finding(
                 "tpu.maxRunDuration", tpu.max_run_duration,
-                f"flex-start runs between 1 minute and {longest // 86400} days ({MAX_RUN_SOURCE_BY_API[api]})",
-                f"set it to {longest // 86400}d or less, like 4h"))
+                f"flex-start runs between {shortest // 60} minute{'s' if shortest > 60 else ''} and "
+                f"{longest // 86400} days ({MAX_RUN_SOURCE_BY_API[api]})",
+                f"set it to {longest // 86400}d or less, like 4h" if seconds > longest
+                else f"set it to {shortest // 60}m or more, like 4h"))
         elif seconds < deploy_seconds:
             findings.append(Finding(
                 "tpu.maxRunDuration", tpu.max_run_duration,
