@@ -41,6 +41,8 @@ UNBOUNDED_TPU_TYPES = {"gcp:tpu/v2Vm:V2Vm", "gcp:tpu/node:Node", "gcp:tpu/v2Queu
 # A Compute Engine instance bills TPU time when its machine type is a TPU one (ct6e-standard-1t, tpu7x-standard-4t:
 # compute/docs/tpus/tpu-machines); its scheduling block says when the billing stops.
 INSTANCE_TYPE = "gcp:compute/instance:Instance"
+# tpu-vllm's own TPU VM (components/vm/compute_instance.py): its `body` is the Instance in compute.v1.json's names.
+COMPUTE_INSTANCE_TYPES = {"pulumi-python:dynamic/tpu-vllm:ComputeInstance"}
 TPU_MACHINE_PREFIXES = ("ct", "tpu")
 FIREWALL_TYPE = "gcp:compute/firewall:Firewall"
 SECRET_TYPE = "gcp:secretmanager/secret:Secret"
@@ -66,6 +68,15 @@ class Seen:
 
 def as_seen(resources: Iterable[Seen | tuple]) -> list[Seen]:
     return [item if isinstance(item, Seen) else Seen(*item) for item in resources]
+
+
+def instance_metadata(type_: str, props: Mapping[str, Any]) -> dict[str, Any]:
+    """An instance's metadata by key, known values only: pulumi-gcp's map, or the API's `items` list."""
+    if type_ in COMPUTE_INSTANCE_TYPES:
+        items = ((props.get("body") or {}).get("metadata") or {}).get("items") or []
+        return {str(item.get("key")): item.get("value") for item in items
+                if isinstance(item, Mapping) and "value" in dict(known_items(item))}
+    return dict(known_items(props.get("metadata") or {}))
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -10,9 +10,25 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from .resource_view import QUEUED_RESOURCE_TYPES, SECRET_TYPE, UNBOUNDED_TPU_TYPES, known_items
+    from .resource_view import (
+        COMPUTE_INSTANCE_TYPES,
+        INSTANCE_TYPE,
+        QUEUED_RESOURCE_TYPES,
+        SECRET_TYPE,
+        UNBOUNDED_TPU_TYPES,
+        instance_metadata,
+        known_items,
+    )
 except ImportError:  # run by the pack's __main__, which puts this directory on sys.path
-    from resource_view import QUEUED_RESOURCE_TYPES, SECRET_TYPE, UNBOUNDED_TPU_TYPES, known_items
+    from resource_view import (
+        COMPUTE_INSTANCE_TYPES,
+        INSTANCE_TYPE,
+        QUEUED_RESOURCE_TYPES,
+        SECRET_TYPE,
+        UNBOUNDED_TPU_TYPES,
+        instance_metadata,
+        known_items,
+    )
 
 SECRET_PATTERNS = [
     (re.compile(r"hf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
@@ -67,8 +83,8 @@ def metadata_has_no_secrets(type_: str, props: Mapping[str, Any],
     if type_ in QUEUED_RESOURCE_TYPES:
         for spec in ((props.get("body") or {}).get("tpu") or {}).get("nodeSpec") or []:
             metadata = {**metadata, **dict(known_items((spec.get("node") or {}).get("metadata") or {}))}
-    elif type_ in UNBOUNDED_TPU_TYPES or type_ == "gcp:compute/instance:Instance":
-        metadata = dict(known_items(props.get("metadata") or {}))
+    elif type_ in UNBOUNDED_TPU_TYPES or type_ in COMPUTE_INSTANCE_TYPES or type_ == INSTANCE_TYPE:
+        metadata = instance_metadata(type_, props)
         if props.get("metadataStartupScript"):
             metadata["startup-script"] = props["metadataStartupScript"]
     violations = []

@@ -8,6 +8,7 @@ from typing import Any
 
 try:
     from .resource_view import (
+        COMPUTE_INSTANCE_TYPES,
         INSTANCE_TYPE,
         QUEUED_RESOURCE_TYPES,
         TPU_MACHINE_PREFIXES,
@@ -16,6 +17,7 @@ try:
     )
 except ImportError:  # run by the pack's __main__, which puts this directory on sys.path
     from resource_view import (
+        COMPUTE_INSTANCE_TYPES,
         INSTANCE_TYPE,
         QUEUED_RESOURCE_TYPES,
         TPU_MACHINE_PREFIXES,
@@ -44,6 +46,8 @@ def tpu_billing_stops(type_: str, props: Mapping[str, Any], config: Mapping[str,
                 "or set the policy config allowUnboundedBilling: true"]
     if type_ == INSTANCE_TYPE:
         return _instance_billing_stops(props, config)
+    if type_ in COMPUTE_INSTANCE_TYPES:
+        return _instance_billing_stops(props.get("body") or {}, config)
     if type_ not in QUEUED_RESOURCE_TYPES:
         return []
     body = props.get("body") or {}
@@ -66,7 +70,8 @@ def tpu_billing_stops(type_: str, props: Mapping[str, Any], config: Mapping[str,
 
 def _instance_billing_stops(props: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """A TPU VM through Compute Engine: flex-start with a maxRunDuration of at most 7 days that deletes it, or
-    (allowed) an end-less spot/on-demand one. Scheduling names are compute.v1.json's (Scheduling)."""
+    (allowed) an end-less spot/on-demand one. Scheduling names are compute.v1.json's (Scheduling), which both
+    pulumi-gcp's inputs and tpu-vllm's own instance body use."""
     machine = str(props.get("machineType") or "").rsplit("/", 1)[-1]
     if not machine.startswith(TPU_MACHINE_PREFIXES):
         return []

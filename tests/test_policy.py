@@ -517,7 +517,8 @@ def test_an_opt_in_note_names_every_public_range_of_its_rule(opted_in_resources)
 
 
 
-INSTANCE = "gcp:compute/instance:Instance"
+INSTANCE = "pulumi-python:dynamic/tpu-vllm:ComputeInstance"
+BRIDGED_INSTANCE = "gcp:compute/instance:Instance"
 
 
 def compute_instance_props() -> dict:
@@ -527,18 +528,21 @@ def compute_instance_props() -> dict:
 
 
 def test_the_compute_paths_flex_start_instance_passes():
-    assert tpu_billing.tpu_billing_stops(INSTANCE, compute_instance_props()) == []
+    props = compute_instance_props()
+    assert tpu_billing.tpu_billing_stops(INSTANCE, props) == []
+    # The same body judged as pulumi-gcp's own instance (someone else's program): the same rule.
+    assert tpu_billing.tpu_billing_stops(BRIDGED_INSTANCE, props["body"]) == []
 
 
 @pytest.mark.parametrize(("change", "words"), [
     (lambda s: s.pop("maxRunDuration"), "nothing stops its billing"),
-    (lambda s: s.update(maxRunDuration={"seconds": 8 * 86400}), "over 7 days"),
-    (lambda s: s.update(maxRunDuration={"seconds": 599}), "under Compute Engine's 10-minute minimum"),
+    (lambda s: s.update(maxRunDuration={"seconds": str(8 * 86400)}), "over 7 days"),
+    (lambda s: s.update(maxRunDuration={"seconds": "599"}), "under Compute Engine's 10-minute minimum"),
     (lambda s: s.update(instanceTerminationAction="STOP"), "not DELETE"),
 ])
 def test_an_unbounded_flex_start_instance_is_reported(change, words):
     props = compute_instance_props()
-    change(props["scheduling"])
+    change(props["body"]["scheduling"])
     [message] = tpu_billing.tpu_billing_stops(INSTANCE, props)
     assert words in message and "tpu7x-standard-4t" in message
 
@@ -546,8 +550,18 @@ def test_an_unbounded_flex_start_instance_is_reported(change, words):
 @pytest.mark.parametrize("model", ["SPOT", "STANDARD"])
 def test_a_spot_or_on_demand_tpu_instance_is_reported_unless_allowed(model):
     props = compute_instance_props()
-    props["scheduling"] = {"provisioningModel": model, "automaticRestart": model == "STANDARD"}
+    props["body"]["scheduling"] = {"provisioningModel": model, "automaticRestart": model == "STANDARD"}
     assert "no automatic stop" in tpu_billing.tpu_billing_stops(INSTANCE, props)[0]
     assert tpu_billing.tpu_billing_stops(INSTANCE, props, {"allowUnboundedBilling": True}) == []
-    props["machineType"] = "e2-standard-2"  # not a TPU: not this rule's
+    props["body"]["machineType"] = "zones/us-central1-c/machineTypes/e2-standard-2"  # not a TPU: not this rule's
     assert tpu_billing.tpu_billing_stops(INSTANCE, props) == []
+
+
+def test_a_token_in_the_instances_metadata_items_is_reported():
+    from policy import secret_leaks
+
+    props = compute_instance_props()
+    assert secret_leaks.metadata_has_no_secrets(INSTANCE, props) == []
+    props["body"]["metadata"]["items"].append({"key": "hf", "value": "hf_" + "aB3dE5fG7h" * 4})
+    [message] = secret_leaks.metadata_has_no_secrets(INSTANCE, props)
+    assert "metadata 'hf'" in message

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests import test_instance_guard
-from tests.test_instance_guard import NAME, PROJECT, ZONE, insert_body
+from components.vm.instance_incarnation import description
+from tests import test_compute_instance_provider
+from tests.test_compute_instance_provider import NAME, PROJECT, ZONE, body
 from tools import status, status_compute
 from tools.status_node import NodeFacts
 
@@ -18,8 +19,12 @@ OUTPUTS = {"instanceName": f"projects/{PROJECT}/zones/{ZONE}/instances/{NAME}",
            "sshKnownHosts": "tpu-vllm-dev ssh-ed25519 AAAA", "localEndpoint": "http://127.0.0.1:8000/v1"}
 
 
-# The fake Compute API and credentials for it: tests/test_instance_guard.py's fixture.
-fake = test_instance_guard.fake
+# The fake Compute API and credentials for it: tests/test_compute_instance_provider.py's fixture.
+fake = test_compute_instance_provider.fake
+
+
+def insert_body(incarnation: str) -> dict:
+    return {**body(), "description": description(incarnation)}
 
 
 def ready(_target, _port) -> NodeFacts:

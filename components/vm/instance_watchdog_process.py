@@ -1,7 +1,7 @@
-"""The compute path's watchdog (components/vm/instance_guard.py): waits on the guard's pipe and, when it ends before
-"done", deletes the instance this create made, known by its incarnation, so nothing bills untracked.
+"""The compute path's watchdog (components/vm/compute_instance_provider.py): waits on the create's pipe and, when it
+ends before "done", deletes the instance this create made, known by its incarnation, so nothing bills untracked.
 
-    python -m components.vm.instance_watchdog_process   (started by InstanceGuardProvider.create)
+    python -m components.vm.instance_watchdog_process   (started by ComputeInstanceProvider.create)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def delete_if_ours(request: dict[str, Any], until: float) -> tuple[bool, str]:
     """(True, what happened) once the instance is gone, was never made, is another create's, or its DELETE was
     accepted; retried (an outage, a refusal while it is still being inserted) until `until`."""
     from components.vm.compute_api import ComputeApi, ComputeApiError
-    from components.vm.instance_guard import is_this_incarnation
+    from components.vm.instance_incarnation import is_this_incarnation
 
     api = ComputeApi()
     project, zone, name = request["project"], request["zone"], request["name"]

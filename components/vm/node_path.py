@@ -16,7 +16,7 @@ import pulumi
 
 from components.catalog import COMPUTE, QUEUED_RESOURCE
 from components.vm import compute_instance
-from components.vm.compute_instance import ComputeNode, ComputeNodeArgs, instance_args
+from components.vm.compute_instance import ComputeNode, ComputeNodeArgs, instance_body
 from components.vm.tpu_node import TpuNode, TpuNodeArgs
 from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
 
@@ -95,23 +95,24 @@ def _queued_resource(request: NodeRequest, opts: pulumi.ResourceOptions) -> Decl
 
 
 def _compute(path: NodePath, request: NodeRequest, opts: pulumi.ResourceOptions) -> DeclaredNode:
-    args = instance_args(
+    body = instance_body(
         project=request.project, zone=request.zone, name=request.node_id, machine_type=path.machine_type or "",
         boot_image=path.boot_image or "", boot_disk_type=path.boot_disk_type or "hyperdisk-balanced",
         network=request.network, subnetwork=request.subnetwork,
         service_account_email=request.service_account_email, metadata=request.metadata,
         cache_disk=request.cache_disk, cache_device_name=request.cache_device_name, tags=request.tags,
         labels=request.labels, provisioning_model=request.provisioning_model, run_seconds=request.run_seconds,
+        queue_seconds=request.queue_seconds,
     )
     node = ComputeNode(
         "tpu-vm",
-        ComputeNodeArgs(instance=args, queue_seconds=request.queue_seconds, run_seconds=request.run_seconds,
+        ComputeNodeArgs(project=request.project, zone=request.zone, body=body, queue_seconds=request.queue_seconds,
                         depends_on=request.depends_on),
         # A new child: no alias to the stack's root (the wing's children before it was a component).
         pulumi.ResourceOptions(parent=opts.parent),
     )
     return DeclaredNode(node, {
-        "gcloudEquivalent": compute_instance.gcloud_equivalent(args),
+        "gcloudEquivalent": compute_instance.gcloud_equivalent(body, request.zone),
         "nodeName": node.node_name,
         "instanceState": node.state,
         # The plain name, so tools.status finds the instance (or learns it is gone) in any state.

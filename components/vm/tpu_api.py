@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from components.vm.tpu_request import CLOUD_PLATFORM_SCOPE
 
@@ -77,7 +77,8 @@ def _server_retry_delay(error: Any, payload: dict[str, Any]) -> float | None:
     return float(retry_after) if retry_after and retry_after.isdigit() else None
 
 
-def _explain(action: str, status: int, message: str, payload: dict[str, Any]) -> str:
+def _explain(action: str, status: int, message: str, payload: dict[str, Any], api_name: str = "TPU API",
+             admin_role: str = "roles/tpu.admin") -> str:
     hints = []
     for detail in payload.get("details", []):
         permission = (detail.get("metadata") or {}).get("permission")
@@ -86,11 +87,14 @@ def _explain(action: str, status: int, message: str, payload: dict[str, Any]) ->
         for violation in detail.get("fieldViolations", []):
             hints.append(f"field {violation.get('field')}: {violation.get('description')}")
     if status == 403 and not hints:
-        hints.append("the deployer needs roles/tpu.admin on the project")
+        hints.append(f"the deployer needs {admin_role} on the project")
     if status == 401:
         hints.append(f"the credentials were not accepted; {SIGN_IN_FIX}")
     suffix = f" ({'; '.join(hints)})" if hints else ""
-    return f"TPU API refused {action} ({status} {payload.get('status', '')}): {message}{suffix}".replace(" )", ")")
+    # Compute Engine's errors carry a reason per item (`errors[].reason`), the TPU API's a `status`.
+    reason = payload.get("status") or ",".join(str(item.get("reason")) for item in payload.get("errors") or []
+                                               if isinstance(item, dict) and item.get("reason"))
+    return f"{api_name} refused {action} ({status} {reason}): {message}{suffix}".replace(" )", ")")
 
 
 SIGN_IN_FIX = ("sign in again with `gcloud auth application-default login`, or point "
@@ -119,7 +123,8 @@ def _is_transient_fault(error: Exception) -> bool:
                               google.auth.exceptions.TransportError))
 
 
-def _permanent_fault(action: str, error: Exception) -> TpuApiError | None:
+def _permanent_fault(action: str, error: Exception, api_name: str = "TPU API",
+                     endpoint_env: str = ENDPOINT_ENV) -> TpuApiError | None:
     """The clear error for a failure no retry fixes; None for one this module does not know."""
     import google.auth.exceptions
     import httplib2
@@ -127,14 +132,19 @@ def _permanent_fault(action: str, error: Exception) -> TpuApiError | None:
     if isinstance(error, google.auth.exceptions.GoogleAuthError):
         return TpuApiError(f"Google credentials failed during {action} ({message_of(error)}); {SIGN_IN_FIX}")
     if isinstance(error, httplib2.HttpLib2Error):
-        return TpuApiError(f"TPU API request {action} failed ({message_of(error)}); check "
-                           f"{ENDPOINT_ENV} and the proxy settings (HTTPS_PROXY, NO_PROXY) if set")
+        return TpuApiError(f"{api_name} request {action} failed ({message_of(error)}); check "
+                           f"{endpoint_env} and the proxy settings (HTTPS_PROXY, NO_PROXY) if set")
     return None
 
 
 @dataclass
 class TpuApi:
-    """A thin, retrying wrapper over the discovery client. Built fresh in every provider call."""
+    """A thin, retrying wrapper over the discovery client. Built fresh in every provider call. The class
+    attributes name the API in what it says; compute_api.ComputeApi is the same wrapper over Compute Engine."""
+
+    API_NAME: ClassVar[str] = "TPU API"
+    ADMIN_ROLE: ClassVar[str] = "roles/tpu.admin"
+    ENDPOINT: ClassVar[str] = ENDPOINT_ENV
 
     retry_base_seconds: float = 1.0
     max_attempts: int = 6
@@ -168,6 +178,9 @@ class TpuApi:
             self._collections[name] = getattr(self.service.projects().locations(), name)()
         return self._collections[name]
 
+    def say(self, message: str) -> None:
+        log(message)
+
     def call(self, action: str, build_request: Any, allow: tuple[int, ...] = ()) -> Any:
         """Run a request; retry transient faults, honour Retry-After; `allow` statuses return None."""
         from googleapiclient.errors import HttpError
@@ -182,28 +195,29 @@ class TpuApi:
                     return None
                 transient = status in TRANSIENT_STATUSES
                 if not transient or attempt == self.max_attempts:
-                    raise TpuApiError(_explain(action, status, message, payload), status, transient) from None
+                    raise TpuApiError(_explain(action, status, message, payload, self.API_NAME, self.ADMIN_ROLE),
+                                      status, transient) from None
                 wait = _server_retry_delay(error, payload)
                 wait = delay if wait is None else wait
-                log(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
+                self.say(f"{action}: {status}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
             except Exception as error:
                 if not _is_transient_fault(error):
-                    permanent = _permanent_fault(action, error)
+                    permanent = _permanent_fault(action, error, self.API_NAME, self.ENDPOINT)
                     if permanent is None:
                         raise
                     raise permanent from None
                 if attempt == self.max_attempts:
                     raise TpuApiError(
-                        f"TPU API unreachable during {action} after {attempt} attempts ({message_of(error)}); "
+                        f"{self.API_NAME} unreachable during {action} after {attempt} attempts ({message_of(error)}); "
                         "check this machine's connection to Google APIs (DNS, proxy, firewall) and try again",
                         transient=True,
                     ) from None
                 wait = delay
-                log(f"{action}: {message_of(error)}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
+                self.say(f"{action}: {message_of(error)}, retrying in {wait:g}s ({attempt}/{self.max_attempts})")
             else:
                 if not isinstance(reply, dict):  # e.g. a proxy's HTML page: not the API at all
-                    raise TpuApiError(f"TPU API answered {action} with something other than JSON: "
-                                      f"{str(reply)[:120]!r}; check {ENDPOINT_ENV} and any proxy in between")
+                    raise TpuApiError(f"{self.API_NAME} answered {action} with something other than JSON: "
+                                      f"{str(reply)[:120]!r}; check {self.ENDPOINT} and any proxy in between")
                 return reply
             self.sleep(min(wait, 60.0))
             delay *= 2
@@ -223,8 +237,8 @@ class TpuApi:
                 if left <= 0:
                     raise TpuApiError(f"{str(error).rstrip('.')}; still failing when the time to wait for "
                                       f"{waiting_for} ran out", error.status, transient=True) from None
-                log(f"waiting for {waiting_for}: {str(error).rstrip('.')}; trying again in {poll:g}s "
-                     f"({duration(left)} left)")
+                self.say(f"waiting for {waiting_for}: {str(error).rstrip('.')}; trying again in {poll:g}s "
+                         f"({duration(left)} left)")
                 self.sleep(poll)
 
     def create(self, parent: str, queued_resource_id: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:

@@ -1,11 +1,17 @@
-"""A fake Compute Engine v1 API on 127.0.0.1: instances (insert, get, delete), zone operations, a billing ledger.
+"""A fake Compute Engine v1 API on 127.0.0.1: instances (insert, get, delete, setLabels), zone operations, a billing
+ledger, and the faults a test injects.
 
 Its answers are compute.v1.json's (google-api-python-client's discovery cache, revision 20261106): an Instance
 with `status` from the schema's enum (a TPU or flex-start instance is PENDING first, then RUNNING: "Flex-start
 … and TPU instances start instead in the PENDING state", Google's instance life cycle page; PENDING is "waiting for
 available capacity from Dynamic Workload Scheduler"), an Operation (`kind` compute#operation, `operationType`, `status`
-PENDING/RUNNING/DONE, `targetLink`), and Google's JSON error body for a missing instance (404, reason notFound).
-tests/test_instance_guard.py checks every body it gives against the Instance and Operation schemas.
+PENDING/RUNNING/DONE, `targetLink`, a failed one's `error.errors[]` with `code`, `message` and, for a quota,
+`errorDetails[].quotaInfo`), Google's JSON error body (`error.errors[].reason`: notFound, alreadyExists,
+conditionNotMet), and an insert's `requestId` honoured ("the server will know to ignore the request if it has
+already been completed"). tests/test_compute_instance_provider.py checks every body it gives against the schemas.
+
+Whether the insert's operation is DONE while the VM waits PENDING is not documented (the contracts table says so):
+`operation_done_while_pending` picks either, and the provider is tested under both.
 
 The ledger: each instance bills from when it is RUNNING until its delete (a PENDING one bills nothing); what is
 billing at any moment is `billing()`.
@@ -20,11 +26,24 @@ from typing import Any
 
 from tests.fakes.http import FakeServer, Request, Response
 
-INSTANCE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances(?:/([^/]+))?$")
+ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|operations)(?:/([^/]+))?(?:/([^/]+))?$")
 TOKEN_PATH = "/token"
 CREATION = "2026-12-07T09:00:00.000-08:00"
+STARTED = "2026-12-07T09:20:00.000-08:00"
 # Compute Engine's TPU machine types (ct6e-standard-*, tpu7x-standard-*, ct5p-*: compute/docs/tpus/tpu-machines).
 TPU_MACHINE_PREFIXES = ("ct", "tpu")
+# What an insert's operation says when no capacity came in time (ZONE_RESOURCE_POOL_EXHAUSTED's message, as
+# Compute Engine words it for a stockout) and when a quota is short (QUOTA_EXCEEDED with quotaInfo).
+STOCKOUT = {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "message": "The zone '{zone}' does not have enough resources available to fulfill the request.  Try a "
+                       "different zone, or try again later."}
+
+
+def quota_exceeded(metric: str, limit_name: str, limit: float, region: str) -> dict[str, Any]:
+    return {"code": "QUOTA_EXCEEDED",
+            "message": f"Quota '{limit_name}' exceeded.  Limit: {limit} in region {region}.",
+            "errorDetails": [{"quotaInfo": {"metricName": metric, "limitName": limit_name, "limit": limit,
+                                            "dimensions": {"region": region}}}]}
 
 
 @dataclass
@@ -34,32 +53,88 @@ class Billing:
     ended: bool = False
 
 
+@dataclass
+class Faults:
+    """What the next requests meet: a number of 503s before an answer, and an insert done but its reply lost."""
+
+    unavailable: int = 0
+    lose_insert_reply: bool = False
+    insert_refused: tuple[int, str, str] | None = None
+    """(status, message, reason) answered to every insert."""
+    insert_fails: dict[str, Any] | None = None
+    """An Operation error item the insert's operation ends with (no instance is made)."""
+
+
 class FakeComputeApi(FakeServer):
-    def __init__(self, access_token: str = "") -> None:
+    def __init__(self, access_token: str = "", operation_done_while_pending: bool = True) -> None:
         super().__init__()
         self.access_token = access_token
+        self.operation_done_while_pending = operation_done_while_pending
         self.instances: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.operations: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.by_request_id: dict[str, dict[str, Any]] = {}
+        self.inserts: list[dict[str, Any]] = []
+        """Every insert body the fake took (a retry with a known requestId is not one)."""
         self.ledger: list[Billing] = []
+        self.faults = Faults()
         self._ids = itertools.count(6_100_000_000_000_000_001)
 
-    # What a test does to the world (the bridged provider's insert, capacity arriving).
+    # What a test does to the world.
     def insert(self, project: str, zone: str, body: dict[str, Any]) -> dict[str, Any]:
-        """An insert as pulumi-gcp sends it; a FLEX_START or TPU one starts PENDING (capacity_arrives runs it)."""
+        """An insert taken; a FLEX_START or TPU one starts PENDING (capacity_arrives runs it)."""
         machine = str(body.get("machineType") or "").rsplit("/", 1)[-1]
-        flex = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" \
+        waits = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" \
             or machine.startswith(TPU_MACHINE_PREFIXES)
         name = body["name"]
         link = f"{self.url}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
+        self.inserts.append(body)
         self.instances[(project, zone, name)] = {
-            **body, "kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": CREATION,
-            "status": "PENDING" if flex else "RUNNING", "selfLink": link,
-            "zone": f"{self.url}/compute/v1/projects/{project}/zones/{zone}"}
-        self.ledger.append(Billing(name, started=not flex))
-        return self.operation("insert", project, zone, link)
+            **{key: value for key, value in body.items() if key != "params"},  # params is input only
+            "kind": "compute#instance", "id": str(next(self._ids)), "creationTimestamp": CREATION,
+            "status": "PENDING" if waits else "RUNNING", "selfLink": link,
+            "zone": f"{self.url}/compute/v1/projects/{project}/zones/{zone}",
+            "labelFingerprint": "42WmSpB8rSM="}
+        if not waits:
+            self._run(self.instances[(project, zone, name)])
+        self.ledger.append(Billing(name, started=not waits))
+        operation = self.operation("insert", project, zone, link)
+        if not waits or self.operation_done_while_pending:
+            operation["status"] = "DONE"
+        return operation
 
     def capacity_arrives(self, project: str, zone: str, name: str) -> None:
-        self.instances[(project, zone, name)]["status"] = "RUNNING"
+        instance = self.instances[(project, zone, name)]
+        self._run(instance)
         self._billing_of(name).started = True
+        for operation in self.operations.values():
+            if operation["targetLink"] == instance["selfLink"] and operation["operationType"] == "insert":
+                operation["status"] = "DONE"
+
+    def queue_gives_up(self, project: str, zone: str, name: str) -> None:
+        """No capacity within requestValidForDuration: the request fails and the instance is not kept."""
+        instance = self.instances.pop((project, zone, name))
+        self._billing_of(name).ended = True
+        for operation in self.operations.values():
+            if operation["targetLink"] == instance["selfLink"] and operation["operationType"] == "insert":
+                operation["status"] = "DONE"
+                operation["error"] = {"errors": [{**STOCKOUT, "message": STOCKOUT["message"].format(
+                    zone=f"projects/{project}/zones/{zone}")}]}
+
+    def run_ends(self, project: str, zone: str, name: str) -> None:
+        """maxRunDuration reached, instanceTerminationAction DELETE."""
+        del self.instances[(project, zone, name)]
+        self._billing_of(name).ended = True
+
+    def _run(self, instance: dict[str, Any]) -> None:
+        instance["status"] = "RUNNING"
+        instance["lastStartTimestamp"] = STARTED
+        for number, nic in enumerate(instance.get("networkInterfaces") or []):
+            nic["networkIP"] = f"10.128.0.{10 + number}"
+            for access in nic.get("accessConfigs") or []:
+                access["natIP"] = "203.0.113.7"
+        run = ((instance.get("scheduling") or {}).get("maxRunDuration") or {}).get("seconds")
+        if run:
+            instance["resourceStatus"] = {"scheduling": {"terminationTimestamp": "2026-12-14T09:20:00.000-08:00"}}
 
     def billing(self) -> list[str]:
         return [entry.name for entry in self.ledger if entry.started and not entry.ended]
@@ -69,32 +144,90 @@ class FakeComputeApi(FakeServer):
 
     def operation(self, kind: str, project: str, zone: str, target: str) -> dict[str, Any]:
         number = next(self._ids)
-        return {"kind": "compute#operation", "id": str(number), "name": f"operation-{number}",
-                "operationType": kind, "status": "RUNNING", "targetLink": target,
-                "zone": f"{self.url}/compute/v1/projects/{project}/zones/{zone}", "progress": 0,
-                "insertTime": CREATION, "selfLink": f"{self.url}/compute/v1/projects/{project}/zones/{zone}/"
-                                                    f"operations/operation-{number}"}
+        name = f"operation-{number}"
+        operation = {"kind": "compute#operation", "id": str(number), "name": name, "operationType": kind,
+                     "status": "RUNNING", "targetLink": target,
+                     "zone": f"{self.url}/compute/v1/projects/{project}/zones/{zone}", "progress": 0,
+                     "insertTime": CREATION,
+                     "selfLink": f"{self.url}/compute/v1/projects/{project}/zones/{zone}/operations/{name}"}
+        self.operations[(project, zone, name)] = operation
+        return operation
 
     def handle(self, request: Request) -> Response:
         if request.path == TOKEN_PATH:
             return Response(200, {"access_token": self.access_token, "expires_in": 3600, "token_type": "Bearer"})
         if self.access_token and request.headers.get("Authorization") != f"Bearer {self.access_token}":
             return _error(401, "Request is missing required authentication credential.", "required")
-        matched = INSTANCE_PATH.match(request.path)
-        if not matched or not matched.group(3):
+        if self.faults.unavailable > 0:  # handle() runs under the server's lock (tests/fakes/http.py)
+            self.faults.unavailable -= 1
+            return _error(503, "The service is currently unavailable.", "backendError")
+        matched = ZONE_PATH.match(request.path)
+        if not matched:
             return _error(404, f"The requested URL {request.path} was not found.", "notFound")
-        project, zone, name = matched.groups()
+        project, zone, collection, name, verb = matched.groups()
+        if collection == "operations":
+            return self._operation(project, zone, name, request)
+        if name is None:
+            return self._insert(project, zone, request)
+        return self._instance(project, zone, name, verb, request)
+
+    def _operation(self, project: str, zone: str, name: str | None, request: Request) -> Response:
+        operation = self.operations.get((project, zone, name or ""))
+        if request.method != "GET" or operation is None:
+            return _error(404, f"The resource 'projects/{project}/zones/{zone}/operations/{name}' was not found",
+                          "notFound")
+        answer = dict(operation)
+        if operation["operationType"] in ("delete", "setLabels"):
+            operation["status"] = "DONE"  # done by the next read
+        return Response(200, answer)
+
+    def _insert(self, project: str, zone: str, request: Request) -> Response:
+        if request.method != "POST":
+            return _error(405, "Method not allowed", "httpMethodNotAllowed")
+        request_id = request.query.get("requestId", "")
+        if request_id in self.by_request_id:
+            return Response(200, dict(self.by_request_id[request_id]))
+        if self.faults.insert_refused:
+            status, message, reason = self.faults.insert_refused
+            return _error(status, message, reason)
+        body = request.json()
+        if (project, zone, body["name"]) in self.instances:
+            return _error(409, f"The resource 'projects/{project}/zones/{zone}/instances/{body['name']}' already "
+                          "exists", "alreadyExists")
+        if self.faults.insert_fails:
+            link = f"{self.url}/compute/v1/projects/{project}/zones/{zone}/instances/{body['name']}"
+            operation = self.operation("insert", project, zone, link)
+            operation.update(status="DONE", error={"errors": [self.faults.insert_fails]})
+            answer = operation
+        else:
+            answer = self.insert(project, zone, body)
+        if request_id:
+            self.by_request_id[request_id] = answer
+        if self.faults.lose_insert_reply:
+            self.faults.lose_insert_reply = False
+            return _error(503, "The service is currently unavailable.", "backendError")
+        return Response(200, dict(answer))
+
+    def _instance(self, project: str, zone: str, name: str, verb: str | None, request: Request) -> Response:
         key = (project, zone, name)
         found = self.instances.get(key)
         if found is None:
             return _error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
                           "notFound")
-        if request.method == "GET":
+        if verb is None and request.method == "GET":
             return Response(200, found)
-        if request.method == "DELETE":
+        if verb is None and request.method == "DELETE":
             del self.instances[key]
             self._billing_of(name).ended = True
             return Response(200, self.operation("delete", project, zone, found["selfLink"]))
+        if verb == "setLabels" and request.method == "POST":
+            wanted = request.json()
+            if wanted.get("labelFingerprint") != found["labelFingerprint"]:
+                return _error(412, "Labels fingerprint either invalid or resource labels have changed",
+                              "conditionNotMet")
+            found["labels"] = wanted.get("labels") or {}
+            found["labelFingerprint"] = f"fp{next(self._ids)}="
+            return Response(200, self.operation("setLabels", project, zone, found["selfLink"]))
         return _error(405, "Method not allowed", "httpMethodNotAllowed")
 
 

@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,7 +39,6 @@ from tools.plan.placeholders import (
     MOCK_PROJECT_NUMBER,
     MOCK_PUBLIC_KEY,
     MOCK_STATE,
-    MOCK_TERMINATION_EPOCH,
     MOCK_TERMINATION_TIME,
     SECRET_PLACEHOLDER,
 )
@@ -206,10 +204,8 @@ class StackMocks(pulumi.runtime.Mocks):
                 "terminationTime": MOCK_TERMINATION_TIME,
                 "provisioningModel": inputs["body"].get("provisioningModel", ""),
             }
-        if typ == "gcp:compute/instance:Instance":
+        if typ == "pulumi-python:dynamic/tpu-vllm:ComputeInstance" or typ.endswith(":ComputeInstance"):
             return self._instance(inputs)
-        if typ.endswith(":InstanceGuard"):
-            return {"incarnation": MOCK_INCARNATION}
         if typ == "pulumi-python:dynamic/tpu-vllm:ImageDigest":
             from components.core.image_digest import parse
 
@@ -220,22 +216,20 @@ class StackMocks(pulumi.runtime.Mocks):
         return self._gke_outputs(typ, inputs)
 
     def _instance(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """A TPU VM instance as pulumi-gcp reads it back (terraform-provider-google resource_compute_instance.go,
-        populateComputeInstanceResourceData: network_ip, access_config.nat_ip, instance_id, current_status,
-        creation_timestamp, self_link). Its creation time is the run's end less maxRunDuration, so the run end the
-        stack computes from it is the marked placeholder."""
-        project, zone, name = inputs.get("project") or self.project, inputs["zone"], inputs["name"]
-        run = ((inputs.get("scheduling") or {}).get("maxRunDuration") or {}).get("seconds")
-        created = datetime.fromtimestamp(int(MOCK_TERMINATION_EPOCH) - int(run or 0), UTC)
-        nics = [{**nic, "networkIp": MOCK_INTERNAL_IP,
-                 "accessConfigs": [{**config, "natIp": MOCK_EXTERNAL_IP} for config in nic.get("accessConfigs", [])]}
-                for nic in inputs.get("networkInterfaces", [])]
+        """A TPU VM as the provider reads it back (compute_instance_provider.observed: the instance's id, status,
+        addresses and times, the incarnation in its description)."""
+        project, zone, name = inputs["project"], inputs["zone"], inputs["name"]
         return {
             "instanceId": MOCK_NODE_UID,
-            "currentStatus": MOCK_INSTANCE_STATUS,
-            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%S.000-00:00"),
             "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/{name}",
-            "networkInterfaces": nics,
+            "status": MOCK_INSTANCE_STATUS,
+            "internalIp": MOCK_INTERNAL_IP,
+            "externalIp": MOCK_EXTERNAL_IP,
+            "creationTimestamp": "2026-01-01T00:00:00.000-00:00",
+            "lastStartTimestamp": "2026-01-01T00:00:00.000-00:00",
+            "terminationTime": MOCK_TERMINATION_TIME if "maxRunDuration" in (inputs["body"].get("scheduling") or {})
+            else "",
+            "incarnation": MOCK_INCARNATION,
         }
 
     def _gke_outputs(self, typ: str, inputs: dict[str, Any]) -> dict[str, Any]:

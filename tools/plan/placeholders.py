@@ -63,7 +63,7 @@ PLACEHOLDER_MEANINGS = {
     "<generated-ssh-public-key>": "the ED25519 key the stack generates at deploy",
     "<queued-resource-state>": "the queued resource's state at deploy time",
     "<instance-status>": "the Compute Engine instance's status at deploy time",
-    "<incarnation>": "the id the compute path's guard gives each create of the instance (in its description)",
+    "<incarnation>": "the id each create of the compute path's instance gets (in its description), new per create",
     "<node-uid>": "the TPU node's own id, new for every node GCP creates",
     "<cluster-endpoint>": "the GKE control plane's address",
     "<load-balancer-ip>": "the internal load balancer's address, given when it is created",

@@ -23,9 +23,6 @@ KEY_INPUTS += ("location", "releaseChannel", "nodeLocations", "autoscaling", "pl
                "nodeConfig", "metadata", "image")
 # Kubernetes objects whose whole spec is what a reviewer reads first: the ComputeClass makes every TPU node.
 SPEC_SHOWN_TYPES = ("kubernetes:cloud.google.com/v1:ComputeClass",)
-# The TPU VM through Compute Engine: what it is, how long it may bill, what it keeps, whose identity it runs as.
-TYPE_SHOWN_INPUTS = {"gcp:compute/instance:Instance": (
-    "machineType", "scheduling", "bootDisk", "attachedDisks", "serviceAccount", "networkInterfaces", "tags")}
 UNKNOWN_OFFLINE = "<unknown offline>"
 # Shorter command lines read best as they are.
 WRAP_ABOVE_CHARS = 100
@@ -84,7 +81,6 @@ def _shown_inputs(resource: dict[str, Any]) -> list[str]:
     keys += [key for key in ("body", *COMMAND_INPUTS, "stdin", "connection") if key in inputs]
     if resource["type"] in SPEC_SHOWN_TYPES and "spec" in inputs:
         keys.append("spec")
-    keys += [key for key in TYPE_SHOWN_INPUTS.get(resource["type"], ()) if key in inputs]
     return keys
 
 

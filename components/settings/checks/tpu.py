@@ -13,18 +13,9 @@ from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
 from components.settings.tpu import TpuSettings
 
-# What pulumi-gcp 10.2.0's bridged instance create does with a TPU VM, read from its source (docs/lifecycle.md's
-# compute section says the same; docs/development.md's contracts rows hold the citations).
-COMPUTE_CREATE_LIMITS = (
-    "pulumi-gcp's instance create waits for RUNNING over a list of states without PENDING, where Google says TPU "
-    "and flex-start VMs start (terraform-provider-google resource_compute_instance.go: computeInstanceStatus, "
-    "waitUntilInstanceHasDesiredStatus; compute/docs/instances/about-flex-start-vms), so the create may fail at "
-    "PENDING. It never sends params.requestValidForDuration, the flex-start queue wait (the same file's "
-    "expandParams sends only resourceManagerTags; pulumi-gcp 10.2.0 has no input for it), so no queue is "
-    "requested and a stockout fails the create instead of waiting")
-COMPUTE_CREATE_EXPECT = (
-    "expect a failed create when capacity is not free at once; the guard and its watchdog delete what a failed "
-    "create left (nothing bills), then run `pulumi up --refresh` to try again")
+# "By allowing your capacity requests to persist in a queue for up to two hours" (Google's Flex-start VMs
+# announcement, 2025-09-25): the longest params.requestValidForDuration a flex-start insert can ask for.
+COMPUTE_FLEX_QUEUE_SECONDS = 2 * 3600
 
 
 def tpu_checks(settings: Settings) -> list[Finding]:
@@ -35,8 +26,12 @@ def tpu_checks(settings: Settings) -> list[Finding]:
     # tpu.api are never read there, so they are not judged there.
     if vm:
         findings += _api_findings(tpu)
-        if tpu.node_api == catalog.COMPUTE:
-            findings.append(Finding.warning("tpu.api", tpu.node_api, COMPUTE_CREATE_LIMITS, COMPUTE_CREATE_EXPECT))
+        if (tpu.node_api == catalog.COMPUTE and tpu.provisioning_model == "flex-start"
+                and tpu.queue_seconds > COMPUTE_FLEX_QUEUE_SECONDS):
+            findings.append(Finding(
+                "tpu.queueTimeout", tpu.queue_timeout,
+                "Compute Engine keeps a flex-start request in its queue for up to two hours (Google's Flex-start "
+                "VMs announcement, 2025-09-25)", "set it to 2h or less, like 1h"))
         findings += _zone_findings(tpu)
     elif "api" in tpu.model_fields_set:
         findings.append(Finding.warning(
