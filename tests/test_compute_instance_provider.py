@@ -26,6 +26,7 @@ from components.vm import compute_api, compute_instance, compute_instance_provid
 from components.vm.compute_api import ComputeApi, ComputeApiError
 from components.vm.compute_instance_provider import ComputeInstanceProvider
 from components.vm.instance_incarnation import description
+from tests import test_provider_host as provider_host
 from tests.discovery_schema import load_document, validate
 from tests.fakes.compute_api import FakeComputeApi, quota_exceeded
 from tests.test_provider_host import (
@@ -37,6 +38,7 @@ from tests.test_provider_host import (
     pickled_globals,
     service_account_key,
     unmarshal,
+    wait_for,
 )
 
 PROJECT, ZONE, NAME = "proj", "us-central1-c", "tpu-vllm-tpu7xflex"
@@ -77,15 +79,6 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
         server.key_file = key_file
         yield server
-
-
-def wait_for(condition, what: str) -> None:
-    seen = threading.Event()
-    for _ in range(CALL_TIMEOUT * 20):
-        if condition():
-            return
-        seen.wait(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 class Running:
@@ -303,12 +296,7 @@ def host_world(fake, tmp_path):
 
 
 def watchdogs_of(host: Host) -> list[int]:
-    """The instance watchdogs the host started (components/vm/instance_watchdog_process.py), by pid."""
-    children = []
-    for task in Path(f"/proc/{host.process.pid}/task").iterdir():
-        children += [int(pid) for pid in (task / "children").read_text().split()]
-    return [pid for pid in children
-            if b"components.vm.instance_watchdog_process" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return provider_host.watchdogs_of(host, "components.vm.instance_watchdog_process")
 
 
 def queued_on_a_host(host_world):

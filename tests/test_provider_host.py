@@ -507,13 +507,13 @@ def test_a_request_that_went_active_and_was_returned_is_left_alone_on_interrupt(
     assert "interrupted" not in host.stderr_path.read_text()
 
 
-def watchdogs_of(host: Host) -> list[int]:
-    """The create watchdogs the host started (components/vm/create_watchdog.py), by pid."""
+def watchdogs_of(host: Host, module: str = "components.vm.create_watchdog") -> list[int]:
+    """The create watchdogs the host started (components/vm/create_watchdog.py; the compute path's
+    instance_watchdog_process), by pid."""
     children = []
     for task in Path(f"/proc/{host.process.pid}/task").iterdir():
         children += [int(pid) for pid in (task / "children").read_text().split()]
-    return [pid for pid in children
-            if b"components.vm.create_watchdog" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [pid for pid in children if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def is_running(pid: int) -> bool:
