@@ -52,7 +52,7 @@ def test_a_running_instance_is_read_over_ssh_and_shows_its_run_end(fake):
 def test_an_instance_the_run_end_deleted_says_up_makes_it_again(fake):
     ended = {**OUTPUTS, "runEndsAt": "2026-12-07T17:00:00Z"}
     report = status_compute.decide(ended, "stack dev", NOW, status.serving, node_reader=ready)
-    assert report.state == "run ended" and "`pulumi up --refresh` makes it again" in report.next_step
+    assert report.state == "run ended" and "`pulumi up` makes it again" in report.next_step
 
 
 @pytest.mark.parametrize("ends", [None, "2026-12-14T17:00:00Z"])
@@ -61,7 +61,7 @@ def test_an_instance_gone_before_its_run_end_is_a_failed_create_not_a_run_ended(
     outputs = {**OUTPUTS, **({"runEndsAt": ends} if ends else {})}
     report = status_compute.decide(outputs, "stack dev", NOW, status.serving, node_reader=ready)
     assert report.state == "gone" and "a create that failed" in report.headline
-    assert "`pulumi up --refresh`" in report.next_step
+    assert "`pulumi up` makes it again" in report.next_step
 
 
 @pytest.mark.parametrize(("status_word", "state"), [("REPAIRING", "repairing"), ("PENDING_STOP", "ending"),

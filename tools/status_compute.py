@@ -70,8 +70,8 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime, serving: Ca
                       "wait: it comes back RUNNING or ends; run tools.status again in a few minutes", facts=facts)
     if status in GOING_AWAY:
         return Report("ending", f"the instance is {status}: Compute Engine is taking it down (its run's end, a "
-                      "preemption or a delete)", "wait until it is gone, then `pulumi up --refresh` makes it again "
-                      "with the kept cache disk (a warm boot)", facts=facts)
+                      "preemption or a delete)", "wait until it is gone, then `pulumi up` makes it again with the "
+                      "kept cache disk (a warm boot)", facts=facts)
     if status != "RUNNING":
         delete = f"gcloud compute instances delete {instance_id} --zone={zone} --project={project}"
         return Report("node lost", f"the instance is {status}: it cannot serve",
@@ -88,13 +88,13 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime, serving: Ca
 def _gone(outputs: dict[str, Any], instance_id: str, zone: str, now: datetime) -> Report:
     """A missing instance: its run ended only if runEndsAt (the last up's output) has passed."""
     facts = [("instance", f"{instance_id} in {zone}: gone")]
-    again = "`pulumi up --refresh` makes it again (the refresh forgets the old one)"
+    again = "`pulumi up` makes it again (its diff finds the old one gone)"
     ends = parse_time(outputs.get("runEndsAt", ""))
     if ends is not None and now >= ends:
         return Report("run ended", f"the instance {instance_id} is gone: its run's end deleted it (or someone did); "
                       "billing for the TPU stopped, the cache disk is kept",
                       f"{again} and the kept compile cache makes the boot warm (~8 min)", facts=facts)
-    return Report("gone", f"the instance {instance_id} is gone before its run's end: a create that failed (a "
-                  "stockout fails it at once: no queue is requested) or was interrupted, whose watchdog deleted what "
+    return Report("gone", f"the instance {instance_id} is gone before its run's end: a create that failed (no "
+                  "capacity within tpu.queueTimeout, a quota) or was interrupted, whose watchdog deleted what "
                   "it left, or someone deleted it; nothing bills for the TPU, the cache disk is kept",
                   f"{again} to try again; if it fails on capacity, try later or another zone", facts=facts)
