@@ -82,6 +82,11 @@ def test_prices_keep_their_source_and_v6e_spot_is_dearer_than_flex_start():
     assert v6e["spot"].usd_per_chip_hour > v6e["flex-start"].usd_per_chip_hour
     assert catalog.chip_price("v5e", "us-west4", "flex-start").usd_per_chip_hour == 0.60
     assert catalog.chip_price("v6e", "us-west4", "flex-start") is None  # never guessed
+    # The Compute Engine article's europe-west4 column, where its flex-start instance ran.
+    west4 = catalog.chip_prices("v6e", "europe-west4")
+    assert {model: price.usd_per_chip_hour for model, price in west4.items()} == {
+        "flex-start": 1.35, "spot": 1.78, "on-demand": 2.97}
+    assert "devto-tpu-api-vs-gce-provisioning.md" in west4["flex-start"].source.where
     assert catalog.disk_price("hyperdisk-balanced", "us-east5") is None
     assert all(price.source.where and price.source.date for price in catalog.prices.CHIP_PRICES)
 

@@ -83,7 +83,7 @@ def test_the_pod_fits_one_node_next_to_the_system_pods():
     assert fits_the_node(rendered_pod())
 
 
-@pytest.mark.parametrize("shape", [shape for shape in catalog.all_shapes() if shape.generation.gke_built],
+@pytest.mark.parametrize("shape", [shape for shape in catalog.all_shapes() if shape.on_gke],
                          ids=lambda shape: shape.gke_machine_type)
 def test_the_pod_fits_every_shapes_machine(shape):
     """Every catalogued machine (the catalog's vCPUs and memory, Google's VM-type tables) takes the one pod; the

@@ -13,10 +13,9 @@ from components.economics import cost_lines, costs
 from tests.test_fit_deploy import load, one_problem
 from tests.test_gke_settings import gke_raw
 
-# No Compute Engine boot image has been read for TPU7x or v6e (components/catalog/shapes.py compute_image): a
-# compute stack names one, as a user would after reading Google's create-tpu-vm-instance page.
+# A boot image of the user's own (tpu.runtimeVersion); unset, the catalog's image family for the generation.
 IMAGE = "projects/example-images/global/images/family/example-tpu-image"
-TPU7X = {"acceleratorType": "tpu7x-standard-4t", "zone": "us-central1-c", "runtimeVersion": IMAGE}
+TPU7X = {"acceleratorType": "tpu7x-standard-4t", "zone": "us-central1-c"}
 
 
 @pytest.mark.parametrize(("machine", "name"), [("ct6e-standard-1t", "v6e-1"), ("ct6e-standard-4t", "v6e-4"),
@@ -85,10 +84,23 @@ def test_tpu7x_in_the_default_zone_is_refused_with_the_zone_google_lists():
     assert "set it to us-central1-c" in message
 
 
-def test_a_compute_stack_with_no_boot_image_read_is_refused_before_any_cloud_call():
-    message = one_problem(tpu={**TPU7X, "runtimeVersion": None})
-    assert "tpu-vllm:tpu.runtimeVersion" in message and "does not guess one" in message
-    assert "tpu7x-standard-4t" in message
+def test_every_generation_compute_engine_makes_boots_a_catalogued_image_family_with_its_source():
+    for generation in catalog.shapes.GENERATIONS.values():
+        if catalog.COMPUTE not in generation.node_apis:
+            assert generation.compute_image is None
+            continue
+        assert generation.compute_image.startswith("projects/ubuntu-os-accelerator-images/global/images/family/")
+        assert generation.compute_image_source is not None
+    # v6e's image was booted (the measured migration); TPU7x's is read from the TPU OS images page, not run.
+    assert catalog.shape("v6e-1").generation.compute_image_booted
+    assert not catalog.shape("tpu7x-standard-4t").generation.compute_image_booted
+
+
+def test_a_compute_stack_boots_the_generations_image_family_unless_the_user_names_one():
+    assert load(tpu=TPU7X).settings.tpu.boot_image.endswith("/family/ubuntu-accel-2404-amd64-tpu-tpu7x")
+    v6e = {"acceleratorType": "v6e-1", "zone": "us-east5-a", "api": "compute"}
+    assert load(tpu=v6e).settings.tpu.boot_image.endswith("/family/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e")
+    assert load(tpu={**v6e, "runtimeVersion": IMAGE}).settings.tpu.boot_image == IMAGE
 
 
 def test_flex_start_on_compute_runs_up_to_seven_days_and_eight_are_refused():
@@ -161,13 +173,70 @@ def test_tpu7x_has_no_price_and_no_figure_stands_in_for_it():
     assert fitted.usd_per_hour == {} and any(note.startswith("price not found") for note in fitted.notes)
 
 
-def test_tpu7x_on_gke_is_refused_until_the_wing_builds_it():
+def _tpu7x_gke(**gke):
     raw = gke_raw()
-    raw["tpu"] = {**raw.get("tpu", {}), "acceleratorType": "tpu7x-standard-4t"}
-    raw["gke"] = {key: value for key, value in raw["gke"].items() if key != "machineType"}
+    raw["tpu"] = {**raw.get("tpu", {}), "acceleratorType": "tpu7x-standard-4t", "zone": "us-central1-c"}
+    raw["gke"] = {**{key: value for key, value in raw["gke"].items() if key != "machineType"},
+                  "location": "us-central1-c", "nodeLocations": ["us-central1-c"], "maxReplicas": 1, **gke}
+    # The layout is the plan's: the gke stack's tensorParallelSize 1 would ask one TensorCore of two per rank.
+    raw["vllm"] = {key: value for key, value in raw["vllm"].items() if key != "tensorParallelSize"}
+    return raw
+
+
+def test_tpu7x_on_gke_is_a_tpu7x_standard_4t_node_per_replica():
+    from components.gke import compute_class
+    loaded = s.load(_tpu7x_gke(), project="my-proj", stack="gke").settings
+    shape = loaded.tpu.shape
+    assert compute_class.tpu_block(shape) == {"type": "tpu7x", "topology": "2x2x1", "count": 4}
+    assert shape.gke_machine_type == "tpu7x-standard-4t"
+
+
+@pytest.mark.parametrize(("pinned", "says"), [("1.33.5-gke.1080000", "older"), ("1.34.0-gke.2200999", "older"),
+                                              ("1.34", "may be older")])
+def test_a_pinned_version_before_gkes_tpu7x_floor_is_refused(pinned, says):
+    with pytest.raises(s.SettingsError) as caught:
+        s.load(_tpu7x_gke(minMasterVersion=pinned), project="my-proj", stack="gke")
+    problem = next(p for p in caught.value.problems if "gke.minMasterVersion" in p)
+    assert f'tpu-vllm:gke.minMasterVersion = "{pinned}"' in problem and "1.34.0-gke.2201000" in problem
+    assert says in problem and "pin 1.35 or later" in problem
+
+
+@pytest.mark.parametrize("pinned", ["1.34.0-gke.2201000", "1.35"])
+def test_a_pinned_version_at_or_past_the_tpu7x_floor_plans(pinned):
+    loaded = s.load(_tpu7x_gke(minMasterVersion=pinned), project="my-proj", stack="gke").settings
+    assert loaded.gke.min_master_version == pinned
+
+
+def test_the_channel_default_and_a_reused_cluster_are_held_to_the_tpu7x_floor():
+    from types import SimpleNamespace
+
+    from components.gke import cluster
+    from components.settings.facts import gke_version_floor
+    floor = gke_version_floor(catalog.shape("tpu7x-standard-4t").generation)
+    assert floor.version == "1.34.0-gke.2201000"
+    problem = cluster.check_channel_version("REGULAR", "1.34.0-gke.1626000", floor=floor)
+    assert "older than 1.34.0-gke.2201000" in problem and "TPU7x" in problem
+    assert cluster.check_channel_version("REGULAR", "1.34.0-gke.1626000") is None  # v5e's floor is earlier
+    assert cluster.check_channel_version("REGULAR", "1.34.1-gke.100", floor=floor) is None
+    reused = SimpleNamespace(
+        name="c", location="us-central1-c", enable_autopilot=False, master_version="1.34.0-gke.1626000",
+        workload_identity_configs=[SimpleNamespace(workload_pool="p.svc.id.goog")],
+        secret_manager_configs=[SimpleNamespace(enabled=True)],
+        monitoring_configs=[SimpleNamespace(managed_prometheuses=[SimpleNamespace(enabled=True)])],
+        datapath_provider="ADVANCED_DATAPATH", network_policies=[],
+        addons_configs=[SimpleNamespace(gcs_fuse_csi_driver_configs=[SimpleNamespace(enabled=True)])])
+    assert cluster.existing_cluster_problems(reused, "p") == []
+    problems = cluster.existing_cluster_problems(reused, "p", floor=floor)
+    assert any("--cluster-version 1.34.0-gke.2201000" in problem for problem in problems)
+
+
+def test_a_one_chip_tpu7x_is_refused_on_gke_naming_the_pool_that_was_read():
+    raw = _tpu7x_gke()
+    raw["tpu"]["acceleratorType"] = "tpu7x-standard-1t"
     with pytest.raises(s.SettingsError) as caught:
         s.load(raw, project="my-proj", stack="gke")
-    assert any("does not build TPU7x node pools yet" in p and "platform vm" in p for p in caught.value.problems)
+    assert any('tpu-vllm:tpu.acceleratorType = "tpu7x-standard-1t"' in p and "tpu7x-standard-4t" in p
+               for p in caught.value.problems)
 
 
 def test_a_cloud_tpu_runtime_version_is_not_a_compute_engine_boot_image():
@@ -209,3 +278,23 @@ def test_flex_start_on_compute_under_ten_minutes_is_refused_naming_the_limit():
     message = one_problem(tpu={**TPU7X, "maxRunDuration": "5m"})
     assert 'tpu-vllm:tpu.maxRunDuration = "5m"' in message
     assert "between 10 minutes and 7 days" in message and "set it to 10m or more" in message
+
+
+@pytest.mark.parametrize(("timeout", "refused"), [("60s", True), ("89s", True), ("90s", False), ("2h", False)])
+def test_a_flex_start_wait_under_ninety_seconds_on_compute_is_refused_naming_googles_range(timeout, refused):
+    tpu = {**TPU7X, "queueTimeout": timeout}
+    if not refused:
+        assert load(tpu=tpu).settings.tpu.queue_timeout == timeout
+        return
+    message = one_problem(tpu=tpu)
+    assert f'tpu-vllm:tpu.queueTimeout = "{timeout}"' in message and "90 seconds" in message
+    assert "set it to 90s or more" in message
+
+
+@pytest.mark.parametrize(("model", "warned"), [("flex-start", True), ("spot", True), ("on-demand", False)])
+def test_tpu7x_spot_and_flex_start_warn_of_googles_allowlist(model, warned):
+    warnings = load(tpu={**TPU7X, "provisioningModel": model}).warnings
+    said = [w for w in warnings if "allowlist" in w]
+    assert bool(said) == warned
+    if warned:
+        assert f'tpu-vllm:tpu.provisioningModel = "{model}"' in said[0] and "account team" in said[0]

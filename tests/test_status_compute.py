@@ -34,7 +34,7 @@ def ready(_target, _port) -> NodeFacts:
 def test_a_queued_flex_start_instance_says_nothing_bills(fake):
     fake.insert(PROJECT, ZONE, insert_body("a"))
     report = status_compute.decide(OUTPUTS, "stack dev", NOW, status.serving, node_reader=ready)
-    assert report.state == "queued" and "nothing bills while queued" in report.next_step
+    assert report.state == "queued" and "no TPU bills while queued" in report.next_step
 
 
 def test_a_running_instance_is_read_over_ssh_and_shows_its_run_end(fake):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.catalog.sources import V5E_LOG_SOURCE, V6E_ARTICLE_SOURCE, Source
+from components.catalog.sources import COMPUTE_MIGRATION_SOURCE, V5E_LOG_SOURCE, V6E_ARTICLE_SOURCE, Source
 
 # The provisioning models a price can be for, in the order the tables print them.
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand", "1-year", "3-year")
@@ -35,6 +35,9 @@ _V5E_US_WEST4 = Source(V5E_LOG_SOURCE.where + ", cost table ('Live rates from th
 _V6E_US_EAST5 = Source(V6E_ARTICLE_SOURCE.where + ", Part 6 ('Rates from the Cloud Billing Catalog, per chip-hour'; "
                        "flex-start is the SKU 'DWS Defined Duration V6e')", V6E_ARTICLE_SOURCE.date)
 
+_V6E_EUROPE_WEST4 = Source(COMPUTE_MIGRATION_SOURCE.where + ", 'A primer on the four provisioning models' ('v6e, "
+                           "europe-west4' column, per chip-hour)", COMPUTE_MIGRATION_SOURCE.date)
+
 CHIP_PRICES: tuple[ChipPrice, ...] = (
     ChipPrice("v5e", "us-west4", "spot", 0.5779, _V5E_US_WEST4),
     ChipPrice("v5e", "us-west4", "flex-start", 0.6000, _V5E_US_WEST4),
@@ -45,6 +48,11 @@ CHIP_PRICES: tuple[ChipPrice, ...] = (
     ChipPrice("v6e", "us-east5", "flex-start", 1.3500, _V6E_US_EAST5),
     ChipPrice("v6e", "us-east5", "spot", 1.4033, _V6E_US_EAST5),
     ChipPrice("v6e", "us-east5", "on-demand", 2.7000, _V6E_US_EAST5),
+    # The Compute Engine article's table ("Prices read live from the Cloud Billing Catalog on 2026-08-11"), where its
+    # flex-start instance ran; the same chip on either node API.
+    ChipPrice("v6e", "europe-west4", "flex-start", 1.35, _V6E_EUROPE_WEST4),
+    ChipPrice("v6e", "europe-west4", "spot", 1.78, _V6E_EUROPE_WEST4),
+    ChipPrice("v6e", "europe-west4", "on-demand", 2.97, _V6E_EUROPE_WEST4),
 )
 
 # USD per provisioned GB-month of zonal disk, from the Cloud Billing Catalog as compiled in

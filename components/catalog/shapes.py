@@ -8,14 +8,17 @@ from dataclasses import dataclass
 
 from components.catalog.sources import (
     CLOUD_TPU_API_FROZEN_PAGE,
+    COMPUTE_MIGRATION_SOURCE,
     COMPUTE_TPU_MACHINES_PAGE,
     FLEX_START_PAGE,
     FLEX_START_QUOTA_PAGE,
+    GKE_TPU7X_PAGE,
     HOST_TABLE_PAGE,
     TPU7X_PAGE,
     TPU_BANDWIDTH_PAGE,
     TPU_DISK_PAGE,
     TPU_INFERENCE,
+    TPU_OS_IMAGES_SOURCE,
     TPU_REGIONS_PAGE,
     TPU_STORAGE_PAGE,
     TPU_ZONES_PAGE_2026,
@@ -106,12 +109,23 @@ class Generation:
     default_api: str = QUEUED_RESOURCE
     """tpu.api unset (docs/models.md says why per generation)."""
     compute_image: str | None = None
-    """The Compute Engine boot image Google's Compute Engine TPU pages name for this generation (None: not read; the
+    """The Compute Engine boot image for this generation: an image family (InitializeParams.sourceImage takes
+    "projects/PROJECT/global/images/family/FAMILY", the newest image of the family); None where none was read (the
     compute path then needs tpu.runtimeVersion to name one)."""
     compute_image_source: Source | None = None
-    gke_built: bool = True
-    """Whether the gke wing builds node pools of this generation (TPU7x: not yet, its ComputeClass and the GKE
-    version it needs are not read)."""
+    compute_image_booted: bool = False
+    """Whether a VM of this generation was seen to boot the image (else it is read, not run)."""
+    compute_quota: tuple[tuple[str, str], ...] = ()
+    """(provisioning model, the Compute Engine quota it spends, per project and region, as the source spells it):
+    Compute Engine's TPU quotas are not the Cloud TPU API's (quota_id, spot_quota_id), and are regional."""
+    compute_quota_source: Source | None = None
+    allowlisted_models: frozenset[str] = frozenset()
+    """Provisioning models Compute Engine gives this generation only to projects on an allowlist (the account team
+    adds them); compute_quota_source says where that was read."""
+    gke_min_version: str | None = None
+    """The GKE version a Standard cluster needs for node pools of this generation (None: no more than the stack's
+    own floor, components/settings/facts.py GKE_MIN_VERSION)."""
+    gke_min_version_source: Source | None = None
     serving_zones: frozenset[str] = frozenset()
     """Zones where Google serves this generation from its separate serving quota ("TPU v5e uses separate quotas for
     training and serving"): there a node draws serving_quota, not quota_id / spot_quota_id (SERVING_QUOTA_SOURCE)."""
@@ -128,9 +142,12 @@ class Generation:
         """The quota a flex-start request consumes: the preemptible one (QUOTA_MODEL_SOURCE)."""
         return self.spot_quota_id
 
-    def quota_id_for(self, provisioning_model: str, zone: str | None = None) -> str | None:
-        """The quota this provisioning model draws on in `zone` (the serving quota in a serving zone), or None
-        where the catalog has not read it."""
+    def quota_id_for(self, provisioning_model: str, zone: str | None = None,
+                     api: str = QUEUED_RESOURCE) -> str | None:
+        """The quota this provisioning model draws on in `zone` through `api` (the serving quota in a serving zone;
+        Compute Engine's own on the compute path), or None where the catalog has not read it."""
+        if api == COMPUTE:
+            return dict(self.compute_quota).get(provisioning_model)
         if zone in self.serving_zones:
             return dict(self.serving_quota).get(provisioning_model)
         if provisioning_model in PREEMPTIBLE_QUOTA_MODELS:
@@ -173,6 +190,8 @@ class Shape:
     the generation (v5e: GKE's ct5lp-hightpu-* machines are not listed among Compute Engine's TPU machines)."""
     host_source: Source | None = None
     """Where host_vcpus and host_memory_bytes were read (None: HOST_TABLE_PAGE)."""
+    on_gke: bool = True
+    """Whether a GKE node pool of this shape was read anywhere (the gke wing builds no other)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -340,6 +359,23 @@ V6E = Generation(
     # before tpu.api existed keeps its node (a new default would replace it). docs/models.md says when to pick compute.
     node_apis=(QUEUED_RESOURCE, COMPUTE),
     default_api=QUEUED_RESOURCE,
+    # Booted: "gce-vllm-v6e1-2b europe-west4-a ct6e-standard-1t RUNNING FLEX_START", the image family pinned (its
+    # builds ship about weekly). It has no Docker at first boot, so the compute path's boot script installs it
+    # (components/vm/boot_script.py).
+    compute_image="projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e",
+    compute_image_source=COMPUTE_MIGRATION_SOURCE,
+    compute_image_booted=True,
+    # "FLEX_START: PREEMPTIBLE-TPU-V6E-per-project-region, falling back to the family quota; SPOT:
+    # PREEMPTIBLE-TPU-V6E-per-project-region; STANDARD (on-demand): TPUS-PER-TPU-FAMILY-per-project-region,
+    # tpu_family=CT6E" (the article, which quotes the provisioning-models page: "If your project lacks preemptible
+    # quota, then standard quota is consumed"). Read through the Cloud Quotas API, not `regions describe`.
+    compute_quota=(
+        ("flex-start", "PREEMPTIBLE-TPU-V6E-per-project-region (then TPUS-PER-TPU-FAMILY-per-project-region, "
+                       "tpu_family=CT6E)"),
+        ("spot", "PREEMPTIBLE-TPU-V6E-per-project-region"),
+        ("on-demand", "TPUS-PER-TPU-FAMILY-per-project-region (tpu_family=CT6E)"),
+    ),
+    compute_quota_source=COMPUTE_MIGRATION_SOURCE,
 )
 
 TPU7X = Generation(
@@ -354,8 +390,9 @@ TPU7X = Generation(
     runtime_source=CLOUD_TPU_API_FROZEN_PAGE,
     gke_accelerator="tpu7x",
     gke_accelerator_source=Source("AI-Hypercomputer/xpk golden output (gke_accelerator='tpu7x', "
-                                  "gce_machine_type='tpu7x-standard-4t', chips_per_vm=4), through the search tool; "
-                                  "GKE's own page not read", "read 2026-12"),
+                                  "gce_machine_type='tpu7x-standard-4t', chips_per_vm=4) and AI-Hypercomputer "
+                                  "accelerator-microbenchmarks' single-host Pod (nodeSelector gke-tpu-accelerator: "
+                                  "tpu7x, gke-tpu-topology: 2x2x1), through the search tool", "read 2026-12"),
     # Not in a stored Google disk table (the Cloud TPU API's table stops at v6e); Compute Engine's TPU7x machines take
     # Hyperdisk as v6e's do, by the issue's reading of the tpu-machines page: confirm before relying on it.
     data_disk_types=("hyperdisk-balanced",),
@@ -378,7 +415,18 @@ TPU7X = Generation(
     hbm_bandwidth_source=TPU7X_PAGE,
     node_apis=(COMPUTE,),
     default_api=COMPUTE,
-    gke_built=False,
+    # Read, not booted: the TPU7x-only family of Google's TPU OS images page (Ubuntu 24.04). Docker is installed at
+    # boot when the image has none, as on v6e's.
+    compute_image="projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x",
+    compute_image_source=TPU_OS_IMAGES_SOURCE,
+    # On-demand spends the TPU family quota ("no non-preemptible v6e id at all ... this fallback is a v6e and TPU7x
+    # quirk"); TPU7x's tpu_family value and its preemptible id were not read. TPU7x flex-start and spot sit behind an
+    # allowlist ("TPU7x adds an allowlist on spot, flex-start, and calendar-mode reservations").
+    compute_quota=(("on-demand", "TPUS-PER-TPU-FAMILY-per-project-region (its TPU7x tpu_family value not read)"),),
+    compute_quota_source=COMPUTE_MIGRATION_SOURCE,
+    allowlisted_models=frozenset({"spot", "flex-start"}),
+    gke_min_version="1.34.0-gke.2201000",
+    gke_min_version_source=GKE_TPU7X_PAGE,
 )
 
 # tpu-inference's own per-chip table, for the record: the limit a pool is sized against on Pathways, and on any host
@@ -400,9 +448,12 @@ SHAPES: dict[str, Shape] = {shape.accelerator_type: shape for shape in (
     Shape("v6e-4", V6E, 4, "ct6e-standard-4t", "2x2", V6E_CONFIG_PAGE, 180, 720 * GB, "ct6e-standard-4t"),
     Shape("v6e-8", V6E, 8, "ct6e-standard-8t", "2x4", V6E_CONFIG_PAGE, 180, 1440 * GB, "ct6e-standard-8t"),
     # The 4-chip host: "224 vCPUs and 960 GB" (the tpu-machines page as the issue quotes it). The 1-chip host's
-    # vCPUs and memory were not read (0: not shown). GKE's topology names 2x2x1 (the 3D spelling TPU7x uses).
+    # vCPUs and memory were not read (0: not shown); the build log author's machine-type table (TPU_OS_IMAGES_SOURCE's
+    # repository, HARDWARE.md, 2026-08-19) lists tpu7x-standard-4t alone, so a 1t insert may be refused by name.
+    # GKE's topology names 2x2x1 (the 3D spelling TPU7x uses).
+    # No GKE source names a 1-chip TPU7x pool (every one read is tpu7x-standard-4t, 2x2x1 or larger).
     Shape("tpu7x-standard-1t", TPU7X, 1, "tpu7x-standard-1t", "1x1x1", COMPUTE_TPU_MACHINES_PAGE,
-          machine_type="tpu7x-standard-1t"),
+          machine_type="tpu7x-standard-1t", on_gke=False),
     Shape("tpu7x-standard-4t", TPU7X, 4, "tpu7x-standard-4t", "2x2x1", COMPUTE_TPU_MACHINES_PAGE, 224, 960 * GB,
           "tpu7x-standard-4t", host_source=COMPUTE_TPU_MACHINES_PAGE),
 )}

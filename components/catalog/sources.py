@@ -85,5 +85,24 @@ TPU_ZONES_PAGE_2026 = Source("docs.cloud.google.com/tpu/docs/types-zones (TPU7x 
 COMPUTE_FLEX_START_PAGE = Source("cloud.google.com/compute/docs/instances/about-flex-start-vms ('About Flex-start "
                                  "VMs': at most 7 days of run, up to 2 hours in the queue, preemptible quota)",
                                  "read 2026-12")
+# The build log author's own move of a v6e-1 rig to Compute Engine (measured: a FLEX_START ct6e-standard-1t instance
+# RUNNING in europe-west4-a, the same KV cache as on the queued resource), with what failed on the way: the image
+# ships no Docker ("sudo: docker: command not found"), its 10 GB default boot disk, the scopes; the quota ids each
+# provisioning model spends; the Cloud Billing Catalog's v6e rates in europe-west4; v5e refused by name ("This user
+# agent is not allowed to use the machine type [ct5lp-hightpu-1t]").
+XBILL_REPO = "github.com/xbill9/gemma4-dev @ 4cf2d8b"
+COMPUTE_MIGRATION_ARTICLE = ("'The unofficial TPU migration guide: Cloud TPU API to Compute Engine' "
+                             f"({XBILL_REPO}, gce-vllm-v6e1-2b/devto-tpu-api-vs-gce-provisioning.md)")
+COMPUTE_MIGRATION_SOURCE = Source(COMPUTE_MIGRATION_ARTICLE, "2026-08-11")
+# The same repository's reading of Google's TPU OS images page (docs.cloud.google.com/tpu/docs/tpu-os-images): two
+# current families in ubuntu-os-accelerator-images, ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e (v6e, v5p, v5e; Ubuntu
+# 22.04) and ubuntu-accel-2404-amd64-tpu-tpu7x (TPU7x only; Ubuntu 24.04); "Pin the image FAMILY, never a dated
+# build"; and its machine-type table (HARDWARE.md: TPU7x publishes tpu7x-standard-4t).
+TPU_OS_IMAGES_SOURCE = Source(f"{XBILL_REPO}, gce-vllm-v5e1-2b/CLAUDE.md 'The image' (its reading of "
+                              "docs.cloud.google.com/tpu/docs/tpu-os-images)", "2026-08-11")
+# GKE's own TPU7x page: "Ironwood (TPU7x) is available in GKE Standard clusters that run version 1.34.0-gke.2201000
+# and later, and in Autopilot clusters that run version 1.34.1-gke.3084001 and later."
+GKE_TPU7X_PAGE = Source("docs.cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood, Availability",
+                        "read 2026-12")
 TPU_INFERENCE = "vllm-project/tpu-inference 0.32.0"
 VLLM = "vllm-project/vllm 0.33.0"

@@ -64,8 +64,9 @@ def budget_fields_shown(budget: dict[str, Any]) -> set[str]:
     return {key for key in budget if not key.startswith("gke_") and key != "platform"}
 
 
-def _money(value: float) -> str:
-    return f"${value:,.2f}"
+def _money(value: float | None) -> str:
+    """A dollar figure, or that it has none: a sum with a chip whose price nobody read (TPU7x)."""
+    return "price not found" if value is None else f"${value:,.2f}"
 
 
 def vm_plan_cost_lines(budget: dict[str, Any]) -> list[str]:
@@ -130,9 +131,10 @@ def gke_plan_cost_lines(summary: dict[str, Any]) -> list[str]:
     shape = catalog.shape(summary.get("tpu_accelerator_type", LOG_SHAPE))
     chips = (f"{shape.generation.name} chip (one per replica" if shape.chips == 1 else
              f"{shape.generation.name} {shape.accelerator_type} ({shape.chips} chips per replica")
+    price = (summary["price_not_found"] if summary.get("price_not_found")
+             else f"{_money(summary['cost_per_hour_usd'])}/hour each")
     lines = [f"  TPU {chips}, {shape.gke_machine_type}), {summary['pricing']}: "
-             f"{_money(summary['cost_per_hour_usd'])}/hour each, plus its node's boot disk "
-             f"({summary['gke_boot_disk']}, {_money(disk_month)}/month)"]
+             f"{price}, plus its node's boot disk ({summary['gke_boot_disk']}, {_money(disk_month)}/month)"]
     if summary["gke_recycling_lead_hours"] is not None:
         lines.append(f"  node recycling: each replacement comes up {summary['gke_recycling_lead_hours']:g}h before "
                      f"its node's {summary['run_hours']:g}h run ends, so a replica bills at most "

@@ -35,10 +35,17 @@ def recycling_factor(settings: Settings, model: str) -> float:
     return run / (run - lead)
 
 
-def replica_usd_per_hour(settings: Settings, model: str) -> float:
-    """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap."""
-    node = settings.tpu_usd_per_hour(model) + boot_disk_usd_per_hour()
-    return node * recycling_factor(settings, model)
+def replica_usd_per_hour(settings: Settings, model: str) -> float | None:
+    """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap; None where no
+    price was read for the chip (TPU7x), never a figure in its place."""
+    chips = settings.tpu_usd_per_hour(model)
+    if chips is None:
+        return None
+    return (chips + boot_disk_usd_per_hour()) * recycling_factor(settings, model)
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def cache_usd_per_month(settings: Settings) -> float:
@@ -77,31 +84,34 @@ def baseline(settings: Settings) -> Baseline:
     )
 
 
-def total_usd_per_hour(settings: Settings, replicas: int, model: str | None = None) -> float:
-    return replicas * replica_usd_per_hour(settings, model or settings.tpu.provisioning_model) + \
-        baseline(settings).usd_per_hour
+def total_usd_per_hour(settings: Settings, replicas: int, model: str | None = None) -> float | None:
+    """The baseline and `replicas` replicas; None past zero replicas where the chip's price was not read."""
+    replica = replica_usd_per_hour(settings, model or settings.tpu.provisioning_model)
+    if replica is None:
+        return baseline(settings).usd_per_hour if replicas == 0 else None
+    return replicas * replica + baseline(settings).usd_per_hour
 
 
 def gke_costs(settings: Settings) -> dict[str, Any]:
     """$/hour at the least and the most replicas (first priority), each fallback's, the baseline, one run."""
     gke, model = settings.gke, settings.tpu.provisioning_model
     costs: dict[str, Any] = {
-        "costPerHourUsd": round(total_usd_per_hour(settings, gke.max_replicas), 4),
-        "costPerHourAtMinReplicasUsd": round(total_usd_per_hour(settings, gke.min_replicas), 4),
+        "costPerHourUsd": _rounded(total_usd_per_hour(settings, gke.max_replicas), 4),
+        "costPerHourAtMinReplicasUsd": _rounded(total_usd_per_hour(settings, gke.min_replicas), 4),
         "clusterBaselineUsdPerHour": round(baseline(settings).usd_per_hour, 4),
-        "replicaUsdPerHour": round(replica_usd_per_hour(settings, model), 4),
+        "replicaUsdPerHour": _rounded(replica_usd_per_hour(settings, model), 4),
         "bootDiskUsdPerMonthPerNode": round(boot_disk_usd_per_hour() * price_list.HOURS_PER_MONTH, 2),
         "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
         # A rollout (a serve flag, the image, the front's config) starts the surge replica before an old one leaves
         # (components/gke/workload.py ROLLOUT_STRATEGY): one more chip bills while each replica is replaced.
         "costPerHourDuringRolloutUsd": {
-            "atMinReplicas": round(total_usd_per_hour(settings, gke.min_replicas + GKE_ROLLOUT_SURGE_PODS), 4),
-            "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas + GKE_ROLLOUT_SURGE_PODS), 4)},
+            "atMinReplicas": _rounded(total_usd_per_hour(settings, gke.min_replicas + GKE_ROLLOUT_SURGE_PODS), 4),
+            "atMaxReplicas": _rounded(total_usd_per_hour(settings, gke.max_replicas + GKE_ROLLOUT_SURGE_PODS), 4)},
     }
     # Empty when gke.fallback is: a replica then waits for first-priority capacity.
     costs["fallbackCostPerHourUsd"] = {
-        fallback: {"perReplica": round(replica_usd_per_hour(settings, fallback), 4),
-                   "atMaxReplicas": round(total_usd_per_hour(settings, gke.max_replicas, fallback), 4)}
+        fallback: {"perReplica": _rounded(replica_usd_per_hour(settings, fallback), 4),
+                   "atMaxReplicas": _rounded(total_usd_per_hour(settings, gke.max_replicas, fallback), 4)}
         for fallback in gke.fallback}
     if gke.inference_gateway is not None:
         costs.update(gateway_costs.gateway_costs())
@@ -109,8 +119,10 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         costs["scaleToZeroCostUsd"] = zero_day(settings)
     if model == "flex-start":
         # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
-        costs["maxSpendPerRunUsd"] = round(total_usd_per_hour(settings, gke.max_replicas) *
-                                           settings.tpu.run_seconds / 3600, 2)
+        at_most = total_usd_per_hour(settings, gke.max_replicas)
+        costs["maxSpendPerRunUsd"] = None if at_most is None else round(at_most * settings.tpu.run_seconds / 3600, 2)
+    if replica_usd_per_hour(settings, model) is None:
+        costs["priceNotFound"] = settings.price_not_found()
     return costs
 
 
@@ -121,6 +133,9 @@ def zero_day(settings: Settings) -> dict[str, Any]:
     replica, the rest at zero, against one replica kept all day."""
     gke, load = settings.gke, settings.load
     at_zero, at_one = total_usd_per_hour(settings, 0), total_usd_per_hour(settings, 1)
+    if at_one is None:
+        return {"perHourAtZero": round(at_zero, 4), "perHourAtOneReplica": None,
+                "formula": "the replica's price was not found, so no day is priced (the baseline at zero is)"}
     serving_hours = min(24.0, load.active_hours_per_day + parse_duration(gke.scale_to_zero_after) / 3600)
     day = serving_hours * at_one + (24 - serving_hours) * at_zero
     return {"perHourAtZero": round(at_zero, 4), "perHourAtOneReplica": round(at_one, 4),
@@ -163,7 +178,7 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_cache_usd_per_month": costs["compileCacheUsdPerMonth"],
         "gke_cache_gb_per_configuration": boot.MEASURED_CACHE_GB,
         # minReplicas chips never scale away, so they bill every hour the stack exists, like the fee.
-        "gke_usd_per_month_at_min_replicas": round(least * price_list.HOURS_PER_MONTH, 2),
+        "gke_usd_per_month_at_min_replicas": None if least is None else round(least * price_list.HOURS_PER_MONTH, 2),
         "gke_rollout_surge_replicas": GKE_ROLLOUT_SURGE_PODS,
         "gke_cost_per_hour_usd_during_rollout_at_min_replicas": costs["costPerHourDuringRolloutUsd"]["atMinReplicas"],
         "gke_cost_per_hour_usd_during_rollout_at_max_replicas": costs["costPerHourDuringRolloutUsd"]["atMaxReplicas"],

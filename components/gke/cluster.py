@@ -11,8 +11,9 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.basis import price_list
-from components.settings import GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, NAMESPACE, gke_version_at_least
+from components.settings import NAMESPACE, gke_version_at_least
 from components.settings.checks.scale_to_zero import ZERO_MIN_VERSION_REASON, ZERO_MIN_VERSION_TEXT, minor_at_least
+from components.settings.facts import STACK_VERSION_FLOOR, VersionFloor
 from components.settings.gateway import GATEWAY_CRDS_VERSION
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -59,10 +60,10 @@ GATEWAY_API_ON = ("CHANNEL_STANDARD", "CHANNEL_EXPERIMENTAL")
 
 
 def check_channel_version(channel: str, default_version: str | None, gateway: bool = False,
-                          scale_to_zero: bool = False) -> str | None:
-    """The problem with a release channel whose default is too old for the stack's ComputeClass (or, with
-    gke.inferenceGateway, for the CRDs GKE installs from GATEWAY_CRDS_VERSION; with gke.minReplicas 0, for the HPA
-    at zero), or None."""
+                          scale_to_zero: bool = False, floor: VersionFloor = STACK_VERSION_FLOOR) -> str | None:
+    """The problem with a release channel whose default is too old for the stack's TPU node pools (`floor`: the
+    ComputeClass's, or the generation's, TPU7x's), or, with gke.inferenceGateway, for the CRDs GKE installs from
+    GATEWAY_CRDS_VERSION; with gke.minReplicas 0, for the HPA at zero), or None."""
     if default_version is None:
         return None
     if scale_to_zero and minor_at_least(default_version) is not True:
@@ -70,10 +71,10 @@ def check_channel_version(channel: str, default_version: str | None, gateway: bo
                 f"older than {ZERO_MIN_VERSION_TEXT} ({ZERO_MIN_VERSION_REASON}), which gke.minReplicas: 0 needs; "
                 f"set gke.minMasterVersion to {ZERO_MIN_VERSION_TEXT}, use a channel whose default is that recent "
                 "(RAPID), or set gke.minReplicas to 1")
-    if gke_version_at_least(default_version) is False:
+    if gke_version_at_least(default_version, floor.version) is False:
         return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
-                f"older than {GKE_MIN_VERSION} ({GKE_MIN_VERSION_REASON}); use RAPID or REGULAR, "
-                "or set gke.minMasterVersion to 1.34")
+                f"older than {floor.version} ({floor.reason}); use RAPID or REGULAR, "
+                f"or set gke.minMasterVersion to {floor.pin}")
     if gateway and gke_version_at_least(default_version, GATEWAY_CRDS_VERSION) is False:
         return (f"{NAMESPACE}:gke.releaseChannel = {channel!r}: its default version here is {default_version}, "
                 f"older than {GATEWAY_CRDS_VERSION} ({GATEWAY_VERSION_REASON}); set gke.minMasterVersion to "
@@ -89,8 +90,8 @@ def network_policy_enforced(cluster: gcp.container.GetClusterResult) -> bool:
     return any(policy.enabled for policy in cluster.network_policies or [])
 
 
-def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str,
-                              gateway: bool = False, scale_to_zero: bool = False) -> list[str]:
+def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: str, gateway: bool = False,
+                              scale_to_zero: bool = False, floor: VersionFloor = STACK_VERSION_FLOOR) -> list[str]:
     """What a reused cluster lacks for this stack (with gke.inferenceGateway, also for the gateway), each with
     the gcloud fix."""
     where = f"{cluster.name} --location {cluster.location} --project {project}"
@@ -125,10 +126,10 @@ def existing_cluster_problems(cluster: gcp.container.GetClusterResult, project: 
     if not any(c.enabled for c in gcs_fuse):
         problems.append("the Cloud Storage FUSE CSI driver is off (every replica mounts the shared compile cache "
                         f"with it): gcloud container clusters update {where} --update-addons GcsFuseCsiDriver=ENABLED")
-    if cluster.master_version and gke_version_at_least(cluster.master_version) is False:
-        problems.append(f"it runs GKE {cluster.master_version}, older than {GKE_MIN_VERSION} "
-                        f"({GKE_MIN_VERSION_REASON}): gcloud container clusters upgrade {where} --master "
-                        f"--cluster-version {GKE_MIN_VERSION}")
+    if cluster.master_version and gke_version_at_least(cluster.master_version, floor.version) is False:
+        problems.append(f"it runs GKE {cluster.master_version}, older than {floor.version} "
+                        f"({floor.reason}): gcloud container clusters upgrade {where} --master "
+                        f"--cluster-version {floor.version}")
     if gateway:
         problems.extend(_gateway_problems(cluster, where))
     if scale_to_zero and cluster.master_version and minor_at_least(cluster.master_version) is not True:
@@ -185,6 +186,8 @@ class GkeClusterArgs:
     balancer, and from 1.34.0-gke.1626000 GKE installs the Gateway API and InferencePool CRDs with it."""
     scale_to_zero: bool = False
     """gke.minReplicas is 0: the channel's default or the reused cluster must be GKE 1.37 or later."""
+    version_floor: VersionFloor = STACK_VERSION_FLOOR
+    """The version the TPU node pools need (components/settings/facts.py gke_version_floor)."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -207,7 +210,7 @@ class GkeCluster(pulumi.ComponentResource):
         if args.use_existing:
             existing = gcp.container.get_cluster(name=args.name, location=args.location, project=args.project)
             problems = existing_cluster_problems(existing, args.project, gateway=args.gateway_api,
-                                                 scale_to_zero=args.scale_to_zero)
+                                                 scale_to_zero=args.scale_to_zero, floor=args.version_floor)
             if problems:
                 raise pulumi.RunError(
                     f"{NAMESPACE}:gke.clusterName = {args.name!r} (useExistingCluster): the cluster cannot host "
@@ -290,10 +293,11 @@ class GkeCluster(pulumi.ComponentResource):
             versions = gcp.container.get_engine_versions(location=args.location, project=args.project)
         except Exception as error:  # the API may not be enabled yet on a fresh project
             pulumi.log.warn(f"gke.releaseChannel: could not read {args.release_channel}'s default version ({error}); "
-                            f"if it is older than {GKE_MIN_VERSION}, the ComputeClass cannot create its TPU nodes")
+                            f"if it is older than {args.version_floor.version} ({args.version_floor.reason}), "
+                            "the ComputeClass cannot create its TPU nodes")
             return
         default = (versions.release_channel_default_version or {}).get(args.release_channel)
         problem = check_channel_version(args.release_channel, default, gateway=args.gateway_api,
-                                        scale_to_zero=args.scale_to_zero)
+                                        scale_to_zero=args.scale_to_zero, floor=args.version_floor)
         if problem:
             raise pulumi.RunError(problem)

@@ -38,6 +38,7 @@ from components.serving.serve_command import render_serve_args
 from components.serving.spec import ServingSpec, serving_spec
 from components.settings import Settings
 from components.settings.access import AccessSettings
+from components.settings.facts import gke_version_floor
 from components.settings.gke import GkeSettings
 
 
@@ -88,17 +89,24 @@ def engine_series(cluster_name: str, namespace: str) -> dict[str, str]:
     return {"cluster": cluster_name, "namespace": namespace, "job": APP_NAME}
 
 
+def replica_text(shape) -> str:
+    """What one replica runs on, for the dashboard's note: one chip, or one node of several."""
+    if shape.chips == 1:
+        return f"one {shape.generation.name} chip"
+    return f"one {shape.accelerator_type} node ({shape.chips} {shape.generation.name} chips)"
+
+
 def monitoring_scope(gke: GkeSettings, *, stack: str, cluster_name: str, provisioning_model: str,
-                     max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float,
+                     max_run_duration: str, kv: KvBudget | None, replica_usd_per_hour: float | None,
                      baseline_usd_per_hour: float, devices: int = 1, engines: int = 1,
-                     zero: scale_to_zero.ZeroPool | None = None) -> Scope:
+                     zero: scale_to_zero.ZeroPool | None = None, replica: str = "one v5e chip") -> Scope:
     """The serving pods' series: Managed Prometheus labels each with `cluster`, `namespace`, the PodMonitoring's name
     as `job` and `<pod>:<port name>` as `instance` (GoogleCloudPlatform/prometheus-engine
     pkg/operator/apis/monitoring/v1/pod_config.go @01e7efc); split by replica on `instance`."""
     model = provisioning_model
-    notes = [f"{gke.min_replicas}..{gke.max_replicas} replicas of one v5e chip, {model} at "
-             f"${replica_usd_per_hour:.2f}/replica-hour; the cluster's baseline "
-             f"${baseline_usd_per_hour:.2f}/hour"]
+    rate = "price not found" if replica_usd_per_hour is None else f"${replica_usd_per_hour:.2f}/replica-hour"
+    notes = [f"{gke.min_replicas}..{gke.max_replicas} replicas of {replica}, {model} at "
+             f"{rate}; the cluster's baseline ${baseline_usd_per_hour:.2f}/hour"]
     if model == "flex-start":
         notes.append(f"Each node runs {max_run_duration}; its replacement comes up "
                      f"{gke.recycling_lead_time} before the end (node recycling)")
@@ -164,7 +172,8 @@ class GkeWing(pulumi.ComponentResource):
                 system_machine_type=gke.system_machine_type, system_node_count=gke.system_node_count,
                 system_node_zone=gke.tpu_zones[0], node_service_account_email=nodes.email,
                 use_existing=gke.use_existing_cluster, labels=core.labels,
-                gateway_api=gke.inference_gateway is not None, scale_to_zero=zero is not None),
+                gateway_api=gke.inference_gateway is not None, scale_to_zero=zero is not None,
+                version_floor=gke_version_floor(shape.generation)),
             pulumi.ResourceOptions(parent=self, depends_on=[*core.apis, node_role]))
         tpu_class = manifests.declare(
             "tpu-class", compute_class.compute_class(compute_class.class_name(cfg.resource_prefix, shape), class_models,
@@ -246,7 +255,7 @@ class GkeWing(pulumi.ComponentResource):
                     max_run_duration=cfg.tpu.max_run_duration, kv=cfg.kv_budget(),
                     replica_usd_per_hour=replica_usd_per_hour(cfg, cfg.tpu.provisioning_model),
                     baseline_usd_per_hour=baseline(cfg).usd_per_hour, devices=cfg.tpu.shape.devices,
-                    engines=cfg.data_parallel_size, zero=zero),
+                    engines=cfg.data_parallel_size, zero=zero, replica=replica_text(cfg.tpu.shape)),
                 depends_on=core.apis), pulumi.ResourceOptions(parent=self))
 
         port = spec.listen_port

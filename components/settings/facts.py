@@ -178,6 +178,31 @@ GKE_MIN_VERSION = GKE_CLASS_AUTO_CREATION_MIN_VERSION
 # Why GKE_MIN_VERSION, for every message that names it.
 GKE_MIN_VERSION_REASON = ("the ComputeClass creates its flex-start TPU node pools itself (node pool auto-creation "
                           "without node auto-provisioning)")
+
+
+@dataclass(frozen=True)
+class VersionFloor:
+    """The GKE version a stack's TPU node pools need, why, and a minor a user can pin that is surely past it."""
+
+    version: str
+    reason: str
+    pin: str
+
+
+STACK_VERSION_FLOOR = VersionFloor(GKE_MIN_VERSION, GKE_MIN_VERSION_REASON, "1.34")
+
+
+def gke_version_floor(generation: catalog_shapes.Generation) -> VersionFloor:
+    """The later of the stack's own floor and the one Google names for the generation's node pools (TPU7x)."""
+    needed = generation.gke_min_version
+    if needed is None or gke_version_at_least(GKE_MIN_VERSION, needed):
+        return STACK_VERSION_FLOOR
+    major, minor = (int(part) for part in needed.split(".")[:2])
+    source = generation.gke_min_version_source
+    return VersionFloor(needed, f"GKE's {generation.name} node pools need it"
+                        + (f" ({source.where})" if source else ""), f"{major}.{minor + 1}")
+
+
 # What a ComputeClass priority may fall back to when flex-start has no capacity, each an explicit opt-in.
 GKE_FALLBACK_MODELS = ("spot", "on-demand")
 # The CRD's bounds on flexStart.nodeRecycling.leadTimeSeconds (computeclasses.cloud.google.com v1).

@@ -44,7 +44,8 @@ class TpuSettings(_Section):
     runtime_version: str | None = Field(None, description=(
         "the TPU VM image; unset: the shape's (`v2-alpha-tpuv5-lite` for v5e, `v2-alpha-tpuv6e` for v6e); one of "
         "another generation is an error; with `tpu.api: compute`, the Compute Engine boot image (a name or "
-        "`projects/P/global/images/[family/]NAME`; unset: the catalog's for the generation, where one was read)"))
+        "`projects/P/global/images/[family/]NAME`; unset: the catalog's image family for the generation, "
+        "`ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e` for v6e, `ubuntu-accel-2404-amd64-tpu-tpu7x` for TPU7x)"))
     provisioning_model: Literal["flex-start", "spot", "on-demand"] = Field("flex-start", description=(
         "the only model that stops billing by itself; `spot`/`on-demand` warn with the forgotten-weekend cost"))
     max_run_duration: Duration = Field("4h", description=(
@@ -207,8 +208,8 @@ class TpuSettings(_Section):
 
     @property
     def boot_image(self) -> str | None:
-        """The compute path's boot image: tpu.runtimeVersion, else the catalog's for the generation (None: not
-        read; the settings refuse a compute stack that has neither)."""
+        """The compute path's boot image: tpu.runtimeVersion, else the catalog's for the generation (every
+        generation Compute Engine makes names one; None on v5e, which it does not)."""
         return self.runtime_version or self.shape.compute_image
 
     @property

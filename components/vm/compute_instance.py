@@ -15,6 +15,7 @@ Scheduling, AttachedDisk, InstanceParams, revision 20261106), so the offline pla
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,8 +147,14 @@ def gcloud_equivalent(body: dict[str, Any], zone: str) -> str:
     """The gcloud command this instance corresponds to (gcloud compute instances create's flag names)."""
     block = body["scheduling"]
     boot = body["disks"][0]["initializeParams"]
+    family = re.fullmatch(r"projects/([^/]+)/global/images/family/([^/]+)", boot["sourceImage"])
+    image = ([f"--image-family={family[2]}", f"--image-project={family[1]}"] if family
+             else [f"--image={boot['sourceImage']}"])
     parts = ["gcloud compute instances create", body["name"], f"--zone={zone}",
-             f"--machine-type={body['machineType'].rsplit('/', 1)[-1]}", f"--image={boot['sourceImage']}",
+             f"--machine-type={body['machineType'].rsplit('/', 1)[-1]}", *image,
+             f"--boot-disk-size={boot['diskSizeGb']}GB", f"--maintenance-policy={block['onHostMaintenance']}",
+             "--scopes=" + ",".join(scope.removeprefix("https://www.googleapis.com/auth/")
+                                    for scope in body["serviceAccounts"][0]["scopes"]),
              f"--provisioning-model={block['provisioningModel']}"]
     if "maxRunDuration" in block:
         parts.append(f"--max-run-duration={block['maxRunDuration']['seconds']}s")

@@ -33,6 +33,7 @@ from components.vm import engine_liveness
 from components.vm.compute_api import ComputeApi, ComputeApiError, describe_errors, log, operation_errors
 from components.vm.create_watchdog import CREATED, REPORT_SECONDS, REQUESTING, CreateWatchdog
 from components.vm.host_stopping import HostStoppingError, in_provider_host, sleep_unless_stopping
+from components.vm.instance_cleanup import SETTLE_SECONDS, delete_this_creates_instance
 from components.vm.instance_incarnation import description, is_a_tpu_vllm_node, is_this_incarnation
 from components.vm.queued_resource import compare_known
 from components.vm.tpu_api import duration, message_of
@@ -42,13 +43,19 @@ WATCHDOG_MODULE = "components.vm.instance_watchdog_process"
 # capacity from Dynamic Workload Scheduler", PROVISIONING "Resources are being allocated", STAGING "All required
 # resources have been allocated and the instance is being started".
 WAITING_STATUSES = ("PENDING", "PROVISIONING", "STAGING")
+# REPAIRING "The instance is in repair"; a repair "returns the instance state to its original state" (Google's
+# instance life cycle page): a VM seen in repair on its way up is waited for, not given up on.
+REPAIR_STATUS = "REPAIRING"
+# Where a stopped or suspended VM comes to rest (a stop ends TERMINATED, not deleted: the life cycle page).
+STOPPED_STATUSES = ("TERMINATED", "STOPPED", "SUSPENDED")
 # An instance in one of these serves nothing and will not again without a new one: TERMINATED "has stopped",
 # STOPPING "either being deleted or killed", DEPROVISIONING "tear down tasks", SUSPENDED, STOPPED; MISSING: gone.
 GONE_STATUSES = {"MISSING", "TERMINATED", "STOPPED", "STOPPING", "PENDING_STOP", "DEPROVISIONING", "SUSPENDING",
                  "SUSPENDED"}
 # Inputs whose change is a new instance (the body but its labels, which setLabels changes in place).
 REQUEST_KEYS = ("project", "zone", "name", "body")
-TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds", "watchdogReportSeconds")
+TUNING_KEYS = ("waitSeconds", "pollSeconds", "deleteWaitSeconds", "retryBaseSeconds", "watchdogReportSeconds",
+               "settleSeconds")
 # Body keys the provider sets or Compute Engine changes in place.
 UPDATABLE_BODY_KEYS = ("labels",)
 PROVIDER_BODY_KEYS = ("description",)
@@ -125,17 +132,22 @@ class ComputeInstanceProvider(ResourceProvider):
                 "project": props["project"], "zone": props["zone"], "name": props["name"],
                 "incarnation": incarnation, "pollSeconds": poll,
                 "deleteWaitSeconds": float(props.get("deleteWaitSeconds", 1200)),
+                "settleSeconds": float(props.get("settleSeconds", SETTLE_SECONDS)),
                 "reportSeconds": float(props.get("watchdogReportSeconds", REPORT_SECONDS))}, module=WATCHDOG_MODULE)
         handed_over = False
+        # Whether the insert has settled: its operation DONE, or a refusal. Until then a 404 may be an accepted
+        # insert not yet visible (components/vm/instance_cleanup.py).
+        progress = {"settled": False}
         try:
-            outs = self._create(api, props, body, started, deadline, poll, watchdog)
+            outs = self._create(api, props, body, started, deadline, poll, watchdog, progress)
         except HostStoppingError as error:
             handed_over = watchdog is not None
             raise ComputeApiError(f"{error}. {self._abandon(props, incarnation, watchdog)}") from None
         except Exception as error:
             reason = str(error) if isinstance(error, ComputeApiError) else (
                 f"unexpected {message_of(error)} while waiting for {props['name']}")
-            cleanup, handed_over = self._remove_after_failed_create(api, props, incarnation, watchdog)
+            cleanup, handed_over = self._remove_after_failed_create(api, props, incarnation, watchdog,
+                                                                    progress["settled"])
             raise ComputeApiError(f"{reason.rstrip('.')}. {cleanup}") from None
         finally:
             if watchdog is not None and not handed_over:
@@ -145,14 +157,20 @@ class ComputeInstanceProvider(ResourceProvider):
         return CreateResult(id_=self._id(props), outs={**props, "body": body, **outs, "incarnation": incarnation})
 
     def _create(self, api: ComputeApi, props: dict[str, Any], body: dict[str, Any], started: float,
-                deadline: float, poll: float, watchdog: CreateWatchdog | None) -> dict[str, Any]:
+                deadline: float, poll: float, watchdog: CreateWatchdog | None,
+                progress: dict[str, bool]) -> dict[str, Any]:
         if watchdog is not None:
             watchdog.tell(REQUESTING)
-        operation = self._insert(api, props, body)
+        try:
+            operation = self._insert(api, props, body)
+        except ComputeApiError as error:
+            progress["settled"] = not error.transient  # a refusal made nothing; an outage may have
+            raise
         if watchdog is not None:
             watchdog.tell(CREATED)
         incarnation = str(body["description"]).rsplit(" ", 1)[-1]
-        return self._wait_until_running(api, props, body, incarnation, operation, started, deadline, poll)
+        return self._wait_until_running(api, props, body, incarnation, operation, started, deadline, poll,
+                                        progress)
 
     def _insert(self, api: ComputeApi, props: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         """The insert's Operation; an instance of this name left by an earlier node of this stack that is on its
@@ -176,13 +194,13 @@ class ComputeInstanceProvider(ResourceProvider):
                     f"an instance named {name} already exists in {zone} ({status}) and is not a tpu-vllm node; "
                     "choose another tpu-vllm:tpu.nodeId, or delete it if it is yours to delete: "
                     f"{hand_delete_command(props)}") from None
-            if status in ("TERMINATED", "STOPPED", "SUSPENDED"):
+            if status in STOPPED_STATUSES:
                 log(f"{name}: an earlier node of this stack is {status}; deleting it and inserting anew")
-                self._delete(api, props)
+                self._delete(api, props, None)
                 continue
             if status in GONE_STATUSES:
-                log(f"{name}: an earlier node of this stack is {status}; waiting for it to go")
-                self._wait_until_gone(api, props)
+                log(f"{name}: an earlier node of this stack is {status}; waiting for it to go or come to rest")
+                self._wait_until_at_rest(api, props)
                 continue
             raise ComputeApiError(
                 f"an earlier tpu-vllm node named {name} is {status} in {zone} and this stack does not hold it (an "
@@ -193,7 +211,7 @@ class ComputeInstanceProvider(ResourceProvider):
 
     def _wait_until_running(self, api: ComputeApi, props: dict[str, Any], body: dict[str, Any], incarnation: str,
                             operation: dict[str, Any], started: float, deadline: float,
-                            poll: float) -> dict[str, Any]:
+                            poll: float, progress: dict[str, bool]) -> dict[str, Any]:
         """The observed outputs once the instance is RUNNING. Reads the insert's Operation until it is DONE (its
         errors end the wait) and the instance itself, so a VM that waits PENDING after or before its operation
         ends is waited for either way."""
@@ -204,6 +222,7 @@ class ComputeInstanceProvider(ResourceProvider):
             if operation.get("status") != "DONE":
                 read_operation = functools.partial(api.operation, project, zone, operation.get("name", ""))
                 operation = api.through_outages(read_operation, deadline, poll, "the insert operation")
+            progress["settled"] = operation.get("status") == "DONE"
             if operation.get("status") == "DONE" and operation_errors(operation):
                 raise ComputeApiError(f"the insert of {name} failed: {describe_errors(operation_errors(operation))}")
             instance = api.through_outages(functools.partial(api.get, project, zone, name), deadline, poll, name)
@@ -218,7 +237,7 @@ class ComputeInstanceProvider(ResourceProvider):
                 raise ComputeApiError(
                     f"{name} is gone though its insert finished without an error: Compute Engine removed it "
                     "before it ran (its request ran out of time in the queue, or someone deleted it)")
-            if status not in (*WAITING_STATUSES, "MISSING", "RUNNING"):
+            if status not in (*WAITING_STATUSES, REPAIR_STATUS, "MISSING", "RUNNING"):
                 raise ComputeApiError(f"{name} is {status}, not RUNNING")
             if now > deadline:
                 raise ComputeApiError(
@@ -242,8 +261,12 @@ class ComputeInstanceProvider(ResourceProvider):
                 if is_this_incarnation(found, incarnation):
                     api.delete(props["project"], props["zone"], name)
                     message = f"sent the DELETE of {name}, which this create made, so it does not queue or bill"
+                elif found is None:
+                    message = (f"found no instance {name} yet, but an insert Compute Engine took can show up a while "
+                               "later; if `python -m tools.status` shows it, delete it: "
+                               f"{hand_delete_command(props)}")
                 else:
-                    message = "found no instance of this create's: nothing of it is queued"
+                    message = f"left {name} alone: it is not this create's"
             except Exception as error:  # noqa: BLE001 - said, with the command that finishes the job
                 message = (f"could not delete {name} ({message_of(error)}); it may queue and bill without Pulumi "
                            f"knowing: {hand_delete_command(props)}")
@@ -251,16 +274,24 @@ class ComputeInstanceProvider(ResourceProvider):
         return message
 
     def _remove_after_failed_create(self, api: ComputeApi, props: dict[str, Any], incarnation: str,
-                                    watchdog: CreateWatchdog | None) -> tuple[str, bool]:
-        """Delete the instance a failed create made (never one it did not); (what happened, handed over)."""
+                                    watchdog: CreateWatchdog | None, settled: bool) -> tuple[str, bool]:
+        """Delete the instance a failed create made (never one it did not); (what happened, handed over). Before
+        the insert settled, the instance may show up later: the watchdog, which outlives this call, watches for
+        it; without one, this call does."""
         name = props["name"]
+        if not settled and watchdog is not None:
+            watchdog.hand_over(CREATED)
+            return (f"The insert may still land (its outcome was not read): the create's watchdog watches for {name} "
+                    f"for {SETTLE_SECONDS / 60:.0f} min and deletes it if it shows up; if `python -m tools.status` "
+                    f"shows it after that, delete it: {hand_delete_command(props)}"), True
         try:
-            found = api.get(props["project"], props["zone"], name)
-            if not is_this_incarnation(found, incarnation):
-                return "Nothing of this create is left queued or billing.", False
-            log(f"deleting {name}: the create failed and Pulumi will not track it")
-            self._delete(api, props)
-            return "The instance it made was deleted, so nothing is left queued or billing.", False
+            done, said = delete_this_creates_instance(
+                api, props["project"], props["zone"], name, incarnation,
+                api.clock() + float(props.get("deleteWaitSeconds", 1200)), float(props.get("pollSeconds", 15)),
+                0.0 if settled else float(props.get("settleSeconds", SETTLE_SECONDS)), say=log)
+            if done:
+                return f"Cleanup: {said}.", False
+            raise ComputeApiError(said)
         except HostStoppingError as error:
             log(f"{error} while deleting the instance")
             if watchdog is not None:
@@ -326,7 +357,8 @@ class ComputeInstanceProvider(ResourceProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         try:
-            self._delete(self._api(props), props)
+            # This stack's instance only: one of the name that another create made is left alone.
+            self._delete(self._api(props), props, props.get("incarnation") or None)
         except ComputeApiError as error:
             message = str(error)
             if hand_delete_command(props) not in message:
@@ -347,22 +379,24 @@ class ComputeInstanceProvider(ResourceProvider):
         if operation_errors(operation):
             raise ComputeApiError(f"{action} failed: {describe_errors(operation_errors(operation))}")
 
-    def _delete(self, api: ComputeApi, props: dict[str, Any]) -> bool:
-        """Delete the instance and wait until it is gone, within deleteWaitSeconds; False when it was gone."""
-        deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
-        operation = api.delete(props["project"], props["zone"], props["name"])
-        if operation is None:
-            return False
-        self._wait_for_operation(api, props, operation, "instances.delete", deadline)
-        self._wait_until_gone(api, props, deadline)
-        return True
+    def _delete(self, api: ComputeApi, props: dict[str, Any], incarnation: str | None) -> None:
+        """Delete the instance (of `incarnation`; None: whatever this stack's node of the name is) and wait until it
+        is gone, within deleteWaitSeconds: a not-ready refusal and a delete that failed are sent again."""
+        done, said = delete_this_creates_instance(
+            api, props["project"], props["zone"], props["name"], incarnation,
+            api.clock() + float(props.get("deleteWaitSeconds", 1200)), float(props.get("pollSeconds", 15)), 0.0,
+            say=log)
+        if not done:
+            raise ComputeApiError(f"{said}; check: {hand_delete_command(props)}")
 
-    def _wait_until_gone(self, api: ComputeApi, props: dict[str, Any], deadline: float | None = None) -> None:
+    def _wait_until_at_rest(self, api: ComputeApi, props: dict[str, Any]) -> None:
+        """Until the instance is gone or stopped (a STOPPING VM ends TERMINATED, a deleted one gone)."""
         poll = float(props.get("pollSeconds", 15))
-        if deadline is None:
-            deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
+        deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
         read = functools.partial(api.get, props["project"], props["zone"], props["name"])
-        while api.through_outages(read, deadline, poll, f"{props['name']} to be deleted") is not None:
+        while (found := api.through_outages(read, deadline, poll, f"{props['name']} to stop")) is not None \
+                and status_of(found) not in STOPPED_STATUSES:
             if api.clock() > deadline:
-                raise ComputeApiError(f"{props['name']} is still being deleted; check: {hand_delete_command(props)}")
+                raise ComputeApiError(f"{props['name']} is still {status_of(found)}; check: "
+                                      f"{hand_delete_command(props)}")
             api.sleep(poll)

@@ -12,7 +12,6 @@ updated, not replaced. tests/test_urns.py proves it against the URNs recorded in
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -34,6 +33,7 @@ from components.settings.monitoring import MonitoringSettings
 from components.settings.tpu import TpuSettings
 from components.vm import boot_contract, container, ops_agent
 from components.vm.billing_notice import still_billing
+from components.vm.boot_script import boot_script
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
@@ -48,7 +48,6 @@ from components.vm.serving_step import (
 )
 from components.vm.ssh_access import SshAccess, SshAccessArgs
 
-STARTUP_SCRIPT = Path(__file__).resolve().parents[2] / "startup" / "startup.sh"
 TUNNEL_KEEPALIVE = "-o ExitOnForwardFailure=yes -o ServerAliveInterval=30 -o ServerAliveCountMax=3"
 
 
@@ -124,11 +123,11 @@ class VmWing(pulumi.ComponentResource):
         def with_image(reference: str) -> VmServing:
             return replace(serving, spec=replace(spec, vllm_image=reference))
 
-        startup_script = STARTUP_SCRIPT.read_text()
         # The one value that picks the node's path (components/vm/node_path.py); the rest of the wing is shared.
         path = NodePath(api=cfg.tpu.node_api, machine_type=cfg.tpu.machine_type, boot_image=cfg.tpu.boot_image,
                         # The boot disk takes the type the machine accepts, the cache disk's (Hyperdisk on v6e).
                         boot_disk_type=cfg.cache_disk_type)
+        startup_script = boot_script(path.api)
         declared = declare_node(path, NodeRequest(
             project=cfg.project,
             zone=cfg.tpu.zone,

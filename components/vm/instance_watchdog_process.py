@@ -13,48 +13,38 @@ import threading
 import time
 from typing import Any
 
-from components.vm.create_watchdog import HTTP_TIMEOUT_SECONDS, REPORT_SECONDS
+from components.vm.create_watchdog import CREATED, HTTP_TIMEOUT_SECONDS, REPORT_SECONDS, REQUESTING
 from components.vm.create_watchdog_process import Reporter, watch
 
 PREFIX = "[tpu-vllm compute instance]"
 
 
 def delete_if_ours(request: dict[str, Any], until: float) -> tuple[bool, str]:
-    """(True, what happened) once the instance is gone, was never made, is another create's, or its DELETE was
-    accepted; retried (an outage, a refusal while it is still being inserted) until `until`."""
-    from components.vm.compute_api import ComputeApi, ComputeApiError
-    from components.vm.instance_incarnation import is_this_incarnation
+    """(True, what happened) once the instance is gone, was never made (unseen for the settle time: an insert may
+    land after it was sent), or is another create's; (False, why) at `until`. components/vm/instance_cleanup.py."""
+    from components.vm.compute_api import ComputeApi
+    from components.vm.instance_cleanup import SETTLE_SECONDS, delete_this_creates_instance
 
-    api = ComputeApi()
-    project, zone, name = request["project"], request["zone"], request["name"]
-    poll = float(request.get("pollSeconds", 15))
-    while True:
-        try:
-            found = api.get(project, zone, name)
-            if found is None:
-                return True, f"found no instance {name}: nothing of this create is left"
-            if not is_this_incarnation(found, request["incarnation"]):
-                return True, f"left {name} alone: it is not this create's (its description differs)"
-            operation = api.delete(project, zone, name)
-            return True, (f"sent the DELETE of {name} ({found.get('status', '?')}), which this create made"
-                          if operation is not None else f"found {name} gone")
-        except (ComputeApiError, OSError) as error:
-            if time.monotonic() + poll > until:
-                return False, str(error)
-        time.sleep(poll)
+    return delete_this_creates_instance(
+        ComputeApi(), request["project"], request["zone"], request["name"], request["incarnation"], until,
+        float(request.get("pollSeconds", 15)), float(request.get("settleSeconds", SETTLE_SECONDS)))
 
 
-def act(request: dict[str, Any]) -> None:
+def act(request: dict[str, Any], state: str | None) -> None:
     name = request["name"]
     hand_delete = f"gcloud compute instances delete {name} --zone={request['zone']} --project={request['project']}"
     reporter = Reporter(PREFIX)
     reporter_prefix = f"the create of {name} ended early:"
+    if state not in (REQUESTING, CREATED):
+        reporter.say_and_let_go(f"{reporter_prefix} before it sent the insert: nothing of it is queued")
+        return
     started = time.monotonic()
     report_seconds = float(request.get("reportSeconds", REPORT_SECONDS))
     background = float(request.get("deleteWaitSeconds", 1200))
     deadline = threading.Timer(report_seconds, reporter.say_and_let_go, args=(
-        f"{reporter_prefix} no answer from Compute Engine after {report_seconds:g} s; this watchdog keeps trying "
-        f"for {background / 60:.0f} min; if `python -m tools.status` still shows the instance, delete it: "
+        f"{reporter_prefix} {name} is not gone after {report_seconds:g} s (an instance can show up a while after "
+        f"its insert, and a DELETE can be refused while it is not ready); this watchdog keeps at it for "
+        f"{background / 60:.0f} min; if `python -m tools.status` still shows the instance after that, delete it: "
         f"{hand_delete}",))
     deadline.daemon = True
     deadline.start()
@@ -68,7 +58,7 @@ def main() -> None:
     socket.setdefaulttimeout(HTTP_TIMEOUT_SECONDS)
     ended_early = watch(sys.stdin)
     if ended_early:
-        act(ended_early[0])
+        act(*ended_early)
 
 
 if __name__ == "__main__":

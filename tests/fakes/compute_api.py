@@ -2,16 +2,21 @@
 ledger, and the faults a test injects.
 
 Its answers are compute.v1.json's (google-api-python-client's discovery cache, revision 20261106): an Instance
-with `status` from the schema's enum (a TPU or flex-start instance is PENDING first, then RUNNING: "Flex-start
-… and TPU instances start instead in the PENDING state", Google's instance life cycle page; PENDING is "waiting for
-available capacity from Dynamic Workload Scheduler"), an Operation (`kind` compute#operation, `operationType`, `status`
-PENDING/RUNNING/DONE, `targetLink`, a failed one's `error.errors[]` with `code`, `message` and, for a quota,
-`errorDetails[].quotaInfo`), Google's JSON error body (`error.errors[].reason`: notFound, alreadyExists,
-conditionNotMet), and an insert's `requestId` honoured ("the server will know to ignore the request if it has
-already been completed"). tests/test_compute_instance_provider.py checks every body it gives against the schemas.
+with `status` from the schema's enum (a flex-start instance asked to wait 90 s or more is PENDING first, then
+RUNNING: "after you create a standalone Flex-start VM with a wait time (requestValidForDuration) that is 90 seconds
+or longer, the VM state changes to PENDING", Google's instance life cycle page, 2026-04-14; PENDING is "waiting for
+available capacity from Dynamic Workload Scheduler"; any other insert runs at once), an Operation (`kind`
+compute#operation, `operationType`, `status` PENDING/RUNNING/DONE, `targetLink`, a failed one's `error.errors[]`
+with `code`, `message` and, for a quota, `errorDetails[].quotaInfo`), Google's JSON error body
+(`error.errors[].reason`: notFound, alreadyExists, conditionNotMet, resourceNotReady), and an insert's `requestId`
+honoured ("the server will know to ignore the request if it has already been completed").
+tests/test_compute_instance_provider.py checks every body it gives against the schemas.
 
 Whether the insert's operation is DONE while the VM waits PENDING is not documented (the contracts table says so):
-`operation_done_while_pending` picks either, and the provider is tested under both.
+`operation_done_while_pending` picks either, and the provider is tested under both. What the second reader found
+Compute Engine does and the fake did not: a 404 for an instance whose insert it took (googleapis/nodejs-compute
+issue 377: `hidden_gets`), a DELETE refused while the instance is not ready (400 resourceNotReady, "The resource
+'…' is not ready": `delete_not_ready`), and a delete operation that ends in an error (`delete_fails`).
 
 The ledger: each instance bills from when it is RUNNING until its delete (a PENDING one bills nothing); what is
 billing at any moment is `billing()`.
@@ -30,8 +35,8 @@ ZONE_PATH = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/(instances|
 TOKEN_PATH = "/token"
 CREATION = "2026-12-07T09:00:00.000-08:00"
 STARTED = "2026-12-07T09:20:00.000-08:00"
-# Compute Engine's TPU machine types (ct6e-standard-*, tpu7x-standard-*, ct5p-*: compute/docs/tpus/tpu-machines).
-TPU_MACHINE_PREFIXES = ("ct", "tpu")
+# The shortest flex-start wait that queues (PENDING): "90 seconds or longer" (the life cycle page).
+QUEUED_WAIT_SECONDS = 90
 # What an insert's operation says when no capacity came in time (ZONE_RESOURCE_POOL_EXHAUSTED's message, as
 # Compute Engine words it for a stockout) and when a quota is short (QUOTA_EXCEEDED with quotaInfo).
 STOCKOUT = {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
@@ -63,6 +68,12 @@ class Faults:
     """(status, message, reason) answered to every insert."""
     insert_fails: dict[str, Any] | None = None
     """An Operation error item the insert's operation ends with (no instance is made)."""
+    hidden_gets: int = 0
+    """So many instances.get of an instance that exists answer 404, as right after its insert was taken."""
+    delete_not_ready: int = 0
+    """So many DELETEs answer 400 resourceNotReady."""
+    delete_fails: int = 0
+    """So many DELETE operations end with RESOURCE_NOT_READY, the instance kept."""
 
 
 class FakeComputeApi(FakeServer):
@@ -81,10 +92,10 @@ class FakeComputeApi(FakeServer):
 
     # What a test does to the world.
     def insert(self, project: str, zone: str, body: dict[str, Any]) -> dict[str, Any]:
-        """An insert taken; a FLEX_START or TPU one starts PENDING (capacity_arrives runs it)."""
-        machine = str(body.get("machineType") or "").rsplit("/", 1)[-1]
+        """An insert taken; a FLEX_START one asked to wait 90 s or more starts PENDING (capacity_arrives runs it)."""
+        wait = int((((body.get("params") or {}).get("requestValidForDuration")) or {}).get("seconds") or 0)
         waits = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" \
-            or machine.startswith(TPU_MACHINE_PREFIXES)
+            and wait >= QUEUED_WAIT_SECONDS
         name = body["name"]
         link = f"{self.url}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
         self.inserts.append(body)
@@ -124,6 +135,13 @@ class FakeComputeApi(FakeServer):
         """maxRunDuration reached, instanceTerminationAction DELETE."""
         del self.instances[(project, zone, name)]
         self._billing_of(name).ended = True
+
+    def _delete_now(self, operation: dict[str, Any]) -> None:
+        """The delete's target goes (once: a second call finds it gone)."""
+        for key, instance in list(self.instances.items()):
+            if instance["selfLink"] == operation["targetLink"]:
+                del self.instances[key]
+                self._billing_of(key[2]).ended = True
 
     def _run(self, instance: dict[str, Any]) -> None:
         instance["status"] = "RUNNING"
@@ -177,8 +195,14 @@ class FakeComputeApi(FakeServer):
             return _error(404, f"The resource 'projects/{project}/zones/{zone}/operations/{name}' was not found",
                           "notFound")
         answer = dict(operation)
-        if operation["operationType"] in ("delete", "setLabels"):
+        if operation["operationType"] in ("delete", "setLabels") and operation["status"] != "DONE":
             operation["status"] = "DONE"  # done by the next read
+            if operation["operationType"] == "delete" and self.faults.delete_fails > 0:
+                self.faults.delete_fails -= 1
+                operation["error"] = {"errors": [{"code": "RESOURCE_NOT_READY", "message": (
+                    f"The resource '{operation['targetLink'].split('/compute/v1/', 1)[-1]}' is not ready")}]}
+            elif operation["operationType"] == "delete":
+                self._delete_now(operation)
         return Response(200, answer)
 
     def _insert(self, project: str, zone: str, request: Request) -> Response:
@@ -215,11 +239,20 @@ class FakeComputeApi(FakeServer):
             return _error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
                           "notFound")
         if verb is None and request.method == "GET":
+            if self.faults.hidden_gets > 0:
+                self.faults.hidden_gets -= 1
+                return _error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
+                              "notFound")
             return Response(200, found)
         if verb is None and request.method == "DELETE":
-            del self.instances[key]
-            self._billing_of(name).ended = True
-            return Response(200, self.operation("delete", project, zone, found["selfLink"]))
+            if self.faults.delete_not_ready > 0:
+                self.faults.delete_not_ready -= 1
+                return _error(400, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' is not ready",
+                              "resourceNotReady")
+            operation = self.operation("delete", project, zone, found["selfLink"])
+            if self.faults.delete_fails == 0:
+                self._delete_now(operation)
+            return Response(200, operation)
         if verb == "setLabels" and request.method == "POST":
             wanted = request.json()
             if wanted.get("labelFingerprint") != found["labelFingerprint"]:

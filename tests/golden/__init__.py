@@ -58,6 +58,8 @@ STACKS = (
                 "ct6e-standard-1t, flex-start)"),
     GoldenStack("tpu7xflex", VARIANT_STACKS_DIR, "vm: issue 43's Done-when, tpu7x-standard-4t flex-start for 7 days "
                 "through Compute Engine"),
+    GoldenStack("tpu7xgke", VARIANT_STACKS_DIR, "gke: the log's model on tpu7x-standard-4t (tpu7x, 2x2x1, four "
+                "chips a replica)"),
     GoldenStack("gkezero", VARIANT_STACKS_DIR, "the gateway stack at gke.minReplicas 0 (flow control, the picker's "
                 "queue to the HPA)"),
 )

@@ -31,8 +31,9 @@ def _zones(zones) -> str:
 
 def shapes_rows() -> list[str]:
     lines = ["| shape | chips (JAX devices) | HBM per chip (runtime) | node APIs (default first); Compute Engine "
-             "machine | runtime | GKE machine, topology, `google.com/tpu` | data disks | flex-start accepted "
-             "| flex-start refused | exists in (besides) | quota ids (on-demand; spot and flex-start: preemptible) |",
+             "machine | runtime; Compute Engine boot image family | GKE machine, topology, `google.com/tpu` | data "
+             "disks | flex-start accepted | flex-start refused | exists in (besides) | quota ids: Cloud TPU API "
+             "per zone (on-demand; spot and flex-start: preemptible), Compute Engine per region (by model) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for shape in catalog.all_shapes():
         generation = shape.generation
@@ -40,12 +41,11 @@ def shapes_rows() -> list[str]:
         others = generation.zones - shape.flex_start_accepted_zones - shape.flex_start_refused_zones
         apis = sorted(generation.node_apis, key=lambda api: api != generation.default_api)
         machine = f"`{shape.machine_type}`" if shape.machine_type else "none"
-        quotas = "; ".join(f"`{quota}`" if quota else "not read"
-                           for quota in (generation.quota_id_for("on-demand"), generation.quota_id_for("flex-start")))
+        quotas = _quotas(generation)
         lines.append(
             f"| `{shape.accelerator_type}` | {shape.chips} ({shape.devices}) | {hbm} | "
             f"{', '.join(f'`{api}`' for api in apis)}; {machine} | "
-            f"{f'`{shape.runtime_version}`' if shape.runtime_version else 'none (no Cloud TPU API)'} | "
+            f"{_runtime(shape)} | "
             f"`{shape.gke_machine_type}`, `{shape.gke_topology}`, {shape.gke_tpu_count} | "
             f"{', '.join(f'`{disk}`' for disk in generation.data_disk_types)} | "
             f"{_zones(shape.flex_start_accepted_zones)} | {_zones(shape.flex_start_refused_zones)} | "
@@ -64,6 +64,33 @@ def shapes_rows() -> list[str]:
                       f"{_zones(generation.serving_zones)}, the serving ones; for on-demand or spot elsewhere no "
                       f"source says which ({catalog.shapes.SERVING_QUOTA_SOURCE})."]
     return lines
+
+
+def _runtime(shape: catalog.Shape) -> str:
+    """The Cloud TPU runtime, and the Compute Engine image family (booted, or read only)."""
+    runtime = f"`{shape.runtime_version}`" if shape.runtime_version else "none (no Cloud TPU API)"
+    image = shape.generation.compute_image
+    if not image:
+        return runtime
+    booted = "booted" if shape.generation.compute_image_booted else "read, not booted"
+    return f"{runtime}; `{image.rsplit('/', 1)[-1]}` ({booted})"
+
+
+def _quotas(generation: catalog.Generation) -> str:
+    """Each node API's quota ids, as its source spells them, or "not read"."""
+    parts = []
+    if catalog.QUEUED_RESOURCE in generation.node_apis:
+        parts.append("Cloud TPU API: " + "; ".join(
+            f"`{quota}`" if quota else "not read"
+            for quota in (generation.quota_id_for("on-demand"), generation.quota_id_for("flex-start"))))
+    if catalog.COMPUTE in generation.node_apis:
+        by_model = [(model, generation.quota_id_for(model, api=catalog.COMPUTE))
+                    for model in ("on-demand", "spot", "flex-start")]
+        parts.append("Compute Engine: " + "; ".join(
+            f"{model} " + (f"`{quota.split(' (', 1)[0]}`" + (f" ({quota.split(' (', 1)[1]}" if " (" in quota else "")
+                           if quota else "not read")
+            for model, quota in by_model))
+    return "<br>".join(parts)
 
 
 def models_rows() -> list[str]:

@@ -95,6 +95,11 @@ def vm_files() -> dict[str, str]:
             continue
         if "\n" in text.strip():
             files[text] = path.relative_to(ROOT).as_posix()
+    # The compute path's boot script is two of those files in one (components/vm/boot_script.py).
+    from components.catalog import COMPUTE
+    from components.vm.boot_script import INSTALL_DOCKER, STARTUP_SCRIPT, boot_script
+    files[boot_script(COMPUTE)] = (f"{STARTUP_SCRIPT.relative_to(ROOT).as_posix()} with "
+                                   f"{INSTALL_DOCKER.relative_to(ROOT).as_posix()} (components/vm/boot_script.py)")
     return files
 
 

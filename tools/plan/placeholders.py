@@ -30,7 +30,7 @@ MOCK_INTERNAL_IP = "10.128.0.2"
 MOCK_STATE = "ACTIVE"
 # A Compute Engine instance's status once its create returns (the provider waits for RUNNING).
 MOCK_INSTANCE_STATUS = "RUNNING"
-# The id the compute path's guard gives each create (components/vm/instance_guard.py): uuid4().hex.
+# The incarnation the compute path gives each create (components/vm/compute_instance_provider.py): uuid4().hex.
 MOCK_INCARNATION = "1ca4a7105" + "0" * 23
 # An RFC 3339 time as the TPU API gives it, so what reads it (the dashboard's run tiles) runs as in a deploy.
 MOCK_TERMINATION_TIME = "2099-01-01T00:00:00Z"

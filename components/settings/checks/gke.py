@@ -11,6 +11,9 @@ from components.settings.facts import (
     GKE_FALLBACK_MODELS,
     GKE_NODE_UP_ALLOWANCE_SECONDS,
     GKE_ROLLOUT_SURGE_PODS,
+    STACK_VERSION_FLOOR,
+    gke_version_at_least,
+    gke_version_floor,
 )
 from components.settings.findings import NO_VALUE, Finding
 from components.settings.root import Settings
@@ -25,14 +28,15 @@ def gke_checks(settings: Settings) -> list[Finding]:
         return []
     findings: list[Finding] = []
     shape = settings.tpu.shape
-    if not shape.generation.gke_built:
+    if not shape.on_gke:
+        read = [other.accelerator_type for other in catalog.all_shapes()
+                if other.generation is shape.generation and other.on_gke]
         return [Finding(
             "tpu.acceleratorType", settings.tpu.accelerator_type,
-            f"the gke wing does not build {shape.generation.name} node pools yet (GKE's {shape.generation.name} "
-            "ComputeClass, the GKE version it needs and its chip quota are not read), and no "
-            f"{shape.generation.name} price has been read",
-            "use tpu-vllm:platform vm (a Compute Engine instance), or a v5e or v6e shape on gke",
-            also_keys=("platform",))]
+            f"no GKE source names a {shape.accelerator_type} node pool (the {shape.generation.name} pools read: "
+            f"{', '.join(read)})",
+            "use one of those on gke, or tpu-vllm:platform vm (a Compute Engine instance)", also_keys=("platform",))]
+    findings += _generation_version_findings(settings)
     if gke.machine_type is not None and gke.machine_type != shape.gke_machine_type:
         named = catalog.shape_for_gke_machine(gke.machine_type)
         findings.append(Finding(
@@ -70,7 +74,7 @@ def gke_checks(settings: Settings) -> list[Finding]:
             f"{boot.WARM_BOOT_SECONDS // 60} min, {boot.WARM_BOOT_SECONDS} s) with nothing serving; a change "
             "of flags or image does not gap (the rollout starts the new replica first)",
             f"set gke.minReplicas to 2 ({'one more chip' if shape.chips == 1 else 'one more node'}, "
-            f"${settings.tpu_usd_per_hour('flex-start'):.2f}/h): the "
+            f"{_hourly(settings.tpu_usd_per_hour('flex-start'))}): the "
             "PodDisruptionBudget then moves one replica at a time and the other keeps serving",
             also_keys=("tpu.maxRunDuration",),
         ))
@@ -188,3 +192,26 @@ def class_checks(settings: Settings) -> list[Finding]:
             f"use at most {run // 2 // 60}m, or raise tpu.maxRunDuration (e.g. 1d)",
             also_keys=("tpu.maxRunDuration",)))
     return findings
+
+
+def _generation_version_findings(settings: Settings) -> list[Finding]:
+    """A pinned gke.minMasterVersion against the version the generation's node pools need (TPU7x: GKE's own page),
+    where that is later than the stack's floor (settings/gke.py judges that one alone)."""
+    shape, pinned = settings.tpu.shape, settings.gke.min_master_version
+    floor = gke_version_floor(shape.generation)
+    if pinned is None or floor is STACK_VERSION_FLOOR:
+        return []
+    newer = gke_version_at_least(pinned, floor.version)
+    if newer:
+        return []
+    return [Finding(
+        "gke.minMasterVersion", pinned,
+        f"a {shape.accelerator_type} node pool needs GKE {floor.version} or later ({floor.reason}), and "
+        f"{pinned} is {'older' if newer is False else 'a minor that may be older'}",
+        f"pin {floor.pin} or later, or remove gke.minMasterVersion (the channel's default is checked at preview)",
+        also_keys=("tpu.acceleratorType",))]
+
+
+def _hourly(usd_per_hour: float | None) -> str:
+    """An hour of the replica's chips, or that no price was read for them (TPU7x): never a figure in its place."""
+    return f"${usd_per_hour:.2f}/h" if usd_per_hour is not None else "price not found"

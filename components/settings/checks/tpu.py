@@ -9,13 +9,17 @@ import re
 from components import catalog
 from components.basis import boot, spending
 from components.settings.facts import MAX_RUN_SECONDS_BY_API, MAX_RUN_SOURCE_BY_API, MIN_RUN_SECONDS_BY_API
-from components.settings.findings import NO_VALUE, Finding
+from components.settings.findings import Finding
 from components.settings.root import Settings
 from components.settings.tpu import TpuSettings
 
 # "By allowing your capacity requests to persist in a queue for up to two hours" (Google's Flex-start VMs
 # announcement, 2025-09-25): the longest params.requestValidForDuration a flex-start insert can ask for.
 COMPUTE_FLEX_QUEUE_SECONDS = 2 * 3600
+# The shortest wait that queues at all: "specify a duration between 90 seconds (90s) and two hours (2h)" (Google's
+# create-flex-start-vm page); the VM goes PENDING only "with a wait time (requestValidForDuration) that is 90 seconds
+# or longer" (the instance life cycle page).
+COMPUTE_FLEX_MIN_QUEUE_SECONDS = 90
 
 
 def tpu_checks(settings: Settings) -> list[Finding]:
@@ -32,7 +36,23 @@ def tpu_checks(settings: Settings) -> list[Finding]:
                 "tpu.queueTimeout", tpu.queue_timeout,
                 "Compute Engine keeps a flex-start request in its queue for up to two hours (Google's Flex-start "
                 "VMs announcement, 2025-09-25)", "set it to 2h or less, like 1h"))
+        if (tpu.node_api == catalog.COMPUTE and tpu.provisioning_model == "flex-start"
+                and tpu.queue_seconds < COMPUTE_FLEX_MIN_QUEUE_SECONDS):
+            findings.append(Finding(
+                "tpu.queueTimeout", tpu.queue_timeout,
+                "Compute Engine takes a flex-start wait of 90 seconds to two hours ('specify a duration between 90 "
+                "seconds (90s) and two hours (2h)', its create-flex-start-vm page); a shorter one never queues",
+                "set it to 90s or more, like 1h"))
         findings += _zone_findings(tpu)
+        generation = tpu.shape.generation
+        if tpu.node_api == catalog.COMPUTE and tpu.provisioning_model in generation.allowlisted_models:
+            findings.append(Finding.warning(
+                "tpu.provisioningModel", tpu.provisioning_model,
+                f"Compute Engine gives {generation.name} {tpu.provisioning_model} only to projects on its allowlist "
+                f"(\"TPU7x adds an allowlist on spot, flex-start, and calendar-mode reservations\": "
+                f"{generation.compute_quota_source.where}); off it, the insert is refused",
+                "ask your Google Cloud account team to add the project, or use on-demand",
+                also_keys=("tpu.acceleratorType",)))
     elif "api" in tpu.model_fields_set:
         findings.append(Finding.warning(
             "tpu.api", tpu.api, "read only by the vm platform; on gke, GKE makes the node pool's nodes",
@@ -107,7 +127,7 @@ def _flex_against_spot(settings: Settings) -> str:
 
 
 def _api_findings(tpu: TpuSettings) -> list[Finding]:
-    """tpu.api against the generation's node APIs, and the compute path's boot image (the vm platform only)."""
+    """tpu.api against the generation's node APIs (the vm platform only)."""
     generation, api = tpu.shape.generation, tpu.node_api
     if api not in generation.node_apis:
         if api == catalog.COMPUTE:
@@ -125,13 +145,6 @@ def _api_findings(tpu: TpuSettings) -> list[Finding]:
             "later TPU versions' (cloud.google.com/tpu/docs/queued-resources)",
             f"set tpu.api to compute, or remove the key ({generation.name} takes compute)",
             also_keys=("tpu.acceleratorType",))]
-    if api == catalog.COMPUTE and tpu.boot_image is None:
-        return [Finding(
-            "tpu.runtimeVersion", NO_VALUE,
-            f"no Compute Engine boot image for {generation.name} has been read from Google's Compute Engine TPU "
-            "pages (components/catalog/shapes.py, compute_image), and the stack does not guess one",
-            "set tpu.runtimeVersion to the image Google's create-tpu-vm-instance page names for "
-            f"{tpu.shape.machine_type}", also_keys=("tpu.api",))]
     return []
 
 
