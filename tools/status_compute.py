@@ -61,7 +61,8 @@ def decide(outputs: dict[str, Any], stack_label: str, now: datetime, serving: Ca
         if created:
             facts.append(("waiting", f"{span((now - created).total_seconds())} since the request"))
         return Report("queued", "waiting for TPU capacity (flex-start, Dynamic Workload Scheduler)",
-                      "nothing to do: keep `pulumi up` running; no TPU bills while queued (the kept cache disk does)", facts=facts)
+                      "nothing to do: keep `pulumi up` running; no TPU bills while queued (the kept cache disk "
+                      "does)", facts=facts)
     if status in COMING_UP:
         return Report("provisioning", "capacity granted; Compute Engine is starting the TPU VM",
                       "wait a few minutes: the boot script and the serving step follow", facts=facts)

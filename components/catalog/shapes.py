@@ -14,6 +14,7 @@ from components.catalog.sources import (
     FLEX_START_QUOTA_PAGE,
     GKE_TPU7X_PAGE,
     HOST_TABLE_PAGE,
+    TPU7X_ALLOWLIST_SOURCE,
     TPU7X_PAGE,
     TPU_BANDWIDTH_PAGE,
     TPU_DISK_PAGE,
@@ -121,7 +122,8 @@ class Generation:
     compute_quota_source: Source | None = None
     allowlisted_models: frozenset[str] = frozenset()
     """Provisioning models Compute Engine gives this generation only to projects on an allowlist (the account team
-    adds them); compute_quota_source says where that was read."""
+    adds them)."""
+    allowlist_source: Source | None = None
     gke_min_version: str | None = None
     """The GKE version a Standard cluster needs for node pools of this generation (None: no more than the stack's
     own floor, components/settings/facts.py GKE_MIN_VERSION)."""
@@ -425,6 +427,7 @@ TPU7X = Generation(
     compute_quota=(("on-demand", "TPUS-PER-TPU-FAMILY-per-project-region (its TPU7x tpu_family value not read)"),),
     compute_quota_source=COMPUTE_MIGRATION_SOURCE,
     allowlisted_models=frozenset({"spot", "flex-start"}),
+    allowlist_source=TPU7X_ALLOWLIST_SOURCE,
     gke_min_version="1.34.0-gke.2201000",
     gke_min_version_source=GKE_TPU7X_PAGE,
 )

@@ -100,6 +100,10 @@ COMPUTE_MIGRATION_SOURCE = Source(COMPUTE_MIGRATION_ARTICLE, "2026-08-11")
 # build"; and its machine-type table (HARDWARE.md: TPU7x publishes tpu7x-standard-4t).
 TPU_OS_IMAGES_SOURCE = Source(f"{XBILL_REPO}, gce-vllm-v5e1-2b/CLAUDE.md 'The image' (its reading of "
                               "docs.cloud.google.com/tpu/docs/tpu-os-images)", "2026-08-11")
+# The same repository's hardware notes: "TPU7x adds an allowlist on spot, flex-start, and calendar-mode reservations;
+# v5p and v6e are not gated" (its reading of compute/docs/instances/provisioning-models, a footnote there).
+TPU7X_ALLOWLIST_SOURCE = Source(f"{XBILL_REPO}, HARDWARE.md 'Mapping between the two' (its reading of "
+                                "docs.cloud.google.com/compute/docs/instances/provisioning-models)", "2026-08-19")
 # GKE's own TPU7x page: "Ironwood (TPU7x) is available in GKE Standard clusters that run version 1.34.0-gke.2201000
 # and later, and in Autopilot clusters that run version 1.34.1-gke.3084001 and later."
 GKE_TPU7X_PAGE = Source("docs.cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood, Availability",

@@ -33,7 +33,6 @@ from components.settings.monitoring import MonitoringSettings
 from components.settings.tpu import TpuSettings
 from components.vm import boot_contract, container, ops_agent
 from components.vm.billing_notice import still_billing
-from components.vm.boot_script import boot_script
 from components.vm.cache_disk import CacheDisk, CacheDiskArgs
 from components.vm.container import VmServing
 from components.vm.host_key import NodeHostKey, NodeHostKeyArgs, known_hosts_line, pinned_ssh_options
@@ -127,7 +126,7 @@ class VmWing(pulumi.ComponentResource):
         path = NodePath(api=cfg.tpu.node_api, machine_type=cfg.tpu.machine_type, boot_image=cfg.tpu.boot_image,
                         # The boot disk takes the type the machine accepts, the cache disk's (Hyperdisk on v6e).
                         boot_disk_type=cfg.cache_disk_type)
-        startup_script = boot_script(path.api)
+        startup_script = path.startup_script()
         declared = declare_node(path, NodeRequest(
             project=cfg.project,
             zone=cfg.tpu.zone,

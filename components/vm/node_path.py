@@ -3,8 +3,9 @@
 The wing builds one `NodeRequest` (what any node is: where, which model, which identity, the metadata the boot
 script reads, the cache disk, the tag) and `declare_node` renders it on the stack's path. Both answer with the
 same attributes (`node_name`, `node_uid`, `external_ip`, `internal_ip`, `state`, `termination_time`) and the
-outputs that name the path's own resource; the boot script, the serving step, the front, the dashboards, the
-alerts and every other output are the wing's, shared.
+outputs that name the path's own resource; the serving step, the front, the dashboards, the alerts and every other
+output are the wing's, shared, and so is the boot script, but for the Docker install the compute path's images need
+(`NodePath.startup_script`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pulumi
 
 from components.catalog import COMPUTE, QUEUED_RESOURCE
 from components.vm import compute_instance
+from components.vm.boot_script import boot_script
 from components.vm.compute_instance import ComputeNode, ComputeNodeArgs, instance_body
 from components.vm.tpu_node import TpuNode, TpuNodeArgs
 from components.vm.tpu_request import gcloud_equivalent, queued_resource_body
@@ -29,6 +31,10 @@ class NodePath:
     machine_type: str | None = None
     boot_image: str | None = None
     boot_disk_type: str | None = None
+
+    def startup_script(self) -> str:
+        """The boot script this path's image needs: Compute Engine's TPU images ship no Docker (boot_script.py)."""
+        return boot_script(self.api)
 
 
 @dataclass

@@ -50,7 +50,7 @@ def tpu_checks(settings: Settings) -> list[Finding]:
                 "tpu.provisioningModel", tpu.provisioning_model,
                 f"Compute Engine gives {generation.name} {tpu.provisioning_model} only to projects on its allowlist "
                 f"(\"TPU7x adds an allowlist on spot, flex-start, and calendar-mode reservations\": "
-                f"{generation.compute_quota_source.where}); off it, the insert is refused",
+                f"{generation.allowlist_source.where}); off it, the insert is refused",
                 "ask your Google Cloud account team to add the project, or use on-demand",
                 also_keys=("tpu.acceleratorType",)))
     elif "api" in tpu.model_fields_set:
