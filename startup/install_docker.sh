@@ -9,19 +9,21 @@
 # when no docker is on PATH; every later boot of the same VM finds it and does nothing.
 # shellcheck disable=SC2154 # ATTEMPTS, BACKOFF_SECONDS and RERUN are startup.sh's settings
 
-# install_docker: docker.io from the image's own Ubuntu archive, retried as the script's other downloads are,
-# then its unit enabled and started (the serving step's units need docker.service).
+# install_docker: docker.io from the image's own Ubuntu archive, retried with the delay doubling as http_get's
+# (2 s to 128 s, about four minutes in all: a first boot's apt-daily and unattended-upgrades hold apt's locks a
+# while), then its unit enabled and started (the serving step's units need docker.service).
 install_docker() {
   command -v docker >/dev/null 2>&1 && return 0
   STEP="installing docker (this image ships none)"
   say "no docker on this image: installing docker.io from the Ubuntu archive"
-  local attempt=1
+  local attempt=1 delay="$BACKOFF_SECONDS"
   until run_step apt_install_docker; do
     ((attempt < ATTEMPTS)) || die "$STEP: apt-get failed $ATTEMPTS times (journalctl -u google-startup-scripts " \
       "shows its words); $RERUN"
-    say "apt-get failed; retry $attempt/$ATTEMPTS in ${BACKOFF_SECONDS}s"
-    pause "$BACKOFF_SECONDS"
+    say "apt-get failed; retry $attempt/$ATTEMPTS in ${delay}s"
+    pause "$delay"
     attempt=$((attempt + 1))
+    delay=$((delay * 2))
   done
   run_step systemctl enable --now docker.service ||
     die "$STEP: docker.io is installed but docker.service did not start (systemctl status docker); $RERUN"
@@ -29,9 +31,12 @@ install_docker() {
   say "docker installed: $(docker --version)"
 }
 
+# DPkg::Lock::Timeout: apt waits that long for the dpkg lock another apt holds (apt.conf(5)) instead of failing at
+# once; the retries above cover the rest (the package lists' lock, the archive itself).
 apt_install_docker() {
   apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=120 \
+      docker.io
 }
 
 # The install comes first in main, after start_boot's traps, lock and first status: a failure is a `failed:`

@@ -13,6 +13,7 @@ too.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +155,18 @@ def _custom_resource_validator(key: tuple[str, str], schema: dict[str, Any]) -> 
     return _CUSTOM_RESOURCE_VALIDATORS[key]
 
 
+# Every custom resource's name is checked by the API server as a DNS subdomain (apiextensions-apiserver
+# pkg/registry/customresource/validator.go: `ValidateObjectMetaAccessor(..., path.ValidatePathSegmentName)` then
+# NameIsDNSSubdomain, "a lowercase RFC 1123 subdomain"), whatever its CRD's schema says of metadata.
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def validation_errors(manifest: dict[str, Any]) -> list[str]:
     key = (manifest.get("apiVersion"), manifest.get("kind"))
+    name = str((manifest.get("metadata") or {}).get("name", ""))
+    if key in CUSTOM_RESOURCE_SCHEMAS or key in CRD_FILES:
+        if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+            return [f"{key}: metadata/name: {name!r} is not a lowercase RFC 1123 subdomain"]
     if key in CRD_FILES and key not in CUSTOM_RESOURCE_SCHEMAS:
         CUSTOM_RESOURCE_SCHEMAS[key] = crd_schema(CRD_FILES[key], "v1")
     schema = CUSTOM_RESOURCE_SCHEMAS.get(key)

@@ -456,3 +456,13 @@ def test_a_failed_create_whose_insert_settled_takes_one_404_for_nothing_made(fak
         ComputeApi(retry_base_seconds=0.01), props(), "inc1", None, settled=True)
     assert said == f"Cleanup: found no instance {NAME}: nothing of this create is left."
     assert sum(1 for r in fake.requests if r.method == "GET" and r.path.endswith(NAME)) == 1
+
+
+@pytest.mark.parametrize("model", ["spot", "on-demand"])
+def test_a_spot_or_on_demand_tpu_vm_that_starts_pending_is_waited_for(fake, model):
+    """"… and TPU instances start instead in the PENDING state", whatever the model (the life cycle page)."""
+    create = Running(props(body=body(provisioning_model=model, run_seconds=None, queue_seconds=None)))
+    wait_for(lambda: polled_while_pending(fake), "the create waiting while the TPU VM is PENDING")
+    assert "params" not in fake.inserts[0]  # only flex-start asks for the queue
+    fake.capacity_arrives(PROJECT, ZONE, NAME)
+    assert create.join().error is None and fake.billing() == [NAME]

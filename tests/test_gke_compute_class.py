@@ -90,7 +90,9 @@ def test_the_class_validates_against_its_crd_schema_and_the_validator_refuses_wh
     for break_it in (lambda c: c["spec"]["priorities"][0]["flexStart"]["nodeRecycling"].update(leadTimeSeconds=0),
                      lambda c: c["spec"]["priorities"][0].update(maxRunDuration="86400s"),
                      lambda c: c["spec"].update(whenUnsatisfiable="Wait"),
-                     lambda c: c["spec"]["priorities"][0]["storage"].update(bootDiskSize=5)):
+                     lambda c: c["spec"]["priorities"][0]["storage"].update(bootDiskSize=5),
+                     # The API server's name rule for every custom resource: "TPU7x" in a name is refused.
+                     lambda c: c["metadata"].update(name="tpu-vllm-gke-tpu-TPU7x-2x2x1")):
         broken = copy.deepcopy(tpu_class)
         break_it(broken)
         assert validation_errors(broken), broken["spec"]
@@ -335,3 +337,25 @@ def test_the_pack_entry_point_reads_the_class_and_the_quota(with_fallbacks):
     assert len(reports["copied opt-in"]["gke-tpu-pool-run-ends"]) == 2  # spot and on-demand, no run end
     assert "no maxRunDurationSeconds" in reports["no run duration"]["gke-tpu-pool-run-ends"][0]
     assert "12 chips" in reports["quota"]["gke-tpu-chips-capped"][0]
+
+
+def test_a_tpu7x_class_is_named_in_lowercase_and_boots_hyperdisk_balanced():
+    from components import catalog
+    shape = catalog.shape("tpu7x-standard-4t")
+    name = compute_class.class_name("tpu-vllm-tpu7xgke", shape)
+    assert name == "tpu-vllm-tpu7xgke-tpu-tpu7x-2x2x1"
+    loaded = settings.load(with_tpu7x(gke_raw()), project="my-proj", stack="gke").settings
+    built = compute_class.compute_class(name, ["flex-start"], loaded.gke, loaded.tpu.run_seconds, "n@p.iam", shape)
+    assert validation_errors(built) == []
+    assert built["spec"]["priorities"][0]["storage"]["bootDiskType"] == "hyperdisk-balanced"
+    # v5e and v6e keep GKE's pd-balanced.
+    assert compute_class.priority("flex-start", loaded.gke, 3600, catalog.shape("v6e-1"))["storage"][
+        "bootDiskType"] == "pd-balanced"
+
+
+def with_tpu7x(raw: dict) -> dict:
+    raw["tpu"] = {**raw.get("tpu", {}), "acceleratorType": "tpu7x-standard-4t", "zone": "us-central1-c"}
+    raw["gke"] = {**{key: value for key, value in raw["gke"].items() if key != "machineType"},
+                  "location": "us-central1-c", "nodeLocations": ["us-central1-c"], "maxReplicas": 1}
+    raw["vllm"] = {key: value for key, value in raw["vllm"].items() if key != "tensorParallelSize"}
+    return raw

@@ -22,8 +22,19 @@ LOG_PRICE_REGION = "us-west4"
 
 
 def boot_disk_usd_per_hour() -> float:
-    """One node's boot disk (every node has one: GKE's 100 GB pd-balanced default, written out in the stack)."""
+    """One system node's boot disk (GKE's 100 GB pd-balanced default, written out in the stack)."""
     return spending.disk_usd_per_month(BOOT_DISK_TYPE, BOOT_DISK_GB) / price_list.HOURS_PER_MONTH
+
+
+def tpu_boot_disk_type(settings: Settings) -> str:
+    """A TPU node's boot disk type: pd-balanced, or the generation's own (TPU7x: Hyperdisk Balanced)."""
+    return settings.tpu.shape.generation.gke_boot_disk_type or BOOT_DISK_TYPE
+
+
+def tpu_boot_disk_usd_per_hour(settings: Settings) -> float | None:
+    """One TPU node's boot disk; None where its type's price was not read."""
+    month = spending.disk_usd_per_month(tpu_boot_disk_type(settings), BOOT_DISK_GB)
+    return None if month is None else month / price_list.HOURS_PER_MONTH
 
 
 def recycling_factor(settings: Settings, model: str) -> float:
@@ -38,10 +49,10 @@ def recycling_factor(settings: Settings, model: str) -> float:
 def replica_usd_per_hour(settings: Settings, model: str) -> float | None:
     """One replica on a node of this model: the chip, its node's boot disk, and the recycling overlap; None where no
     price was read for the chip (TPU7x), never a figure in its place."""
-    chips = settings.tpu_usd_per_hour(model)
-    if chips is None:
+    chips, disk = settings.tpu_usd_per_hour(model), tpu_boot_disk_usd_per_hour(settings)
+    if chips is None or disk is None:
         return None
-    return (chips + boot_disk_usd_per_hour()) * recycling_factor(settings, model)
+    return (chips + disk) * recycling_factor(settings, model)
 
 
 def _rounded(value: float | None, digits: int) -> float | None:
@@ -100,7 +111,8 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         "costPerHourAtMinReplicasUsd": _rounded(total_usd_per_hour(settings, gke.min_replicas), 4),
         "clusterBaselineUsdPerHour": round(baseline(settings).usd_per_hour, 4),
         "replicaUsdPerHour": _rounded(replica_usd_per_hour(settings, model), 4),
-        "bootDiskUsdPerMonthPerNode": round(boot_disk_usd_per_hour() * price_list.HOURS_PER_MONTH, 2),
+        "bootDiskUsdPerMonthPerNode": _rounded(spending.disk_usd_per_month(tpu_boot_disk_type(settings),
+                                                                             BOOT_DISK_GB), 2),
         "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
         # A rollout (a serve flag, the image, the front's config) starts the surge replica before an old one leaves
         # (components/gke/workload.py ROLLOUT_STRATEGY): one more chip bills while each replica is replaced.
@@ -167,7 +179,7 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_system_pool": f"{0 if gke.use_existing_cluster else gke.system_node_count} x {gke.system_machine_type}",
         "gke_system_pool_usd_per_hour": round(base.system_nodes_usd_per_hour, 4),
         "gke_system_boot_disks_usd_per_hour": round(base.system_boot_disks_usd_per_hour, 4),
-        "gke_boot_disk": f"{BOOT_DISK_GB} GB {BOOT_DISK_TYPE}",
+        "gke_boot_disk": f"{BOOT_DISK_GB} GB {tpu_boot_disk_type(settings)}",
         "gke_boot_disk_usd_per_month_per_node": costs["bootDiskUsdPerMonthPerNode"],
         "gke_replica_usd_per_hour": costs["replicaUsdPerHour"],
         "gke_recycling_lead_hours": (gke.recycling_lead_seconds / 3600 if model == "flex-start" else None),

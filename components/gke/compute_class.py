@@ -37,7 +37,8 @@ TPU_RESOURCE = "google.com/tpu"
 
 
 def class_name(resource_prefix: str, shape: catalog.Shape = DEFAULT_SHAPE) -> str:
-    return f"{resource_prefix}-tpu-{shape.generation.name}-{shape.gke_topology}"
+    # A Kubernetes object name is a lowercase RFC 1123 subdomain: "TPU7x" goes in as "tpu7x".
+    return f"{resource_prefix}-tpu-{shape.generation.name.lower()}-{shape.gke_topology}"
 
 
 def models(provisioning_model: str, gke: GkeSettings) -> list[str]:
@@ -61,7 +62,8 @@ def priority(model: str, gke: GkeSettings, run_seconds: int, shape: catalog.Shap
         "tpu": tpu_block(shape),
         "location": {"zones": list(gke.tpu_zones)},
         # GKE's default boot disk, stated so the plan prices exactly it.
-        "storage": {"bootDiskSize": BOOT_DISK_GB, "bootDiskType": BOOT_DISK_TYPE},
+        "storage": {"bootDiskSize": BOOT_DISK_GB,
+                    "bootDiskType": shape.generation.gke_boot_disk_type or BOOT_DISK_TYPE},
     }
     if model == "flex-start":
         rule["flexStart"] = {"enabled": True,

@@ -2,10 +2,12 @@
 ledger, and the faults a test injects.
 
 Its answers are compute.v1.json's (google-api-python-client's discovery cache, revision 20261106): an Instance
-with `status` from the schema's enum (a flex-start instance asked to wait 90 s or more is PENDING first, then
-RUNNING: "after you create a standalone Flex-start VM with a wait time (requestValidForDuration) that is 90 seconds
-or longer, the VM state changes to PENDING", Google's instance life cycle page, 2026-04-14; PENDING is "waiting for
-available capacity from Dynamic Workload Scheduler"; any other insert runs at once), an Operation (`kind`
+with `status` from the schema's enum (a TPU instance, or a flex-start one asked to wait 90 s or more, is PENDING
+first, then RUNNING: "Flex-start virtual machine (VM) instances with a wait time (requestValidForDuration) and TPU
+instances start instead in the PENDING state", Google's instance life cycle page as stored in its .md.txt copy; its
+2026-04-14 copy: "after you create a standalone Flex-start VM with a wait time (requestValidForDuration) that is 90
+seconds or longer, the VM state changes to PENDING"; PENDING is "waiting for available capacity from Dynamic
+Workload Scheduler"; any other insert runs at once), an Operation (`kind`
 compute#operation, `operationType`, `status` PENDING/RUNNING/DONE, `targetLink`, a failed one's `error.errors[]`
 with `code`, `message` and, for a quota, `errorDetails[].quotaInfo`), Google's JSON error body
 (`error.errors[].reason`: notFound, alreadyExists, conditionNotMet, resourceNotReady), and an insert's `requestId`
@@ -37,6 +39,8 @@ CREATION = "2026-12-07T09:00:00.000-08:00"
 STARTED = "2026-12-07T09:20:00.000-08:00"
 # The shortest flex-start wait that queues (PENDING): "90 seconds or longer" (the life cycle page).
 QUEUED_WAIT_SECONDS = 90
+# Compute Engine's TPU machine types (ct6e-standard-*, tpu7x-standard-*, ct5p-*: compute/docs/tpus/tpu-machines).
+TPU_MACHINE_PREFIXES = ("ct", "tpu")
 # What an insert's operation says when no capacity came in time (ZONE_RESOURCE_POOL_EXHAUSTED's message, as
 # Compute Engine words it for a stockout) and when a quota is short (QUOTA_EXCEEDED with quotaInfo).
 STOCKOUT = {"code": "ZONE_RESOURCE_POOL_EXHAUSTED",
@@ -92,10 +96,12 @@ class FakeComputeApi(FakeServer):
 
     # What a test does to the world.
     def insert(self, project: str, zone: str, body: dict[str, Any]) -> dict[str, Any]:
-        """An insert taken; a FLEX_START one asked to wait 90 s or more starts PENDING (capacity_arrives runs it)."""
+        """An insert taken; a TPU one, or a FLEX_START one asked to wait 90 s or more, starts PENDING
+        (capacity_arrives runs it)."""
         wait = int((((body.get("params") or {}).get("requestValidForDuration")) or {}).get("seconds") or 0)
-        waits = (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" \
-            and wait >= QUEUED_WAIT_SECONDS
+        machine = str(body.get("machineType") or "").rsplit("/", 1)[-1]
+        waits = machine.startswith(TPU_MACHINE_PREFIXES) or (
+            (body.get("scheduling") or {}).get("provisioningModel") == "FLEX_START" and wait >= QUEUED_WAIT_SECONDS)
         name = body["name"]
         link = f"{self.url}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
         self.inserts.append(body)

@@ -29,12 +29,13 @@ def gke_checks(settings: Settings) -> list[Finding]:
     findings: list[Finding] = []
     shape = settings.tpu.shape
     if not shape.on_gke:
-        read = [other.accelerator_type for other in catalog.all_shapes()
-                if other.generation is shape.generation and other.on_gke]
+        sized = [other.accelerator_type for other in catalog.all_shapes()
+                 if other.generation is shape.generation and other.on_gke]
         return [Finding(
             "tpu.acceleratorType", settings.tpu.accelerator_type,
-            f"no GKE source names a {shape.accelerator_type} node pool (the {shape.generation.name} pools read: "
-            f"{', '.join(read)})",
+            f"the gke wing sizes each pod to fit its node, and the {shape.accelerator_type} host's vCPUs and memory "
+            f"have not been read (components/catalog/shapes.py; the {shape.generation.name} shapes it sizes: "
+            f"{', '.join(sized)})",
             "use one of those on gke, or tpu-vllm:platform vm (a Compute Engine instance)", also_keys=("platform",))]
     findings += _generation_version_findings(settings)
     if gke.machine_type is not None and gke.machine_type != shape.gke_machine_type:
@@ -123,13 +124,20 @@ def gke_checks(settings: Settings) -> list[Finding]:
                 f"list {', '.join(verified)} (where flex-start {shape.generation.flex_start_observed_on} was run)",
                 also_keys=("gke.location", "tpu.acceleratorType"),
             ))
-        elif unverified:
+        elif unverified and verified:
             findings.append(Finding.warning(
                 "gke.nodeLocations", gke.node_locations or NO_VALUE,
                 f"flex-start {shape.generation.name} is only verified (on {shape.generation.flex_start_observed_on}) "
                 f"in {', '.join(verified)}; "
                 f"{', '.join(unverified)} may have no {shape.generation.name} capacity or no flex-start for it",
                 f"list {', '.join(verified)} first, or accept the risk",
+            ))
+        elif unverified:
+            findings.append(Finding.warning(
+                "gke.nodeLocations", gke.node_locations or NO_VALUE,
+                f"flex-start {shape.generation.name} has not been seen accepted in any zone yet; "
+                f"{', '.join(unverified)} may have no {shape.generation.name} capacity or no flex-start for it",
+                "accept the risk, or record the zone's answer in components/catalog/shapes.py",
             ))
     if "container_access" in settings.vllm.model_fields_set:
         findings.append(Finding.warning(
