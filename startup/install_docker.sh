@@ -10,8 +10,9 @@
 # shellcheck disable=SC2154 # ATTEMPTS, BACKOFF_SECONDS and RERUN are startup.sh's settings
 
 # install_docker: docker.io from the image's own Ubuntu archive, retried with the delay doubling as http_get's
-# (2 s to 128 s, about four minutes in all: a first boot's apt-daily and unattended-upgrades hold apt's locks a
-# while), then its unit enabled and started (the serving step's units need docker.service).
+# (2 s to 128 s, 254 s of pauses: a first boot's apt-daily and unattended-upgrades hold apt's locks a while), then
+# its unit enabled and started (the serving step's units need docker.service). At worst, eight tries that each wait
+# 60 s on the dpkg lock and the pauses come to ~12 min, inside serve.sh's 900 s wait for the boot script.
 install_docker() {
   command -v docker >/dev/null 2>&1 && return 0
   STEP="installing docker (this image ships none)"
@@ -31,11 +32,12 @@ install_docker() {
   say "docker installed: $(docker --version)"
 }
 
-# DPkg::Lock::Timeout: apt waits that long for the dpkg lock another apt holds (apt.conf(5)) instead of failing at
-# once; the retries above cover the rest (the package lists' lock, the archive itself).
+# DPkg::Lock::Timeout: `apt-get install` waits that long for the dpkg locks another apt holds instead of failing at
+# once (apt 2.4 and 2.7 apt-pkg/deb/debsystem.cc debSystem::Lock; doc/examples/configure-index). `apt-get update`'s
+# lists lock takes no timeout: the retries above cover it, and the archive itself.
 apt_install_docker() {
   apt-get update -qq &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=120 \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=60 \
       docker.io
 }
 

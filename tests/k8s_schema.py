@@ -156,8 +156,8 @@ def _custom_resource_validator(key: tuple[str, str], schema: dict[str, Any]) -> 
 
 
 # Every custom resource's name is checked by the API server as a DNS subdomain (apiextensions-apiserver
-# pkg/registry/customresource/validator.go: `ValidateObjectMetaAccessor(..., path.ValidatePathSegmentName)` then
-# NameIsDNSSubdomain, "a lowercase RFC 1123 subdomain"), whatever its CRD's schema says of metadata.
+# pkg/registry/customresource/validator.go: NameIsDNSSubdomain, "a lowercase RFC 1123 subdomain", at most 253
+# characters), whatever its CRD's schema says of metadata.
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 

@@ -67,7 +67,7 @@ def test_an_image_without_docker_gets_docker_io_before_the_pull_and_boots_ready(
     assert result.returncode == 0, result.stderr
     assert run.status == "ready"
     commands = run.commands.splitlines()
-    install = commands.index("apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=120 docker.io ")
+    install = commands.index("apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=60 docker.io ")
     assert commands[install - 1] == "apt-get update -qq "
     assert "systemctl enable --now docker.service " in commands
     # The image pull starts once docker is there (startup.sh pulls only when `command -v docker` finds one).

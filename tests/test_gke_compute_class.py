@@ -348,9 +348,19 @@ def test_a_tpu7x_class_is_named_in_lowercase_and_boots_hyperdisk_balanced():
     built = compute_class.compute_class(name, ["flex-start"], loaded.gke, loaded.tpu.run_seconds, "n@p.iam", shape)
     assert validation_errors(built) == []
     assert built["spec"]["priorities"][0]["storage"]["bootDiskType"] == "hyperdisk-balanced"
-    # v5e and v6e keep GKE's pd-balanced.
+    # v6e boots Hyperdisk too; v5e keeps GKE's pd-balanced.
     assert compute_class.priority("flex-start", loaded.gke, 3600, catalog.shape("v6e-1"))["storage"][
+        "bootDiskType"] == "hyperdisk-balanced"
+    assert compute_class.priority("flex-start", loaded.gke, 3600, catalog.shape("v5litepod-1"))["storage"][
         "bootDiskType"] == "pd-balanced"
+
+
+def test_every_gke_node_boots_a_disk_type_its_generation_attaches():
+    from components import catalog
+    for shape in catalog.all_shapes():
+        generation = shape.generation
+        boot = generation.gke_boot_disk_type or compute_class.BOOT_DISK_TYPE
+        assert boot in generation.data_disk_types, (shape.accelerator_type, boot)
 
 
 def with_tpu7x(raw: dict) -> dict:

@@ -125,8 +125,8 @@ class Generation:
     adds them)."""
     allowlist_source: Source | None = None
     gke_boot_disk_type: str | None = None
-    """The boot disk type of this generation's GKE nodes where it is not the stack's pd-balanced (None): TPU7x's
-    machines are seen booting Hyperdisk Balanced only."""
+    """The boot disk type of this generation's GKE nodes where it is not the stack's pd-balanced (None): v6e and
+    TPU7x machines take Hyperdisk, not Persistent Disk."""
     gke_min_version: str | None = None
     """The GKE version a Standard cluster needs for node pools of this generation (None: no more than the stack's
     own floor, components/settings/facts.py GKE_MIN_VERSION)."""
@@ -382,6 +382,9 @@ V6E = Generation(
         ("on-demand", "TPUS-PER-TPU-FAMILY-per-project-region (tpu_family=CT6E)"),
     ),
     compute_quota_source=COMPUTE_MIGRATION_SOURCE,
+    # "v6e: Hyperdisk Balanced, Hyperdisk ML" (TPU_DISK_PAGE, the boot disk among them), as on the compute path; and
+    # Google's cluster-toolkit v6e GKE blueprint sets `disk_type: hyperdisk-balanced` (the third second reader).
+    gke_boot_disk_type="hyperdisk-balanced",
 )
 
 TPU7X = Generation(

@@ -133,8 +133,12 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
         # One run of every replica, each with its replacement's overlap, and the baseline for the same hours.
         at_most = total_usd_per_hour(settings, gke.max_replicas)
         costs["maxSpendPerRunUsd"] = None if at_most is None else round(at_most * settings.tpu.run_seconds / 3600, 2)
-    if replica_usd_per_hour(settings, model) is None:
+    if settings.tpu_usd_per_hour(model) is None:
         costs["priceNotFound"] = settings.price_not_found()
+    elif tpu_boot_disk_usd_per_hour(settings) is None:
+        costs["priceNotFound"] = (f"price not found for the TPU nodes' {tpu_boot_disk_type(settings)} boot disk "
+                                  "(components/catalog/prices.py DISK_PRICES holds none: Hyperdisk Balanced bills "
+                                  "capacity plus IOPS and throughput above a baseline), so no sum with it is shown")
     return costs
 
 
