@@ -359,8 +359,7 @@ def test_every_gke_node_boots_a_disk_type_its_generation_attaches():
     from components import catalog
     for shape in catalog.all_shapes():
         generation = shape.generation
-        boot = generation.gke_boot_disk_type or compute_class.BOOT_DISK_TYPE
-        assert boot in generation.data_disk_types, (shape.accelerator_type, boot)
+        assert generation.gke_boot_disk_type in generation.data_disk_types, shape.accelerator_type
 
 
 def with_tpu7x(raw: dict) -> dict:

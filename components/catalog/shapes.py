@@ -124,9 +124,9 @@ class Generation:
     """Provisioning models Compute Engine gives this generation only to projects on an allowlist (the account team
     adds them)."""
     allowlist_source: Source | None = None
-    gke_boot_disk_type: str | None = None
-    """The boot disk type of this generation's GKE nodes where it is not the stack's pd-balanced (None): v6e and
-    TPU7x machines take Hyperdisk, not Persistent Disk."""
+    gke_boot_disk_type: str = "pd-balanced"
+    """The boot disk type of this generation's GKE TPU nodes: GKE's default, pd-balanced, where the machine takes it
+    (v5e); v6e and TPU7x machines take Hyperdisk, not Persistent Disk."""
     gke_min_version: str | None = None
     """The GKE version a Standard cluster needs for node pools of this generation (None: no more than the stack's
     own floor, components/settings/facts.py GKE_MIN_VERSION)."""

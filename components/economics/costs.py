@@ -26,14 +26,9 @@ def boot_disk_usd_per_hour() -> float:
     return spending.disk_usd_per_month(BOOT_DISK_TYPE, BOOT_DISK_GB) / price_list.HOURS_PER_MONTH
 
 
-def tpu_boot_disk_type(settings: Settings) -> str:
-    """A TPU node's boot disk type: pd-balanced, or the generation's own (TPU7x: Hyperdisk Balanced)."""
-    return settings.tpu.shape.generation.gke_boot_disk_type or BOOT_DISK_TYPE
-
-
 def tpu_boot_disk_usd_per_hour(settings: Settings) -> float | None:
     """One TPU node's boot disk; None where its type's price was not read."""
-    month = spending.disk_usd_per_month(tpu_boot_disk_type(settings), BOOT_DISK_GB)
+    month = spending.disk_usd_per_month(settings.tpu.shape.generation.gke_boot_disk_type, BOOT_DISK_GB)
     return None if month is None else month / price_list.HOURS_PER_MONTH
 
 
@@ -106,13 +101,13 @@ def total_usd_per_hour(settings: Settings, replicas: int, model: str | None = No
 def gke_costs(settings: Settings) -> dict[str, Any]:
     """$/hour at the least and the most replicas (first priority), each fallback's, the baseline, one run."""
     gke, model = settings.gke, settings.tpu.provisioning_model
+    disk_type = settings.tpu.shape.generation.gke_boot_disk_type
     costs: dict[str, Any] = {
         "costPerHourUsd": _rounded(total_usd_per_hour(settings, gke.max_replicas), 4),
         "costPerHourAtMinReplicasUsd": _rounded(total_usd_per_hour(settings, gke.min_replicas), 4),
         "clusterBaselineUsdPerHour": round(baseline(settings).usd_per_hour, 4),
         "replicaUsdPerHour": _rounded(replica_usd_per_hour(settings, model), 4),
-        "bootDiskUsdPerMonthPerNode": _rounded(spending.disk_usd_per_month(tpu_boot_disk_type(settings),
-                                                                             BOOT_DISK_GB), 2),
+        "bootDiskUsdPerMonthPerNode": _rounded(spending.disk_usd_per_month(disk_type, BOOT_DISK_GB), 2),
         "compileCacheUsdPerMonth": round(cache_usd_per_month(settings), 4),
         # A rollout (a serve flag, the image, the front's config) starts the surge replica before an old one leaves
         # (components/gke/workload.py ROLLOUT_STRATEGY): one more chip bills while each replica is replaced.
@@ -136,7 +131,7 @@ def gke_costs(settings: Settings) -> dict[str, Any]:
     if settings.tpu_usd_per_hour(model) is None:
         costs["priceNotFound"] = settings.price_not_found()
     elif tpu_boot_disk_usd_per_hour(settings) is None:
-        costs["priceNotFound"] = (f"price not found for the TPU nodes' {tpu_boot_disk_type(settings)} boot disk "
+        costs["priceNotFound"] = (f"price not found for the TPU nodes' {disk_type} boot disk "
                                   "(components/catalog/prices.py DISK_PRICES holds none: Hyperdisk Balanced bills "
                                   "capacity plus IOPS and throughput above a baseline), so no sum with it is shown")
     return costs
@@ -183,7 +178,7 @@ def gke_plan_summary(settings: Settings) -> dict[str, Any]:
         "gke_system_pool": f"{0 if gke.use_existing_cluster else gke.system_node_count} x {gke.system_machine_type}",
         "gke_system_pool_usd_per_hour": round(base.system_nodes_usd_per_hour, 4),
         "gke_system_boot_disks_usd_per_hour": round(base.system_boot_disks_usd_per_hour, 4),
-        "gke_boot_disk": f"{BOOT_DISK_GB} GB {tpu_boot_disk_type(settings)}",
+        "gke_boot_disk": f"{BOOT_DISK_GB} GB {settings.tpu.shape.generation.gke_boot_disk_type}",
         "gke_boot_disk_usd_per_month_per_node": costs["bootDiskUsdPerMonthPerNode"],
         "gke_replica_usd_per_hour": costs["replicaUsdPerHour"],
         "gke_recycling_lead_hours": (gke.recycling_lead_seconds / 3600 if model == "flex-start" else None),

@@ -17,7 +17,7 @@ from typing import Any
 
 from components import catalog
 from components.gke import manifests
-from components.gke.cluster import BOOT_DISK_GB, BOOT_DISK_TYPE
+from components.gke.cluster import BOOT_DISK_GB
 from components.settings.gke import GkeSettings
 
 COMPUTE_CLASS_API = "cloud.google.com/v1"
@@ -61,9 +61,8 @@ def priority(model: str, gke: GkeSettings, run_seconds: int, shape: catalog.Shap
     rule: dict[str, Any] = {
         "tpu": tpu_block(shape),
         "location": {"zones": list(gke.tpu_zones)},
-        # GKE's default boot disk, stated so the plan prices exactly it.
-        "storage": {"bootDiskSize": BOOT_DISK_GB,
-                    "bootDiskType": shape.generation.gke_boot_disk_type or BOOT_DISK_TYPE},
+        # The boot disk stated, so the plan prices exactly it: the type the generation's machines take.
+        "storage": {"bootDiskSize": BOOT_DISK_GB, "bootDiskType": shape.generation.gke_boot_disk_type},
     }
     if model == "flex-start":
         rule["flexStart"] = {"enabled": True,

@@ -7,6 +7,7 @@ Operation); TPU_VLLM_COMPUTE_API_ENDPOINT points the client at a fake in tests.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, ClassVar
@@ -82,6 +83,17 @@ class ComputeApi(TpuApi):
     def operation(self, project: str, zone: str, name: str) -> dict[str, Any]:
         return self.call("zoneOperations.get", lambda: self._collection("zoneOperations").get(
             project=project, zone=zone, operation=name))
+
+    def finished(self, project: str, zone: str, operation: dict[str, Any], deadline: float, poll: float,
+                 what: str) -> dict[str, Any] | None:
+        """The operation read every `poll` (through outages) until DONE; None when `deadline` comes first."""
+        read = functools.partial(self.operation, project, zone, operation.get("name", ""))
+        while operation.get("status") != "DONE":
+            if self.clock() + poll > deadline:
+                return None
+            self.sleep(poll)
+            operation = self.through_outages(read, deadline, poll, f"the {what} operation")
+        return operation
 
 
 def operation_errors(operation: dict[str, Any]) -> list[dict[str, Any]]:

@@ -366,18 +366,14 @@ class ComputeInstanceProvider(ResourceProvider):
             raise ComputeApiError(message, error.status, error.transient) from None
 
     def _wait_for_operation(self, api: ComputeApi, props: dict[str, Any], operation: dict[str, Any],
-                            action: str, deadline: float | None = None) -> None:
-        poll = float(props.get("pollSeconds", 15))
-        if deadline is None:
-            deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
-        read = functools.partial(api.operation, props["project"], props["zone"], operation.get("name", ""))
-        while operation.get("status") != "DONE":
-            if api.clock() > deadline:
-                raise ComputeApiError(f"{action}: operation {operation.get('name')} did not finish in time")
-            api.sleep(poll)
-            operation = api.through_outages(read, deadline, poll, f"the {action} operation")
-        if operation_errors(operation):
-            raise ComputeApiError(f"{action} failed: {describe_errors(operation_errors(operation))}")
+                            action: str) -> None:
+        deadline = api.clock() + float(props.get("deleteWaitSeconds", 1200))
+        finished = api.finished(props["project"], props["zone"], operation, deadline,
+                                float(props.get("pollSeconds", 15)), action)
+        if finished is None:
+            raise ComputeApiError(f"{action}: operation {operation.get('name')} did not finish in time")
+        if operation_errors(finished):
+            raise ComputeApiError(f"{action} failed: {describe_errors(operation_errors(finished))}")
 
     def _delete(self, api: ComputeApi, props: dict[str, Any], incarnation: str | None) -> None:
         """Delete the instance (of `incarnation`; None: whatever this stack's node of the name is) and wait until it

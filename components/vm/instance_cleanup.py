@@ -15,7 +15,6 @@ Three things it does not take on trust:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -73,13 +72,8 @@ def delete_this_creates_instance(api: ComputeApi, project: str, zone: str, name:
 def _ended_well(api: ComputeApi, project: str, zone: str, operation: dict[str, Any], until: float, poll: float,
                 say: Callable[[str], None]) -> bool:
     """Whether the delete's operation finished without an error (read until DONE or `until`)."""
-    read = functools.partial(api.operation, project, zone, operation.get("name", ""))
-    while operation.get("status") != "DONE":
-        if api.clock() + poll > until:
-            return False
-        api.sleep(poll)
-        operation = api.through_outages(read, until, poll, "the delete operation")
-    errors = operation_errors(operation)
+    finished = api.finished(project, zone, operation, until, poll, "delete")
+    errors = operation_errors(finished) if finished is not None else []
     if errors:
         say(f"the DELETE failed ({describe_errors(errors)}); sending it again")
-    return not errors
+    return finished is not None and not errors

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from components.catalog import COMPUTE
+from components.vm.boot_script import INSTALL_DOCKER, STARTUP_SCRIPT, boot_script
 from tools.plan.engine import redact, run_program
 from tools.plan.placeholders import (
     PLACEHOLDER_MEANINGS,
@@ -96,8 +98,6 @@ def vm_files() -> dict[str, str]:
         if "\n" in text.strip():
             files[text] = path.relative_to(ROOT).as_posix()
     # The compute path's boot script is two of those files in one (components/vm/boot_script.py).
-    from components.catalog import COMPUTE
-    from components.vm.boot_script import INSTALL_DOCKER, STARTUP_SCRIPT, boot_script
     files[boot_script(COMPUTE)] = (f"{STARTUP_SCRIPT.relative_to(ROOT).as_posix()} with "
                                    f"{INSTALL_DOCKER.relative_to(ROOT).as_posix()} (components/vm/boot_script.py)")
     return files
